@@ -1,0 +1,32 @@
+//===- Registration.cpp - pipefill-translate registrations ----------------===//
+#include "codegen/Translate.h"
+#include "dialect/PipefillOps.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+
+using namespace mlir;
+
+namespace pipefill {
+
+void registerTranslations() {
+  static TranslateToMLIRRegistration importJob(
+      "import-job", "import a JobSpec (protobuf text format) into the pipefill dialect",
+      [](llvm::SourceMgr &sourceMgr, MLIRContext *context) -> OwningOpRef<Operation *> {
+        OwningOpRef<ModuleOp> module = importJobSpec(sourceMgr, context);
+        if (!module)
+          return nullptr;
+        return OwningOpRef<Operation *>(module.release());
+      });
+  auto dialects = [](DialectRegistry &registry) {
+    registry.insert<PipefillDialect>();
+  };
+  static TranslateFromMLIRRegistration toReport(
+      "to-report", "write the report JSON of compiled pipefill IR",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportReport(cast<ModuleOp>(op), os);
+      },
+      dialects);
+}
+
+} // namespace pipefill

@@ -1,0 +1,39 @@
+//===- Translate.h - pipefill import and export entry points ----*- C++ -*-===//
+//
+// Translations between the pipefill dialect and the outside world. Each is a
+// plain function so tools and tests can call it directly; registerTranslations
+// wires them into pipefill-translate.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_CODEGEN_TRANSLATE_H
+#define PIPEFILL_CODEGEN_TRANSLATE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace pipefill {
+
+/// Parses a JobSpec in protobuf text format from the main buffer of
+/// `sourceMgr` and builds a module holding one `pipefill.pipeline` and the
+/// `pipefill.fill_job` declarations. Syntax and semantic errors are emitted as
+/// diagnostics located at file:line:col of the offending text; returns null
+/// on error.
+mlir::OwningOpRef<mlir::ModuleOp> importJobSpec(llvm::SourceMgr &sourceMgr,
+                                                mlir::MLIRContext *context);
+
+/// Writes the report JSON of DESIGN section 8.
+mlir::LogicalResult exportReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// Writes a Chrome trace (Perfetto-compatible JSON).
+mlir::LogicalResult exportTrace(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// Writes an SVG picture of the schedule.
+mlir::LogicalResult exportSvg(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+/// Registers all of the above with mlir-translate's registry.
+void registerTranslations();
+
+} // namespace pipefill
+
+#endif // PIPEFILL_CODEGEN_TRANSLATE_H

@@ -1,0 +1,269 @@
+//===- PipefillOps.cpp - pipefill operations ------------------------------===//
+//
+// Structural rules that traits cannot express: stage numbering, index ranges,
+// backward-after-forward order on a stage, send/recv pairing, and fill work
+// that fits its bubble.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/PipefillOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <tuple>
+
+using namespace mlir;
+using namespace pipefill;
+
+#include "dialect/PipefillEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialect/PipefillOps.cpp.inc"
+
+static const char *payloadName(Payload p) {
+  return p == Payload::Activation ? "activation" : "gradient";
+}
+
+//===----------------------------------------------------------------------===//
+// PipelineOp
+//===----------------------------------------------------------------------===//
+
+bool PipelineOp::isExpanded() {
+  for (StageOp stage : getStages())
+    if (!stage.getBody().empty() && !stage.getBody().front().empty())
+      return true;
+  return false;
+}
+
+namespace {
+/// Identifies one transfer: (sender stage, receiver stage, payload, mb, chunk).
+using TransferKey = std::tuple<int64_t, int64_t, int, int64_t, int64_t>;
+struct TransferEnd {
+  Operation *op;
+  int64_t bytes;
+};
+} // namespace
+
+LogicalResult PipelineOp::verifyRegions() {
+  Block &block = getBody().front();
+  int64_t numStages = getNumStages();
+  int64_t numMb = getNumMicrobatches();
+  int64_t numChunks = getVirtualStages();
+
+  if (numChunks > 1 && getSchedule() != ScheduleKind::Interleaved1F1B)
+    return emitOpError() << "virtual_stages = " << numChunks
+                         << " requires schedule interleaved_1f1b";
+
+  int64_t position = 0;
+  for (Operation &op : block) {
+    auto stage = dyn_cast<StageOp>(op);
+    if (!stage)
+      return op.emitOpError() << "is not allowed directly in a pipeline; "
+                                 "expected only 'pipefill.stage' ops";
+    if (static_cast<int64_t>(stage.getIndex()) != position)
+      return stage.emitOpError()
+             << "has index " << stage.getIndex() << " at position " << position
+             << "; stages must be numbered 0.." << numStages - 1 << " in order";
+    ++position;
+  }
+  if (position != numStages)
+    return emitOpError() << "has " << position << " stages but num_stages = "
+                         << numStages;
+
+  std::map<TransferKey, TransferEnd> sends, recvs;
+  for (StageOp stage : getStages()) {
+    int64_t self = stage.getIndex();
+    llvm::DenseSet<std::pair<int64_t, int64_t>> forwards, inputGrads, backwards;
+    for (Operation &op : stage.getBody().front()) {
+      // Timing annotations, when present, must be ordered.
+      if (auto start = op.getAttrOfType<FloatAttr>("start_us"))
+        if (auto end = op.getAttrOfType<FloatAttr>("end_us"))
+          if (end.getValueAsDouble() < start.getValueAsDouble())
+            return op.emitOpError() << "ends (" << end.getValueAsDouble()
+                                    << " us) before it starts ("
+                                    << start.getValueAsDouble() << " us)";
+
+      auto mbAttr = op.getAttrOfType<IntegerAttr>("microbatch");
+      auto chunkAttr = op.getAttrOfType<IntegerAttr>("chunk");
+      if (!mbAttr || !chunkAttr)
+        continue;
+      int64_t mb = mbAttr.getInt(), chunk = chunkAttr.getInt();
+      if (mb >= numMb)
+        return op.emitOpError() << "micro-batch " << mb
+                                << " is out of range [0, " << numMb << ")";
+      if (chunk >= numChunks)
+        return op.emitOpError() << "chunk " << chunk << " is out of range [0, "
+                                << numChunks << ")";
+      auto key = std::make_pair(mb, chunk);
+
+      LogicalResult result =
+          llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+              .Case<ForwardOp>([&](auto) -> LogicalResult {
+                if (!forwards.insert(key).second)
+                  return op.emitOpError()
+                         << "repeats the forward of micro-batch " << mb
+                         << " chunk " << chunk << " on stage " << self;
+                return success();
+              })
+              .Case<BackwardOp, BackwardInputOp>([&](auto) -> LogicalResult {
+                if (!forwards.contains(key))
+                  return op.emitOpError()
+                         << "of micro-batch " << mb << " chunk " << chunk
+                         << " comes before its forward on stage " << self;
+                if (!backwards.insert(key).second)
+                  return op.emitOpError()
+                         << "repeats the backward of micro-batch " << mb
+                         << " chunk " << chunk << " on stage " << self;
+                if (isa<BackwardInputOp>(op))
+                  inputGrads.insert(key);
+                return success();
+              })
+              .Case<BackwardWeightOp>([&](auto) -> LogicalResult {
+                if (!inputGrads.contains(key))
+                  return op.emitOpError()
+                         << "of micro-batch " << mb << " chunk " << chunk
+                         << " comes before its backward_input on stage "
+                         << self;
+                return success();
+              })
+              .Case<SendOp, RecvOp>([&](auto xfer) -> LogicalResult {
+                int64_t peer = xfer.getPeer();
+                if (peer >= numStages)
+                  return op.emitOpError() << "peer stage " << peer
+                                          << " is out of range [0, "
+                                          << numStages << ")";
+                if (peer == self)
+                  return op.emitOpError() << "names its own stage " << self
+                                          << " as peer";
+                bool isSend = isa<SendOp>(op);
+                TransferKey tk{isSend ? self : peer, isSend ? peer : self,
+                               static_cast<int>(xfer.getPayload()), mb, chunk};
+                auto &table = isSend ? sends : recvs;
+                if (!table.emplace(tk, TransferEnd{&op, (int64_t)xfer.getBytes()})
+                         .second)
+                  return op.emitOpError() << "duplicates a transfer of "
+                                          << payloadName(xfer.getPayload())
+                                          << " micro-batch " << mb << " chunk "
+                                          << chunk;
+                return success();
+              })
+              .Default([](Operation *) { return success(); });
+      if (failed(result))
+        return failure();
+    }
+  }
+
+  for (auto &[key, send] : sends) {
+    auto [from, to, payload, mb, chunk] = key;
+    auto it = recvs.find(key);
+    if (it == recvs.end())
+      return send.op->emitOpError()
+             << "of " << payloadName(static_cast<Payload>(payload))
+             << " micro-batch " << mb << " chunk " << chunk << " to stage "
+             << to << " has no matching recv on stage " << to;
+    if (it->second.bytes != send.bytes)
+      return it->second.op->emitOpError()
+             << "expects " << it->second.bytes << " bytes but the matching "
+             << "send from stage " << from << " sends " << send.bytes;
+  }
+  for (auto &[key, recv] : recvs) {
+    if (sends.count(key))
+      continue;
+    auto [from, to, payload, mb, chunk] = key;
+    return recv.op->emitOpError()
+           << "of " << payloadName(static_cast<Payload>(payload))
+           << " micro-batch " << mb << " chunk " << chunk << " from stage "
+           << from << " has no matching send on stage " << from;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult StageOp::verify() {
+  if (getBackwardWeightUs().convertToDouble() >
+      getBackwardUs().convertToDouble())
+    return emitOpError() << "backward_weight_us ("
+                         << getBackwardWeightUs().convertToDouble()
+                         << ") exceeds backward_us ("
+                         << getBackwardUs().convertToDouble() << ")";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BubbleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BubbleOp::verify() {
+  auto pipeline = (*this)->getParentOfType<PipelineOp>();
+  if (pipeline && static_cast<int64_t>(getFreeBytes()) >
+                      static_cast<int64_t>(pipeline.getDeviceMemoryBytes()))
+    return emitOpError() << "claims " << getFreeBytes()
+                         << " free bytes, more than the device's "
+                         << pipeline.getDeviceMemoryBytes();
+  if (getBody().empty())
+    return success();
+  double planned = 0;
+  for (Operation &op : getBody().front())
+    if (auto fill = dyn_cast<FillOp>(op))
+      planned += fill.getPredictedUs().convertToDouble();
+  double duration = getDurationUs().convertToDouble();
+  if (planned > duration * (1 + 1e-9) + 1e-6)
+    return emitOpError() << "holds " << planned
+                         << " us of fill work but lasts only " << duration
+                         << " us";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FillJobOp, FillOp
+//===----------------------------------------------------------------------===//
+
+int64_t FillJobOp::getNumLayers() {
+  return std::distance(getLayers().begin(), getLayers().end());
+}
+
+LogicalResult FillJobOp::verifyRegions() {
+  for (Operation &op : getBody().front())
+    if (!isa<LayerOp>(op))
+      return op.emitOpError()
+             << "is not allowed in a fill job; expected only 'pipefill.layer'";
+  if (getNumLayers() == 0)
+    return emitOpError() << "'" << getSymName() << "' has no layers";
+  return success();
+}
+
+LogicalResult FillOp::verify() {
+  if (getLayerBegin() >= getLayerEnd())
+    return emitOpError() << "has an empty layer range [" << getLayerBegin()
+                         << ", " << getLayerEnd() << ")";
+  auto bubble = (*this)->getParentOfType<BubbleOp>();
+  if (static_cast<int64_t>(getPeakBytes()) >
+      static_cast<int64_t>(bubble.getFreeBytes()))
+    return emitOpError() << "needs " << getPeakBytes()
+                         << " bytes but its bubble has " << bubble.getFreeBytes()
+                         << " free";
+  if (getPredictedUs().convertToDouble() >
+      bubble.getDurationUs().convertToDouble() * (1 + 1e-9) + 1e-6)
+    return emitOpError() << "takes " << getPredictedUs().convertToDouble()
+                         << " us but its bubble lasts "
+                         << bubble.getDurationUs().convertToDouble() << " us";
+  return success();
+}
+
+LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto job =
+      symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
+  if (!job)
+    return emitOpError() << "refers to " << getJobAttr()
+                         << ", which is not a 'pipefill.fill_job'";
+  if (static_cast<int64_t>(getLayerEnd()) > job.getNumLayers())
+    return emitOpError() << "runs layers up to " << getLayerEnd() << " but "
+                         << getJobAttr() << " has " << job.getNumLayers();
+  return success();
+}

@@ -1,0 +1,359 @@
+//===- PipefillOps.td - pipefill operations ----------------*- tablegen -*-===//
+#ifndef PIPEFILL_OPS_TD
+#define PIPEFILL_OPS_TD
+
+include "dialect/PipefillDialect.td"
+include "dialect/PipefillEnums.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+//===----------------------------------------------------------------------===//
+// Attribute constraints
+//===----------------------------------------------------------------------===//
+
+def Pipefill_NonNegF64 : ConfinedAttr<F64Attr, [
+    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
+                   "whose value is non-negative">]>;
+def Pipefill_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
+def Pipefill_PosI64 : ConfinedAttr<I64Attr, [IntPositive]>;
+
+// Results of pipefill-simulate, present on every instruction once the
+// schedule has been simulated.
+defvar TimingArgs = (ins OptionalAttr<Pipefill_NonNegF64>:$start_us,
+                         OptionalAttr<Pipefill_NonNegF64>:$end_us,
+                         OptionalAttr<Pipefill_NonNegI64>:$live_bytes);
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+def Pipefill_PipelineOp : Pipefill_Op<"pipeline", [
+    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
+  let summary = "A pipeline-parallel training job: its stages and schedule";
+  let description = [{
+    Declares one pipeline-parallel job. The single block holds exactly
+    `num_stages` `pipefill.stage` ops in stage order. Attributes carry the
+    schedule, the micro-batch count, the hardware, the optional iteration
+    tail (data-parallel all-reduce and optimizer step) and planner options;
+    `iteration_us` appears once the schedule has been simulated.
+
+    ```mlir
+    pipefill.pipeline @gpt schedule one_f_one_b attributes {
+        num_stages = 2 : i64, num_microbatches = 4 : i64,
+        device_memory_bytes = 85899345920 : i64} {
+      pipefill.stage 0 attributes {forward_us = 1.0e3, backward_us = 2.0e3} {
+      }
+      pipefill.stage 1 attributes {forward_us = 1.0e3, backward_us = 2.0e3} {
+      }
+    }
+    ```
+  }];
+  let arguments = (ins
+    SymbolNameAttr:$sym_name,
+    Pipefill_ScheduleKind:$schedule,
+    Pipefill_PosI64:$num_stages,
+    Pipefill_PosI64:$num_microbatches,
+    DefaultValuedAttr<Pipefill_PosI64, "1">:$virtual_stages,
+    Pipefill_PosI64:$device_memory_bytes,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$p2p_latency_us,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$p2p_bandwidth_gbps,
+    DefaultValuedAttr<Pipefill_NonNegF64, "25.0">:$pcie_bandwidth_gbps,
+    DefaultValuedAttr<Pipefill_NonNegF64, "2000.0">:$hbm_bandwidth_gbps,
+    DefaultValuedAttr<Pipefill_NonNegF64, "5.0">:$kernel_launch_us,
+    // Iteration tail.
+    UnitAttr:$tail,
+    DefaultValuedAttr<Pipefill_PosI64, "1">:$data_parallel,
+    DefaultValuedAttr<Pipefill_NonNegI64, "0">:$grad_bytes,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$allreduce_bandwidth_gbps,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$allreduce_latency_us,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$optimizer_us,
+    // Planner options.
+    DefaultValuedAttr<Pipefill_NonNegF64, "50.0">:$min_bubble_us,
+    DefaultValuedAttr<Pipefill_NonNegI64, "1073741824">:$reserve_bytes,
+    DefaultValuedAttr<Pipefill_NonNegF64, "20.0">:$context_switch_us,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.05">:$safety_margin,
+    OptionalAttr<DenseI64ArrayAttr>:$batch_sizes,
+    // Result of pipefill-simulate.
+    OptionalAttr<Pipefill_NonNegF64>:$iteration_us);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `schedule` $schedule attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The stages in order.
+    auto getStages() { return getBody().front().getOps<StageOp>(); }
+    /// True once pipefill-expand-schedule has produced instructions.
+    bool isExpanded();
+  }];
+}
+
+def Pipefill_StageOp : Pipefill_Op<"stage", [
+    HasParent<"PipelineOp">, SingleBlock, NoTerminator]> {
+  let summary = "One pipeline stage (device) and its ordered instruction stream";
+  let description = [{
+    Holds the stage's profiled per-micro-batch costs and, after
+    `pipefill-expand-schedule`, its instructions in execution order. After
+    `pipefill-simulate` it also carries `busy_us`, `idle_us` and
+    `peak_bytes`.
+
+    ```mlir
+    pipefill.stage 0 attributes {forward_us = 1.0e3, backward_us = 2.0e3,
+                                 stash_bytes = 1073741824 : i64} {
+      pipefill.forward mb 0 chunk 0 duration 1.0e3
+      pipefill.send activation mb 0 chunk 0 to 1 bytes 16777216
+    }
+    ```
+  }];
+  let arguments = (ins
+    Pipefill_NonNegI64:$index,
+    Pipefill_NonNegF64:$forward_us,
+    Pipefill_NonNegF64:$backward_us,
+    DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$backward_weight_us,
+    DefaultValuedAttr<Pipefill_NonNegI64, "0">:$activation_bytes,
+    DefaultValuedAttr<Pipefill_NonNegI64, "0">:$stash_bytes,
+    DefaultValuedAttr<Pipefill_NonNegI64, "0">:$static_bytes,
+    OptionalAttr<Pipefill_NonNegF64>:$busy_us,
+    OptionalAttr<Pipefill_NonNegF64>:$idle_us,
+    OptionalAttr<Pipefill_NonNegI64>:$peak_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+class Pipefill_InstrOp<string mnemonic, list<Trait> traits = []>
+    : Pipefill_Op<mnemonic, !listconcat(traits, [HasParent<"StageOp">])>;
+
+class Pipefill_ComputeOp<string mnemonic, string what>
+    : Pipefill_InstrOp<mnemonic> {
+  let summary = what # " of one micro-batch on one model chunk";
+  let description = [{
+    Occupies the device for `duration` microseconds. `mb` is the micro-batch
+    index (0 <= mb < num_microbatches), `chunk` the model chunk on this
+    device (0 <= chunk < virtual_stages).
+
+    ```mlir
+    pipefill.}] # mnemonic # [{ mb 3 chunk 0 duration 1.5e3
+    ```
+  }];
+  let arguments = !con((ins Pipefill_NonNegI64:$microbatch,
+                            Pipefill_NonNegI64:$chunk,
+                            Pipefill_NonNegF64:$duration_us), TimingArgs);
+  let assemblyFormat =
+      "`mb` $microbatch `chunk` $chunk `duration` $duration_us attr-dict";
+}
+
+def Pipefill_ForwardOp : Pipefill_ComputeOp<"forward", "Forward pass">;
+def Pipefill_BackwardOp : Pipefill_ComputeOp<"backward",
+    "Whole backward pass (input and weight gradients)">;
+def Pipefill_BackwardInputOp : Pipefill_ComputeOp<"backward_input",
+    "Input-gradient half of a split backward (zero-bubble B)">;
+def Pipefill_BackwardWeightOp : Pipefill_ComputeOp<"backward_weight",
+    "Weight-gradient half of a split backward (zero-bubble W)">;
+
+def Pipefill_SendOp : Pipefill_InstrOp<"send"> {
+  let summary = "Asynchronous point-to-point send to another stage";
+  let description = [{
+    Sends the activation (after a forward) or the gradient (after a
+    backward) of micro-batch `mb`, produced by local chunk `chunk`, to stage
+    `to`. A send costs no device time; its data arrives after
+    latency + bytes / bandwidth. Every send has exactly one matching
+    `pipefill.recv` on the peer (same payload, mb, chunk and bytes).
+
+    ```mlir
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 16777216
+    ```
+  }];
+  let arguments = !con((ins Pipefill_Payload:$payload,
+                            Pipefill_NonNegI64:$microbatch,
+                            Pipefill_NonNegI64:$chunk,
+                            Pipefill_NonNegI64:$peer,
+                            Pipefill_NonNegI64:$bytes), TimingArgs);
+  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `to` $peer `bytes` $bytes attr-dict";
+}
+
+def Pipefill_RecvOp : Pipefill_InstrOp<"recv"> {
+  let summary = "Wait for a point-to-point transfer from another stage";
+  let description = [{
+    Completes when the matching `pipefill.send` of stage `from` has arrived.
+    `chunk` is the sender's chunk. Waiting costs no device time: time spent
+    here is idle time, i.e. bubble.
+
+    ```mlir
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 16777216
+    ```
+  }];
+  let arguments = !con((ins Pipefill_Payload:$payload,
+                            Pipefill_NonNegI64:$microbatch,
+                            Pipefill_NonNegI64:$chunk,
+                            Pipefill_NonNegI64:$peer,
+                            Pipefill_NonNegI64:$bytes), TimingArgs);
+  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `from` $peer `bytes` $bytes attr-dict";
+}
+
+def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads"> {
+  let summary = "Data-parallel gradient all-reduce of this stage";
+  let description = [{
+    Ring all-reduce of `bytes` gradient bytes over the data-parallel group;
+    part of the iteration tail.
+
+    ```mlir
+    pipefill.allreduce_grads bytes 5000000000 duration 2.5e4
+    ```
+  }];
+  let arguments = !con((ins Pipefill_NonNegI64:$bytes,
+                            Pipefill_NonNegF64:$duration_us), TimingArgs);
+  let assemblyFormat = "`bytes` $bytes `duration` $duration_us attr-dict";
+}
+
+def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step"> {
+  let summary = "Optimizer step of this stage";
+  let description = [{
+    The last instruction of an iteration with a tail.
+
+    ```mlir
+    pipefill.optimizer_step duration 4.0e3
+    ```
+  }];
+  let arguments = !con((ins Pipefill_NonNegF64:$duration_us), TimingArgs);
+  let assemblyFormat = "`duration` $duration_us attr-dict";
+}
+
+def Pipefill_BubbleOp : Pipefill_InstrOp<"bubble", [SingleBlock, NoTerminator]> {
+  let summary = "An idle gap of a stage, with the fill work placed in it";
+  let description = [{
+    Marks an idle interval of the stage: it starts at `start` microseconds
+    into the iteration, lasts `duration` microseconds, and `free` bytes of
+    device memory are available throughout it (capacity minus the stage's
+    largest live memory during the gap minus the reserve). `kind` says where
+    it sits: `warmup` before the stage's first instruction, `steady` between
+    forwards, `cooldown` after the last forward, `tail` after the last
+    backward when the iteration has a tail. Bubbles repeat every iteration.
+    The region holds the `pipefill.fill` ops planned into this gap, in order.
+
+    ```mlir
+    pipefill.bubble warmup start 0.0 duration 3.0e3 free 40000000000 {
+      pipefill.fill @bert layers 0 to 12 batch 32 samples 0 weights resident
+          acts device time 2.5e3 mem 2000000000
+    }
+    ```
+  }];
+  let arguments = (ins Pipefill_BubbleKind:$kind,
+                       Pipefill_NonNegF64:$start_us,
+                       Pipefill_NonNegF64:$duration_us,
+                       Pipefill_NonNegI64:$free_bytes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "$kind `start` $start_us `duration` $duration_us `free` $free_bytes attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    double getEndUs() { return getStartUs().convertToDouble() + getDurationUs().convertToDouble(); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Fill jobs
+//===----------------------------------------------------------------------===//
+
+def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [
+    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
+  let summary = "A pending job whose work may fill bubbles";
+  let description = [{
+    A batch-inference or small training job: `samples` samples to process,
+    its arrival time and priority, and its layers (`pipefill.layer`) in
+    execution order. After `pipefill-plan-fill` it carries the planned
+    steady-state `samples_per_iteration` and `efficiency` (useful work at
+    dedicated speed per bubble time used), or `unscheduled` with the reason
+    it fits nowhere.
+
+    ```mlir
+    pipefill.fill_job @bert inference samples 1000000 attributes {priority = 1.0} {
+      pipefill.layer "encoder" forward 2.0e1 weights 25165824 activations 1572864
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       Pipefill_JobKind:$kind,
+                       Pipefill_NonNegI64:$samples,
+                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$arrival_us,
+                       DefaultValuedAttr<Pipefill_NonNegF64, "1.0">:$priority,
+                       // Results of pipefill-plan-fill.
+                       OptionalAttr<Pipefill_NonNegF64>:$samples_per_iteration,
+                       OptionalAttr<Pipefill_NonNegF64>:$efficiency,
+                       OptionalAttr<StrAttr>:$unscheduled);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name $kind `samples` $samples attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    auto getLayers() { return getBody().front().getOps<LayerOp>(); }
+    int64_t getNumLayers();
+  }];
+}
+
+def Pipefill_LayerOp : Pipefill_Op<"layer", [HasParent<"FillJobOp">]> {
+  let summary = "One layer of a fill job";
+  let description = [{
+    `forward` is the compute-bound forward cost per sample in microseconds,
+    `weights` the layer's weight bytes and `activations` the activation bytes
+    per sample it keeps live. Training jobs add `backward_us_per_sample`,
+    `grad_bytes` and `optimizer_bytes`. The optional `workload` attributes
+    (`workload`, `hidden`, `heads`, `seq`, `ffn`) tell the runtime what real
+    kernels to run.
+
+    ```mlir
+    pipefill.layer "encoder3" forward 2.0e1 weights 25165824 activations 1572864
+    ```
+  }];
+  let arguments = (ins StrAttr:$name,
+                       Pipefill_NonNegF64:$forward_us_per_sample,
+                       Pipefill_NonNegI64:$weight_bytes,
+                       Pipefill_NonNegI64:$activation_bytes_per_sample,
+                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$backward_us_per_sample,
+                       DefaultValuedAttr<Pipefill_NonNegI64, "0">:$grad_bytes,
+                       DefaultValuedAttr<Pipefill_NonNegI64, "0">:$optimizer_bytes,
+                       OptionalAttr<StrAttr>:$workload,
+                       OptionalAttr<Pipefill_PosI64>:$hidden,
+                       OptionalAttr<Pipefill_PosI64>:$heads,
+                       OptionalAttr<Pipefill_PosI64>:$seq,
+                       OptionalAttr<Pipefill_PosI64>:$ffn);
+  let assemblyFormat = "$name `forward` $forward_us_per_sample `weights` $weight_bytes `activations` $activation_bytes_per_sample attr-dict";
+}
+
+def Pipefill_FillOp : Pipefill_Op<"fill", [
+    HasParent<"BubbleOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A chunk of fill work planned into a bubble";
+  let description = [{
+    Runs layers `[layers, to)` of fill job `job` on a batch of `batch`
+    samples starting at sample `samples` (the job's running sample cursor).
+    `weights` says whether the layers' weights stay resident on the device
+    or are streamed from pinned host memory for this chunk; `acts` where the
+    batch's intermediate activations wait between bubbles. `time` is the
+    predicted time including the context switch and non-overlapped copies,
+    `mem` the chunk's peak device memory; both must fit the bubble.
+
+    ```mlir
+    pipefill.fill @bert layers 0 to 12 batch 32 samples 0 weights resident
+        acts device time 2.5e3 mem 2000000000
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$job,
+                       Pipefill_NonNegI64:$layer_begin,
+                       Pipefill_NonNegI64:$layer_end,
+                       Pipefill_PosI64:$batch,
+                       Pipefill_NonNegI64:$sample_begin,
+                       Pipefill_WeightPlacement:$weights,
+                       Pipefill_ActPlacement:$acts,
+                       Pipefill_NonNegF64:$predicted_us,
+                       Pipefill_NonNegI64:$peak_bytes,
+                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$copy_us);
+  let assemblyFormat = [{
+    $job `layers` $layer_begin `to` $layer_end `batch` $batch `samples` $sample_begin
+    `weights` $weights `acts` $acts `time` $predicted_us `mem` $peak_bytes attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // PIPEFILL_OPS_TD

@@ -1,0 +1,20 @@
+//===- Passes.h - pipefill passes -------------------------------*- C++ -*-===//
+#ifndef PIPEFILL_PASSES_PASSES_H
+#define PIPEFILL_PASSES_PASSES_H
+
+#include "dialect/PipefillOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace pipefill {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+/// Registers every pipefill pass and the `pipefill-compile` pipeline.
+void registerPasses();
+
+} // namespace pipefill
+
+#endif // PIPEFILL_PASSES_PASSES_H

@@ -1,0 +1,26 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "pipefill"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".pbtxt", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.pipefill_obj_root, "test")
+
+config.substitutions.append(("%examples", os.path.join(config.pipefill_src_root, "examples")))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%pipefill_src", config.pipefill_src_root))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+# FileCheck, not, count come from the LLVM install; our tools from build/bin.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+tools = ["pipefill-opt", "pipefill-translate", "pipefill-run", "pipefill-sim"]
+llvm_config.add_tool_substitutions(
+    [t for t in tools if os.path.exists(os.path.join(config.pipefill_tools_dir, t))],
+    [config.pipefill_tools_dir])
