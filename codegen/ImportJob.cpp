@@ -9,6 +9,7 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "proto/pipefill.pb.h"
+#include "support/Format.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -30,9 +31,11 @@ namespace {
 /// Routes protobuf's parse errors to MLIR diagnostics.
 class DiagnosticCollector : public pb::io::ErrorCollector {
 public:
-  DiagnosticCollector(MLIRContext *ctx, StringRef file) : ctx(ctx), file(file) {}
+  DiagnosticCollector(MLIRContext *ctx, StringRef file, StringRef text)
+      : ctx(ctx), file(file), text(text) {}
   void AddError(int line, pb::io::ColumnNumber column,
                 const std::string &message) override {
+    pointAtValue(message, line, column);
     emitError(FileLineColLoc::get(ctx, file, line + 1, column + 1)) << message;
     hadError = true;
   }
@@ -44,8 +47,32 @@ public:
   bool hadError = false;
 
 private:
+  /// protobuf reports a bad value at the token after it; move the location
+  /// back to the value itself when the message quotes it.
+  void pointAtValue(StringRef message, int &line, int &column) {
+    auto quoted = message.split('"').second.split('"').first;
+    if (quoted.empty() || !message.starts_with("Unknown enumeration value"))
+      return;
+    size_t offset = 0;
+    for (int l = 0; l < line && offset != StringRef::npos; ++l) {
+      offset = text.find('\n', offset);
+      if (offset != StringRef::npos)
+        ++offset;
+    }
+    if (offset == StringRef::npos)
+      return;
+    size_t at = text.substr(0, offset + column).rfind(quoted);
+    if (at == StringRef::npos)
+      return;
+    StringRef before = text.substr(0, at);
+    line = before.count('\n');
+    size_t lineStart = before.rfind('\n');
+    column = lineStart == StringRef::npos ? at : at - lineStart - 1;
+  }
+
   MLIRContext *ctx;
   std::string file;
+  StringRef text;
 };
 
 /// Builds the IR and runs the semantic checks, locating each problem with the
@@ -91,7 +118,7 @@ private:
       return true;
     emitError(loc(msg, tree, field))
         << what << "." << field << " must be a non-negative number (got "
-        << value << ")";
+        << fmtNum(value) << ")";
     return false;
   }
 
@@ -218,8 +245,8 @@ OwningOpRef<ModuleOp> Importer::run(const JobSpec &spec) {
     }
     if (sc.backward_weight_us() > sc.backward_us()) {
       emitError(loc(sc, scTree, "backward_weight_us", -1, scLoc))
-          << what << ".backward_weight_us (" << sc.backward_weight_us()
-          << ") exceeds backward_us (" << sc.backward_us()
+          << what << ".backward_weight_us (" << fmtNum(sc.backward_weight_us())
+          << ") exceeds backward_us (" << fmtNum(sc.backward_us())
           << "), which is the whole backward";
       ok = false;
     }
@@ -277,7 +304,7 @@ OwningOpRef<ModuleOp> Importer::run(const JobSpec &spec) {
       !(planner.safety_margin() >= 0 && planner.safety_margin() < 1)) {
     emitError(loc(planner, plTree, "safety_margin"))
         << "planner.safety_margin must be in [0, 1) (got "
-        << planner.safety_margin() << ")";
+        << fmtNum(planner.safety_margin()) << ")";
     ok = false;
   }
   for (int i = 0; i < planner.batch_sizes_size(); ++i)
@@ -318,7 +345,7 @@ OwningOpRef<ModuleOp> Importer::run(const JobSpec &spec) {
     ok &= checkNonNeg(job.arrival_us(), job, jobTree, what, "arrival_us");
     if (job.has_priority() && !(job.priority() > 0)) {
       emitError(loc(job, jobTree, "priority"))
-          << what << ".priority must be positive (got " << job.priority() << ")";
+          << what << ".priority must be positive (got " << fmtNum(job.priority()) << ")";
       ok = false;
     }
     if (job.layer_size() == 0) {
@@ -495,10 +522,10 @@ OwningOpRef<ModuleOp> importJobSpec(llvm::SourceMgr &sourceMgr,
   JobSpec spec;
   pb::TextFormat::Parser parser;
   pb::TextFormat::ParseInfoTree tree;
-  DiagnosticCollector collector(context, file);
+  std::string text = buffer->getBuffer().str();
+  DiagnosticCollector collector(context, file, text);
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(&tree);
-  std::string text = buffer->getBuffer().str();
   if (!parser.ParseFromString(text, &spec) || collector.hadError) {
     if (!collector.hadError)
       emitError(FileLineColLoc::get(context, file, 1, 1))

@@ -1,0 +1,315 @@
+// RUN: pipefill-opt %s --split-input-file --verify-diagnostics
+// One case per verifier error of the pipefill dialect.
+
+// expected-error @+1 {{virtual_stages = 2 requires schedule interleaved_1f1b}}
+pipefill.pipeline @p schedule one_f_one_b attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, virtual_stages = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  // expected-error @+1 {{expected only 'pipefill.stage' ops}}
+  builtin.module {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  // expected-error @+1 {{has index 1 at position 0; stages must be numbered 0..1 in order}}
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+// expected-error @+1 {{has 1 stages but num_stages = 2}}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{ends (1 us) before it starts (2 us)}}
+    pipefill.forward mb 0 chunk 0 duration 1.0 {start_us = 2.0, end_us = 1.0}
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{micro-batch 2 is out of range [0, 2)}}
+    pipefill.forward mb 2 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{chunk 1 is out of range [0, 1)}}
+    pipefill.forward mb 0 chunk 1 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{repeats the forward of micro-batch 0 chunk 0 on stage 0}}
+    pipefill.forward mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{of micro-batch 1 chunk 0 comes before its forward on stage 0}}
+    pipefill.backward mb 1 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{repeats the backward of micro-batch 0 chunk 0 on stage 0}}
+    pipefill.backward mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, backward_weight_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{of micro-batch 0 chunk 0 comes before its backward_input on stage 0}}
+    pipefill.backward_weight mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{peer stage 2 is out of range [0, 2)}}
+    pipefill.send activation mb 0 chunk 0 to 2 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{names its own stage 0 as peer}}
+    pipefill.send activation mb 0 chunk 0 to 0 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+    // expected-error @+1 {{duplicates a transfer of activation micro-batch 0 chunk 0}}
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{of activation micro-batch 0 chunk 0 to stage 1 has no matching recv on stage 1}}
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{expects 16 bytes but the matching send from stage 0 sends 8}}
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 16
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{of gradient micro-batch 0 chunk 0 from stage 0 has no matching send on stage 0}}
+    pipefill.recv gradient mb 0 chunk 0 from 0 bytes 16
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  // expected-error @+1 {{backward_weight_us (3) exceeds backward_us (2)}}
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, backward_weight_us = 3.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{claims 200 free bytes, more than the device's 100}}
+    pipefill.bubble warmup start 0.0 duration 1.0 free 200 {
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{holds 12 us of fill work but lasts only 10 us}}
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1
+      pipefill.fill @j layers 0 to 1 batch 1 samples 1 weights resident acts device time 6.0 mem 1
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  // expected-error @+1 {{is not allowed in a fill job; expected only 'pipefill.layer'}}
+  builtin.module {
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'j' has no layers}}
+pipefill.fill_job @j inference samples 1 {
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      // expected-error @+1 {{has an empty layer range [1, 1)}}
+      pipefill.fill @j layers 1 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      // expected-error @+1 {{needs 60 bytes but its bubble has 50 free}}
+      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 60
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 11.0 mem 1
+    }
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      // expected-error @+1 {{refers to @nope, which is not a 'pipefill.fill_job'}}
+      pipefill.fill @nope layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      // expected-error @+1 {{runs layers up to 3 but @j has 1}}
+      pipefill.fill @j layers 0 to 3 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    }
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.fill' op expects parent op 'pipefill.bubble'}}
+    pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'pipefill.forward' op expects parent op 'pipefill.stage'}}
+pipefill.forward mb 0 chunk 0 duration 1.0
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    pipefill.forward mb 0 chunk 0 duration -1.0
+  }
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'num_microbatches' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 0 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
