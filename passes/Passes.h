@@ -3,6 +3,7 @@
 #define PIPEFILL_PASSES_PASSES_H
 
 #include "dialect/PipefillOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 #include <memory>
@@ -11,6 +12,9 @@ namespace pipefill {
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
+
+/// Adds the passes of `--pipefill-compile` to `pm`.
+void buildCompilePipeline(mlir::OpPassManager &pm);
 
 /// Registers every pipefill pass and the `pipefill-compile` pipeline.
 void registerPasses();

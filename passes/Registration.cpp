@@ -10,6 +10,19 @@ namespace {
 #include "passes/Passes.h.inc"
 } // namespace
 
-void registerPasses() { registerPipefillPasses(); }
+void buildCompilePipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createExpandSchedule());
+  pm.addPass(createSimulate());
+  pm.addPass(createInsertBubbles());
+}
+
+void registerPasses() {
+  registerPipefillPasses();
+  mlir::PassPipelineRegistration<>(
+      "pipefill-compile",
+      "The whole pipefill pipeline: expand the schedule, simulate it, "
+      "materialize bubbles, plan fill work into them and verify the plan",
+      buildCompilePipeline);
+}
 
 } // namespace pipefill

@@ -1,0 +1,41 @@
+//===- ExpandSchedule.cpp - pipefill-expand-schedule ----------------------===//
+#include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace pipefill {
+#define GEN_PASS_DEF_EXPANDSCHEDULE
+#include "passes/Passes.h.inc"
+
+namespace {
+struct ExpandSchedulePass
+    : public impl::ExpandScheduleBase<ExpandSchedulePass> {
+  void runOnOperation() override {
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>()) {
+      if (pipeline.isExpanded())
+        continue;
+      sched::PipelineSpec spec = specFromIR(pipeline);
+      sched::Schedule schedule;
+      std::string error;
+      if (!sched::expandSchedule(spec, schedule, error)) {
+        pipeline.emitError() << "cannot expand the "
+                             << stringifyScheduleKind(pipeline.getSchedule())
+                             << " schedule: " << error;
+        return signalPassFailure();
+      }
+      mlir::OpBuilder builder(&getContext());
+      size_t s = 0;
+      for (StageOp stage : pipeline.getStages()) {
+        if (stage.getBody().empty())
+          builder.createBlock(&stage.getBody());
+        builder.setInsertionPointToEnd(&stage.getBody().front());
+        for (const sched::Instr &instr : schedule[s])
+          buildInstr(builder, stage.getLoc(), instr);
+        ++s;
+      }
+    }
+  }
+};
+} // namespace
+} // namespace pipefill

@@ -1,0 +1,87 @@
+//===- InsertBubbles.cpp - pipefill-insert-bubbles ------------------------===//
+#include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace pipefill {
+#define GEN_PASS_DEF_INSERTBUBBLES
+#include "passes/Passes.h.inc"
+
+namespace {
+BubbleKind toIR(sched::BubbleKind kind) {
+  switch (kind) {
+  case sched::BubbleKind::Warmup: return BubbleKind::Warmup;
+  case sched::BubbleKind::Steady: return BubbleKind::Steady;
+  case sched::BubbleKind::Cooldown: return BubbleKind::Cooldown;
+  case sched::BubbleKind::Tail: return BubbleKind::Tail;
+  }
+  return BubbleKind::Steady;
+}
+
+struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
+  using InsertBubblesBase::InsertBubblesBase;
+
+  void runOnOperation() override {
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
+      if (failed(insertBubbles(pipeline)))
+        return signalPassFailure();
+  }
+
+  LogicalResult insertBubbles(PipelineOp pipeline) {
+    if (!pipeline.getIterationUs())
+      return pipeline.emitError()
+             << "has no simulated timeline; run pipefill-simulate first";
+    // Re-running replaces earlier bubbles (and the fill work planned in them).
+    SmallVector<BubbleOp> stale;
+    pipeline.walk([&](BubbleOp bubble) { stale.push_back(bubble); });
+    for (BubbleOp bubble : stale)
+      bubble.erase();
+
+    sched::PipelineSpec spec = specFromIR(pipeline);
+    sched::Schedule schedule;
+    SmallVector<SmallVector<Operation *>> ops;
+    scheduleFromIR(pipeline, schedule, ops);
+    sched::SimResult result;
+    result.iterationUs = pipeline.getIterationUs()->convertToDouble();
+    for (StageOp stage : pipeline.getStages()) {
+      sched::StageTimeline t;
+      t.busyUs = stage.getBusyUs() ? stage.getBusyUs()->convertToDouble() : 0;
+      t.idleUs = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : 0;
+      t.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
+      result.stages.push_back(t);
+    }
+
+    double minUs = minDurationUs >= 0
+                       ? minDurationUs.getValue()
+                       : pipeline.getMinBubbleUs().convertToDouble();
+    int64_t reserve = reserveBytes >= 0
+                          ? static_cast<int64_t>(reserveBytes)
+                          : static_cast<int64_t>(pipeline.getReserveBytes());
+    std::vector<sched::Bubble> bubbles =
+        sched::findBubbles(spec, schedule, result,
+                           pipeline.getDeviceMemoryBytes(), minUs, reserve);
+
+    OpBuilder builder(&getContext());
+    SmallVector<StageOp> stages(pipeline.getStages());
+    for (const sched::Bubble &bubble : bubbles) {
+      StageOp stage = stages[bubble.stage];
+      Block &body = stage.getBody().front();
+      const auto &stageOps = ops[bubble.stage];
+      if (bubble.insertBefore < stageOps.size())
+        builder.setInsertionPoint(stageOps[bubble.insertBefore]);
+      else
+        builder.setInsertionPointToEnd(&body);
+      auto op = builder.create<BubbleOp>(
+          stage.getLoc(), toIR(bubble.kind), llvm::APFloat(bubble.startUs),
+          llvm::APFloat(bubble.durationUs),
+          static_cast<uint64_t>(bubble.freeBytes));
+      builder.createBlock(&op.getBody());
+    }
+    return success();
+  }
+};
+} // namespace
+} // namespace pipefill

@@ -1,0 +1,149 @@
+//===- ScheduleIR.cpp - pipefill IR <-> schedule algorithm data -----------===//
+#include "passes/ScheduleIR.h"
+#include "support/Format.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace pipefill {
+
+static sched::ScheduleKind toSched(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe: return sched::ScheduleKind::GPipe;
+  case ScheduleKind::OneFOneB: return sched::ScheduleKind::OneFOneB;
+  case ScheduleKind::Interleaved1F1B: return sched::ScheduleKind::Interleaved1F1B;
+  case ScheduleKind::ZBH1: return sched::ScheduleKind::ZBH1;
+  }
+  return sched::ScheduleKind::OneFOneB;
+}
+
+static double f64(llvm::APFloat v) { return v.convertToDouble(); }
+
+sched::PipelineSpec specFromIR(PipelineOp pipeline) {
+  sched::PipelineSpec spec;
+  spec.stages = pipeline.getNumStages();
+  spec.microbatches = pipeline.getNumMicrobatches();
+  spec.virtualStages = pipeline.getVirtualStages();
+  spec.schedule = toSched(pipeline.getSchedule());
+  spec.p2pLatencyUs = f64(pipeline.getP2pLatencyUs());
+  spec.p2pBandwidthGBps = f64(pipeline.getP2pBandwidthGbps());
+  spec.tail = pipeline.getTail();
+  spec.dataParallel = pipeline.getDataParallel();
+  spec.gradBytes = pipeline.getGradBytes();
+  spec.dpBandwidthGBps = f64(pipeline.getAllreduceBandwidthGbps());
+  spec.dpLatencyUs = f64(pipeline.getAllreduceLatencyUs());
+  spec.optimizerUs = f64(pipeline.getOptimizerUs());
+  for (StageOp stage : pipeline.getStages()) {
+    sched::StageCost cost;
+    cost.forwardUs = f64(stage.getForwardUs());
+    cost.backwardUs = f64(stage.getBackwardUs());
+    cost.backwardWeightUs = f64(stage.getBackwardWeightUs());
+    cost.activationBytes = stage.getActivationBytes();
+    cost.stashBytes = stage.getStashBytes();
+    cost.staticBytes = stage.getStaticBytes();
+    spec.costs.push_back(cost);
+  }
+  return spec;
+}
+
+void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
+                    SmallVectorImpl<SmallVector<Operation *>> &ops) {
+  schedule.clear();
+  ops.clear();
+  int64_t v = pipeline.getVirtualStages();
+  for (StageOp stage : pipeline.getStages()) {
+    auto &list = schedule.emplace_back();
+    auto &opList = ops.emplace_back();
+    int64_t stashPerChunk = static_cast<int64_t>(stage.getStashBytes()) / v;
+    for (Operation &op : stage.getBody().front()) {
+      sched::Instr instr;
+      bool known =
+          llvm::TypeSwitch<Operation *, bool>(&op)
+              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
+                  [&](auto compute) {
+                    instr.kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
+                                 : isa<BackwardOp>(op) ? sched::InstrKind::Backward
+                                 : isa<BackwardInputOp>(op)
+                                     ? sched::InstrKind::BackwardInput
+                                     : sched::InstrKind::BackwardWeight;
+                    instr.microbatch = compute.getMicrobatch();
+                    instr.chunk = compute.getChunk();
+                    instr.durationUs = f64(compute.getDurationUs());
+                    if (isa<ForwardOp>(op))
+                      instr.bytes = stashPerChunk;
+                    return true;
+                  })
+              .Case<SendOp, RecvOp>([&](auto xfer) {
+                instr.kind = isa<SendOp>(op) ? sched::InstrKind::Send
+                                             : sched::InstrKind::Recv;
+                instr.payload = xfer.getPayload() == Payload::Activation
+                                    ? sched::Payload::Activation
+                                    : sched::Payload::Gradient;
+                instr.microbatch = xfer.getMicrobatch();
+                instr.chunk = xfer.getChunk();
+                instr.peer = xfer.getPeer();
+                instr.bytes = xfer.getBytes();
+                return true;
+              })
+              .Case<AllReduceGradsOp>([&](AllReduceGradsOp ar) {
+                instr.kind = sched::InstrKind::AllReduceGrads;
+                instr.bytes = ar.getBytes();
+                instr.durationUs = f64(ar.getDurationUs());
+                return true;
+              })
+              .Case<OptimizerStepOp>([&](OptimizerStepOp opt) {
+                instr.kind = sched::InstrKind::OptimizerStep;
+                instr.durationUs = f64(opt.getDurationUs());
+                return true;
+              })
+              .Default([](Operation *) { return false; });
+      if (!known)
+        continue;
+      if (auto a = op.getAttrOfType<FloatAttr>("start_us"))
+        instr.startUs = a.getValueAsDouble();
+      if (auto a = op.getAttrOfType<FloatAttr>("end_us"))
+        instr.endUs = a.getValueAsDouble();
+      if (auto a = op.getAttrOfType<IntegerAttr>("live_bytes"))
+        instr.liveBytesAfter = a.getInt();
+      list.push_back(instr);
+      opList.push_back(&op);
+    }
+  }
+}
+
+Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr) {
+  auto dur = llvm::APFloat(instr.durationUs);
+  uint64_t mb = instr.microbatch < 0 ? 0 : instr.microbatch;
+  uint64_t chunk = instr.chunk;
+  Payload payload = instr.payload == sched::Payload::Activation
+                        ? Payload::Activation
+                        : Payload::Gradient;
+  switch (instr.kind) {
+  case sched::InstrKind::Forward:
+    return b.create<ForwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Backward:
+    return b.create<BackwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::BackwardInput:
+    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::BackwardWeight:
+    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Send:
+    return b.create<SendOp>(loc, payload, mb, chunk, (uint64_t)instr.peer,
+                            (uint64_t)instr.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Recv:
+    return b.create<RecvOp>(loc, payload, mb, chunk, (uint64_t)instr.peer,
+                            (uint64_t)instr.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::AllReduceGrads:
+    return b.create<AllReduceGradsOp>(loc, (uint64_t)instr.bytes, dur, FloatAttr(),
+                                      FloatAttr(), IntegerAttr());
+  case sched::InstrKind::OptimizerStep:
+    return b.create<OptimizerStepOp>(loc, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  }
+  return nullptr;
+}
+
+std::string describeBytes(int64_t bytes) { return fmtBytes(bytes); }
+
+} // namespace pipefill

@@ -1,0 +1,68 @@
+//===- Simulate.cpp - pipefill-simulate -----------------------------------===//
+#include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+
+namespace pipefill {
+#define GEN_PASS_DEF_SIMULATE
+#include "passes/Passes.h.inc"
+
+namespace {
+struct SimulatePass : public impl::SimulateBase<SimulatePass> {
+  void runOnOperation() override {
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
+      if (failed(simulatePipeline(pipeline)))
+        return signalPassFailure();
+  }
+
+  LogicalResult simulatePipeline(PipelineOp pipeline) {
+    if (!pipeline.isExpanded())
+      return pipeline.emitError()
+             << "has no instructions to simulate; run "
+                "pipefill-expand-schedule first";
+    sched::PipelineSpec spec = specFromIR(pipeline);
+    sched::Schedule schedule;
+    SmallVector<SmallVector<Operation *>> ops;
+    scheduleFromIR(pipeline, schedule, ops);
+    sched::SimResult result;
+    std::string error;
+    if (!sched::simulate(spec, schedule, result, error))
+      return pipeline.emitError() << "cannot simulate the schedule: " << error;
+
+    Builder b(&getContext());
+    for (size_t s = 0; s < schedule.size(); ++s)
+      for (size_t i = 0; i < schedule[s].size(); ++i) {
+        const sched::Instr &instr = schedule[s][i];
+        Operation *op = ops[s][i];
+        op->setAttr("start_us", b.getF64FloatAttr(instr.startUs));
+        op->setAttr("end_us", b.getF64FloatAttr(instr.endUs));
+        op->setAttr("live_bytes", b.getI64IntegerAttr(instr.liveBytesAfter));
+      }
+
+    int64_t capacity = pipeline.getDeviceMemoryBytes();
+    bool fits = true;
+    size_t s = 0;
+    for (StageOp stage : pipeline.getStages()) {
+      const sched::StageTimeline &t = result.stages[s++];
+      stage.setBusyUsAttr(b.getF64FloatAttr(t.busyUs));
+      stage.setIdleUsAttr(b.getF64FloatAttr(t.idleUs));
+      stage.setPeakBytesAttr(b.getI64IntegerAttr(t.peakBytes));
+      if (t.peakBytes > capacity) {
+        stage.emitError() << "stage " << stage.getIndex() << " needs "
+                          << describeBytes(t.peakBytes)
+                          << " at its peak (static "
+                          << describeBytes(stage.getStaticBytes())
+                          << " + stashed activations) but the device has "
+                          << describeBytes(capacity);
+        fits = false;
+      }
+    }
+    pipeline.setIterationUsAttr(b.getF64FloatAttr(result.iterationUs));
+    return success(fits);
+  }
+};
+} // namespace
+} // namespace pipefill
