@@ -27,6 +27,18 @@ void registerTranslations() {
         return exportReport(cast<ModuleOp>(op), os);
       },
       dialects);
+  static TranslateFromMLIRRegistration toTrace(
+      "to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportTrace(cast<ModuleOp>(op), os);
+      },
+      dialects);
+  static TranslateFromMLIRRegistration toSvg(
+      "to-svg", "draw the compiled schedule, bubbles and fill as an SVG",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportSvg(cast<ModuleOp>(op), os);
+      },
+      dialects);
 }
 
 } // namespace pipefill

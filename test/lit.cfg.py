@@ -7,13 +7,14 @@ from lit.llvm import llvm_config
 config.name = "pipefill"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".pbtxt", ".test"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "scripts", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pipefill_obj_root, "test")
 
 config.substitutions.append(("%examples", os.path.join(config.pipefill_src_root, "examples")))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%pipefill_src", config.pipefill_src_root))
+config.substitutions.append(("%pipefill_tools", config.pipefill_tools_dir))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()

@@ -1,0 +1,245 @@
+//===- ExportSvg.cpp - compiled IR -> SVG pipeline picture ----------------===//
+//
+// The classic pipeline diagram: one row per stage, time to the right.
+// Forward, backward, weight-gradient and tail instructions are coloured boxes
+// labelled with their micro-batch; bubbles are dashed outlines, and the fill
+// chunks planned into them are drawn inside, coloured by job. A time axis and
+// a legend complete the picture; every box has a hover tooltip.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/IRQueries.h"
+#include "codegen/Translate.h"
+#include "support/Format.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace pipefill {
+namespace {
+
+constexpr double kWidth = 1600, kLeft = 96, kRight = 24, kTop = 64;
+constexpr double kRow = 26, kGap = 6;
+const char *kFillPalette[] = {"#F58518", "#E45756", "#EECA3B", "#FF9DA6",
+                              "#9D755D", "#79706E", "#D67195", "#B6992D"};
+
+struct Style {
+  const char *name;
+  const char *color;
+};
+Style styleOf(Operation &op) {
+  return llvm::TypeSwitch<Operation *, Style>(&op)
+      .Case<ForwardOp>([](auto) { return Style{"forward", "#4C78A8"}; })
+      .Case<BackwardOp, BackwardInputOp>(
+          [](auto) { return Style{"backward", "#54A24B"}; })
+      .Case<BackwardWeightOp>(
+          [](auto) { return Style{"weight grad", "#B279A2"}; })
+      .Case<AllReduceGradsOp>(
+          [](auto) { return Style{"all-reduce", "#72B7B2"}; })
+      .Case<OptimizerStepOp>([](auto) { return Style{"optimizer", "#2F4B7C"}; })
+      .Default([](Operation *) { return Style{nullptr, nullptr}; });
+}
+
+std::string escape(StringRef s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+    case '<': out += "&lt;"; break;
+    case '>': out += "&gt;"; break;
+    case '&': out += "&amp;"; break;
+    case '"': out += "&quot;"; break;
+    default: out += c;
+    }
+  }
+  return out;
+}
+
+/// A "nice" tick step (1, 2 or 5 x 10^k) giving about `target` ticks.
+double niceStep(double span, int target) {
+  double raw = span / target;
+  double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag)
+      return m * mag;
+  return 10 * mag;
+}
+
+std::string timeLabel(double us, bool ms) {
+  return ms ? fmtNum(us / 1000.0) + " ms" : fmtNum(us) + " us";
+}
+
+} // namespace
+
+LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
+  PipelineOp pipeline = findPipeline(module);
+  if (!pipeline)
+    return failure();
+  if (!pipeline.getIterationUs())
+    return pipeline.emitError() << "has not been simulated; run "
+                                   "pipefill-opt --pipefill-compile first";
+  double iteration = pipeline.getIterationUs()->convertToDouble();
+  if (iteration <= 0)
+    iteration = 1;
+  int64_t numStages = pipeline.getNumStages();
+  double plotW = kWidth - kLeft - kRight;
+  auto x = [&](double us) { return kLeft + us / iteration * plotW; };
+  double rowsH = numStages * (kRow + kGap);
+  double axisY = kTop + rowsH + 4;
+
+  // Fill jobs in module order get stable colours.
+  llvm::StringMap<const char *> jobColor;
+  SmallVector<StringRef> jobOrder;
+  for (FillJobOp job : module.getOps<FillJobOp>()) {
+    jobColor[job.getSymName()] =
+        kFillPalette[jobOrder.size() % std::size(kFillPalette)];
+    jobOrder.push_back(job.getSymName());
+  }
+
+  // Totals for the title.
+  double idle = 0, bubbleUs = 0, filledUs = 0;
+  for (StageOp stage : pipeline.getStages()) {
+    idle += stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : 0;
+    for (BubbleOp b : stage.getBody().front().getOps<BubbleOp>()) {
+      bubbleUs += b.getDurationUs().convertToDouble();
+      for (FillOp f : b.getBody().front().getOps<FillOp>())
+        filledUs += f.getPredictedUs().convertToDouble();
+    }
+  }
+  bool ms = iteration >= 10000;
+
+  double legendY = axisY + 44;
+  int legendItems = 6 + jobOrder.size();
+  int perRow = 8;
+  double height = legendY + ((legendItems + perRow - 1) / perRow) * 22 + 16;
+
+  os << llvm::formatv(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+      "viewBox=\"0 0 {0} {1}\" font-family=\"Helvetica, Arial, sans-serif\">\n",
+      kWidth, height);
+  os << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  os << llvm::formatv(
+      "<text x=\"{0}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">{1}: {2}, "
+      "{3} stages x {4} micro-batches{5}</text>\n",
+      kLeft, escape(pipeline.getSymName()),
+      stringifyScheduleKind(pipeline.getSchedule()), numStages,
+      pipeline.getNumMicrobatches(),
+      pipeline.getVirtualStages() > 1
+          ? " x " + std::to_string(pipeline.getVirtualStages()) + " chunks"
+          : std::string());
+  os << llvm::formatv(
+      "<text x=\"{0}\" y=\"48\" font-size=\"13\" fill=\"#444\">iteration {1}, "
+      "bubble fraction {2}%, bubble time planned with fill work {3}%</text>\n",
+      kLeft, timeLabel(iteration, ms),
+      fmtNum(std::round(1000 * idle / (numStages * iteration)) / 10),
+      fmtNum(bubbleUs > 0 ? std::round(1000 * filledUs / bubbleUs) / 10 : 0));
+
+  for (StageOp stage : pipeline.getStages()) {
+    double y = kTop + stage.getIndex() * (kRow + kGap);
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\" "
+                        "text-anchor=\"end\">stage {2}</text>\n",
+                        kLeft - 8, y + kRow / 2 + 4, stage.getIndex());
+    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
+                        "fill=\"#FAFAFA\" stroke=\"#EEE\"/>\n",
+                        kLeft, y, plotW, kRow);
+    for (Operation &op : stage.getBody().front()) {
+      if (auto bubble = dyn_cast<BubbleOp>(op)) {
+        double bx = x(bubble.getStartUs().convertToDouble());
+        double bw = x(bubble.getEndUs()) - bx;
+        os << llvm::formatv(
+            "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"none\" "
+            "stroke=\"#999\" stroke-dasharray=\"3,2\"><title>{4} bubble: {5} at "
+            "{6}, {7} free</title></rect>\n",
+            bx, y + 1, bw, kRow - 2, stringifyBubbleKind(bubble.getKind()),
+            timeLabel(bubble.getDurationUs().convertToDouble(), ms),
+            timeLabel(bubble.getStartUs().convertToDouble(), ms),
+            fmtBytes(bubble.getFreeBytes()));
+        double t = bubble.getStartUs().convertToDouble();
+        for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+          double d = fill.getPredictedUs().convertToDouble();
+          const char *color = jobColor.lookup(fill.getJob());
+          os << llvm::formatv(
+              "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
+              "fill=\"{4}\" fill-opacity=\"0.85\"><title>{5}: layers {6}-{7}, "
+              "batch {8}, {9}, {10}</title></rect>\n",
+              x(t), y + 5, std::max(0.5, x(t + d) - x(t)), kRow - 10,
+              color ? color : "#F58518", escape(fill.getJob()),
+              fill.getLayerBegin(), fill.getLayerEnd(), fill.getBatch(),
+              timeLabel(d, ms), fmtBytes(fill.getPeakBytes()));
+          t += d;
+        }
+        continue;
+      }
+      Style style = styleOf(op);
+      auto start = op.getAttrOfType<FloatAttr>("start_us");
+      auto end = op.getAttrOfType<FloatAttr>("end_us");
+      if (!style.name || !start || !end)
+        continue;
+      double ox = x(start.getValueAsDouble());
+      double ow = std::max(0.5, x(end.getValueAsDouble()) - ox);
+      auto mb = op.getAttrOfType<IntegerAttr>("microbatch");
+      auto chunk = op.getAttrOfType<IntegerAttr>("chunk");
+      std::string label = mb ? std::to_string(mb.getInt()) : "";
+      os << llvm::formatv(
+          "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"{4}\" "
+          "stroke=\"white\" stroke-width=\"0.5\"><title>{5}{6}{7}: {8} - {9}</title></rect>\n",
+          ox, y, ow, kRow, style.color, style.name,
+          mb ? " mb " + label : std::string(),
+          chunk && pipeline.getVirtualStages() > 1
+              ? " chunk " + std::to_string(chunk.getInt())
+              : std::string(),
+          timeLabel(start.getValueAsDouble(), ms),
+          timeLabel(end.getValueAsDouble(), ms));
+      if (!label.empty() && ow >= 7.0 * label.size() + 4)
+        os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
+                            "fill=\"white\" text-anchor=\"middle\">{2}</text>\n",
+                            ox + ow / 2, y + kRow / 2 + 4, label);
+    }
+  }
+
+  // Time axis.
+  os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" "
+                      "stroke=\"#333\"/>\n",
+                      kLeft, axisY, kLeft + plotW);
+  double step = niceStep(iteration, 10);
+  for (double t = 0; t <= iteration + 1e-9; t += step) {
+    os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" "
+                        "stroke=\"#333\"/>\n",
+                        x(t), axisY, axisY + 5);
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
+                        "text-anchor=\"middle\">{2}</text>\n",
+                        x(t), axisY + 18, timeLabel(t, ms));
+  }
+
+  // Legend.
+  struct Item {
+    std::string label;
+    std::string color;
+    bool dashed;
+  };
+  std::vector<Item> items = {{"forward", "#4C78A8", false},
+                             {"backward", "#54A24B", false},
+                             {"weight grad", "#B279A2", false},
+                             {"all-reduce", "#72B7B2", false},
+                             {"optimizer", "#2F4B7C", false},
+                             {"bubble", "none", true}};
+  for (StringRef job : jobOrder)
+    items.push_back({("fill: " + job).str(), jobColor.lookup(job), false});
+  for (size_t i = 0; i < items.size(); ++i) {
+    double lx = kLeft + (i % perRow) * 180;
+    double ly = legendY + (i / perRow) * 22;
+    os << llvm::formatv(
+        "<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" fill=\"{2}\"{3}/>\n",
+        lx, ly, items[i].color,
+        items[i].dashed ? " stroke=\"#999\" stroke-dasharray=\"3,2\"" : "");
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\">{2}</text>\n",
+                        lx + 20, ly + 12, escape(items[i].label));
+  }
+  os << "</svg>\n";
+  return success();
+}
+
+} // namespace pipefill

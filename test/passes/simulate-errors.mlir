@@ -1,0 +1,51 @@
+// RUN: pipefill-opt %s --pipefill-simulate --split-input-file --verify-diagnostics
+
+// Each stage waits for the other before sending: the order deadlocks.
+// expected-error @+1 {{cannot simulate the schedule}}
+pipefill.pipeline @deadlock schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 8
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+    pipefill.backward mb 0 chunk 0 duration 2.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 8
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+    pipefill.send gradient mb 0 chunk 0 to 0 bytes 8
+  }
+}
+
+// -----
+
+// GPipe stashes all 8 micro-batches: 600 static + 8 x 100 = 1400 > 1000.
+pipefill.pipeline @oom schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 8 : i64, device_memory_bytes = 1000 : i64} {
+  // expected-error @+1 {{stage 0 needs 1.4 KB at its peak (static 600 B + stashed activations) but the device has 1.0 KB}}
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, stash_bytes = 100 : i64, static_bytes = 600 : i64} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.forward mb 1 chunk 0 duration 1.0
+    pipefill.forward mb 2 chunk 0 duration 1.0
+    pipefill.forward mb 3 chunk 0 duration 1.0
+    pipefill.forward mb 4 chunk 0 duration 1.0
+    pipefill.forward mb 5 chunk 0 duration 1.0
+    pipefill.forward mb 6 chunk 0 duration 1.0
+    pipefill.forward mb 7 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+    pipefill.backward mb 1 chunk 0 duration 2.0
+    pipefill.backward mb 2 chunk 0 duration 2.0
+    pipefill.backward mb 3 chunk 0 duration 2.0
+    pipefill.backward mb 4 chunk 0 duration 2.0
+    pipefill.backward mb 5 chunk 0 duration 2.0
+    pipefill.backward mb 6 chunk 0 duration 2.0
+    pipefill.backward mb 7 chunk 0 duration 2.0
+  }
+}
+
+// -----
+
+// expected-error @+1 {{has no instructions to simulate; run pipefill-expand-schedule first}}
+pipefill.pipeline @empty schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+  }
+}
