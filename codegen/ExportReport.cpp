@@ -1,122 +1,206 @@
-//===- ExportReport.cpp - compiled IR -> report JSON ----------------------===//
+//===- ExportReport.cpp - compiled IR -> report JSON and summary ----------===//
 //
 // The report is computed from the IR alone (simulation results on the
 // instructions, bubble ops, fill ops and the planner's per-job results), so it
 // describes exactly what was compiled. Keys follow DESIGN section 8.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/Translate.h"
 #include "codegen/IRQueries.h"
-#include "dialect/PipefillOps.h"
+#include "codegen/Report.h"
+#include "codegen/Translate.h"
+#include "support/Format.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+
+#include <algorithm>
 
 using namespace mlir;
 
 namespace pipefill {
 
-static const char *bubbleKindName(BubbleKind k) {
-  return stringifyBubbleKind(k).data();
-}
-
-LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
+std::optional<ReportData> computeReport(ModuleOp module) {
   PipelineOp pipeline = findPipeline(module);
   if (!pipeline)
-    return failure();
-  if (!pipeline.getIterationUs())
-    return pipeline.emitError()
-           << "has not been simulated; run pipefill-opt --pipefill-compile "
-              "(or at least --pipefill-simulate) first";
-
-  double iteration = pipeline.getIterationUs()->convertToDouble();
-  int64_t numStages = pipeline.getNumStages();
-  llvm::json::Array stages;
-  double idleTotal = 0, busyTotal = 0, bubbleTotal = 0, filledTotal = 0,
-         usefulTotal = 0, overrunMax = 0;
+    return std::nullopt;
+  if (!pipeline.getIterationUs()) {
+    pipeline.emitError()
+        << "has not been simulated; run pipefill-opt --pipefill-compile "
+           "(or at least --pipefill-simulate) first";
+    return std::nullopt;
+  }
+  ReportData r;
+  r.name = pipeline.getSymName().str();
+  r.schedule = stringifyScheduleKind(pipeline.getSchedule()).str();
+  r.numStages = pipeline.getNumStages();
+  r.numMicrobatches = pipeline.getNumMicrobatches();
+  r.virtualStages = pipeline.getVirtualStages();
+  r.iterationUs = pipeline.getIterationUs()->convertToDouble();
+  double idleTotal = 0, overrunMax = 0;
+  r.busyUs = r.bubbleUs = r.filledUs = r.usefulUs = 0;
   FillJobIndex jobs(module);
 
   for (StageOp stage : pipeline.getStages()) {
-    double busy = stage.getBusyUs() ? stage.getBusyUs()->convertToDouble() : 0;
-    double idle = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble()
-                                    : iteration - busy;
-    busyTotal += busy;
-    idleTotal += idle;
-    llvm::json::Array bubbles;
+    ReportStage rs;
+    rs.stage = stage.getIndex();
+    rs.busyUs = stage.getBusyUs() ? stage.getBusyUs()->convertToDouble() : 0;
+    rs.idleUs = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble()
+                                  : r.iterationUs - rs.busyUs;
+    rs.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
+    r.busyUs += rs.busyUs;
+    idleTotal += rs.idleUs;
     double overrun = 0;
     for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
-      double duration = bubble.getDurationUs().convertToDouble();
-      double filled = 0;
-      llvm::json::Array fills;
+      ReportBubble rb;
+      rb.startUs = bubble.getStartUs().convertToDouble();
+      rb.durationUs = bubble.getDurationUs().convertToDouble();
+      rb.freeBytes = bubble.getFreeBytes();
+      rb.kind = stringifyBubbleKind(bubble.getKind()).str();
+      rb.filledUs = 0;
       for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-        double t = fill.getPredictedUs().convertToDouble();
-        filled += t;
-        usefulTotal += jobs.dedicatedUs(fill);
-        fills.push_back(llvm::json::Object{
-            {"job", fill.getJob().str()},
-            {"layer_begin", (int64_t)fill.getLayerBegin()},
-            {"layer_end", (int64_t)fill.getLayerEnd()},
-            {"batch", (int64_t)fill.getBatch()},
-            {"predicted_us", t},
-            {"peak_bytes", (int64_t)fill.getPeakBytes()}});
+        ReportFill f{fill.getJob().str(),
+                     (int64_t)fill.getLayerBegin(),
+                     (int64_t)fill.getLayerEnd(),
+                     (int64_t)fill.getBatch(),
+                     (int64_t)fill.getPeakBytes(),
+                     0,
+                     1,
+                     fill.getPredictedUs().convertToDouble()};
+        rb.filledUs += f.predictedUs;
+        r.usefulUs += jobs.dedicatedUs(fill);
+        rb.fills.push_back(std::move(f));
       }
-      bubbleTotal += duration;
-      filledTotal += std::min(filled, duration);
-      overrun += std::max(0.0, filled - duration);
-      llvm::json::Object b{
-          {"start_us", bubble.getStartUs().convertToDouble()},
-          {"duration_us", duration},
-          {"free_bytes", (int64_t)bubble.getFreeBytes()},
-          {"kind", bubbleKindName(bubble.getKind())},
-          {"filled_us", filled}};
-      if (!fills.empty())
-        b["fills"] = std::move(fills);
-      bubbles.push_back(std::move(b));
+      r.bubbleUs += rb.durationUs;
+      r.filledUs += std::min(rb.filledUs, rb.durationUs);
+      overrun += std::max(0.0, rb.filledUs - rb.durationUs);
+      rs.bubbles.push_back(std::move(rb));
     }
     overrunMax = std::max(overrunMax, overrun);
-    stages.push_back(llvm::json::Object{
-        {"stage", (int64_t)stage.getIndex()},
-        {"busy_us", busy},
-        {"idle_us", idle},
-        {"peak_memory_bytes",
-         (int64_t)(stage.getPeakBytes() ? *stage.getPeakBytes() : 0)},
-        {"bubbles", std::move(bubbles)}});
+    r.stages.push_back(std::move(rs));
   }
+  r.bubbleFraction =
+      r.iterationUs > 0 ? idleTotal / (r.numStages * r.iterationUs) : 0.0;
+  r.filledFraction = r.bubbleUs > 0 ? r.filledUs / r.bubbleUs : 0.0;
+  r.predictedSlowdown = r.iterationUs > 0 ? overrunMax / r.iterationUs : 0.0;
+  r.utilizationGain = r.busyUs > 0 ? r.usefulUs / r.busyUs : 0.0;
 
-  llvm::json::Array jobList, unscheduled;
   for (FillJobOp job : module.getOps<FillJobOp>()) {
     if (auto reason = job.getUnscheduled()) {
-      unscheduled.push_back(llvm::json::Object{{"name", job.getSymName().str()},
-                                               {"reason", reason->str()}});
+      r.unscheduled.push_back({job.getSymName().str(), reason->str()});
       continue;
     }
     if (!job.getSamplesPerIteration())
       continue;
-    jobList.push_back(llvm::json::Object{
-        {"name", job.getSymName().str()},
-        {"samples_per_iteration", job.getSamplesPerIteration()->convertToDouble()},
-        {"efficiency",
-         job.getEfficiency() ? job.getEfficiency()->convertToDouble() : 0.0}});
+    r.jobs.push_back(
+        {job.getSymName().str(), job.getSamplesPerIteration()->convertToDouble(),
+         job.getEfficiency() ? job.getEfficiency()->convertToDouble() : 0.0});
   }
+  return r;
+}
 
-  llvm::json::Object fill{
-      {"filled_fraction", bubbleTotal > 0 ? filledTotal / bubbleTotal : 0.0},
-      {"predicted_slowdown", iteration > 0 ? overrunMax / iteration : 0.0},
-      {"utilization_gain", busyTotal > 0 ? usefulTotal / busyTotal : 0.0},
-      {"jobs", std::move(jobList)},
-      {"unscheduled", std::move(unscheduled)}};
+LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
+  std::optional<ReportData> r = computeReport(module);
+  if (!r)
+    return failure();
+  llvm::json::Array stages;
+  for (const ReportStage &s : r->stages) {
+    llvm::json::Array bubbles;
+    for (const ReportBubble &b : s.bubbles) {
+      llvm::json::Object jb{{"start_us", b.startUs},
+                            {"duration_us", b.durationUs},
+                            {"free_bytes", b.freeBytes},
+                            {"kind", b.kind},
+                            {"filled_us", b.filledUs}};
+      if (!b.fills.empty()) {
+        llvm::json::Array fills;
+        for (const ReportFill &f : b.fills)
+          fills.push_back(llvm::json::Object{{"job", f.job},
+                                             {"layer_begin", f.layerBegin},
+                                             {"layer_end", f.layerEnd},
+                                             {"batch", f.batch},
+                                             {"predicted_us", f.predictedUs},
+                                             {"peak_bytes", f.peakBytes}});
+        jb["fills"] = std::move(fills);
+      }
+      bubbles.push_back(std::move(jb));
+    }
+    stages.push_back(llvm::json::Object{{"stage", s.stage},
+                                        {"busy_us", s.busyUs},
+                                        {"idle_us", s.idleUs},
+                                        {"peak_memory_bytes", s.peakBytes},
+                                        {"bubbles", std::move(bubbles)}});
+  }
+  llvm::json::Array jobs, unscheduled;
+  for (const ReportJob &j : r->jobs)
+    jobs.push_back(llvm::json::Object{{"name", j.name},
+                                      {"samples_per_iteration", j.samplesPerIteration},
+                                      {"efficiency", j.efficiency}});
+  for (const ReportUnscheduled &u : r->unscheduled)
+    unscheduled.push_back(llvm::json::Object{{"name", u.name}, {"reason", u.reason}});
 
   llvm::json::Object report{
-      {"name", pipeline.getSymName().str()},
-      {"schedule", stringifyScheduleKind(pipeline.getSchedule()).str()},
-      {"num_stages", numStages},
-      {"num_microbatches", (int64_t)pipeline.getNumMicrobatches()},
-      {"virtual_stages", (int64_t)pipeline.getVirtualStages()},
-      {"iteration_time_us", iteration},
-      {"bubble_fraction",
-       iteration > 0 ? idleTotal / (numStages * iteration) : 0.0},
+      {"name", r->name},
+      {"schedule", r->schedule},
+      {"num_stages", r->numStages},
+      {"num_microbatches", r->numMicrobatches},
+      {"virtual_stages", r->virtualStages},
+      {"iteration_time_us", r->iterationUs},
+      {"bubble_fraction", r->bubbleFraction},
       {"stages", std::move(stages)},
-      {"fill", std::move(fill)}};
+      {"fill", llvm::json::Object{{"filled_fraction", r->filledFraction},
+                                  {"predicted_slowdown", r->predictedSlowdown},
+                                  {"utilization_gain", r->utilizationGain},
+                                  {"jobs", std::move(jobs)},
+                                  {"unscheduled", std::move(unscheduled)}}}};
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+  return success();
+}
+
+LogicalResult exportSummary(ModuleOp module, llvm::raw_ostream &os) {
+  std::optional<ReportData> r = computeReport(module);
+  if (!r)
+    return failure();
+  bool ms = r->iterationUs >= 10000;
+  auto t = [&](double us) {
+    return ms ? llvm::formatv("{0:f2} ms", us / 1000).str()
+              : llvm::formatv("{0:f1} us", us).str();
+  };
+  os << llvm::formatv("pipeline {0}: {1}, {2} stages x {3} micro-batches{4}\n",
+                      r->name, r->schedule, r->numStages, r->numMicrobatches,
+                      r->virtualStages > 1
+                          ? " x " + std::to_string(r->virtualStages) + " chunks"
+                          : std::string());
+  os << llvm::formatv("iteration {0}, bubble fraction {1:f1}% of {2} GPU-time\n\n",
+                      t(r->iterationUs), 100 * r->bubbleFraction,
+                      t(r->iterationUs * r->numStages));
+  os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,8}\n", "stage",
+                      "busy", "idle", "bubbles", "longest bubble",
+                      "peak memory", "filled");
+  for (const ReportStage &s : r->stages) {
+    double longest = 0, bubbleUs = 0, filled = 0;
+    for (const ReportBubble &b : s.bubbles) {
+      longest = std::max(longest, b.durationUs);
+      bubbleUs += b.durationUs;
+      filled += std::min(b.filledUs, b.durationUs);
+    }
+    os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,7:f1}%\n",
+                        s.stage, t(s.busyUs), t(s.idleUs), s.bubbles.size(),
+                        t(longest), fmtBytes(s.peakBytes),
+                        bubbleUs > 0 ? 100 * filled / bubbleUs : 0.0);
+  }
+  os << llvm::formatv("\nfill: {0:f1}% of bubble time planned with fill work, "
+                      "predicted slowdown {1:f3}, utilization gain {2:f3}\n",
+                      100 * r->filledFraction, r->predictedSlowdown,
+                      r->utilizationGain);
+  if (!r->jobs.empty()) {
+    os << llvm::formatv("{0,-24} {1,20} {2,12}\n", "job", "samples/iteration",
+                        "efficiency");
+    for (const ReportJob &j : r->jobs)
+      os << llvm::formatv("{0,-24} {1,20:f1} {2,12:f3}\n", j.name,
+                          j.samplesPerIteration, j.efficiency);
+  }
+  for (const ReportUnscheduled &u : r->unscheduled)
+    os << "unscheduled " << u.name << ": " << u.reason << "\n";
   return success();
 }
 

@@ -27,6 +27,12 @@ void registerTranslations() {
         return exportReport(cast<ModuleOp>(op), os);
       },
       dialects);
+  static TranslateFromMLIRRegistration toSummary(
+      "to-summary", "print a summary table of compiled pipefill IR",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportSummary(cast<ModuleOp>(op), os);
+      },
+      dialects);
   static TranslateFromMLIRRegistration toTrace(
       "to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
       [](Operation *op, llvm::raw_ostream &os) {

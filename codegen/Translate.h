@@ -26,6 +26,8 @@ mlir::OwningOpRef<mlir::ModuleOp> importJobSpec(llvm::SourceMgr &sourceMgr,
 
 /// Writes the report JSON of DESIGN section 8.
 mlir::LogicalResult exportReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+/// Writes a human-readable summary table of the report.
+mlir::LogicalResult exportSummary(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// Writes a Chrome trace (Perfetto-compatible JSON).
 mlir::LogicalResult exportTrace(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// Writes an SVG picture of the schedule.

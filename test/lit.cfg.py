@@ -15,6 +15,7 @@ config.substitutions.append(("%examples", os.path.join(config.pipefill_src_root,
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%pipefill_src", config.pipefill_src_root))
 config.substitutions.append(("%pipefill_tools", config.pipefill_tools_dir))
+config.substitutions.append(("%pipefill_obj", config.pipefill_obj_root))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
