@@ -30,8 +30,11 @@ struct ExpandSchedulePass
         if (stage.getBody().empty())
           builder.createBlock(&stage.getBody());
         builder.setInsertionPointToEnd(&stage.getBody().front());
-        for (const sched::Instr &instr : schedule[s])
+        for (sched::Instr instr : schedule[s]) {
+          if (instr.kind == sched::InstrKind::AllReduceGrads)
+            instr.bytes = spec.gradBytes;
           buildInstr(builder, stage.getLoc(), instr);
+        }
         ++s;
       }
     }
