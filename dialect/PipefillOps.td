@@ -348,7 +348,8 @@ def Pipefill_FillOp : Pipefill_Op<"fill", [
                        Pipefill_ActPlacement:$acts,
                        Pipefill_NonNegF64:$predicted_us,
                        Pipefill_NonNegI64:$peak_bytes,
-                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$copy_us);
+                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$copy_us,
+                       DefaultValuedAttr<I64Attr, "0">:$iteration_offset);
   let assemblyFormat = [{
     $job `layers` $layer_begin `to` $layer_end `batch` $batch `samples` $sample_begin
     `weights` $weights `acts` $acts `time` $predicted_us `mem` $peak_bytes attr-dict

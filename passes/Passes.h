@@ -3,6 +3,7 @@
 #define PIPEFILL_PASSES_PASSES_H
 
 #include "dialect/PipefillOps.h"
+#include "dialect/stream/PfstreamOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

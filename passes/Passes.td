@@ -54,4 +54,24 @@ def InsertBubbles : Pass<"pipefill-insert-bubbles", "mlir::ModuleOp"> {
   ];
 }
 
+def LowerToStream : Pass<"pipefill-lower-to-stream", "mlir::ModuleOp"> {
+  let summary = "Lower planned pipelines to per-device pfstream programs";
+  let description = [{
+    Replaces every simulated `pipefill.pipeline` with a `pfstream.program`:
+    one `pfstream.device` per stage, a high-priority main stream carrying the
+    stage's compute, sends and receives in order, and, on stages with planned
+    fill work, a low-priority fill stream. A bubble becomes an event recorded
+    on the main stream where the bubble begins, a bubble marker, and on the
+    fill stream a wait on that event followed by the bubble's fill chunks. The
+    main stream never waits on the fill stream. Transfers get tags that are
+    unique per (sender, receiver) pair. `pipefill.fill_job` declarations stay
+    in the module; fill chunks refer to them.
+  }];
+  let options = [
+    Option<"iterations", "iterations", "int64_t", "1",
+           "Loop count written into the program (the runtime can override it)">
+  ];
+  let dependentDialects = ["pipefill::pfstream::PfstreamDialect"];
+}
+
 #endif // PIPEFILL_PASSES_TD

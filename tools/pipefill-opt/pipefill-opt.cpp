@@ -1,5 +1,6 @@
 //===- pipefill-opt.cpp - the pipefill compiler driver --------------------===//
 #include "dialect/PipefillDialect.h"
+#include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinDialect.h"
@@ -9,7 +10,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<pipefill::PipefillDialect>();
+  registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
   pipefill::registerPasses();
   // Generic cleanups that are handy in pipelines.
   mlir::registerCanonicalizerPass();

@@ -1,0 +1,293 @@
+//===- PfstreamOps.td - the pfstream dialect ---------------*- tablegen -*-===//
+#ifndef PFSTREAM_OPS_TD
+#define PFSTREAM_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+def Pfstream_Dialect : Dialect {
+  let name = "pfstream";
+  let cppNamespace = "::pipefill::pfstream";
+  let summary = "Per-device CUDA stream programs";
+  let description = [{
+    The lowered form of a planned pipeline: one `pfstream.device` per GPU,
+    each with prioritized streams (one main stream for the training job,
+    low-priority fill streams, copy streams), events, and per stream an
+    ordered loop body of operations that map one-to-one onto the CUDA runtime
+    API and the pipefill runtime's builder calls (`runtime/pfrt.h`). Streams
+    and events are named by their index on the device, exactly as in the
+    StreamProgram protobuf the dialect is exported to.
+  }];
+  let usePropertiesForAttributes = 1;
+}
+
+class Pfstream_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Pfstream_Dialect, mnemonic, traits>;
+
+def Pfstream_NonNegF64 : ConfinedAttr<F64Attr, [
+    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
+                   "whose value is non-negative">]>;
+def Pfstream_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
+
+def Pfstream_StreamRole : I32EnumAttr<"StreamRole", "stream role", [
+    I32EnumAttrCase<"Main", 1, "main">,
+    I32EnumAttrCase<"Fill", 2, "fill">,
+    I32EnumAttrCase<"Copy", 3, "copy">]> {
+  let cppNamespace = "::pipefill::pfstream";
+}
+def Pfstream_Priority : I32EnumAttr<"Priority", "stream priority", [
+    I32EnumAttrCase<"High", 1, "high">,
+    I32EnumAttrCase<"Normal", 2, "normal">,
+    I32EnumAttrCase<"Low", 3, "low">]> {
+  let cppNamespace = "::pipefill::pfstream";
+}
+def Pfstream_ComputeKind : I32EnumAttr<"ComputeKind", "main-job compute", [
+    I32EnumAttrCase<"Forward", 1, "forward">,
+    I32EnumAttrCase<"Backward", 2, "backward">,
+    I32EnumAttrCase<"BackwardInput", 3, "backward_input">,
+    I32EnumAttrCase<"BackwardWeight", 4, "backward_weight">,
+    I32EnumAttrCase<"AllReduce", 5, "allreduce">,
+    I32EnumAttrCase<"Optimizer", 6, "optimizer">]> {
+  let cppNamespace = "::pipefill::pfstream";
+}
+def Pfstream_BubbleKind : I32EnumAttr<"BubbleKind", "bubble kind", [
+    I32EnumAttrCase<"Warmup", 1, "warmup">,
+    I32EnumAttrCase<"Steady", 2, "steady">,
+    I32EnumAttrCase<"Cooldown", 3, "cooldown">,
+    I32EnumAttrCase<"Tail", 4, "tail">]> {
+  let cppNamespace = "::pipefill::pfstream";
+}
+def Pfstream_CopyDirection : I32EnumAttr<"CopyDirection", "copy direction", [
+    I32EnumAttrCase<"HostToDevice", 0, "h2d">,
+    I32EnumAttrCase<"DeviceToHost", 1, "d2h">]> {
+  let cppNamespace = "::pipefill::pfstream";
+}
+
+def Pfstream_ProgramOp : Pfstream_Op<"program", [
+    Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
+  let summary = "A whole pipeline as per-device stream programs";
+  let description = [{
+    Holds one `pfstream.device` per device, in device order. Every device's
+    streams are loop bodies that the runtime repeats `iterations` times.
+    Fill chunks refer to `pipefill.fill_job` declarations in the same module.
+
+    ```mlir
+    pfstream.program @gpt iterations 10 planned 1.2e6 {
+      pfstream.device 0 attributes {memory_bytes = 85899345920 : i64} {
+        ...
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       Pfstream_NonNegI64:$iterations,
+                       Pfstream_NonNegF64:$planned_iteration_us,
+                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$seed);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name `iterations` $iterations `planned` $planned_iteration_us attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+}
+
+def Pfstream_DeviceOp : Pfstream_Op<"device", [
+    HasParent<"ProgramOp">, SingleBlock, NoTerminator]> {
+  let summary = "The streams and events of one device";
+  let description = [{
+    `index` is the device's position in the program. The attributes carry the
+    memory capacity, the main job's static bytes, the planned per-kind compute
+    times (the runtime's calibration) and the interconnect figures. The body
+    declares the device's events (`pfstream.event`) and streams
+    (`pfstream.stream`), each numbered from 0 in order.
+
+    ```mlir
+    pfstream.device 0 attributes {stage = 0 : i64, memory_bytes = 85899345920 : i64} {
+      pfstream.event 0 "bubble0"
+      pfstream.stream 0 main priority high {
+        pfstream.compute forward mb 0 chunk 0 planned 8.3e3 at 0.0
+      }
+    }
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$index,
+                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$stage,
+                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$memory_bytes,
+                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$static_bytes,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$planned_iteration_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$p2p_latency_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$p2p_bandwidth_gbps,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$pcie_bandwidth_gbps,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$forward_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$backward_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$backward_input_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$backward_weight_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$allreduce_us,
+                       DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$optimizer_us);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index attr-dict-with-keyword $body";
+  let hasRegionVerifier = 1;
+}
+
+def Pfstream_EventOp : Pfstream_Op<"event", [HasParent<"DeviceOp">]> {
+  let summary = "Declares an event of the device";
+  let description = [{
+    Events are numbered in declaration order; `pfstream.record` and
+    `pfstream.wait` name them by that number. An event is recorded once per
+    iteration (a generation counter on the host backend, a cudaEvent_t on
+    CUDA).
+
+    ```mlir
+    pfstream.event 0 "bubble0"
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$index, StrAttr:$name);
+  let assemblyFormat = "$index $name attr-dict";
+}
+
+def Pfstream_StreamOp : Pfstream_Op<"stream", [
+    HasParent<"DeviceOp">, SingleBlock, NoTerminator]> {
+  let summary = "A prioritized stream and its ordered loop body";
+  let description = [{
+    `main` streams run the training job at high priority (exactly one per
+    device), `fill` streams run fill work at low priority, `copy` streams
+    move offloaded data. The ops of the body run in order, once per
+    iteration.
+
+    ```mlir
+    pfstream.stream 1 fill priority low {
+      pfstream.wait 0
+    }
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$index, Pfstream_StreamRole:$role,
+                       Pfstream_Priority:$priority);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index $role `priority` $priority attr-dict-with-keyword $body";
+}
+
+class Pfstream_StreamBodyOp<string mnemonic, list<Trait> traits = []>
+    : Pfstream_Op<mnemonic, !listconcat(traits, [HasParent<"StreamOp">])>;
+
+def Pfstream_ComputeOp : Pfstream_StreamBodyOp<"compute"> {
+  let summary = "Main-job compute of one pipeline instruction";
+  let description = [{
+    Runs for the planned time (a calibrated GEMM chain on CUDA, a timed wait
+    on the host backend, or a framework callback). `at` is the planned start.
+
+    ```mlir
+    pfstream.compute backward mb 3 chunk 0 planned 1.66e4 at 4.2e5
+    ```
+  }];
+  let arguments = (ins Pfstream_ComputeKind:$kind, Pfstream_NonNegI64:$microbatch,
+                       Pfstream_NonNegI64:$chunk, Pfstream_NonNegF64:$planned_us,
+                       Pfstream_NonNegF64:$planned_start_us);
+  let assemblyFormat = "$kind `mb` $microbatch `chunk` $chunk `planned` $planned_us `at` $planned_start_us attr-dict";
+}
+
+def Pfstream_SendOp : Pfstream_StreamBodyOp<"send"> {
+  let summary = "Point-to-point send to a peer device";
+  let description = [{
+    ```mlir
+    pfstream.send to 1 bytes 33554432 tag 0 planned 1.35e3 at 8.3e3
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
+                       Pfstream_NonNegI64:$tag, Pfstream_NonNegF64:$planned_us,
+                       Pfstream_NonNegF64:$planned_start_us);
+  let assemblyFormat = "`to` $peer `bytes` $bytes `tag` $tag `planned` $planned_us `at` $planned_start_us attr-dict";
+}
+
+def Pfstream_RecvOp : Pfstream_StreamBodyOp<"recv"> {
+  let summary = "Point-to-point receive from a peer device";
+  let description = [{
+    Completes when the send with the same tag from `from` has arrived.
+
+    ```mlir
+    pfstream.recv from 0 bytes 33554432 tag 0 at 0.0
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
+                       Pfstream_NonNegI64:$tag, Pfstream_NonNegF64:$planned_start_us);
+  let assemblyFormat = "`from` $peer `bytes` $bytes `tag` $tag `at` $planned_start_us attr-dict";
+}
+
+def Pfstream_RecordOp : Pfstream_StreamBodyOp<"record"> {
+  let summary = "Record an event on this stream (cudaEventRecord)";
+  let description = [{
+    ```mlir
+    pfstream.record 0
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$event);
+  let assemblyFormat = "$event attr-dict";
+}
+
+def Pfstream_WaitOp : Pfstream_StreamBodyOp<"wait"> {
+  let summary = "Make this stream wait for an event (cudaStreamWaitEvent)";
+  let description = [{
+    Later ops of the stream start after the event's record of the same
+    iteration. A main stream never waits on an event recorded by a fill
+    stream: fill work never blocks the training job.
+
+    ```mlir
+    pfstream.wait 0
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$event);
+  let assemblyFormat = "$event attr-dict";
+}
+
+def Pfstream_BubbleOp : Pfstream_StreamBodyOp<"bubble"> {
+  let summary = "Marks where an idle window of the main stream begins";
+  let description = [{
+    Does no work; names the window for planning and measurement. Only on a
+    main stream.
+
+    ```mlir
+    pfstream.bubble 0 steady start 1.3e5 duration 2.9e5 free 60000000000
+    ```
+  }];
+  let arguments = (ins Pfstream_NonNegI64:$bubble_id, Pfstream_BubbleKind:$kind,
+                       Pfstream_NonNegF64:$planned_start_us,
+                       Pfstream_NonNegF64:$planned_duration_us,
+                       Pfstream_NonNegI64:$free_bytes);
+  let assemblyFormat = "$bubble_id $kind `start` $planned_start_us `duration` $planned_duration_us `free` $free_bytes attr-dict";
+}
+
+def Pfstream_FillChunkOp : Pfstream_StreamBodyOp<"fill_chunk", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Run a contiguous run of a fill job's layers on one batch";
+  let description = [{
+    Runs passes `[layers, to)` of `job` on `batch` samples starting at
+    `sample_begin + (iteration + offset) * samples_per_iteration` inside bubble
+    `bubble` of the same device.
+
+    ```mlir
+    pfstream.fill_chunk @bert bubble 0 layers 0 to 24 batch 32 samples 0 offset 0 weights resident acts device planned 2.5e3 peak 3000000000
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$job, Pfstream_NonNegI64:$bubble_id,
+                       Pfstream_NonNegI64:$layer_begin, Pfstream_NonNegI64:$layer_end,
+                       Pfstream_NonNegI64:$batch, Pfstream_NonNegI64:$sample_begin,
+                       I64Attr:$iteration_offset, UnitAttr:$weights_streamed,
+                       UnitAttr:$activations_on_host, Pfstream_NonNegF64:$planned_us,
+                       Pfstream_NonNegI64:$peak_bytes);
+  let assemblyFormat = [{
+    $job `bubble` $bubble_id `layers` $layer_begin `to` $layer_end `batch` $batch
+    `samples` $sample_begin `offset` $iteration_offset `planned` $planned_us `peak` $peak_bytes attr-dict
+  }];
+}
+
+def Pfstream_CopyOp : Pfstream_StreamBodyOp<"copy"> {
+  let summary = "Asynchronous host<->device copy";
+  let description = [{
+    ```mlir
+    pfstream.copy h2d bytes 25165824 planned 1.0e3
+    ```
+  }];
+  let arguments = (ins Pfstream_CopyDirection:$direction, Pfstream_NonNegI64:$bytes,
+                       Pfstream_NonNegF64:$planned_us);
+  let assemblyFormat = "$direction `bytes` $bytes `planned` $planned_us attr-dict";
+}
+
+#endif // PFSTREAM_OPS_TD

@@ -1,0 +1,192 @@
+// pipefill-run: loads a StreamProgram (binary or text protobuf), runs it on the host or CUDA
+// backend through the runtime's C API and writes the run report / measured profile.
+#include "runtime/pfrt.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+const char *kUsage =
+    "usage: pipefill-run PROGRAM [options]\n"
+    "\n"
+    "Runs a pipefill StreamProgram (binary .pb or text .pbtxt) and reports planned vs measured.\n"
+    "\n"
+    "options:\n"
+    "  --backend host|cuda|auto  backend (default auto: cuda if a GPU is present, else host)\n"
+    "  --iterations N            loop count (default: the program's, else 1)\n"
+    "  --report FILE             write the run report JSON\n"
+    "  --profile-out FILE        profile mode: run the main job without fill and write a\n"
+    "                            pipefill.MeasuredProfile (text format for .pbtxt)\n"
+    "  --no-fill                 run the main job only\n"
+    "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
+    "  --time-scale X            host backend: real us per planned us (default 1.0)\n"
+    "  --stage K                 run device K for real; emulate the others at planned times\n"
+    "  --max-dim N               cap fill-workload dimensions (default: host 128, cuda none)\n"
+    "  --quiet                   no summary table\n"
+    "  --verbose                 progress on stderr\n"
+    "  --help                    this text\n";
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "pipefill-run: error: %s\n%s", message.c_str(),
+               "run 'pipefill-run --help' for usage\n");
+  return 2;
+}
+
+bool parseUnsigned(const std::string &s, unsigned long long max, unsigned long long &out) {
+  if (s.empty() || s[0] == '-' || s[0] == '+')
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno || *end || v > max)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseDouble(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno || *end)
+    return false;
+  out = v;
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string programPath, reportPath, profilePath, checkpointPath;
+  pfrt_options options;
+  pfrt_options_init(&options);
+  bool quiet = false;
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool hasInlineValue = false;
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasInlineValue = true;
+      }
+    }
+    auto next = [&](std::string &v) -> bool {
+      if (hasInlineValue) {
+        v = value;
+        return true;
+      }
+      if (i + 1 >= argc)
+        return false;
+      v = argv[++i];
+      return true;
+    };
+    auto flagNoValue = [&]() { return !hasInlineValue; };
+
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--backend") {
+      std::string v;
+      if (!next(v))
+        return usageError("--backend expects host, cuda or auto");
+      if (v == "host")
+        options.backend = PFRT_BACKEND_HOST;
+      else if (v == "cuda")
+        options.backend = PFRT_BACKEND_CUDA;
+      else if (v == "auto")
+        options.backend = PFRT_BACKEND_AUTO;
+      else
+        return usageError("unknown backend '" + v + "' (expected host, cuda or auto)");
+    } else if (arg == "--iterations") {
+      std::string v;
+      unsigned long long n = 0;
+      if (!next(v) || !parseUnsigned(v, 100000000ull, n) || n == 0)
+        return usageError("--iterations expects a positive integer, got '" + v + "'");
+      options.iterations = static_cast<uint32_t>(n);
+    } else if (arg == "--report") {
+      if (!next(reportPath) || reportPath.empty())
+        return usageError("--report expects a file name");
+    } else if (arg == "--profile-out") {
+      if (!next(profilePath) || profilePath.empty())
+        return usageError("--profile-out expects a file name");
+      options.profile = 1;
+      options.enable_fill = 0;
+    } else if (arg == "--no-fill") {
+      if (!flagNoValue())
+        return usageError("--no-fill takes no value");
+      options.enable_fill = 0;
+    } else if (arg == "--checkpoint") {
+      if (!next(checkpointPath) || checkpointPath.empty())
+        return usageError("--checkpoint expects a file name");
+    } else if (arg == "--time-scale") {
+      std::string v;
+      double x = 0;
+      if (!next(v) || !parseDouble(v, x) || !(x > 0))
+        return usageError("--time-scale expects a number > 0, got '" + v + "'");
+      options.time_scale = x;
+    } else if (arg == "--stage") {
+      std::string v;
+      unsigned long long n = 0;
+      if (!next(v) || !parseUnsigned(v, 1u << 30, n))
+        return usageError("--stage expects a device index, got '" + v + "'");
+      options.stage = static_cast<int32_t>(n);
+    } else if (arg == "--max-dim") {
+      std::string v;
+      unsigned long long n = 0;
+      if (!next(v) || !parseUnsigned(v, 1u << 20, n))
+        return usageError("--max-dim expects a non-negative integer, got '" + v + "'");
+      options.max_dim = static_cast<uint32_t>(n);
+    } else if (arg == "--quiet") {
+      quiet = true;
+    } else if (arg == "--verbose") {
+      options.verbose = 1;
+    } else if (arg.rfind("-", 0) == 0 && arg != "-") {
+      return usageError("unknown option '" + arg + "'");
+    } else if (programPath.empty()) {
+      programPath = arg;
+    } else {
+      return usageError("more than one program given ('" + programPath + "' and '" + arg + "')");
+    }
+  }
+  if (programPath.empty())
+    return usageError("no PROGRAM given");
+  if (!checkpointPath.empty())
+    options.checkpoint_path = checkpointPath.c_str();
+
+  pfrt_program *program = nullptr;
+  if (pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    return 1;
+  }
+  pfrt_report *report = nullptr;
+  pfrt_status status = pfrt_run(program, &options, &report);
+  if (status != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s: %s\n", programPath.c_str(), pfrt_last_error());
+    pfrt_program_destroy(program);
+    return 1;
+  }
+  int rc = 0;
+  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!quiet)
+    std::fputs(pfrt_report_summary(report), stdout);
+  pfrt_report_destroy(report);
+  pfrt_program_destroy(program);
+  return rc;
+}
