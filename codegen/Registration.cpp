@@ -1,6 +1,7 @@
 //===- Registration.cpp - pipefill-translate registrations ----------------===//
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
+#include "dialect/stream/PfstreamOps.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
@@ -8,6 +9,11 @@
 using namespace mlir;
 
 namespace pipefill {
+
+#ifndef PIPEFILL_WITH_STREAM_EXPORT
+static void registerStreamProgramTranslations(
+    const std::function<void(DialectRegistry &)> &) {}
+#endif
 
 void registerTranslations() {
   static TranslateToMLIRRegistration importJob(
@@ -19,7 +25,7 @@ void registerTranslations() {
         return OwningOpRef<Operation *>(module.release());
       });
   auto dialects = [](DialectRegistry &registry) {
-    registry.insert<PipefillDialect>();
+    registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
   };
   static TranslateFromMLIRRegistration toReport(
       "to-report", "write the report JSON of compiled pipefill IR",
@@ -33,6 +39,7 @@ void registerTranslations() {
         return exportSummary(cast<ModuleOp>(op), os);
       },
       dialects);
+  registerStreamProgramTranslations(dialects);
   static TranslateFromMLIRRegistration toTrace(
       "to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
       [](Operation *op, llvm::raw_ostream &os) {

@@ -33,6 +33,14 @@ mlir::LogicalResult exportTrace(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// Writes an SVG picture of the schedule.
 mlir::LogicalResult exportSvg(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+/// Writes the module's pfstream.program as a StreamProgram protobuf, binary
+/// or text format.
+mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
+                                        llvm::raw_ostream &os, bool text);
+/// Writes C++ source that builds the same program with the runtime's builder
+/// API and runs it (a standalone runtime binary once compiled).
+mlir::LogicalResult exportCpp(mlir::ModuleOp module, llvm::raw_ostream &os);
+
 /// Registers all of the above with mlir-translate's registry.
 void registerTranslations();
 

@@ -1,0 +1,295 @@
+// RUN: pipefill-opt %s --split-input-file --verify-diagnostics
+// One case per verifier error of the pfstream dialect.
+
+pfstream.program @p iterations 1 planned 1.0 {
+  // expected-error @+1 {{has index 1 at position 0; devices must be numbered in order}}
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  // expected-error @+1 {{is not allowed in a program; expected only 'pfstream.device'}}
+  builtin.module {
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  // expected-error @+1 {{has 0 main streams; exactly one is required}}
+  pfstream.device 0 {
+    pfstream.stream 0 fill priority low {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    // expected-error @+1 {{has index 1; events must be numbered 0, 1, ... in order}}
+    pfstream.event 1 "e"
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    // expected-error @+1 {{has index 2; streams must be numbered 0, 1, ... in order}}
+    pfstream.stream 2 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    // expected-error @+1 {{is not allowed in a device; expected 'pfstream.event' or 'pfstream.stream'}}
+    builtin.module {
+    }
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{names event 0 but the device declares 0}}
+      pfstream.record 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.event 0 "e"
+    pfstream.stream 0 main priority high {
+      pfstream.record 0
+      // expected-error @+1 {{records event 0, which is already recorded in this iteration}}
+      pfstream.record 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{names event 3 but the device declares 0}}
+      pfstream.wait 3
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{must be on the main stream}}
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+      // expected-error @+1 {{repeats bubble id 0}}
+      pfstream.bubble 0 steady start 2.0 duration 1.0 free 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{of the main job is not allowed on a fill stream}}
+      pfstream.compute forward mb 0 chunk 0 planned 1.0 at 0.0
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 10 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+      // expected-error @+1 {{must not run on the main stream}}
+      pfstream.fill_chunk @j bubble 0 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 10 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{names bubble 4, which the main stream does not mark}}
+      pfstream.fill_chunk @j bubble 4 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+    }
+  }
+}
+
+// -----
+
+// Fill never blocks main, even through a copy stream.
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.event 0 "fill_done"
+    pfstream.event 1 "copy_done"
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{makes the main stream wait on fill work (event 1); fill must never block the main job}}
+      pfstream.wait 1
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.record 0
+    }
+    pfstream.stream 2 copy priority normal {
+      pfstream.wait 0
+      pfstream.record 1
+    }
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 10 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{runs passes [0, 2) but @j has 1}}
+      pfstream.fill_chunk @j bubble 0 layers 0 to 2 batch 1 samples 0 offset 0 planned 1.0 peak 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{refers to @nope, which is not a 'pipefill.fill_job'}}
+      pfstream.fill_chunk @nope bubble 0 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.recv from 1 bytes 8 tag 3 at 0.0
+      // expected-error @+1 {{reuses tag 3 from device 1}}
+      pfstream.recv from 1 bytes 8 tag 3 at 0.0
+    }
+  }
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.send to 1 bytes 8 tag 0 planned 0.0 at 0.0
+      // expected-error @+1 {{reuses tag 0 to device 1}}
+      pfstream.send to 1 bytes 8 tag 0 planned 0.0 at 0.0
+    }
+  }
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{to device 1 with tag 0 has no matching recv}}
+      pfstream.send to 1 bytes 8 tag 0 planned 0.0 at 0.0
+    }
+  }
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.send to 1 bytes 8 tag 0 planned 0.0 at 0.0
+    }
+  }
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{expects 16 bytes but the send carries 8}}
+      pfstream.recv from 0 bytes 16 tag 0 at 0.0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+    }
+  }
+  pfstream.device 1 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{from device 0 with tag 7 has no matching send}}
+      pfstream.recv from 0 bytes 16 tag 7 at 0.0
+    }
+  }
+}
