@@ -14,7 +14,6 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
-#include <cstdio>
 #include <tuple>
 
 using namespace mlir;
@@ -49,6 +48,32 @@ struct TransferEnd {
 };
 } // namespace
 
+namespace {
+struct InstrFields {
+  bool hasMicrobatch = false;
+  int64_t microbatch = 0, chunk = 0;
+  FloatAttr start, end;
+};
+} // namespace
+
+static InstrFields instrFields(Operation *op) {
+  InstrFields f;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp,
+            RecvOp>([&](auto typed) {
+        f.hasMicrobatch = true;
+        f.microbatch = typed.getMicrobatch();
+        f.chunk = typed.getChunk();
+        f.start = typed.getStartUsAttr();
+        f.end = typed.getEndUsAttr();
+      })
+      .Case<AllReduceGradsOp, OptimizerStepOp>([&](auto typed) {
+        f.start = typed.getStartUsAttr();
+        f.end = typed.getEndUsAttr();
+      });
+  return f;
+}
+
 LogicalResult PipelineOp::verifyRegions() {
   Block &block = getBody().front();
   int64_t numStages = getNumStages();
@@ -75,24 +100,23 @@ LogicalResult PipelineOp::verifyRegions() {
     return emitOpError() << "has " << position << " stages but num_stages = "
                          << numStages;
 
-  std::map<TransferKey, TransferEnd> sends, recvs;
+  // Keys are also kept in program order so diagnostics are deterministic.
+  llvm::DenseMap<TransferKey, TransferEnd> sends, recvs;
+  SmallVector<TransferKey> sendOrder, recvOrder;
   for (StageOp stage : getStages()) {
     int64_t self = stage.getIndex();
     llvm::DenseSet<std::pair<int64_t, int64_t>> forwards, inputGrads, backwards;
     for (Operation &op : stage.getBody().front()) {
-      // Timing annotations, when present, must be ordered.
-      if (auto start = op.getAttrOfType<FloatAttr>("start_us"))
-        if (auto end = op.getAttrOfType<FloatAttr>("end_us"))
-          if (end.getValueAsDouble() < start.getValueAsDouble())
-            return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
-                                    << " us) before it starts ("
-                                    << fmtNum(start.getValueAsDouble()) << " us)";
-
-      auto mbAttr = op.getAttrOfType<IntegerAttr>("microbatch");
-      auto chunkAttr = op.getAttrOfType<IntegerAttr>("chunk");
-      if (!mbAttr || !chunkAttr)
+      // Typed access to (micro-batch, chunk) and the timing annotations.
+      InstrFields fields = instrFields(&op);
+      if (fields.start && fields.end &&
+          fields.end.getValueAsDouble() < fields.start.getValueAsDouble())
+        return op.emitOpError() << "ends (" << fmtNum(fields.end.getValueAsDouble())
+                                << " us) before it starts ("
+                                << fmtNum(fields.start.getValueAsDouble()) << " us)";
+      if (!fields.hasMicrobatch)
         continue;
-      int64_t mb = mbAttr.getInt(), chunk = chunkAttr.getInt();
+      int64_t mb = fields.microbatch, chunk = fields.chunk;
       if (mb >= numMb)
         return op.emitOpError() << "micro-batch " << mb
                                 << " is out of range [0, " << numMb << ")";
@@ -144,7 +168,8 @@ LogicalResult PipelineOp::verifyRegions() {
                 TransferKey tk{isSend ? self : peer, isSend ? peer : self,
                                static_cast<int>(xfer.getPayload()), mb, chunk};
                 auto &table = isSend ? sends : recvs;
-                if (!table.emplace(tk, TransferEnd{&op, (int64_t)xfer.getBytes()})
+                (isSend ? sendOrder : recvOrder).push_back(tk);
+                if (!table.try_emplace(tk, TransferEnd{&op, (int64_t)xfer.getBytes()})
                          .second)
                   return op.emitOpError() << "duplicates a transfer of "
                                           << payloadName(xfer.getPayload())
@@ -158,7 +183,8 @@ LogicalResult PipelineOp::verifyRegions() {
     }
   }
 
-  for (auto &[key, send] : sends) {
+  for (const TransferKey &key : sendOrder) {
+    const TransferEnd &send = sends.find(key)->second;
     auto [from, to, payload, mb, chunk] = key;
     auto it = recvs.find(key);
     if (it == recvs.end())
@@ -171,7 +197,8 @@ LogicalResult PipelineOp::verifyRegions() {
              << "expects " << it->second.bytes << " bytes but the matching "
              << "send from stage " << from << " sends " << send.bytes;
   }
-  for (auto &[key, recv] : recvs) {
+  for (const TransferKey &key : recvOrder) {
+    const TransferEnd &recv = recvs.find(key)->second;
     if (sends.count(key))
       continue;
     auto [from, to, payload, mb, chunk] = key;

@@ -53,6 +53,10 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
   schedule.clear();
   ops.clear();
   int64_t v = pipeline.getVirtualStages();
+  Builder b(pipeline.getContext());
+  StringAttr startId = b.getStringAttr("start_us"),
+             endId = b.getStringAttr("end_us"),
+             liveId = b.getStringAttr("live_bytes");
   for (StageOp stage : pipeline.getStages()) {
     auto &list = schedule.emplace_back();
     auto &opList = ops.emplace_back();
@@ -101,11 +105,11 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
               .Default([](Operation *) { return false; });
       if (!known)
         continue;
-      if (auto a = op.getAttrOfType<FloatAttr>("start_us"))
+      if (auto a = op.getAttrOfType<FloatAttr>(startId))
         instr.startUs = a.getValueAsDouble();
-      if (auto a = op.getAttrOfType<FloatAttr>("end_us"))
+      if (auto a = op.getAttrOfType<FloatAttr>(endId))
         instr.endUs = a.getValueAsDouble();
-      if (auto a = op.getAttrOfType<IntegerAttr>("live_bytes"))
+      if (auto a = op.getAttrOfType<IntegerAttr>(liveId))
         instr.liveBytesAfter = a.getInt();
       list.push_back(instr);
       opList.push_back(&op);

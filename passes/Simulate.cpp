@@ -33,13 +33,16 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
       return pipeline.emitError() << "cannot simulate the schedule: " << error;
 
     Builder b(&getContext());
+    StringAttr startId = b.getStringAttr("start_us"),
+               endId = b.getStringAttr("end_us"),
+               liveId = b.getStringAttr("live_bytes");
     for (size_t s = 0; s < schedule.size(); ++s)
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
         Operation *op = ops[s][i];
-        op->setAttr("start_us", b.getF64FloatAttr(instr.startUs));
-        op->setAttr("end_us", b.getF64FloatAttr(instr.endUs));
-        op->setAttr("live_bytes", b.getI64IntegerAttr(instr.liveBytesAfter));
+        op->setAttr(startId, b.getF64FloatAttr(instr.startUs));
+        op->setAttr(endId, b.getF64FloatAttr(instr.endUs));
+        op->setAttr(liveId, b.getI64IntegerAttr(instr.liveBytesAfter));
       }
 
     int64_t capacity = pipeline.getDeviceMemoryBytes();

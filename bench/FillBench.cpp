@@ -1,0 +1,175 @@
+//===- FillBench.cpp - Fill planner at pipeline scale ---------------------===//
+//
+// 100 fill jobs (10-50 layers each; 70% inference, 30% training) planned onto
+// the bubbles of 64 stages of an interleaved 1F1B pipeline (64 stages x 512
+// micro-batches, 2 virtual stages), synthesised per stage as: the warm-up
+// wait, 63 warm-up gaps, 63 cool-down gaps, a few steady-state gaps and the
+// optimizer / all-reduce tail, from 100 us to 50 ms, with free memory that
+// shrinks while activations are stashed. Target: well under a second.
+//
+//===----------------------------------------------------------------------===//
+
+#include "algo/fill/Planner.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+namespace {
+
+using namespace pipefill::fill;
+
+constexpr int kStages = 64;
+constexpr int kMicrobatches = 512;
+constexpr int kJobs = 100;
+
+std::vector<StageBubbles> makeStages(std::mt19937_64 &rng) {
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  const double fwd = 250, bwd = 500; // per micro-batch and virtual stage
+  const double busy = kMicrobatches * 2 * (fwd + bwd);
+  const int64_t gb = 1000000000;
+  std::vector<StageBubbles> stages;
+  for (int s = 0; s < kStages; ++s) {
+    StageBubbles sb;
+    sb.stage = s;
+    std::vector<std::pair<double, int64_t>> shape; // duration, free bytes
+    if (s > 0)
+      shape.push_back({s * fwd, 30 * gb});        // waiting for the first input
+    for (int i = 0; i < kStages - 1; ++i)         // warm-up: stash grows
+      shape.push_back({fwd * uni(0.4, 1.2), int64_t((30 - 0.35 * i) * gb)});
+    for (int i = 0; i < 8; ++i)                   // steady state
+      shape.push_back({uni(100, 500), 6 * gb});
+    for (int i = 0; i < kStages - 1; ++i)         // cool-down: stash drains
+      shape.push_back({bwd * uni(0.4, 1.2), int64_t((8 + 0.35 * i) * gb)});
+    shape.push_back({uni(5000, 50000), 32 * gb}); // optimizer / all-reduce
+    double t = 0;
+    int id = 0;
+    for (auto &[duration, free] : shape) {
+      Bubble b;
+      b.id = id++;
+      b.startUs = t;
+      b.durationUs = duration;
+      b.freeBytes = free;
+      sb.bubbles.push_back(b);
+      t += duration + busy / shape.size();
+    }
+    sb.iterationUs = t;
+    sb.minFreeBytes = 5 * gb;
+    stages.push_back(sb);
+  }
+  return stages;
+}
+
+std::vector<Job> makeJobs(std::mt19937_64 &rng) {
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  std::vector<Job> jobs;
+  for (int j = 0; j < kJobs; ++j) {
+    Job job;
+    job.name = "fill" + std::to_string(j);
+    job.kind = j % 10 < 7 ? JobKind::Inference : JobKind::Training;
+    job.samples = int64_t(uni(1e5, 1e7));
+    job.priority = uni(0.5, 3);
+    job.arrivalUs = uni(0, 1e9);
+    int layers = pick(10, 50);
+    double scale = uni(0.2, 5); // job size
+    for (int l = 0; l < layers; ++l) {
+      Layer layer;
+      layer.name = "layer" + std::to_string(l);
+      layer.forwardUsPerSample = scale * uni(0.5, 10);
+      layer.weightBytes = int64_t(scale * uni(1e6, 4e7));
+      layer.activationBytesPerSample = int64_t(uni(1.6e4, 2e6));
+      if (job.kind == JobKind::Training) {
+        layer.backwardUsPerSample = 2 * layer.forwardUsPerSample;
+        layer.gradBytes = layer.weightBytes;
+        layer.optimizerBytes = 2 * layer.weightBytes;
+        layer.stashBytesPerSample = 4 * layer.activationBytesPerSample;
+      }
+      job.layers.push_back(layer);
+    }
+    jobs.push_back(job);
+  }
+  return jobs;
+}
+
+struct Problem {
+  std::vector<StageBubbles> stages;
+  std::vector<Job> jobs;
+  Hardware hw;
+  Config config;
+};
+
+const Problem &problem() {
+  static Problem p = [] {
+    Problem q;
+    std::mt19937_64 rng(64512);
+    q.stages = makeStages(rng);
+    q.jobs = makeJobs(rng);
+    return q;
+  }();
+  return p;
+}
+
+void report(benchmark::State &state, const Plan &plan) {
+  size_t bubbles = 0;
+  for (const StageBubbles &s : problem().stages)
+    bubbles += s.bubbles.size();
+  int scheduled = 0;
+  for (const JobResult &r : plan.jobs)
+    scheduled += r.stages > 0;
+  state.counters["bubbles"] = double(bubbles);
+  state.counters["chunks"] = double(plan.chunks.size());
+  state.counters["assignments"] = double(plan.assignments.size());
+  state.counters["jobs_placed"] = scheduled;
+  state.counters["filled_fraction"] = plan.filledFraction;
+  state.counters["useful_over_filled"] =
+      plan.filledUs > 0 ? plan.usefulUs / plan.filledUs : 0;
+}
+
+void BM_PlanFill64x512x100(benchmark::State &state) {
+  const Problem &p = problem();
+  Plan plan;
+  for (auto _ : state) {
+    plan = planFill(p.stages, p.jobs, p.hw, p.config);
+    benchmark::DoNotOptimize(plan.chunks.data());
+  }
+  report(state, plan);
+}
+BENCHMARK(BM_PlanFill64x512x100)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+void BM_PlanFillOneJobPerStage(benchmark::State &state) {
+  const Problem &p = problem();
+  Config config = p.config;
+  config.allowMultipleJobsPerStage = false;
+  Plan plan;
+  for (auto _ : state) {
+    plan = planFill(p.stages, p.jobs, p.hw, config);
+    benchmark::DoNotOptimize(plan.chunks.data());
+  }
+  report(state, plan);
+}
+BENCHMARK(BM_PlanFillOneJobPerStage)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+void BM_VerifyPlan(benchmark::State &state) {
+  const Problem &p = problem();
+  Plan plan = planFill(p.stages, p.jobs, p.hw, p.config);
+  size_t violations = 0;
+  for (auto _ : state) {
+    violations = verifyPlan(p.stages, p.jobs, p.hw, p.config, plan).size();
+    benchmark::DoNotOptimize(violations);
+  }
+  state.counters["violations"] = double(violations);
+}
+BENCHMARK(BM_VerifyPlan)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+} // namespace
+
+BENCHMARK_MAIN();
