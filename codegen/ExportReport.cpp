@@ -50,6 +50,7 @@ std::optional<ReportData> computeReport(ModuleOp module) {
     r.busyUs += rs.busyUs;
     idleTotal += rs.idleUs;
     double overrun = 0;
+    SteadyState steady(stage);
     for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
       ReportBubble rb;
       rb.startUs = bubble.getStartUs().convertToDouble();
@@ -63,16 +64,17 @@ std::optional<ReportData> computeReport(ModuleOp module) {
                      (int64_t)fill.getLayerEnd(),
                      (int64_t)fill.getBatch(),
                      (int64_t)fill.getPeakBytes(),
-                     0,
-                     1,
+                     (int64_t)fill.getIteration(),
+                     (int64_t)fill.getRepeat(),
                      fill.getPredictedUs().convertToDouble()};
-        rb.filledUs += f.predictedUs;
-        r.usefulUs += jobs.dedicatedUs(fill);
+        double weight = steady.weight(fill);
+        rb.filledUs += weight * f.predictedUs;
+        r.usefulUs += weight * jobs.dedicatedUs(fill);
         rb.fills.push_back(std::move(f));
       }
       r.bubbleUs += rb.durationUs;
       r.filledUs += std::min(rb.filledUs, rb.durationUs);
-      overrun += std::max(0.0, rb.filledUs - rb.durationUs);
+      overrun += std::max(0.0, worstIterationFillUs(bubble) - rb.durationUs);
       rs.bubbles.push_back(std::move(rb));
     }
     overrunMax = std::max(overrunMax, overrun);
@@ -118,6 +120,8 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
                                              {"layer_begin", f.layerBegin},
                                              {"layer_end", f.layerEnd},
                                              {"batch", f.batch},
+                                             {"iteration", f.iteration},
+                                             {"repeat", f.repeat},
                                              {"predicted_us", f.predictedUs},
                                              {"peak_bytes", f.peakBytes}});
         jb["fills"] = std::move(fills);

@@ -103,10 +103,11 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
   double idle = 0, bubbleUs = 0, filledUs = 0;
   for (StageOp stage : pipeline.getStages()) {
     idle += stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : 0;
+    SteadyState steady(stage);
     for (BubbleOp b : stage.getBody().front().getOps<BubbleOp>()) {
       bubbleUs += b.getDurationUs().convertToDouble();
       for (FillOp f : b.getBody().front().getOps<FillOp>())
-        filledUs += f.getPredictedUs().convertToDouble();
+        filledUs += steady.weight(f) * f.getPredictedUs().convertToDouble();
     }
   }
   bool ms = iteration >= 10000;
@@ -145,6 +146,7 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
     os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
                         "fill=\"#FAFAFA\" stroke=\"#EEE\"/>\n",
                         kLeft, y, plotW, kRow);
+    SteadyState steady(stage);
     for (Operation &op : stage.getBody().front()) {
       if (auto bubble = dyn_cast<BubbleOp>(op)) {
         double bx = x(bubble.getStartUs().convertToDouble());
@@ -157,19 +159,22 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
             timeLabel(bubble.getDurationUs().convertToDouble(), ms),
             timeLabel(bubble.getStartUs().convertToDouble(), ms),
             fmtBytes(bubble.getFreeBytes()));
-        double t = bubble.getStartUs().convertToDouble();
+        // Fill work of the first steady-state iteration, at its planned offset.
         for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-          double d = fill.getPredictedUs().convertToDouble();
+          if (!steady.inFirstSteadyIteration(fill))
+            continue;
+          double t = bubble.getStartUs().convertToDouble() +
+                     fill.getOffsetUs().convertToDouble();
+          double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
           const char *color = jobColor.lookup(fill.getJob());
           os << llvm::formatv(
               "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
-              "fill=\"{4}\" fill-opacity=\"0.85\"><title>{5}: layers {6}-{7}, "
+              "fill=\"{4}\" fill-opacity=\"0.85\"><title>{5}: passes {6}-{7}, "
               "batch {8}, {9}, {10}</title></rect>\n",
               x(t), y + 5, std::max(0.5, x(t + d) - x(t)), kRow - 10,
               color ? color : "#F58518", escape(fill.getJob()),
               fill.getLayerBegin(), fill.getLayerEnd(), fill.getBatch(),
               timeLabel(d, ms), fmtBytes(fill.getPeakBytes()));
-          t += d;
         }
         continue;
       }

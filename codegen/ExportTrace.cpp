@@ -75,6 +75,7 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
         {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"name", "thread_sort_index"},
         {"args", llvm::json::Object{{"sort_index", tid}}}});
     double lastComputeEnd = 0;
+    SteadyState steady(stage);
     std::vector<Key> waiting; // recvs whose consumer is the next compute op
     for (Operation &op : stage.getBody().front()) {
       if (auto bubble = dyn_cast<BubbleOp>(op)) {
@@ -85,9 +86,12 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
             {"ts", bubble.getStartUs().convertToDouble()},
             {"dur", bubble.getDurationUs().convertToDouble()},
             {"args", llvm::json::Object{{"free_bytes", (int64_t)bubble.getFreeBytes()}}}});
-        double t = bubble.getStartUs().convertToDouble();
         for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-          double d = fill.getPredictedUs().convertToDouble();
+          if (!steady.inFirstSteadyIteration(fill))
+            continue;
+          double t = bubble.getStartUs().convertToDouble() +
+                     fill.getOffsetUs().convertToDouble();
+          double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
           events.push_back(llvm::json::Object{
               {"ph", "X"}, {"pid", 0}, {"tid", tid},
               {"name", fill.getJob().str()}, {"cat", "fill"}, {"ts", t}, {"dur", d},
@@ -95,8 +99,8 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
                            {"layers", std::to_string(fill.getLayerBegin()) + "-" +
                                           std::to_string(fill.getLayerEnd())},
                            {"batch", (int64_t)fill.getBatch()},
+                           {"repeat", (int64_t)fill.getRepeat()},
                            {"peak_bytes", (int64_t)fill.getPeakBytes()}}}});
-          t += d;
         }
         continue;
       }

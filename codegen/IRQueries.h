@@ -4,8 +4,13 @@
 
 #include "dialect/PipefillOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <algorithm>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace pipefill {
@@ -35,17 +40,22 @@ public:
     for (FillJobOp job : module.getOps<FillJobOp>()) {
       Entry &e = jobs[job.getSymName()];
       e.op = job;
+      // Passes: the forwards of the layers, then (training) the backwards in
+      // reverse layer order.
       e.prefixUs.push_back(0);
-      for (LayerOp layer : job.getLayers()) {
-        double perSample = layer.getForwardUsPerSample().convertToDouble();
-        if (job.getKind() == JobKind::Training)
-          perSample += layer.getBackwardUsPerSample().convertToDouble();
-        e.prefixUs.push_back(e.prefixUs.back() + perSample);
-      }
+      llvm::SmallVector<LayerOp> layers(job.getLayers());
+      for (LayerOp layer : layers)
+        e.prefixUs.push_back(e.prefixUs.back() +
+                             layer.getForwardUsPerSample().convertToDouble());
+      if (job.getKind() == JobKind::Training)
+        for (LayerOp layer : llvm::reverse(layers))
+          e.prefixUs.push_back(e.prefixUs.back() +
+                               layer.getBackwardUsPerSample().convertToDouble());
     }
   }
   /// GPU time the fill chunk's work would take at dedicated (large-batch)
-  /// speed: batch x sum of per-sample layer costs over its layer range.
+  /// speed: batch x sum of per-sample pass costs over its pass range (one
+  /// run; multiply by the chunk's repeat count).
   double dedicatedUs(FillOp fill) const {
     auto it = jobs.find(fill.getJob());
     if (it == jobs.end())
@@ -78,6 +88,52 @@ private:
   llvm::StringMap<Entry> jobs;
   std::vector<std::string> order;
 };
+
+/// How often a stage's fill chunks run in the steady state: a chunk of the
+/// repeating part of its assignment runs once every `period` iterations, a
+/// chunk of the prefix never again.
+class SteadyState {
+public:
+  explicit SteadyState(StageOp stage) {
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+      schedules[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+  }
+  /// Runs per iteration of this chunk (repeat included) in the steady state.
+  double weight(FillOp fill) const {
+    auto it = schedules.find(fill.getJob());
+    int64_t prefix = it == schedules.end() ? 0 : it->second.first;
+    int64_t period = it == schedules.end() ? 1 : it->second.second;
+    if ((int64_t)fill.getIteration() < prefix)
+      return 0;
+    return double(fill.getRepeat()) / double(std::max<int64_t>(1, period));
+  }
+  /// True when the chunk runs in the first steady-state iteration (what the
+  /// pictures show).
+  bool inFirstSteadyIteration(FillOp fill) const {
+    auto it = schedules.find(fill.getJob());
+    int64_t prefix = it == schedules.end() ? 0 : it->second.first;
+    return (int64_t)fill.getIteration() == prefix;
+  }
+
+private:
+  llvm::StringMap<std::pair<int64_t, int64_t>> schedules;
+};
+
+/// The largest fill time any iteration puts into the bubble: per job the
+/// worst iteration's total, summed over jobs.
+inline double worstIterationFillUs(BubbleOp bubble) {
+  std::map<std::pair<std::string, int64_t>, double> perIteration;
+  for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
+    perIteration[{fill.getJob().str(), (int64_t)fill.getIteration()}] +=
+        fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+  std::map<std::string, double> perJob;
+  for (auto &[key, total] : perIteration)
+    perJob[key.first] = std::max(perJob[key.first], total);
+  double sum = 0;
+  for (auto &[job, total] : perJob)
+    sum += total;
+  return sum;
+}
 
 } // namespace pipefill
 

@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <map>
 #include <tuple>
 
 using namespace mlir;
@@ -237,10 +238,20 @@ LogicalResult BubbleOp::verify() {
                          << pipeline.getDeviceMemoryBytes();
   if (getBody().empty())
     return success();
-  double planned = 0;
+  // Plans repeat over iterations and several jobs may share a bubble: in each
+  // iteration a job uses the time of its chunks there, and the jobs' largest
+  // per-iteration totals must fit together.
+  std::map<std::pair<StringRef, int64_t>, double> perIteration;
   for (Operation &op : getBody().front())
     if (auto fill = dyn_cast<FillOp>(op))
-      planned += fill.getPredictedUs().convertToDouble();
+      perIteration[{fill.getJob(), (int64_t)fill.getIteration()}] +=
+          fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+  std::map<StringRef, double> perJob;
+  for (auto &[key, total] : perIteration)
+    perJob[key.first] = std::max(perJob[key.first], total);
+  double planned = 0;
+  for (auto &[job, total] : perJob)
+    planned += total;
   double duration = getDurationUs().convertToDouble();
   if (planned > duration * (1 + 1e-9) + 1e-6)
     return emitOpError() << "holds " << fmtNum(planned)
@@ -280,14 +291,35 @@ LogicalResult FillOp::verify() {
   return success();
 }
 
+int64_t FillJobOp::getNumPasses() {
+  return getNumLayers() * (getKind() == JobKind::Training ? 2 : 1);
+}
+
 LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto job =
       symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
   if (!job)
     return emitOpError() << "refers to " << getJobAttr()
                          << ", which is not a 'pipefill.fill_job'";
-  if (static_cast<int64_t>(getLayerEnd()) > job.getNumLayers())
+  if (static_cast<int64_t>(getLayerEnd()) > job.getNumPasses())
     return emitOpError() << "runs layers up to " << getLayerEnd() << " but "
-                         << getJobAttr() << " has " << job.getNumLayers();
+                         << getJobAttr() << " has " << job.getNumPasses()
+                         << (job.getKind() == JobKind::Training
+                                 ? " passes (forward and backward of each layer)"
+                                 : "");
+  return success();
+}
+
+LogicalResult
+AssignmentOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto job =
+      symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
+  if (!job)
+    return emitOpError() << "refers to " << getJobAttr()
+                         << ", which is not a 'pipefill.fill_job'";
+  if ((getOptimizerOnHost() || getCheckpoint()) &&
+      job.getKind() != JobKind::Training)
+    return emitOpError() << "sets training knobs for inference job "
+                         << getJobAttr();
   return success();
 }

@@ -258,6 +258,40 @@ def Pipefill_BubbleOp : Pipefill_InstrOp<"bubble", [SingleBlock, NoTerminator]> 
 // Fill jobs
 //===----------------------------------------------------------------------===//
 
+def Pipefill_AssignmentOp : Pipefill_Op<"assignment", [
+    HasParent<"StageOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A fill job planned onto a stage, with its knobs and steady state";
+  let description = [{
+    Written by `pipefill-plan-fill` at the top of a stage: fill job `job` runs
+    on this stage with batch size `batch`, weights resident or streamed,
+    activations between bubbles on the device or the host (and, for training,
+    optimizer states on the host and activation checkpointing as unit
+    attributes). Its chunks form a schedule of `prefix` iterations that run
+    once followed by `period` iterations that repeat; each period completes
+    `batches` batches, i.e. `samples` samples per iteration on average.
+    `persistent` bytes stay on the device across bubbles.
+
+    ```mlir
+    pipefill.assignment @bert batch 32 weights resident acts device prefix 0 period 1 batches 6 samples 1.92e2 persistent 603979776
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$job,
+                       Pipefill_PosI64:$batch,
+                       Pipefill_WeightPlacement:$weights,
+                       Pipefill_ActPlacement:$acts,
+                       UnitAttr:$optimizer_on_host,
+                       UnitAttr:$checkpoint,
+                       Pipefill_NonNegI64:$prefix,
+                       Pipefill_PosI64:$period,
+                       Pipefill_NonNegI64:$batches_per_period,
+                       Pipefill_NonNegF64:$samples_per_iteration,
+                       Pipefill_NonNegI64:$persistent_bytes);
+  let assemblyFormat = [{
+    $job `batch` $batch `weights` $weights `acts` $acts `prefix` $prefix `period` $period
+    `batches` $batches_per_period `samples` $samples_per_iteration `persistent` $persistent_bytes attr-dict
+  }];
+}
+
 def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [
     Symbol, IsolatedFromAbove, SingleBlock, NoTerminator]> {
   let summary = "A pending job whose work may fill bubbles";
@@ -290,6 +324,8 @@ def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [
   let extraClassDeclaration = [{
     auto getLayers() { return getBody().front().getOps<LayerOp>(); }
     int64_t getNumLayers();
+    /// Layers for inference; forward and backward passes for training.
+    int64_t getNumPasses();
   }];
 }
 
@@ -334,6 +370,15 @@ def Pipefill_FillOp : Pipefill_Op<"fill", [
     predicted time including the context switch and non-overlapped copies,
     `mem` the chunk's peak device memory; both must fit the bubble.
 
+    Plans repeat: the chunks of one job on one stage follow the stage's
+    `pipefill.assignment` for that job, which lists `prefix` iterations
+    that run once followed by `period` iterations that repeat forever;
+    `iteration` says in which of those iterations this chunk runs. `repeat`
+    runs the chunk that many times back to back (whole batches only),
+    `offset_us` is its planned start relative to the bubble's start. For a
+    training job the range counts passes: `[0, n)` are the forwards of its n
+    layers, pass `n + k` is the backward and update of layer `n - 1 - k`.
+
     ```mlir
     pipefill.fill @bert layers 0 to 12 batch 32 samples 0 weights resident
         acts device time 2.5e3 mem 2000000000
@@ -349,7 +394,10 @@ def Pipefill_FillOp : Pipefill_Op<"fill", [
                        Pipefill_NonNegF64:$predicted_us,
                        Pipefill_NonNegI64:$peak_bytes,
                        DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$copy_us,
-                       DefaultValuedAttr<I64Attr, "0">:$iteration_offset);
+                       DefaultValuedAttr<I64Attr, "0">:$iteration_offset,
+                       DefaultValuedAttr<Pipefill_NonNegI64, "0">:$iteration,
+                       DefaultValuedAttr<Pipefill_PosI64, "1">:$repeat,
+                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$offset_us);
   let assemblyFormat = [{
     $job `layers` $layer_begin `to` $layer_end `batch` $batch `samples` $sample_begin
     `weights` $weights `acts` $acts `time` $predicted_us `mem` $peak_bytes attr-dict

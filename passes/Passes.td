@@ -54,6 +54,46 @@ def InsertBubbles : Pass<"pipefill-insert-bubbles", "mlir::ModuleOp"> {
   ];
 }
 
+def PlanFill : Pass<"pipefill-plan-fill", "mlir::ModuleOp"> {
+  let summary = "Fit fill-job work into every bubble's time and free memory";
+  let description = [{
+    Plans the module's `pipefill.fill_job`s into the bubbles of every
+    pipeline (after `pipefill-insert-bubbles`). For each stage, whose bubbles
+    repeat every iteration, and each job it searches the knobs (batch size,
+    resident or streamed weights, where activations wait between bubbles,
+    and for training the optimizer-state placement and activation
+    checkpointing), packs contiguous layer runs of the current batch into
+    successive bubbles with a cursor carried across bubbles and iterations,
+    and picks the jobs per stage that maximize priority-weighted useful work.
+    Every chunk's time (compute, non-overlapped copies, context switch) fits
+    its bubble minus the safety margin and its memory fits the bubble's free
+    bytes. The result is a `pipefill.assignment` per (stage, job) and
+    `pipefill.fill` ops inside the bubbles; each job gets its planned
+    `samples_per_iteration` and `efficiency`. A job that fits nowhere gets a
+    warning and an `unscheduled` reason. The algorithm and its guarantees are
+    in docs/planner.md.
+  }];
+  let options = [
+    Option<"singleJobPerStage", "single-job-per-stage", "bool", "false",
+           "Run at most one fill job on each stage">
+  ];
+}
+
+def VerifyPlan : Pass<"pipefill-verify-plan", "mlir::ModuleOp"> {
+  let summary = "Independently check that planned fill work fits its bubbles";
+  let description = [{
+    Rebuilds the plan from the IR alone (assignments, fill ops, bubbles and
+    the jobs' layer costs) and checks it with a checker written separately
+    from the planner's packing arithmetic: every chunk's recomputed time and
+    memory fit its bubble, chunks of one job in one bubble do not overlap,
+    the jobs sharing a bubble fit together, what stays on the device across
+    bubbles fits the stage's minimum free memory, each job's layer cursor and
+    sample counter continue correctly across bubbles and iterations, and the
+    period closes. Any violation is an error: a plan that does not verify is
+    never handed on.
+  }];
+}
+
 def LowerToStream : Pass<"pipefill-lower-to-stream", "mlir::ModuleOp"> {
   let summary = "Lower planned pipelines to per-device pfstream programs";
   let description = [{

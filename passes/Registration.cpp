@@ -14,6 +14,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm) {
   pm.addPass(createExpandSchedule());
   pm.addPass(createSimulate());
   pm.addPass(createInsertBubbles());
+  pm.addPass(createPlanFill());
+  pm.addPass(createVerifyPlan());
 }
 
 void registerPasses() {

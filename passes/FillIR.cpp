@@ -1,0 +1,67 @@
+//===- FillIR.cpp - pipefill IR <-> fill planner data ---------------------===//
+#include "passes/FillIR.h"
+
+using namespace mlir;
+
+namespace pipefill {
+
+static double f64(llvm::APFloat v) { return v.convertToDouble(); }
+
+FillProblem fillProblemFromIR(ModuleOp module, PipelineOp pipeline) {
+  FillProblem p;
+  int64_t capacity = pipeline.getDeviceMemoryBytes();
+  int64_t reserve = pipeline.getReserveBytes();
+  double iteration = pipeline.getIterationUs() ? f64(*pipeline.getIterationUs()) : 0;
+  for (StageOp stage : pipeline.getStages()) {
+    fill::StageBubbles sb;
+    sb.stage = stage.getIndex();
+    sb.iterationUs = iteration;
+    int64_t peak = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
+    sb.minFreeBytes = std::max<int64_t>(0, capacity - peak - reserve);
+    auto &ops = p.bubbleOps.emplace_back();
+    for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
+      fill::Bubble b;
+      b.id = ops.size();
+      b.startUs = f64(bubble.getStartUs());
+      b.durationUs = f64(bubble.getDurationUs());
+      b.freeBytes = bubble.getFreeBytes();
+      sb.bubbles.push_back(b);
+      ops.push_back(bubble);
+    }
+    p.stages.push_back(std::move(sb));
+  }
+  for (FillJobOp jobOp : module.getOps<FillJobOp>()) {
+    fill::Job job;
+    job.name = jobOp.getSymName().str();
+    job.kind = jobOp.getKind() == JobKind::Training ? fill::JobKind::Training
+                                                     : fill::JobKind::Inference;
+    job.samples = jobOp.getSamples();
+    job.priority = f64(jobOp.getPriority());
+    job.arrivalUs = f64(jobOp.getArrivalUs());
+    for (LayerOp layerOp : jobOp.getLayers()) {
+      fill::Layer layer;
+      layer.name = layerOp.getName().str();
+      layer.forwardUsPerSample = f64(layerOp.getForwardUsPerSample());
+      layer.weightBytes = layerOp.getWeightBytes();
+      layer.activationBytesPerSample = layerOp.getActivationBytesPerSample();
+      layer.backwardUsPerSample = f64(layerOp.getBackwardUsPerSample());
+      layer.gradBytes = layerOp.getGradBytes();
+      layer.optimizerBytes = layerOp.getOptimizerBytes();
+      job.layers.push_back(std::move(layer));
+    }
+    p.jobIndex[jobOp.getSymName()] = p.jobs.size();
+    p.jobs.push_back(std::move(job));
+    p.jobOps.push_back(jobOp);
+  }
+  p.hardware.pcieGBps = f64(pipeline.getPcieBandwidthGbps());
+  p.hardware.hbmGBps = f64(pipeline.getHbmBandwidthGbps());
+  p.hardware.kernelLaunchUs = f64(pipeline.getKernelLaunchUs());
+  p.config.contextSwitchUs = f64(pipeline.getContextSwitchUs());
+  p.config.safetyMargin = f64(pipeline.getSafetyMargin());
+  p.config.reserveBytes = 0;
+  if (auto sizes = pipeline.getBatchSizes())
+    p.config.batchSizes.assign(sizes->begin(), sizes->end());
+  return p;
+}
+
+} // namespace pipefill

@@ -1,0 +1,40 @@
+//===- FillIR.h - pipefill IR <-> fill planner data -------------*- C++ -*-===//
+//
+// Translations between the IR (pipelines with bubbles, fill jobs, planned
+// fill ops) and the plain C++ problem of algo/fill, shared by
+// pipefill-plan-fill and pipefill-verify-plan.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_PASSES_FILLIR_H
+#define PIPEFILL_PASSES_FILLIR_H
+
+#include "algo/fill/Planner.h"
+#include "dialect/PipefillOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace pipefill {
+
+/// The planning problem of one pipeline.
+struct FillProblem {
+  std::vector<fill::StageBubbles> stages;
+  std::vector<fill::Job> jobs;
+  fill::Hardware hardware;
+  fill::Config config;
+  /// jobOps[i] is the declaration behind jobs[i]; jobIndex maps its name.
+  llvm::SmallVector<FillJobOp> jobOps;
+  llvm::StringMap<int> jobIndex;
+  /// bubbleOps[s][id] is the bubble op with planner id `id` on stage s.
+  llvm::SmallVector<llvm::SmallVector<BubbleOp>> bubbleOps;
+};
+
+/// Builds the problem. The bubbles' free bytes already exclude the reserve,
+/// so the planner's own reserve is 0 and each stage's minimum free memory is
+/// capacity - peak live bytes - reserve.
+FillProblem fillProblemFromIR(mlir::ModuleOp module, PipelineOp pipeline);
+
+} // namespace pipefill
+
+#endif // PIPEFILL_PASSES_FILLIR_H

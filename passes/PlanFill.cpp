@@ -1,0 +1,143 @@
+//===- PlanFill.cpp - pipefill-plan-fill ----------------------------------===//
+#include "passes/FillIR.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+
+namespace pipefill {
+#define GEN_PASS_DEF_PLANFILL
+#include "passes/Passes.h.inc"
+
+namespace {
+WeightPlacement toIR(fill::WeightPlacement w) {
+  return w == fill::WeightPlacement::Streamed ? WeightPlacement::Streamed
+                                              : WeightPlacement::Resident;
+}
+ActPlacement toIR(fill::ActPlacement a) {
+  return a == fill::ActPlacement::Host ? ActPlacement::Host : ActPlacement::Device;
+}
+
+struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
+  using PlanFillBase::PlanFillBase;
+
+  void runOnOperation() override {
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
+      if (failed(plan(pipeline)))
+        return signalPassFailure();
+  }
+
+  LogicalResult plan(PipelineOp pipeline) {
+    if (!pipeline.getIterationUs())
+      return pipeline.emitError()
+             << "has no simulated bubbles to fill; run pipefill-simulate and "
+                "pipefill-insert-bubbles first";
+    ModuleOp module = getOperation();
+    // Re-planning replaces the previous plan.
+    SmallVector<Operation *> stale;
+    pipeline.walk([&](Operation *op) {
+      if (isa<FillOp, AssignmentOp>(op))
+        stale.push_back(op);
+    });
+    for (Operation *op : stale)
+      op->erase();
+    for (FillJobOp job : module.getOps<FillJobOp>()) {
+      job.removeSamplesPerIterationAttr();
+      job.removeEfficiencyAttr();
+      job.removeUnscheduledAttr();
+    }
+
+    FillProblem problem = fillProblemFromIR(module, pipeline);
+    if (problem.jobs.empty())
+      return success();
+    problem.config.allowMultipleJobsPerStage = !singleJobPerStage;
+    fill::Plan plan = fill::planFill(problem.stages, problem.jobs,
+                                     problem.hardware, problem.config);
+    if (!plan.errors.empty()) {
+      InFlightDiagnostic diag = pipeline.emitError() << "cannot plan fill work";
+      for (const std::string &e : plan.errors)
+        diag.attachNote() << e;
+      return failure();
+    }
+
+    OpBuilder b(&getContext());
+    SmallVector<StageOp> stages(pipeline.getStages());
+    auto jobRef = [&](int job) {
+      return FlatSymbolRefAttr::get(problem.jobOps[job].getSymNameAttr());
+    };
+    for (const fill::Assignment &a : plan.assignments) {
+      StageOp stage = stages[a.stage];
+      b.setInsertionPointToStart(&stage.getBody().front());
+      auto op = b.create<AssignmentOp>(stage.getLoc(), TypeRange{}, ValueRange{},
+                                       ArrayRef<NamedAttribute>{});
+      op.setJobAttr(jobRef(a.job));
+      op.setBatch(a.batch);
+      op.setWeights(toIR(a.weights));
+      op.setActs(toIR(a.acts));
+      op.setOptimizerOnHost(a.optimizer == fill::OptimizerPlacement::Host);
+      op.setCheckpoint(a.checkpoint);
+      op.setPrefix(a.prefixIterations);
+      op.setPeriod(a.periodIterations);
+      op.setBatchesPerPeriod(a.batchesPerPeriod);
+      op.setSamplesPerIteration(llvm::APFloat(a.samplesPerIteration));
+      op.setPersistentBytes(a.persistentBytes);
+    }
+
+    // Chunks go into their bubbles in execution order.
+    std::vector<const fill::Chunk *> chunks;
+    for (const fill::Chunk &c : plan.chunks)
+      chunks.push_back(&c);
+    std::stable_sort(chunks.begin(), chunks.end(),
+                     [](const fill::Chunk *x, const fill::Chunk *y) {
+                       return std::make_tuple(x->stage, x->bubbleId, x->iteration,
+                                              x->offsetUs) <
+                              std::make_tuple(y->stage, y->bubbleId, y->iteration,
+                                              y->offsetUs);
+                     });
+    for (const fill::Chunk *c : chunks) {
+      BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
+      b.setInsertionPointToEnd(&bubble.getBody().front());
+      auto op = b.create<FillOp>(bubble.getLoc(), TypeRange{}, ValueRange{},
+                                 ArrayRef<NamedAttribute>{});
+      op.setJobAttr(jobRef(c->job));
+      op.setLayerBegin(c->layerBegin);
+      op.setLayerEnd(c->layerEnd);
+      op.setBatch(c->batch);
+      op.setSampleBegin(c->sampleBegin);
+      op.setWeights(toIR(c->weights));
+      op.setActs(toIR(c->acts));
+      op.setPredictedUs(llvm::APFloat(c->predictedUs));
+      op.setPeakBytes(c->peakBytes);
+      op.setCopyUs(llvm::APFloat(c->copyUs));
+      op.setIteration(c->iteration);
+      op.setRepeat(c->repeat);
+      op.setOffsetUs(llvm::APFloat(c->offsetUs));
+    }
+
+    std::map<std::string, std::string> unscheduled;
+    for (const fill::Unscheduled &u : plan.unscheduled)
+      unscheduled[u.name] = u.reason;
+    for (size_t j = 0; j < problem.jobs.size(); ++j) {
+      FillJobOp jobOp = problem.jobOps[j];
+      const fill::JobResult &r = plan.jobs[j];
+      if (r.samplesPerIteration > 0) {
+        jobOp.setSamplesPerIterationAttr(b.getF64FloatAttr(r.samplesPerIteration));
+        jobOp.setEfficiencyAttr(b.getF64FloatAttr(r.efficiency));
+        continue;
+      }
+      auto it = unscheduled.find(jobOp.getSymName().str());
+      std::string reason =
+          it != unscheduled.end() ? it->second : "no bubble time was assigned to it";
+      jobOp.setUnscheduledAttr(b.getStringAttr(reason));
+      jobOp.emitWarning() << "fill job '" << jobOp.getSymName()
+                          << "' is unscheduled: " << reason;
+    }
+    return success();
+  }
+};
+} // namespace
+} // namespace pipefill

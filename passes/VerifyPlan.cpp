@@ -1,0 +1,129 @@
+//===- VerifyPlan.cpp - pipefill-verify-plan ------------------------------===//
+//
+// Rebuilds the plan from the IR alone and hands it to fill::verifyPlan, which
+// recomputes every chunk's time and memory with its own loops (not the
+// planner's packing code). The IR's fill ops are what the runtime executes,
+// so checking them, rather than the planner's in-memory result, is what
+// guarantees that nothing the compiler hands on overruns a bubble.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/FillIR.h"
+#include "passes/Passes.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace pipefill {
+#define GEN_PASS_DEF_VERIFYPLAN
+#include "passes/Passes.h.inc"
+
+namespace {
+fill::WeightPlacement toPlan(WeightPlacement w) {
+  return w == WeightPlacement::Streamed ? fill::WeightPlacement::Streamed
+                                        : fill::WeightPlacement::Resident;
+}
+fill::ActPlacement toPlan(ActPlacement a) {
+  return a == ActPlacement::Host ? fill::ActPlacement::Host : fill::ActPlacement::Device;
+}
+
+struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
+  void runOnOperation() override {
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
+      if (failed(verify(pipeline)))
+        return signalPassFailure();
+  }
+
+  LogicalResult verify(PipelineOp pipeline) {
+    FillProblem problem = fillProblemFromIR(getOperation(), pipeline);
+    fill::Plan plan;
+    std::map<std::pair<int, int>, fill::Assignment *> byKey;
+    bool any = false;
+    int stageIndex = 0;
+    for (StageOp stage : pipeline.getStages()) {
+      for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+        auto it = problem.jobIndex.find(a.getJob());
+        if (it == problem.jobIndex.end())
+          return a.emitOpError() << "names an unknown fill job";
+        fill::Assignment x;
+        x.stage = stageIndex;
+        x.job = it->second;
+        x.batch = a.getBatch();
+        x.weights = toPlan(a.getWeights());
+        x.acts = toPlan(a.getActs());
+        x.optimizer = a.getOptimizerOnHost() ? fill::OptimizerPlacement::Host
+                                             : fill::OptimizerPlacement::Device;
+        x.checkpoint = a.getCheckpoint();
+        x.prefixIterations = a.getPrefix();
+        x.periodIterations = a.getPeriod();
+        x.batchesPerPeriod = a.getBatchesPerPeriod();
+        x.samplesPerIteration = a.getSamplesPerIteration().convertToDouble();
+        x.persistentBytes = a.getPersistentBytes();
+        plan.assignments.push_back(x);
+        any = true;
+      }
+      ++stageIndex;
+    }
+    for (fill::Assignment &a : plan.assignments)
+      byKey[{a.stage, a.job}] = &a;
+
+    for (size_t s = 0; s < problem.bubbleOps.size(); ++s) {
+      for (size_t id = 0; id < problem.bubbleOps[s].size(); ++id) {
+        BubbleOp bubble = problem.bubbleOps[s][id];
+        for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
+          any = true;
+          int job = problem.jobIndex.lookup(f.getJob());
+          auto as = byKey.find({(int)s, job});
+          if (as == byKey.end())
+            return f.emitOpError() << "has no pipefill.assignment for "
+                                   << f.getJobAttr() << " on stage " << s;
+          fill::Chunk c;
+          c.stage = s;
+          c.bubbleId = id;
+          c.job = job;
+          c.layerBegin = f.getLayerBegin();
+          c.layerEnd = f.getLayerEnd();
+          c.batch = f.getBatch();
+          c.sampleBegin = f.getSampleBegin();
+          c.weights = toPlan(f.getWeights());
+          c.acts = toPlan(f.getActs());
+          c.optimizer = as->second->optimizer;
+          c.checkpoint = as->second->checkpoint;
+          c.copyUs = f.getCopyUs().convertToDouble();
+          c.predictedUs = f.getPredictedUs().convertToDouble();
+          c.peakBytes = f.getPeakBytes();
+          c.iteration = f.getIteration();
+          c.repeat = f.getRepeat();
+          c.offsetUs = f.getOffsetUs().convertToDouble();
+          plan.chunks.push_back(c);
+        }
+      }
+    }
+    if (!any)
+      return success();
+
+    // Plan-wide figures as the verifier defines them.
+    for (const fill::StageBubbles &s : problem.stages)
+      for (const fill::Bubble &b : s.bubbles)
+        plan.bubbleUs += b.durationUs;
+    for (const fill::Chunk &c : plan.chunks) {
+      const fill::Assignment &a = *byKey[{c.stage, c.job}];
+      if (c.iteration >= a.prefixIterations)
+        plan.filledUs += c.repeat * c.predictedUs / a.periodIterations;
+    }
+    plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
+
+    std::vector<std::string> violations = fill::verifyPlan(
+        problem.stages, problem.jobs, problem.hardware, problem.config, plan);
+    if (violations.empty())
+      return success();
+    InFlightDiagnostic diag = pipeline.emitError()
+                              << "fill plan does not verify: " << violations.size()
+                              << " violation(s)";
+    for (const std::string &v : violations)
+      diag.attachNote() << v;
+    return failure();
+  }
+};
+} // namespace
+} // namespace pipefill
