@@ -140,6 +140,9 @@ bool analyzePipeline(const PipelineSetup &setupIn,
     return false;
   }
   PipelineSetup setup = setupIn;
+  // virtualStages means "chunks per device when interleaved".
+  if (setup.schedule != sched::ScheduleKind::Interleaved1F1B)
+    setup.virtualStages = 1;
   bool fits = false;
   std::vector<sched::Bubble> bubbles;
   bool first = setup.recompute == Recompute::On ? true
@@ -334,8 +337,6 @@ bool runStudy(const PipelineSetup &base, const std::vector<fill::Job> &models,
       }
       PipelineSetup setup = base;
       setup.schedule = kind;
-      if (kind != sched::ScheduleKind::Interleaved1F1B)
-        setup.virtualStages = 1;
       setup.model.dp = n / perReplica;
       pt.dp = setup.model.dp;
       PipelineAnalysis a;

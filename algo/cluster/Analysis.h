@@ -47,7 +47,8 @@ bool parseRecompute(const std::string &text, Recompute &out);
 struct PipelineSetup {
   cost::TransformerConfig model;
   sched::ScheduleKind schedule = sched::ScheduleKind::OneFOneB;
-  int virtualStages = 1;
+  /// Model chunks per device, used only by the interleaved schedule.
+  int virtualStages = 2;
   /// Auto: as configured if the main job fits in memory, else with full
   /// recomputation (what GPipe needs at many micro-batches).
   Recompute recompute = Recompute::Auto;
