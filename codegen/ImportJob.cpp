@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Translate.h"
+#include "algo/cost/ModelProto.h"
 #include "dialect/PipefillOps.h"
 #include "proto/pipefill.pb.h"
 #include "support/Format.h"
@@ -82,7 +83,8 @@ public:
   Importer(MLIRContext *ctx, StringRef file, const pb::TextFormat::ParseInfoTree &tree)
       : ctx(ctx), file(file.str()), rootTree(tree), builder(ctx) {}
 
-  OwningOpRef<ModuleOp> run(const JobSpec &spec);
+  OwningOpRef<ModuleOp> run(JobSpec &spec);
+  bool expandModel(JobSpec &spec);
 
 private:
   /// Location of field `name` (element `index` if repeated) in message
@@ -132,10 +134,94 @@ const char *scheduleName(pipefill::Schedule s) {
   return pipefill::Schedule_Name(s).c_str();
 }
 
-OwningOpRef<ModuleOp> Importer::run(const JobSpec &spec) {
+/// A `model { }` block stands for the pipeline size, the stage costs, the
+/// hardware preset and the iteration tail: fill them into the spec (fields
+/// the user wrote in `hardware`/`tail` win over the preset) so the rest of
+/// the import treats both kinds of JobSpec alike.
+bool Importer::expandModel(JobSpec &spec) {
+  const pb::TextFormat::ParseInfoTree *root = &rootTree;
+  const Model &model = spec.model();
+  const auto *modelTree = nested(spec, root, "model");
+  Location modelLoc = loc(spec, root, "model");
+  if (spec.stage_size() > 0) {
+    emitError(loc(spec, root, "stage", 0))
+        << "'stage' entries and a 'model' block are exclusive: the model "
+           "block derives the stage costs";
+    return false;
+  }
+  if (spec.pipeline().schedule() == SCHEDULE_UNSPECIFIED) {
+    emitError(spec.has_pipeline() ? loc(spec, root, "pipeline") : modelLoc)
+        << "pipeline.schedule is missing; expected one of GPIPE, ONE_F_ONE_B, "
+           "INTERLEAVED_1F1B, ZB_H1";
+    return false;
+  }
+  sched::PipelineSpec derived;
+  switch (spec.pipeline().schedule()) {
+  case GPIPE: derived.schedule = sched::ScheduleKind::GPipe; break;
+  case INTERLEAVED_1F1B: derived.schedule = sched::ScheduleKind::Interleaved1F1B; break;
+  case ZB_H1: derived.schedule = sched::ScheduleKind::ZBH1; break;
+  default: derived.schedule = sched::ScheduleKind::OneFOneB; break;
+  }
+  derived.virtualStages = spec.pipeline().has_virtual_stages()
+                              ? spec.pipeline().virtual_stages()
+                              : 1;
+  cost::HardwareOut hw;
+  std::string error, field;
+  if (!cost::stageCostsFromModel(model, derived, hw, error, &field)) {
+    emitError(field.empty() ? modelLoc : loc(model, modelTree, field, -1, modelLoc))
+        << "model: " << error;
+    return false;
+  }
+  Pipeline *pipe = spec.mutable_pipeline();
+  const auto *pipeTree = nested(spec, root, "pipeline");
+  if (pipe->has_stages() && pipe->stages() != derived.stages) {
+    emitError(loc(*pipe, pipeTree, "stages"))
+        << "pipeline.stages = " << pipe->stages() << " disagrees with the "
+        << "model's pp = " << derived.stages;
+    return false;
+  }
+  if (pipe->has_microbatches() && pipe->microbatches() != derived.microbatches) {
+    emitError(loc(*pipe, pipeTree, "microbatches"))
+        << "pipeline.microbatches = " << pipe->microbatches()
+        << " disagrees with the model's global_batch / (dp x micro_batch_size) = "
+        << derived.microbatches;
+    return false;
+  }
+  pipe->set_stages(derived.stages);
+  pipe->set_microbatches(derived.microbatches);
+  for (const sched::StageCost &c : derived.costs) {
+    StageCost *sc = spec.add_stage();
+    sc->set_forward_us(c.forwardUs);
+    sc->set_backward_us(c.backwardUs);
+    sc->set_backward_weight_us(c.backwardWeightUs);
+    sc->set_activation_bytes(c.activationBytes);
+    sc->set_stash_bytes(c.stashBytes);
+    sc->set_static_bytes(c.staticBytes);
+  }
+  Hardware *h = spec.mutable_hardware();
+  if (!h->has_gpu_memory_bytes()) h->set_gpu_memory_bytes(hw.gpuMemoryBytes);
+  if (!h->has_p2p_latency_us()) h->set_p2p_latency_us(hw.p2pLatencyUs);
+  if (!h->has_p2p_bandwidth_gbps()) h->set_p2p_bandwidth_gbps(hw.p2pBandwidthGBps);
+  if (!h->has_pcie_bandwidth_gbps()) h->set_pcie_bandwidth_gbps(hw.pcieGBps);
+  if (!h->has_hbm_bandwidth_gbps()) h->set_hbm_bandwidth_gbps(hw.hbmGBps);
+  if (!h->has_kernel_launch_us()) h->set_kernel_launch_us(hw.kernelLaunchUs);
+  if (!spec.has_tail() && derived.tail) {
+    Tail *t = spec.mutable_tail();
+    t->set_data_parallel(derived.dataParallel);
+    t->set_grad_bytes(derived.gradBytes);
+    t->set_allreduce_bandwidth_gbps(derived.dpBandwidthGBps);
+    t->set_allreduce_latency_us(derived.dpLatencyUs);
+    t->set_optimizer_us(derived.optimizerUs);
+  }
+  return true;
+}
+
+OwningOpRef<ModuleOp> Importer::run(JobSpec &spec) {
   const pb::TextFormat::ParseInfoTree *root = &rootTree;
   Location top = FileLineColLoc::get(ctx, file, 1, 1);
   bool ok = true;
+  if (spec.has_model() && !expandModel(spec))
+    return nullptr;
 
   // --- pipeline ------------------------------------------------------------
   if (!spec.has_pipeline()) {
