@@ -16,7 +16,7 @@ for size in "16 64 10" "32 128 25" "64 256 50" "64 512 100"; do
   "$BIN/pipefill-translate" --import-job "$job" -o "$WORK/in.mlir"
   t0=$(date +%s.%N)
   "$BIN/pipefill-opt" --pipefill-compile "$WORK/in.mlir" -o "$WORK/out.mlir" --emit-bytecode \
-    --mlir-disable-threading
+    --mlir-disable-threading 2>/dev/null
   t1=$(date +%s.%N)
   "$BIN/pipefill-translate" --to-report "$WORK/out.mlir" -o "$WORK/report.json"
   t2=$(date +%s.%N)

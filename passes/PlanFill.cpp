@@ -133,8 +133,14 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       std::string reason =
           it != unscheduled.end() ? it->second : "no bubble time was assigned to it";
       jobOp.setUnscheduledAttr(b.getStringAttr(reason));
-      jobOp.emitWarning() << "fill job '" << jobOp.getSymName()
-                          << "' is unscheduled: " << reason;
+      // A job that fits nowhere is worth a warning; one that fits but lost its
+      // stages to more valuable jobs is only a remark.
+      if (StringRef(reason).starts_with("not placed"))
+        mlir::emitRemark(jobOp.getLoc())
+            << "fill job '" << jobOp.getSymName() << "' is unscheduled: " << reason;
+      else
+        mlir::emitWarning(jobOp.getLoc())
+            << "fill job '" << jobOp.getSymName() << "' is unscheduled: " << reason;
     }
     return success();
   }
