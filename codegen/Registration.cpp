@@ -10,11 +10,6 @@ using namespace mlir;
 
 namespace pipefill {
 
-#ifndef PIPEFILL_WITH_STREAM_EXPORT
-static void registerStreamProgramTranslations(
-    const std::function<void(DialectRegistry &)> &) {}
-#endif
-
 void registerTranslations() {
   static TranslateToMLIRRegistration importJob(
       "import-job", "import a JobSpec (protobuf text format) into the pipefill dialect",
@@ -39,7 +34,24 @@ void registerTranslations() {
         return exportSummary(cast<ModuleOp>(op), os);
       },
       dialects);
-  registerStreamProgramTranslations(dialects);
+  static TranslateFromMLIRRegistration toStreamProgram(
+      "to-stream-program", "write the lowered module as a binary StreamProgram",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportStreamProgram(cast<ModuleOp>(op), os, /*text=*/false);
+      },
+      dialects);
+  static TranslateFromMLIRRegistration toStreamProgramText(
+      "to-stream-program-text", "write the lowered module as a text StreamProgram",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportStreamProgram(cast<ModuleOp>(op), os, /*text=*/true);
+      },
+      dialects);
+  static TranslateFromMLIRRegistration toCpp(
+      "to-cpp", "write C++ that builds and runs the lowered module with the runtime",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportCpp(cast<ModuleOp>(op), os);
+      },
+      dialects);
   static TranslateFromMLIRRegistration toTrace(
       "to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
       [](Operation *op, llvm::raw_ostream &os) {

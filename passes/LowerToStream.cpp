@@ -3,7 +3,10 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -110,6 +113,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       }
 
       int64_t event = 0, bubbleId = 0;
+      llvm::StringMap<Schedule> schedules = schedulesOf(stage);
       for (Operation &op : stageBody) {
         b.setInsertionPointToEnd(mainBody);
         double at = attrOr(&op, "start_us", 0.0);
@@ -167,26 +171,87 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
                 return;
               b.setInsertionPointToEnd(fillBody);
               b.create<ps::WaitOp>(op.getLoc(), (uint64_t)event++);
-              for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-                auto chunk = b.create<ps::FillChunkOp>(fill.getLoc(), TypeRange{}, ValueRange{},
-                                                       ArrayRef<NamedAttribute>{});
-                chunk.setJobAttr(fill.getJobAttr());
-                chunk.setBubbleId(id);
-                chunk.setLayerBegin(fill.getLayerBegin());
-                chunk.setLayerEnd(fill.getLayerEnd());
-                chunk.setBatch(fill.getBatch());
-                chunk.setSampleBegin(fill.getSampleBegin());
-                chunk.setIterationOffsetAttr(fill.getIterationOffsetAttr());
-                chunk.setWeightsStreamed(fill.getWeights() == WeightPlacement::Streamed);
-                chunk.setActivationsOnHost(fill.getActs() == ActPlacement::Host);
-                chunk.setPlannedUs(fill.getPredictedUs());
-                chunk.setPeakBytes(fill.getPeakBytes());
-              }
+              for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
+                lowerChunk(b, fill, id, schedules);
             });
       }
     }
     return success();
   }
+
+  /// What the runtime needs of a stage's assignment to run its periodic plan
+  /// from the steady state on.
+  struct Schedule {
+    int64_t prefix = 0, period = 1, batch = 1, batchesPerPeriod = 0;
+    /// Batch index (along the assignment's stream) of the first batch begun
+    /// in the first steady-state period.
+    int64_t firstPeriodBatch = 0;
+  };
+
+  /// Reads the assignments of a stage and where each job's steady state
+  /// begins.
+  llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
+    llvm::StringMap<Schedule> schedules;
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+      Schedule &s = schedules[a.getJob()];
+      s.prefix = a.getPrefix();
+      s.period = a.getPeriod();
+      s.batch = a.getBatch();
+      s.batchesPerPeriod = a.getBatchesPerPeriod();
+      s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
+    }
+    stage.walk([&](FillOp fill) {
+      auto it = schedules.find(fill.getJob());
+      if (it == schedules.end() || fill.getLayerBegin() != 0 ||
+          (int64_t)fill.getIteration() < it->second.prefix)
+        return;
+      it->second.firstPeriodBatch =
+          std::min<int64_t>(it->second.firstPeriodBatch,
+                            fill.getSampleBegin() / std::max<int64_t>(1, fill.getBatch()));
+    });
+    return schedules;
+  }
+
+  /// One planned chunk of the steady state becomes runtime chunks: the
+  /// prefix iterations (run once, while the plan settles) are dropped, the
+  /// iteration inside the period becomes the phase, and samples are renumbered
+  /// within a period, a batch begun in the previous period being continued
+  /// with offset -1. A chunk that repeats whole batches becomes one chunk per
+  /// batch.
+  void lowerChunk(OpBuilder &b, FillOp fill, int64_t bubbleId,
+                  const llvm::StringMap<Schedule> &schedules) {
+    auto it = schedules.find(fill.getJob());
+    if (it == schedules.end())
+      return;
+    const Schedule &s = it->second;
+    if ((int64_t)fill.getIteration() < s.prefix || s.batchesPerPeriod <= 0)
+      return;
+    int64_t batch = std::max<int64_t>(1, fill.getBatch());
+    int64_t first = fill.getSampleBegin() / batch;
+    for (int64_t k = 0; k < (int64_t)fill.getRepeat(); ++k) {
+      int64_t local = first + k - s.firstPeriodBatch, offset = 0;
+      if (local < 0) {
+        local += s.batchesPerPeriod;
+        offset = -1;
+      }
+      auto chunk = b.create<ps::FillChunkOp>(fill.getLoc(), TypeRange{}, ValueRange{},
+                                             ArrayRef<NamedAttribute>{});
+      chunk.setJobAttr(fill.getJobAttr());
+      chunk.setBubbleId(bubbleId);
+      chunk.setLayerBegin(fill.getLayerBegin());
+      chunk.setLayerEnd(fill.getLayerEnd());
+      chunk.setBatch(batch);
+      chunk.setSampleBegin(local * batch);
+      chunk.setIterationOffsetAttr(b.getI64IntegerAttr(offset));
+      chunk.setWeightsStreamed(fill.getWeights() == WeightPlacement::Streamed);
+      chunk.setActivationsOnHost(fill.getActs() == ActPlacement::Host);
+      chunk.setPlannedUs(fill.getPredictedUs());
+      chunk.setPeakBytes(fill.getPeakBytes());
+      chunk.setPeriod(s.period);
+      chunk.setPhase((int64_t)fill.getIteration() - s.prefix);
+    }
+  }
+
 };
 } // namespace
 } // namespace pipefill

@@ -184,6 +184,9 @@ LogicalResult FillChunkOp::verifySymbolUses(SymbolTableCollection &symbolTable) 
   if (!job)
     return emitOpError() << "refers to " << getJobAttr()
                          << ", which is not a 'pipefill.fill_job'";
+  if ((int64_t)getPhase() >= (int64_t)getPeriod())
+    return emitOpError() << "has phase " << getPhase() << " outside its period "
+                         << getPeriod();
   int64_t passes = job.getNumLayers() *
                    (job.getKind() == pipefill::JobKind::Training ? 2 : 1);
   if (getLayerBegin() >= getLayerEnd() || (int64_t)getLayerEnd() > passes)

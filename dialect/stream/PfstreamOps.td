@@ -258,9 +258,13 @@ def Pfstream_FillChunkOp : Pfstream_StreamBodyOp<"fill_chunk", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Run a contiguous run of a fill job's layers on one batch";
   let description = [{
-    Runs passes `[layers, to)` of `job` on `batch` samples starting at
-    `sample_begin + (iteration + offset) * samples_per_iteration` inside bubble
-    `bubble` of the same device.
+    Runs passes `[layers, to)` of `job` on `batch` samples inside bubble
+    `bubble` of the same device. Plans repeat with a `period` (default 1): the
+    chunk runs in loop iterations `it >= phase` with `(it - phase) % period == 0`,
+    on samples `sample_begin + (r + offset) * S` where `r` is the period index
+    and `S` the samples the device begins per period; `offset = -1` continues
+    a batch begun in the previous period. Each device runs its own instance of
+    a job (its own sample stream and, for training, its own weights).
 
     ```mlir
     pfstream.fill_chunk @bert bubble 0 layers 0 to 24 batch 32 samples 0 offset 0 weights resident acts device planned 2.5e3 peak 3000000000
@@ -271,7 +275,9 @@ def Pfstream_FillChunkOp : Pfstream_StreamBodyOp<"fill_chunk", [
                        Pfstream_NonNegI64:$batch, Pfstream_NonNegI64:$sample_begin,
                        I64Attr:$iteration_offset, UnitAttr:$weights_streamed,
                        UnitAttr:$activations_on_host, Pfstream_NonNegF64:$planned_us,
-                       Pfstream_NonNegI64:$peak_bytes);
+                       Pfstream_NonNegI64:$peak_bytes,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$period,
+                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$phase);
   let assemblyFormat = [{
     $job `bubble` $bubble_id `layers` $layer_begin `to` $layer_end `batch` $batch
     `samples` $sample_begin `offset` $iteration_offset `planned` $planned_us `peak` $peak_bytes attr-dict

@@ -37,6 +37,7 @@
 // ROUNDTRIP: pfstream.program @p_stream
 pipefill.pipeline @p schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64, p2p_latency_us = 2.0, p2p_bandwidth_gbps = 1.0, iteration_us = 30.0} {
   pipefill.stage 0 attributes {forward_us = 10.0, backward_us = 20.0} {
+    pipefill.assignment @j batch 4 weights resident acts device prefix 0 period 1 batches 1 samples 4.0 persistent 28
     pipefill.forward mb 0 chunk 0 duration 10.0 {start_us = 0.0, end_us = 10.0}
     pipefill.send activation mb 0 chunk 0 to 1 bytes 1000 {start_us = 10.0, end_us = 10.0}
     pipefill.bubble steady start 10.0 duration 26.0 free 500 {

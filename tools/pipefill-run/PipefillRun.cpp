@@ -20,7 +20,7 @@ const char *kUsage =
     "  --iterations N            loop count (default: the program's, else 1)\n"
     "  --report FILE             write the run report JSON\n"
     "  --profile-out FILE        profile mode: run the main job without fill and write a\n"
-    "                            pipefill.MeasuredProfile (text format for .pbtxt)\n"
+    "                            pipefill.rt.MeasuredProfile (text format for .pbtxt)\n"
     "  --no-fill                 run the main job only\n"
     "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
     "  --time-scale X            host backend: real us per planned us (default 1.0)\n"

@@ -1,0 +1,181 @@
+// The internal interface between the executor (stream threads, event generations, channels, fill
+// bookkeeping, checkpoints: the same for every backend) and a backend (what an op does on the
+// hardware and how its time is taken).
+//
+// Every stream of every device gets one host thread that walks the stream's op list once per
+// iteration and calls the backend. The host backend does the work synchronously on that thread and
+// reads the clock; the CUDA backend enqueues it into the stream's cudaStream_t and brackets it with
+// timing events that it resolves later (the thread runs a bounded number of iterations ahead).
+#ifndef PFRT_BACKEND_H
+#define PFRT_BACKEND_H
+
+#include "runtime/Program.h"
+#include "runtime/Workload.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pfrt {
+
+class Executor;
+
+// Microseconds since the run's start on the host clock (the time base of every slot).
+double hostNowUs();
+
+// Start/end of one op in one iteration, real microseconds since the run's start (-1: not run).
+struct TimeSlot {
+  double start = -1, end = -1;
+};
+
+struct RunConfig {
+  pfrt_backend backend = PFRT_BACKEND_AUTO;
+  uint32_t iterations = 1;  // total loop count (a resumed run starts later)
+  bool fill = true;
+  bool profile = false;
+  double timeScale = 1.0;
+  std::string checkpointPath;
+  int32_t stage = -1;
+  uint32_t maxDim = 0;      // effective cap (backend default applied)
+  pfrt_compute_fn computeFn = nullptr;
+  void *computeUser = nullptr;
+  bool verbose = false;
+};
+
+// A point-to-point message as published by a sender.
+struct Message {
+  void *handle = nullptr; // backend specific (CUDA: the cudaEvent_t recorded after the transfer)
+  int owner = -1;         // device whose backend produced the handle
+  double readyUs = -1;    // host clock: when the data is (modelled to be) there; -1 unknown
+};
+
+// Lets a backend publish a send now or later (e.g. from a CUDA host callback).
+class Publisher {
+public:
+  virtual ~Publisher() = default;
+  virtual void publish(const Message &message) = 0;
+  // A copy that outlives the send call (for publishing from a callback).
+  virtual std::unique_ptr<Publisher> clone() const = 0;
+};
+
+// Per-stream-thread state.
+struct StreamCtx {
+  Executor *exec = nullptr;
+  uint32_t device = 0, stream = 0;
+  const Program *program = nullptr;
+  const Device *dev = nullptr;
+  const Stream *s = nullptr;
+  int64_t iteration = 0; // absolute loop index
+  TimeSlot *slot = nullptr; // slot of the op being executed
+  void *backendData = nullptr;
+};
+
+// One fill chunk as the backend executes it.
+struct FillExec {
+  uint32_t job = 0, device = 0;
+  const JobShape *shape = nullptr;
+  uint32_t passBegin = 0, passEnd = 0;
+  uint32_t batch = 0;           // possibly truncated to the job's remaining samples
+  uint64_t sampleBegin = 0;     // absolute
+  bool weightsStreamed = false;
+  bool activationsHost = false;
+  bool begins = false;          // passBegin == 0: creates the batch
+  bool completes = false;       // passEnd == passes: finishes the batch (checksum / loss)
+  double plannedUs = 0;
+  double timeScale = 1.0;
+};
+
+// State of one batch in flight between chunks. save() returns the checkpoint layout shared by all
+// backends: [activations (or gradient), {loss}, stashX[0..L), stashHpre[0..L)].
+class BatchData {
+public:
+  virtual ~BatchData() = default;
+  virtual std::vector<std::vector<float>> save() = 0;
+};
+
+// The numeric state of one fill job on one device (weights, accumulators).
+class JobData {
+public:
+  virtual ~JobData() = default;
+  // Runs passes [exec.passBegin, exec.passEnd) of the batch; creates *batch when exec.begins.
+  virtual void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batch, const FillExec &exec) = 0;
+  struct Accum {
+    double checksum = 0; // inference outputs / training losses, since creation
+    double lossSum = 0;
+  };
+  // Synchronises with the device if needed.
+  virtual Accum accumulators() = 0;
+  virtual std::vector<std::vector<float>> saveWeights() = 0; // all layers, concatenated lists
+  virtual void loadWeights(const std::vector<std::vector<float>> &weights) = 0;
+  virtual std::unique_ptr<BatchData> loadBatch(const std::vector<std::vector<float>> &tensors,
+                                               uint32_t batch) = 0;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // True when times are measured on a device; false for the host's modelled time.
+  virtual bool measuresTime() const = 0;
+  // Called once, before any thread starts, with the devices this backend runs.
+  virtual void prepare(const Program &program, const ProgramInfo &info, const RunConfig &config,
+                       const std::vector<uint32_t> &devices) = 0;
+  // Called right before the stream threads start; originUs (host clock) is the common instant
+  // the first ops of every stream are modelled to start at.
+  virtual void begin(double originUs) { (void)originUs; }
+  virtual void threadBegin(StreamCtx &ctx) = 0;
+  virtual void threadEnd(StreamCtx &ctx) = 0;
+  // Bracket an op (the host reads the clock, CUDA records timing events).
+  virtual void markStart(StreamCtx &ctx, TimeSlot &slot) = 0;
+  virtual void markEnd(StreamCtx &ctx, TimeSlot &slot) = 0;
+
+  virtual void compute(StreamCtx &ctx, const Op &op, double plannedUs) = 0;
+  virtual void idle(StreamCtx &ctx, double plannedUs) = 0;
+  // `gen` is the absolute iteration of the record/wait.
+  virtual void record(StreamCtx &ctx, uint32_t event, int64_t gen) = 0;
+  virtual void wait(StreamCtx &ctx, uint32_t event, int64_t gen) = 0;
+  // Emulates/performs the transfer and publishes the message (now or later). peerLocal: the
+  // receiving device runs on this same backend instance.
+  virtual void send(StreamCtx &ctx, const Op &op, double plannedUs, bool peerLocal,
+                    Publisher &publisher) = 0;
+  // Called after the message was published (the host thread has waited for it).
+  virtual void recv(StreamCtx &ctx, const Op &op, const Message &message) = 0;
+  virtual void copy(StreamCtx &ctx, const Op &op, double plannedUs) = 0;
+  virtual void alloc(StreamCtx &ctx, const Op &op) = 0;
+  virtual void free(StreamCtx &ctx, const Op &op) = 0;
+  // The priority the stream really got (CUDA: cudaStreamGetPriority), if the backend has one.
+  virtual bool streamPriority(uint32_t device, uint32_t stream, int &priority) {
+    (void)device;
+    (void)stream;
+    (void)priority;
+    return false;
+  }
+
+  virtual std::unique_ptr<JobData> createJob(uint32_t device, uint32_t job,
+                                             const JobShape &shape) = 0;
+  // End of one iteration of one stream (CUDA: throttle, resolve older timing events).
+  virtual void iterationEnd(StreamCtx &ctx) = 0;
+  // Wait until everything enqueued on the stream has finished (before a checkpoint).
+  virtual void syncStream(StreamCtx &ctx) = 0;
+  // After all threads joined: every slot is resolved.
+  virtual void finish() = 0;
+  // How far (real us) the threads lagged behind the modelled clock at worst (host backend).
+  virtual double lagUs() const { return 0; }
+  // Measured minimum free device memory, or false when the backend does not measure it.
+  virtual bool minFreeBytes(uint32_t device, uint64_t &bytes) {
+    (void)device;
+    (void)bytes;
+    return false;
+  }
+};
+
+std::unique_ptr<Backend> createHostBackend();
+// Null when the runtime was built without CUDA.
+std::unique_ptr<Backend> createCudaBackend();
+// Number of CUDA devices (0 without CUDA, driver or GPU).
+int cudaDeviceCount();
+
+} // namespace pfrt
+
+#endif // PFRT_BACKEND_H

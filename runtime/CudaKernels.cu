@@ -1,0 +1,250 @@
+#include "runtime/CudaKernels.h"
+#include "runtime/Random.h"
+
+namespace pfrt {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocksFor(size_t n) {
+  size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 ? (b ? b : 1) : 65535);
+}
+
+// Block-wide sum for blockDim.x == kThreads.
+__device__ float blockSum(float v, float *shared) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < (blockDim.x >> 5) ? shared[lane] : 0.0f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1)
+      v += __shfl_down_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if (threadIdx.x == 0)
+    shared[0] = v;
+  __syncthreads();
+  float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ float blockMax(float v, float *shared) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < (blockDim.x >> 5) ? shared[lane] : -3.402823466e38f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1)
+      v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if (threadIdx.x == 0)
+    shared[0] = v;
+  __syncthreads();
+  float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__global__ void makeInputKernel(float *out, uint64_t seed, uint64_t sampleBegin, size_t per,
+                                size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t b = i / per, e = i % per;
+    out[i] = uniformAt(seed, kStreamInput + sampleBegin + b, e);
+  }
+}
+
+__global__ void makeTargetKernel(float *out, uint64_t seed, uint64_t sampleBegin, size_t perOut,
+                                 size_t inElems, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    size_t b = i / perOut, e = i % perOut;
+    out[i] = targetAt(seed, sampleBegin + b, e, inElems);
+  }
+}
+
+__global__ void softmaxKernel(float *x, int cols) {
+  __shared__ float shared[32];
+  float *row = x + size_t(blockIdx.x) * cols;
+  float m = -3.402823466e38f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    m = fmaxf(m, row[c]);
+  m = blockMax(m, shared);
+  float sum = 0;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float e = expf(row[c] - m);
+    row[c] = e;
+    sum += e;
+  }
+  sum = blockSum(sum, shared);
+  float inv = 1.0f / sum;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    row[c] *= inv;
+}
+
+__global__ void layerNormKernel(const float *x, const float *residual, const float *gamma,
+                                const float *beta, float *out, int cols) {
+  __shared__ float shared[32];
+  const size_t base = size_t(blockIdx.x) * cols;
+  float sum = 0;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x)
+    sum += x[base + c] + (residual ? residual[base + c] : 0.0f);
+  const float mean = blockSum(sum, shared) / cols;
+  float var = 0;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float d = x[base + c] + (residual ? residual[base + c] : 0.0f) - mean;
+    var += d * d;
+  }
+  var = blockSum(var, shared) / cols;
+  const float inv = rsqrtf(var + 1e-5f);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    float v = x[base + c] + (residual ? residual[base + c] : 0.0f);
+    out[base + c] = (v - mean) * inv * gamma[c] + beta[c];
+  }
+}
+
+__device__ __forceinline__ float geluF(float x) {
+  const float k = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+__device__ __forceinline__ float geluGradF(float x) {
+  const float k = 0.7978845608028654f;
+  float u = k * (x + 0.044715f * x * x * x);
+  float t = tanhf(u);
+  float du = k * (1.0f + 3.0f * 0.044715f * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+}
+
+__global__ void geluKernel(const float *x, float *y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    y[i] = geluF(x[i]);
+}
+
+__global__ void geluBackwardKernel(float *d, const float *x, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    d[i] *= geluGradF(x[i]);
+}
+
+__global__ void mseKernel(const float *y, const float *t, float *dy, size_t n, float invBatch,
+                          double *loss) {
+  __shared__ float shared[32];
+  float local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    float d = y[i] - t[i];
+    local += 0.5f * d * d;
+    dy[i] = d * invBatch;
+  }
+  local = blockSum(local, shared);
+  if (threadIdx.x == 0)
+    atomicAdd(loss, static_cast<double>(local) * invBatch);
+}
+
+__global__ void checksumKernel(const float *y, size_t n, uint64_t base, double *acc) {
+  double local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    local += fabs(static_cast<double>(y[i])) * checksumWeight(base + i);
+  for (int o = 16; o > 0; o >>= 1)
+    local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0)
+    atomicAdd(acc, local);
+}
+
+__global__ void addLossKernel(const double *loss, double *acc) {
+  acc[0] += *loss;
+  acc[1] += *loss;
+}
+
+__global__ void spinKernel(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+} // namespace
+
+cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                    int ldc) {
+  // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T.
+  return cublasSgemm(h, op(transB), op(transA), N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
+}
+
+cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, int M, int N, int K,
+                                  float alpha, const float *A, int lda, long long strideA,
+                                  const float *B, int ldb, long long strideB, float beta, float *C,
+                                  int ldc, long long strideC, int batch) {
+  return cublasSgemmStridedBatched(h, op(transB), op(transA), N, M, K, &alpha, B, ldb, strideB, A,
+                                   lda, strideA, &beta, C, ldc, strideC, batch);
+}
+
+void makeInput(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t per,
+               cudaStream_t s) {
+  size_t n = size_t(batch) * per;
+  makeInputKernel<<<blocksFor(n), kThreads, 0, s>>>(out, seed, sampleBegin, per, n);
+}
+
+void makeTarget(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t perOut,
+                size_t inElems, cudaStream_t s) {
+  size_t n = size_t(batch) * perOut;
+  makeTargetKernel<<<blocksFor(n), kThreads, 0, s>>>(out, seed, sampleBegin, perOut, inElems, n);
+}
+
+void softmaxRows(float *x, int rows, int cols, cudaStream_t s) {
+  if (rows > 0)
+    softmaxKernel<<<rows, kThreads, 0, s>>>(x, cols);
+}
+
+void layerNorm(const float *x, const float *residual, const float *gamma, const float *beta,
+               float *out, int rows, int cols, cudaStream_t s) {
+  if (rows > 0)
+    layerNormKernel<<<rows, kThreads, 0, s>>>(x, residual, gamma, beta, out, cols);
+}
+
+void gelu(const float *x, float *y, size_t n, cudaStream_t s) {
+  geluKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n);
+}
+
+void geluBackwardMul(float *d, const float *x, size_t n, cudaStream_t s) {
+  geluBackwardKernel<<<blocksFor(n), kThreads, 0, s>>>(d, x, n);
+}
+
+void mseLoss(const float *y, const float *t, float *dy, size_t n, int batch, double *loss,
+             cudaStream_t s) {
+  mseKernel<<<blocksFor(n), kThreads, 0, s>>>(y, t, dy, n, 1.0f / static_cast<float>(batch), loss);
+}
+
+void checksum(const float *y, size_t n, uint64_t base, double *acc, cudaStream_t s) {
+  checksumKernel<<<blocksFor(n), kThreads, 0, s>>>(y, n, base, acc);
+}
+
+void addLoss(const double *loss, double *acc, cudaStream_t s) {
+  addLossKernel<<<1, 1, 0, s>>>(loss, acc);
+}
+
+void spin(double us, cudaStream_t s) {
+  if (us <= 0)
+    return;
+  spinKernel<<<1, 1, 0, s>>>(static_cast<unsigned long long>(us * 1000.0));
+}
+
+} // namespace cuda
+} // namespace pfrt

@@ -1,0 +1,51 @@
+// Device kernels of the CUDA backend (fill workloads, timed spins) and cuBLAS helpers. Row-major
+// conventions match HostKernels.h so the two backends compute the same thing.
+#ifndef PFRT_CUDA_KERNELS_H
+#define PFRT_CUDA_KERNELS_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace pfrt {
+namespace cuda {
+
+// Row-major C = alpha * op(A) * op(B) + beta * C (op(A): M x K, op(B): K x N).
+cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+// Same, batched with strides (elements) between consecutive A, B, C.
+cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, int M, int N, int K,
+                                  float alpha, const float *A, int lda, long long strideA,
+                                  const float *B, int ldb, long long strideB, float beta, float *C,
+                                  int ldc, long long strideC, int batch);
+
+// out[b * per + e] = uniformAt(seed, kStreamInput + sampleBegin + b, e)
+void makeInput(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t per,
+               cudaStream_t s);
+// out[b * perOut + e] = targetAt(seed, sampleBegin + b, e, inElems)
+void makeTarget(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t perOut,
+                size_t inElems, cudaStream_t s);
+void softmaxRows(float *x, int rows, int cols, cudaStream_t s);
+// out = LayerNorm(x + residual) * gamma + beta per row (residual may be null; out may alias x).
+void layerNorm(const float *x, const float *residual, const float *gamma, const float *beta,
+               float *out, int rows, int cols, cudaStream_t s);
+// y = gelu(x) (in place allowed)
+void gelu(const float *x, float *y, size_t n, cudaStream_t s);
+// d *= gelu'(x)
+void geluBackwardMul(float *d, const float *x, size_t n, cudaStream_t s);
+// dy = (y - t) / batch; *loss += 0.5 * sum((y - t)^2) / batch (double, on the device)
+void mseLoss(const float *y, const float *t, float *dy, size_t n, int batch, double *loss,
+             cudaStream_t s);
+// *acc += sum_i |y_i| * checksumWeight(base + i)
+void checksum(const float *y, size_t n, uint64_t base, double *acc, cudaStream_t s);
+// acc[0] += *loss; acc[1] += *loss
+void addLoss(const double *loss, double *acc, cudaStream_t s);
+// Keeps the stream busy for `us` microseconds (one thread, globaltimer + nanosleep).
+void spin(double us, cudaStream_t s);
+
+} // namespace cuda
+} // namespace pfrt
+
+#endif // PFRT_CUDA_KERNELS_H

@@ -1,0 +1,733 @@
+#include "runtime/Executor.h"
+
+#include "runtime/ProgramIO.h"
+#include "proto/stream_program.pb.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <thread>
+
+namespace pfrt {
+
+double hostNowUs() {
+  using namespace std::chrono;
+  static const steady_clock::time_point epoch = steady_clock::now();
+  return duration<double, std::micro>(steady_clock::now() - epoch).count();
+}
+
+namespace {
+// Default fill-workload dimension cap of the host backend (2 cores shared by every stream).
+constexpr uint32_t kHostDefaultMaxDim = 128;
+
+// Thrown inside a stream thread to unwind it after another thread failed.
+struct AbortRun {};
+} // namespace
+
+struct Executor::EventState {
+  std::mutex m;
+  std::condition_variable cv;
+  int64_t recorded = 0;  // generations recorded (record of iteration i makes it i + 1)
+  int64_t waitsDone = 0; // waits enqueued, all generations
+  uint32_t waiters = 0;  // wait ops per iteration
+};
+
+struct Executor::Channel {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<int64_t, Message> messages; // by iteration
+  bool peerLocal = false;
+};
+
+class Executor::ChannelPublisher : public Publisher {
+public:
+  ChannelPublisher(Channel &channel, int64_t gen) : channel_(channel), gen_(gen) {}
+  void publish(const Message &message) override {
+    {
+      std::lock_guard<std::mutex> lock(channel_.m);
+      channel_.messages[gen_] = message;
+    }
+    channel_.cv.notify_all();
+  }
+  std::unique_ptr<Publisher> clone() const override {
+    return std::make_unique<ChannelPublisher>(channel_, gen_);
+  }
+
+private:
+  Channel &channel_;
+  int64_t gen_;
+};
+
+struct Flight {
+  uint32_t next = 0;
+  uint32_t batch = 0;
+  std::unique_ptr<BatchData> data;
+};
+
+struct Executor::DeviceJob {
+  std::unique_ptr<JobData> data;
+  std::map<uint64_t, Flight> flights; // by absolute sample begin
+};
+
+struct Executor::JobRun {
+  JobShape shape;
+  uint64_t baseSamples = 0, baseSteps = 0;
+  double baseChecksum = 0, baseLoss = 0;
+  std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
+  std::map<uint32_t, DeviceJob> devices;
+};
+
+Executor::Executor(const Program &program, const ProgramInfo &info, const RunConfig &config)
+    : program_(program), info_(info), config_(config) {}
+
+Executor::~Executor() = default;
+
+void Executor::fail(const Error &error) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!hasError_) {
+      hasError_ = true;
+      errorStatus_ = error.status();
+      errorMessage_ = error.what();
+    }
+  }
+  abort_ = true;
+  for (auto &dev : events_)
+    for (auto &e : dev) {
+      std::lock_guard<std::mutex> lock(e->m);
+      e->cv.notify_all();
+    }
+  for (auto &c : channels_) {
+    std::lock_guard<std::mutex> lock(c.second->m);
+    c.second->cv.notify_all();
+  }
+  {
+    std::lock_guard<std::mutex> lock(cpMutex_);
+    cpCv_.notify_all();
+  }
+}
+
+Executor::Channel &Executor::channel(uint32_t src, uint32_t dst, uint32_t tag) {
+  return *channels_.at(std::make_tuple(src, dst, tag));
+}
+
+void Executor::memoryAdd(uint32_t device, int64_t bytes) {
+  int64_t now = used_[device].fetch_add(bytes) + bytes;
+  int64_t peak = peak_[device].load();
+  while (now > peak && !peak_[device].compare_exchange_weak(peak, now)) {
+  }
+}
+
+void Executor::waitForEventConsumers(uint32_t device, uint32_t event, int64_t gen, int64_t ring) {
+  EventState &e = *events_[device][event];
+  if (gen < ring || e.waiters == 0)
+    return;
+  std::unique_lock<std::mutex> lock(e.m);
+  // Waits of generations < gen - ring + 1 must all be enqueued.
+  int64_t need = (gen - ring + 1) * static_cast<int64_t>(e.waiters);
+  e.cv.wait(lock, [&] { return e.waitsDone >= need || abort_.load(); });
+  if (abort_)
+    throw AbortRun{};
+}
+
+void Executor::chooseBackends() {
+  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  backendOf_.assign(numDevices, nullptr);
+  result_.deviceBackend.assign(numDevices, "host");
+  if (config_.stage >= 0 && static_cast<uint32_t>(config_.stage) >= numDevices)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "stage " + std::to_string(config_.stage) + " is out of range: the program has " +
+                    std::to_string(numDevices) + " devices");
+  pfrt_backend kind = config_.backend;
+  if (kind != PFRT_BACKEND_AUTO && kind != PFRT_BACKEND_HOST && kind != PFRT_BACKEND_CUDA)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "unknown backend " + std::to_string(static_cast<int>(kind)));
+  int gpus = 0;
+  if (kind != PFRT_BACKEND_HOST) {
+    cuda_ = createCudaBackend();
+    gpus = cuda_ ? cudaDeviceCount() : 0;
+    if (kind == PFRT_BACKEND_CUDA && !cuda_)
+      throw Error(PFRT_ERROR_UNAVAILABLE,
+                  "backend 'cuda' requested but this runtime was built without CUDA");
+    if (kind == PFRT_BACKEND_CUDA && gpus <= 0)
+      throw Error(PFRT_ERROR_UNAVAILABLE,
+                  "backend 'cuda' requested but no CUDA device is present "
+                  "(cudaGetDeviceCount returned 0 or an error); use --backend host or auto");
+    if (kind == PFRT_BACKEND_AUTO)
+      kind = gpus > 0 ? PFRT_BACKEND_CUDA : PFRT_BACKEND_HOST;
+  }
+  if (config_.maxDim == 0 && kind == PFRT_BACKEND_HOST)
+    config_.maxDim = kHostDefaultMaxDim;
+  host_ = createHostBackend();
+  fillOn_.assign(numDevices, false);
+  bool fill = config_.fill && !config_.profile;
+  if (kind == PFRT_BACKEND_HOST) {
+    cuda_.reset();
+    result_.backend = "host";
+    result_.measuredTime = false;
+    result_.timeScale = config_.timeScale;
+    for (uint32_t d = 0; d < numDevices; ++d) {
+      backendOf_[d] = host_.get();
+      fillOn_[d] = fill && (config_.stage < 0 || static_cast<uint32_t>(config_.stage) == d);
+      if (config_.stage >= 0 && static_cast<uint32_t>(config_.stage) != d)
+        result_.deviceBackend[d] = "emulated";
+    }
+    result_.replayDevice = -1;
+  } else {
+    result_.measuredTime = true;
+    result_.timeScale = 1.0;
+    config_.timeScale = 1.0; // the CUDA backend measures real time; emulated peers follow it
+    bool replay = config_.stage >= 0 || static_cast<uint32_t>(gpus) < numDevices;
+    if (!replay) {
+      result_.backend = "cuda";
+      for (uint32_t d = 0; d < numDevices; ++d) {
+        backendOf_[d] = cuda_.get();
+        fillOn_[d] = fill;
+        result_.deviceBackend[d] = "cuda";
+      }
+    } else {
+      uint32_t real = config_.stage >= 0 ? static_cast<uint32_t>(config_.stage) : 0;
+      result_.backend = numDevices > 1 ? "cuda-replay" : "cuda";
+      result_.replayDevice = numDevices > 1 ? static_cast<int32_t>(real) : -1;
+      for (uint32_t d = 0; d < numDevices; ++d) {
+        bool isReal = d == real;
+        backendOf_[d] = isReal ? cuda_.get() : host_.get();
+        fillOn_[d] = fill && isReal;
+        result_.deviceBackend[d] = isReal ? "cuda" : "emulated";
+      }
+    }
+  }
+  result_.deviceFill = fillOn_;
+}
+
+void Executor::setupJobs() {
+  jobs_.clear();
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    auto jr = std::make_unique<JobRun>();
+    jr->shape = makeJobShape(program_, j, config_.maxDim);
+    for (const auto &ds : info_.jobs[j].streamOnDevice) {
+      uint32_t d = ds.first;
+      if (!fillOn_[d])
+        continue;
+      jr->devices[d].data = backendOf_[d]->createJob(d, j, jr->shape);
+    }
+    jobs_.push_back(std::move(jr));
+  }
+}
+
+void Executor::planSamples() {
+  // What the plan schedules in [first_, end_), assuming every chunk runs.
+  result_.jobs.resize(program_.jobs.size());
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    const FillJob &job = program_.jobs[j];
+    const ProgramInfo::JobInfo &ji = info_.jobs[j];
+    uint64_t planned = 0;
+    for (const auto &ds : ji.streamOnDevice) {
+      const Stream &st = program_.devices[ds.first].streams[ds.second];
+      for (int64_t it = first_; it < end_; ++it)
+        for (const Op &op : st.ops) {
+          if (op.kind != OpKind::Fill || op.fill.job != j || op.fill.layer_end != ji.passes)
+            continue;
+          int64_t logical = 0;
+          if (!chunkRunsIn(op.fill, it, &logical) || logical < 0)
+            continue;
+          uint64_t sb = op.fill.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
+          if (job.samples && sb >= job.samples)
+            continue;
+          planned += job.samples ? std::min<uint64_t>(op.fill.batch, job.samples - sb)
+                                 : op.fill.batch;
+        }
+    }
+    result_.jobs[j].samplesPlanned = planned;
+  }
+}
+
+void Executor::loadCheckpoint() {
+  const std::string &path = config_.checkpointPath;
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0)
+    return;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot be read");
+  pipefill::rt::FillCheckpoint cp;
+  if (!cp.ParseFromIstream(&in))
+    throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": not a valid pipefill checkpoint");
+  uint64_t fp = programFingerprint(program_);
+  if (cp.program_fingerprint() != fp)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "checkpoint " + path + " was written for a different program (fingerprint " +
+                    std::to_string(cp.program_fingerprint()) + ", this program " +
+                    std::to_string(fp) + "); delete it or use another --checkpoint file");
+  if (cp.max_dim() != config_.maxDim)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "checkpoint " + path + " was written with workload dimension cap " +
+                    std::to_string(cp.max_dim()) + " but this run uses " +
+                    std::to_string(config_.maxDim));
+  if (cp.jobs_size() != static_cast<int>(program_.jobs.size()))
+    throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": has " +
+                                      std::to_string(cp.jobs_size()) + " jobs, the program " +
+                                      std::to_string(program_.jobs.size()));
+  first_ = cp.iterations_done();
+  result_.resumed = true;
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
+    JobRun &jr = *jobs_[j];
+    jr.baseSamples = jc.samples_done();
+    jr.baseSteps = jc.steps_done();
+    jr.baseChecksum = jc.checksum();
+    jr.baseLoss = jc.loss_sum();
+    for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
+      auto it = jr.devices.find(ds.device());
+      if (it == jr.devices.end())
+        continue; // the device does not run fill in this run: its in-flight work is dropped
+      auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
+        std::vector<std::vector<float>> out;
+        for (const auto &t : ts)
+          out.emplace_back(t.values().begin(), t.values().end());
+        return out;
+      };
+      if (ds.weights_size())
+        it->second.data->loadWeights(toVectors(ds.weights()));
+      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
+        Flight f;
+        f.next = b.next_layer();
+        f.batch = b.batch();
+        f.data = it->second.data->loadBatch(toVectors(b.tensors()), b.batch());
+        it->second.flights[b.sample_begin()] = std::move(f);
+      }
+    }
+  }
+}
+
+void Executor::writeCheckpoint(int64_t iterationsDone) {
+  const std::string &path = config_.checkpointPath;
+  pipefill::rt::FillCheckpoint cp;
+  cp.set_program_fingerprint(programFingerprint(program_));
+  cp.set_iterations_done(static_cast<uint32_t>(iterationsDone));
+  cp.set_max_dim(config_.maxDim);
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    JobRun &jr = *jobs_[j];
+    pipefill::rt::FillJobCheckpoint *jc = cp.add_jobs();
+    jc->set_name(program_.jobs[j].name);
+    double checksum = jr.baseChecksum, loss = jr.baseLoss;
+    for (auto &dj : jr.devices) {
+      JobData::Accum a = dj.second.data->accumulators();
+      checksum += a.checksum;
+      loss += a.lossSum;
+    }
+    jc->set_samples_done(jr.baseSamples + jr.samplesThisRun.load());
+    jc->set_steps_done(jr.baseSteps + jr.stepsThisRun.load());
+    jc->set_checksum(checksum);
+    jc->set_loss_sum(loss);
+    for (auto &dj : jr.devices) {
+      pipefill::rt::FillDeviceState *ds = jc->add_devices();
+      ds->set_device(dj.first);
+      if (program_.jobs[j].kind == PFRT_FILL_TRAINING)
+        for (const auto &w : dj.second.data->saveWeights())
+          ds->add_weights()->mutable_values()->Add(w.begin(), w.end());
+      for (auto &fl : dj.second.flights) {
+        pipefill::rt::InFlightBatch *b = ds->add_in_flight();
+        b->set_sample_begin(fl.first);
+        b->set_batch(fl.second.batch);
+        b->set_next_layer(fl.second.next);
+        if (fl.second.data)
+          for (const auto &t : fl.second.data->save())
+            b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
+      }
+    }
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !cp.SerializeToOstream(&out))
+      throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot rename " + tmp);
+}
+
+void Executor::checkpointBarrier(StreamCtx &ctx, Backend &backend) {
+  backend.syncStream(ctx);
+  std::unique_lock<std::mutex> lock(cpMutex_);
+  int64_t gen = cpGeneration_;
+  if (++cpArrived_ == cpParticipants_) {
+    // Every fill stream has finished this iteration and waits here: the state is consistent.
+    writeCheckpoint(ctx.iteration + 1);
+    cpArrived_ = 0;
+    ++cpGeneration_;
+    cpCv_.notify_all();
+    return;
+  }
+  cpCv_.wait(lock, [&] { return cpGeneration_ != gen || abort_.load(); });
+  if (abort_)
+    throw AbortRun{};
+}
+
+void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot) {
+  const uint32_t d = ctx.device;
+  if (!fillOn_[d])
+    return;
+  const pfrt_fill_chunk_desc &f = op.fill;
+  JobRun &jr = *jobs_[f.job];
+  const FillJob &job = program_.jobs[f.job];
+  const ProgramInfo::JobInfo &ji = info_.jobs[f.job];
+  int64_t logical = 0;
+  if (!chunkRunsIn(f, ctx.iteration, &logical))
+    return; // not this iteration's part of a periodic plan
+  if (logical < 0) {
+    ++jr.chunksSkipped;
+    return;
+  }
+  uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
+  if (job.samples && sb >= job.samples) {
+    ++jr.chunksSkipped;
+    return;
+  }
+  uint32_t batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
+                               : f.batch;
+  DeviceJob &dj = jr.devices.at(d);
+  auto found = dj.flights.find(sb);
+  if (f.layer_begin == 0) {
+    if (found != dj.flights.end())
+      throw Error(PFRT_ERROR_INTERNAL, opLocation(program_, d, ctx.stream, 0) +
+                                           ": fill batch at sample " + std::to_string(sb) +
+                                           " begun twice");
+    Flight fl;
+    fl.next = 0;
+    fl.batch = batch;
+    found = dj.flights.emplace(sb, std::move(fl)).first;
+  } else if (found == dj.flights.end() || found->second.next != f.layer_begin) {
+    // The batch was begun before a resume without its state (or never): nothing to continue.
+    ++jr.chunksSkipped;
+    return;
+  }
+  FillExec ex;
+  ex.job = f.job;
+  ex.device = d;
+  ex.shape = &jr.shape;
+  ex.passBegin = f.layer_begin;
+  ex.passEnd = f.layer_end;
+  ex.batch = found->second.batch;
+  ex.sampleBegin = sb;
+  ex.weightsStreamed = f.weights_streamed != 0;
+  ex.activationsHost = f.activations_on_host != 0;
+  ex.begins = f.layer_begin == 0;
+  ex.completes = f.layer_end == ji.passes;
+  ex.plannedUs = f.planned_us;
+  ex.timeScale = config_.timeScale;
+  memoryAdd(d, static_cast<int64_t>(f.peak_bytes));
+  backend.markStart(ctx, slot);
+  dj.data->run(ctx, found->second.data, ex);
+  backend.markEnd(ctx, slot);
+  memoryAdd(d, -static_cast<int64_t>(f.peak_bytes));
+  ++jr.chunksRun;
+  found->second.next = f.layer_end;
+  if (ex.completes) {
+    jr.samplesThisRun += found->second.batch;
+    if (job.kind == PFRT_FILL_TRAINING)
+      ++jr.stepsThisRun;
+    dj.flights.erase(found);
+  }
+}
+
+void Executor::streamThread(uint32_t d, uint32_t s) {
+  Backend &backend = *backendOf_[d];
+  const Device &dev = program_.devices[d];
+  const Stream &st = dev.streams[s];
+  StreamCtx ctx;
+  ctx.exec = this;
+  ctx.device = d;
+  ctx.stream = s;
+  ctx.program = &program_;
+  ctx.dev = &dev;
+  ctx.s = &st;
+  bool began = false;
+  try {
+    backend.threadBegin(ctx);
+    began = true;
+    const size_t nops = st.ops.size();
+    const bool participant = fillOn_[d] && info_.devices[d].streamHasFill[s] && cpParticipants_;
+    for (int64_t k = 0; first_ + k < end_; ++k) {
+      ctx.iteration = first_ + k;
+      const int64_t gen = ctx.iteration;
+      for (size_t i = 0; i < nops; ++i) {
+        if (abort_)
+          throw AbortRun{};
+        const Op &op = st.ops[i];
+        TimeSlot &slot = result_.slots[d][s][k * nops + i];
+        ctx.slot = &slot;
+        switch (op.kind) {
+        case OpKind::Compute:
+          backend.markStart(ctx, slot);
+          backend.compute(ctx, op, effectivePlannedUs(dev, op));
+          backend.markEnd(ctx, slot);
+          break;
+        case OpKind::Send: {
+          backend.markStart(ctx, slot);
+          ChannelPublisher pub(channel(d, op.peer, op.tag), gen);
+          backend.send(ctx, op, effectivePlannedUs(dev, op), backendOf_[op.peer] == &backend,
+                       pub);
+          backend.markEnd(ctx, slot);
+          break;
+        }
+        case OpKind::Recv: {
+          backend.markStart(ctx, slot);
+          Channel &c = channel(op.peer, d, op.tag);
+          Message m;
+          {
+            std::unique_lock<std::mutex> lock(c.m);
+            c.cv.wait(lock, [&] { return c.messages.count(gen) || abort_.load(); });
+            if (abort_)
+              throw AbortRun{};
+            m = c.messages[gen];
+            c.messages.erase(gen);
+          }
+          backend.recv(ctx, op, m);
+          backend.markEnd(ctx, slot);
+          break;
+        }
+        case OpKind::Record: {
+          backend.markStart(ctx, slot);
+          backend.record(ctx, op.event, gen);
+          EventState &e = *events_[d][op.event];
+          {
+            std::lock_guard<std::mutex> lock(e.m);
+            e.recorded = gen + 1;
+          }
+          e.cv.notify_all();
+          backend.markEnd(ctx, slot);
+          break;
+        }
+        case OpKind::Wait: {
+          backend.markStart(ctx, slot);
+          EventState &e = *events_[d][op.event];
+          {
+            std::unique_lock<std::mutex> lock(e.m);
+            e.cv.wait(lock, [&] { return e.recorded >= gen + 1 || abort_.load(); });
+            if (abort_)
+              throw AbortRun{};
+          }
+          backend.wait(ctx, op.event, gen);
+          {
+            std::lock_guard<std::mutex> lock(e.m);
+            ++e.waitsDone;
+          }
+          e.cv.notify_all();
+          backend.markEnd(ctx, slot);
+          break;
+        }
+        case OpKind::Bubble:
+          backend.markStart(ctx, slot);
+          if (op.bubble.emulate_idle)
+            backend.idle(ctx, op.bubble.planned_duration_us);
+          backend.markEnd(ctx, slot);
+          break;
+        case OpKind::Fill:
+          runFill(ctx, op, backend, slot);
+          break;
+        case OpKind::Copy:
+          backend.markStart(ctx, slot);
+          backend.copy(ctx, op, effectivePlannedUs(dev, op));
+          backend.markEnd(ctx, slot);
+          break;
+        case OpKind::Alloc:
+          backend.markStart(ctx, slot);
+          memoryAdd(d, static_cast<int64_t>(op.bytes));
+          backend.alloc(ctx, op);
+          backend.markEnd(ctx, slot);
+          break;
+        case OpKind::Free: {
+          backend.markStart(ctx, slot);
+          uint64_t bytes = bufferBytes_[d].at(op.buffer);
+          memoryAdd(d, -static_cast<int64_t>(bytes));
+          backend.free(ctx, op);
+          backend.markEnd(ctx, slot);
+          break;
+        }
+        }
+      }
+      backend.iterationEnd(ctx);
+      if (participant)
+        checkpointBarrier(ctx, backend);
+      if (config_.verbose && st.role == PFRT_STREAM_MAIN && d + 1 == program_.devices.size()) {
+        std::lock_guard<std::mutex> lock(logMutex_);
+        std::fprintf(stderr, "pfrt: iteration %lld enqueued on the last device\n",
+                     static_cast<long long>(ctx.iteration));
+      }
+    }
+    backend.threadEnd(ctx);
+  } catch (const AbortRun &) {
+    if (began) {
+      try {
+        backend.threadEnd(ctx);
+      } catch (...) {
+      }
+    }
+  } catch (const Error &e) {
+    fail(e);
+    if (began) {
+      try {
+        backend.threadEnd(ctx);
+      } catch (...) {
+      }
+    }
+  } catch (const std::exception &e) {
+    fail(Error(PFRT_ERROR_INTERNAL, opLocation(program_, d, s, 0) + ": " + e.what()));
+  }
+}
+
+RunResult Executor::run() {
+  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  chooseBackends();
+  result_.fillEnabled = config_.fill && !config_.profile;
+  result_.profile = config_.profile;
+  result_.maxDim = config_.maxDim;
+  result_.checkpointPath = config_.checkpointPath;
+
+  // Backends prepare their devices.
+  std::vector<uint32_t> hostDevices, cudaDevices;
+  for (uint32_t d = 0; d < numDevices; ++d)
+    (backendOf_[d] == host_.get() ? hostDevices : cudaDevices).push_back(d);
+  if (!hostDevices.empty())
+    host_->prepare(program_, info_, config_, hostDevices);
+  if (cuda_ && !cudaDevices.empty())
+    cuda_->prepare(program_, info_, config_, cudaDevices);
+
+  setupJobs();
+  first_ = 0;
+  end_ = config_.iterations;
+  loadCheckpoint();
+  // A checkpoint at or past the target: nothing to run, and the checkpoint stays as it is.
+  const bool nothingToDo = first_ >= end_;
+  result_.firstIteration = first_;
+  if (nothingToDo)
+    end_ = first_;
+  result_.iterations = static_cast<uint32_t>(end_ - first_);
+  planSamples();
+
+  events_.clear();
+  events_.resize(numDevices);
+  for (uint32_t d = 0; d < numDevices; ++d)
+    for (uint32_t e = 0; e < program_.devices[d].events.size(); ++e) {
+      auto es = std::make_unique<EventState>();
+      es->waiters = info_.devices[d].eventWaiters[e];
+      es->recorded = first_;
+      es->waitsDone = first_ * es->waiters;
+      events_[d].push_back(std::move(es));
+    }
+  bufferBytes_.assign(numDevices, {});
+  for (uint32_t d = 0; d < numDevices; ++d)
+    for (const Stream &st : program_.devices[d].streams)
+      for (const Op &op : st.ops)
+        if (op.kind == OpKind::Alloc)
+          bufferBytes_[d][op.buffer] = op.bytes;
+  channels_.clear();
+  for (uint32_t d = 0; d < numDevices; ++d)
+    for (const Stream &st : program_.devices[d].streams)
+      for (const Op &op : st.ops)
+        if (op.kind == OpKind::Send)
+          channels_[std::make_tuple(d, op.peer, op.tag)] = std::make_unique<Channel>();
+
+  used_.reset(new std::atomic<int64_t>[numDevices]);
+  peak_.reset(new std::atomic<int64_t>[numDevices]);
+  for (uint32_t d = 0; d < numDevices; ++d) {
+    used_[d] = static_cast<int64_t>(program_.devices[d].desc.static_bytes);
+    peak_[d] = used_[d].load();
+  }
+
+  result_.slots.assign(numDevices, {});
+  for (uint32_t d = 0; d < numDevices; ++d)
+    for (const Stream &st : program_.devices[d].streams)
+      result_.slots[d].emplace_back(st.ops.size() * result_.iterations);
+
+  cpParticipants_ = 0;
+  if (!config_.checkpointPath.empty())
+    for (uint32_t d = 0; d < numDevices; ++d)
+      for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
+        if (fillOn_[d] && info_.devices[d].streamHasFill[s])
+          ++cpParticipants_;
+
+  result_.runStartUs = hostNowUs();
+  // Threads take a little while to start; the modelled clock starts when they all could have.
+  size_t streams = 0;
+  for (const Device &dev : program_.devices)
+    streams += dev.streams.size();
+  const double origin = result_.runStartUs + 50.0 * static_cast<double>(streams + 1);
+  host_->begin(origin);
+  if (cuda_)
+    cuda_->begin(origin);
+  if (result_.iterations > 0) {
+    std::vector<std::thread> threads;
+    for (uint32_t d = 0; d < numDevices; ++d)
+      for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
+        threads.emplace_back(&Executor::streamThread, this, d, s);
+    for (std::thread &t : threads)
+      t.join();
+  }
+  try {
+    if (host_)
+      host_->finish();
+    if (cuda_ && !cudaDevices.empty())
+      cuda_->finish();
+  } catch (const Error &e) {
+    fail(e);
+  }
+  if (hasError_)
+    throw Error(errorStatus_, errorMessage_);
+  result_.hostLagUs = host_ ? host_->lagUs() : 0;
+  if (!config_.checkpointPath.empty() && !nothingToDo && cpParticipants_ == 0)
+    writeCheckpoint(end_);
+
+  // Results.
+  result_.streamPriority.assign(numDevices, {});
+  for (uint32_t d = 0; d < numDevices; ++d)
+    for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s) {
+      int prio = 0;
+      result_.streamPriority[d].push_back(
+          backendOf_[d]->streamPriority(d, s, prio) ? prio : INT32_MIN);
+    }
+  result_.minFreeBytes.assign(numDevices, 0);
+  result_.minFreeKnown.assign(numDevices, false);
+  result_.minFreeMeasured.assign(numDevices, false);
+  for (uint32_t d = 0; d < numDevices; ++d) {
+    uint64_t measured = 0;
+    if (backendOf_[d]->minFreeBytes(d, measured)) {
+      result_.minFreeBytes[d] = measured;
+      result_.minFreeKnown[d] = true;
+      result_.minFreeMeasured[d] = true;
+    } else if (program_.devices[d].desc.memory_bytes) {
+      int64_t cap = static_cast<int64_t>(program_.devices[d].desc.memory_bytes);
+      result_.minFreeBytes[d] = static_cast<uint64_t>(std::max<int64_t>(0, cap - peak_[d].load()));
+      result_.minFreeKnown[d] = true;
+    }
+  }
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    JobRun &jr = *jobs_[j];
+    RunResult::Job &out = result_.jobs[j];
+    out.name = program_.jobs[j].name;
+    out.kind = program_.jobs[j].kind;
+    out.shape = jr.shape;
+    out.samplesThisRun = jr.samplesThisRun;
+    out.samplesCompleted = jr.baseSamples + jr.samplesThisRun;
+    out.steps = jr.baseSteps + jr.stepsThisRun;
+    out.checksum = jr.baseChecksum;
+    out.lossSum = jr.baseLoss;
+    out.chunksRun = jr.chunksRun;
+    out.chunksSkipped = jr.chunksSkipped;
+    for (auto &dj : jr.devices) {
+      JobData::Accum a = dj.second.data->accumulators();
+      out.checksum += a.checksum;
+      out.lossSum += a.lossSum;
+      if (out.kind == PFRT_FILL_TRAINING)
+        out.weightsChecksum += tensorsChecksum(dj.second.data->saveWeights());
+    }
+  }
+  return std::move(result_);
+}
+
+} // namespace pfrt

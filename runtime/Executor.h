@@ -1,0 +1,126 @@
+// The executor: runs a validated program on one or two backends (CUDA replay mode runs one device
+// on the GPU and emulates the others on the host backend). Owns the stream threads, event
+// generations, send/recv channels, fill-job bookkeeping and checkpoints; produces the raw timeline
+// that Report.cpp turns into the run report.
+#ifndef PFRT_EXECUTOR_H
+#define PFRT_EXECUTOR_H
+
+#include "runtime/Backend.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace pfrt {
+
+// Raw results of a run.
+struct RunResult {
+  std::string backend;          // "host", "cuda", "cuda-replay"
+  bool measuredTime = false;    // CUDA: device-measured times
+  double timeScale = 1.0;       // real us per modelled us (1 for CUDA)
+  int32_t replayDevice = -1;    // device that ran on the GPU in replay mode
+  bool fillEnabled = true;
+  bool profile = false;
+  uint32_t maxDim = 0;
+  std::vector<std::string> deviceBackend; // per device: "host", "cuda", "emulated"
+  std::vector<bool> deviceFill;           // per device: fill chunks run there
+  // per device and stream: the priority the backend applied (CUDA), or INT32_MIN
+  std::vector<std::vector<int32_t>> streamPriority;
+  int64_t firstIteration = 0;
+  uint32_t iterations = 0;      // run by this call
+  double runStartUs = 0;        // host clock at the start (slots are absolute host us)
+  // slots[device][stream][k * ops + i] for k in [0, iterations)
+  std::vector<std::vector<std::vector<TimeSlot>>> slots;
+  // per device: minimum free bytes, and whether it is known
+  std::vector<uint64_t> minFreeBytes;
+  std::vector<bool> minFreeKnown;
+  std::vector<bool> minFreeMeasured;
+
+  struct Job {
+    std::string name;
+    pfrt_fill_kind kind = PFRT_FILL_INFERENCE;
+    JobShape shape;
+    uint64_t samplesCompleted = 0, samplesThisRun = 0, samplesPlanned = 0;
+    uint64_t steps = 0;
+    double checksum = 0, lossSum = 0, weightsChecksum = 0;
+    uint64_t chunksRun = 0, chunksSkipped = 0;
+  };
+  std::vector<Job> jobs;
+  bool resumed = false;
+  std::string checkpointPath;
+  double hostLagUs = 0; // real us the host threads lagged behind the modelled clock at worst
+};
+
+class Executor {
+public:
+  Executor(const Program &program, const ProgramInfo &info, const RunConfig &config);
+  ~Executor();
+  // Runs the program; throws Error on failure.
+  RunResult run();
+
+  // Used by backends.
+  // Blocks until the waits of generation gen - ring of `event` are all enqueued (lets a backend
+  // reuse a ring of ring device events per event safely).
+  void waitForEventConsumers(uint32_t device, uint32_t event, int64_t gen, int64_t ring);
+  const RunConfig &config() const { return config_; }
+  bool aborted() const { return abort_.load(); }
+
+private:
+  struct EventState;
+  struct Channel;
+  struct DeviceJob;
+  struct JobRun;
+  class ChannelPublisher;
+
+  void chooseBackends();
+  void setupJobs();
+  void loadCheckpoint();
+  void writeCheckpoint(int64_t iterationsDone);
+  void planSamples();
+  void streamThread(uint32_t device, uint32_t stream);
+  void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
+  void checkpointBarrier(StreamCtx &ctx, Backend &backend);
+  void fail(const Error &error);
+  void memoryAdd(uint32_t device, int64_t bytes);
+  Channel &channel(uint32_t src, uint32_t dst, uint32_t tag);
+
+  const Program &program_;
+  const ProgramInfo &info_;
+  RunConfig config_;
+  RunResult result_;
+
+  std::unique_ptr<Backend> host_, cuda_;
+  std::vector<Backend *> backendOf_;
+  std::vector<bool> fillOn_;
+
+  std::vector<std::vector<std::unique_ptr<EventState>>> events_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::unique_ptr<Channel>> channels_;
+  std::vector<std::unique_ptr<JobRun>> jobs_;
+  std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes
+
+  int64_t first_ = 0, end_ = 0;
+
+  // memory model
+  std::unique_ptr<std::atomic<int64_t>[]> used_, peak_;
+
+  // checkpoint barrier
+  std::mutex cpMutex_;
+  std::condition_variable cpCv_;
+  uint32_t cpParticipants_ = 0, cpArrived_ = 0;
+  int64_t cpGeneration_ = 0;
+
+  std::atomic<bool> abort_{false};
+  std::mutex errorMutex_;
+  bool hasError_ = false;
+  pfrt_status errorStatus_ = PFRT_OK;
+  std::string errorMessage_;
+  std::mutex logMutex_;
+};
+
+} // namespace pfrt
+
+#endif // PFRT_EXECUTOR_H

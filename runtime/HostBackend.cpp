@@ -1,0 +1,361 @@
+// Host backend: a thread per stream, condition variables as events (in the executor), in-process
+// channels for send/recv, CPU BLAS for the fill workloads.
+//
+// Timing model: the host backend MODELS main-job time instead of measuring hardware. A ComputeOp,
+// a send's transfer, a copy and an idle bubble last their planned duration on a scaled clock
+// (planned_us * time_scale real microseconds), so many stage threads share 2 cores without
+// distorting each other. Each stream thread carries its *intended* time: an op ends at
+// intended + duration, and the thread sleeps until then. Waits and receives move the intended time
+// to the record's / send's intended time. The timeline records these modelled times for modelled
+// ops, so a loaded host never distorts the main job's schedule; how far the threads really lagged
+// behind the model is reported as lag. Fill chunks run their real kernels (small dimensions) and
+// are timed on the real clock (the fill stream's intended time catches up with the clock after
+// each). GEMM_CHAIN fill layers spin real GEMMs until their planned time has elapsed on the scaled
+// clock; a chunk made only of them is a calibrated stand-in and is modelled like main compute.
+// Reports divide by time_scale.
+#include "runtime/Backend.h"
+#include "runtime/HostKernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <cstring>
+#include <thread>
+
+namespace pfrt {
+namespace {
+
+void sleepUntilUs(double deadlineUs) {
+  double now = hostNowUs();
+  while (now < deadlineUs) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(deadlineUs - now));
+    now = hostNowUs();
+  }
+}
+
+struct HostStreamState {
+  double intended = 0;   // host-clock microseconds
+  double realStart = 0;  // clock at the current op's start
+  bool realWork = false; // the current op did real work: it is timed on the real clock
+};
+
+class HostBatch : public BatchData {
+public:
+  std::vector<float> act; // activations, or the gradient during a training backward
+  double loss = 0;
+  std::vector<std::vector<float>> stashX, stashH;
+
+  std::vector<std::vector<float>> save() override {
+    std::vector<std::vector<float>> out;
+    out.push_back(act);
+    out.push_back({static_cast<float>(loss)});
+    for (const auto &v : stashX)
+      out.push_back(v);
+    for (const auto &v : stashH)
+      out.push_back(v);
+    return out;
+  }
+};
+
+class HostJobData : public JobData {
+public:
+  explicit HostJobData(const JobShape &shape) : shape_(shape) {
+    for (uint32_t l = 0; l < shape.numLayers(); ++l)
+      weights_.push_back(initLayerWeights(shape, l));
+  }
+
+  void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr, const FillExec &ex) override {
+    HostStreamState &st = *static_cast<HostStreamState *>(ctx.backendData);
+    const uint32_t L = shape_.numLayers();
+    // A chunk of calibrated stand-ins only is modelled like main compute (planned time on the
+    // scaled clock from the stream's intended time); real layers are timed on the real clock.
+    bool allChain = true;
+    for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
+      if (shape_.layers[p < L ? p : 2 * L - 1 - p].kind != PFRT_LAYER_GEMM_CHAIN)
+        allChain = false;
+    if (!allChain)
+      st.realWork = true;
+    auto standIn = [&](const LayerShape &ls, double plannedUs) {
+      const double us = plannedUs * ex.timeScale;
+      if (allChain) {
+        st.intended += us;
+        emulateUntil(ls, st.intended);
+      } else {
+        emulateUntil(ls, hostNowUs() + us);
+      }
+    };
+    const bool training = shape_.kind == PFRT_FILL_TRAINING;
+    if (ex.begins || !batchPtr) {
+      auto b = std::make_unique<HostBatch>();
+      b->act.resize(shape_.inputElems(ex.batch));
+      makeInput(shape_, ex.sampleBegin, ex.batch, b->act.data());
+      if (training) {
+        b->stashX.resize(L);
+        b->stashH.resize(L);
+      }
+      batchPtr = std::move(b);
+    }
+    HostBatch &b = static_cast<HostBatch &>(*batchPtr);
+    if (ex.activationsHost) {
+      // Parked in host memory between chunks: the host backend models the round trip as a copy.
+      std::vector<float> staged(b.act);
+      b.act.swap(staged);
+    }
+    const int rows = static_cast<int>(ex.batch * shape_.rows);
+    for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
+      if (p < L) {
+        const LayerShape &ls = shape_.layers[p];
+        std::vector<std::vector<float>> staged;
+        const std::vector<std::vector<float>> *w = &weights_[p];
+        if (ex.weightsStreamed) {
+          staged = weights_[p]; // "copy from pinned host memory"
+          w = &staged;
+        }
+        switch (ls.kind) {
+        case PFRT_LAYER_ENCODER: {
+          std::vector<float> y(b.act.size());
+          host::encoderForward(false, ls, host::encoderWeights(*w), b.act.data(), y.data(),
+                               static_cast<int>(ex.batch));
+          b.act.swap(y);
+          break;
+        }
+        case PFRT_LAYER_MLP: {
+          std::vector<float> hpre(size_t(rows) * ls.mid), y(size_t(rows) * ls.out);
+          host::mlpForward(false, ls, (*w)[0].data(), (*w)[1].data(), b.act.data(), hpre.data(),
+                           y.data(), rows);
+          if (training) {
+            b.stashX[p] = std::move(b.act);
+            b.stashH[p] = std::move(hpre);
+          }
+          b.act = std::move(y);
+          break;
+        }
+        case PFRT_LAYER_GEMM_CHAIN:
+          standIn(ls, ls.usPerSample * ex.batch);
+          break;
+        }
+        if (training && p == L - 1) {
+          std::vector<float> target(b.act.size()), dy(b.act.size());
+          makeTarget(shape_, ex.sampleBegin, ex.batch, target.data());
+          b.loss = host::mseLoss(b.act.data(), target.data(), dy.data(), b.act.size(),
+                                 static_cast<int>(ex.batch));
+          b.act.swap(dy);
+        }
+      } else {
+        const uint32_t l = 2 * L - 1 - p;
+        const LayerShape &ls = shape_.layers[l];
+        if (ls.kind == PFRT_LAYER_MLP) {
+          std::vector<std::vector<float>> &w = weights_[l];
+          std::vector<float> dw1(w[0].size()), dw2(w[1].size());
+          std::vector<float> dx(l > 0 ? size_t(rows) * ls.in : 0);
+          host::mlpBackward(false, ls, w[0].data(), w[1].data(), b.stashX[l].data(),
+                            b.stashH[l].data(), b.act.data(), l > 0 ? dx.data() : nullptr,
+                            dw1.data(), dw2.data(), rows);
+          host::sgdUpdate(w[0].data(), dw1.data(), w[0].size(), shape_.learningRate);
+          host::sgdUpdate(w[1].data(), dw2.data(), w[1].size(), shape_.learningRate);
+          b.act.swap(dx);
+          b.stashX[l].clear();
+          b.stashH[l].clear();
+        } else {
+          standIn(ls, ls.backwardUsPerSample * ex.batch);
+        }
+      }
+    }
+    if (ex.completes) {
+      if (training) {
+        lossSum_ += b.loss;
+        checksum_ += b.loss;
+      } else {
+        checksum_ += outputChecksum(shape_, ex.sampleBegin, ex.batch, b.act.data());
+      }
+    }
+  }
+
+  Accum accumulators() override { return {checksum_, lossSum_}; }
+
+  std::vector<std::vector<float>> saveWeights() override {
+    std::vector<std::vector<float>> out;
+    for (const auto &layer : weights_)
+      for (const auto &t : layer)
+        out.push_back(t);
+    return out;
+  }
+
+  void loadWeights(const std::vector<std::vector<float>> &w) override {
+    size_t k = 0;
+    for (auto &layer : weights_)
+      for (auto &t : layer) {
+        if (k >= w.size() || w[k].size() != t.size())
+          throw Error(PFRT_ERROR_PARSE, "checkpoint: fill-job weights do not match the job's "
+                                        "layer shapes");
+        t = w[k++];
+      }
+  }
+
+  std::unique_ptr<BatchData> loadBatch(const std::vector<std::vector<float>> &t,
+                                       uint32_t batch) override {
+    const uint32_t L = shape_.numLayers();
+    auto b = std::make_unique<HostBatch>();
+    if (t.size() < 2)
+      throw Error(PFRT_ERROR_PARSE, "checkpoint: malformed in-flight batch");
+    (void)batch;
+    b->act = t[0];
+    b->loss = t[1].empty() ? 0 : t[1][0];
+    if (shape_.kind == PFRT_FILL_TRAINING) {
+      if (t.size() != 2 + 2 * size_t(L))
+        throw Error(PFRT_ERROR_PARSE, "checkpoint: malformed in-flight training batch");
+      b->stashX.assign(t.begin() + 2, t.begin() + 2 + L);
+      b->stashH.assign(t.begin() + 2 + L, t.end());
+    }
+    return b;
+  }
+
+private:
+  // GEMM_CHAIN stand-in: real GEMMs until the host clock reaches deadlineUs (at least one).
+  void emulateUntil(const LayerShape &ls, double deadlineUs) {
+    const int n = static_cast<int>(ls.dim);
+    if (chainA_.size() != size_t(n) * n) {
+      chainA_.assign(size_t(n) * n, 0.001f);
+      chainB_.assign(size_t(n) * n, 0.001f);
+      chainC_.assign(size_t(n) * n, 0.0f);
+    }
+    const double deadline = deadlineUs;
+    do {
+      host::gemm(false, false, false, n, n, n, 1.0f, chainA_.data(), n, chainB_.data(), n, 0.0f,
+                 chainC_.data(), n);
+    } while (hostNowUs() < deadline);
+  }
+
+  JobShape shape_;
+  std::vector<std::vector<std::vector<float>>> weights_; // [layer][tensor]
+  std::vector<float> chainA_, chainB_, chainC_;
+  double checksum_ = 0, lossSum_ = 0;
+};
+
+class HostBackend : public Backend {
+public:
+  std::string name() const override { return "host"; }
+  bool measuresTime() const override { return false; }
+
+  void prepare(const Program &program, const ProgramInfo &info, const RunConfig &config,
+               const std::vector<uint32_t> &devices) override {
+    (void)program;
+    (void)devices;
+    config_ = config;
+    waiters_.clear();
+    for (const ProgramInfo::DeviceInfo &d : info.devices)
+      waiters_.push_back(d.eventWaiters);
+    host::initBlas();
+    start_ = hostNowUs();
+  }
+  void begin(double originUs) override { start_ = originUs; }
+  void threadBegin(StreamCtx &ctx) override {
+    auto *state = new HostStreamState;
+    state->intended = start_;
+    ctx.backendData = state;
+  }
+  void threadEnd(StreamCtx &ctx) override {
+    delete static_cast<HostStreamState *>(ctx.backendData);
+    ctx.backendData = nullptr;
+  }
+  void markStart(StreamCtx &ctx, TimeSlot &slot) override {
+    HostStreamState &st = state(ctx);
+    st.realStart = hostNowUs();
+    slot.start = st.intended;
+  }
+  void markEnd(StreamCtx &ctx, TimeSlot &slot) override {
+    HostStreamState &st = state(ctx);
+    const double now = hostNowUs();
+    if (st.realWork) {
+      // Real work (fill chunks, a framework's compute) is timed on the clock.
+      slot.start = std::max(st.realStart, slot.start);
+      slot.end = now;
+      st.intended = std::max(st.intended, now);
+      st.realWork = false;
+    } else {
+      slot.end = st.intended;
+      double lag = now - st.intended;
+      double seen = lag_.load();
+      while (lag > seen && !lag_.compare_exchange_weak(seen, lag)) {
+      }
+    }
+  }
+  double lagUs() const override { return lag_.load(); }
+
+  void compute(StreamCtx &ctx, const Op &op, double plannedUs) override {
+    if (config_.computeFn) {
+      state(ctx).realWork = true;
+      config_.computeFn(config_.computeUser, ctx.device, op.compute, op.microbatch, op.chunk,
+                        plannedUs, nullptr);
+      return;
+    }
+    hold(ctx, plannedUs);
+  }
+  void idle(StreamCtx &ctx, double plannedUs) override { hold(ctx, plannedUs); }
+  void record(StreamCtx &ctx, uint32_t event, int64_t gen) override {
+    if (waiters_[ctx.device][event] == 0)
+      return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    eventTimes_[{ctx.device, event, gen}] = {state(ctx).intended, 0};
+  }
+  void wait(StreamCtx &ctx, uint32_t event, int64_t gen) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = eventTimes_.find({ctx.device, event, gen});
+    if (it == eventTimes_.end())
+      return;
+    HostStreamState &st = state(ctx);
+    st.intended = std::max(st.intended, it->second.first);
+    if (++it->second.second >= waiters_[ctx.device][event])
+      eventTimes_.erase(it);
+  }
+  void send(StreamCtx &ctx, const Op &, double plannedUs, bool, Publisher &publisher) override {
+    hold(ctx, plannedUs);
+    Message m;
+    m.readyUs = state(ctx).intended;
+    publisher.publish(m);
+  }
+  void recv(StreamCtx &ctx, const Op &, const Message &message) override {
+    HostStreamState &st = state(ctx);
+    // A message from a GPU carries no intended time: it is there now.
+    double ready = message.readyUs >= 0 ? message.readyUs : hostNowUs();
+    st.intended = std::max(st.intended, ready);
+  }
+  void copy(StreamCtx &ctx, const Op &, double plannedUs) override { hold(ctx, plannedUs); }
+  void alloc(StreamCtx &, const Op &) override {}
+  void free(StreamCtx &, const Op &) override {}
+  std::unique_ptr<JobData> createJob(uint32_t, uint32_t, const JobShape &shape) override {
+    return std::make_unique<HostJobData>(shape);
+  }
+  void iterationEnd(StreamCtx &) override {}
+  void syncStream(StreamCtx &) override {}
+  void finish() override {}
+
+private:
+  static HostStreamState &state(StreamCtx &ctx) {
+    return *static_cast<HostStreamState *>(ctx.backendData);
+  }
+  // The op lasts plannedUs (modelled) from the stream's intended time.
+  void hold(StreamCtx &ctx, double plannedUs) {
+    HostStreamState &st = state(ctx);
+    if (plannedUs > 0)
+      st.intended += plannedUs * config_.timeScale;
+    sleepUntilUs(st.intended);
+  }
+
+  RunConfig config_;
+  double start_ = 0;
+  std::atomic<double> lag_{0};
+  std::vector<std::vector<uint32_t>> waiters_;
+  std::mutex mutex_;
+  // (device, event, generation) -> (intended record time, waits served)
+  std::map<std::tuple<uint32_t, uint32_t, int64_t>, std::pair<double, uint32_t>> eventTimes_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createHostBackend() { return std::make_unique<HostBackend>(); }
+
+} // namespace pfrt

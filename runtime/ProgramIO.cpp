@@ -1,0 +1,502 @@
+#include "runtime/ProgramIO.h"
+
+#include "proto/stream_program.pb.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace pfrt {
+
+namespace {
+
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+bool isBinaryPath(const std::string &path) {
+  return endsWith(path, ".pb") || endsWith(path, ".binpb") || endsWith(path, ".bin");
+}
+
+bool looksLikeText(const std::string &data) {
+  for (unsigned char c : data)
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v')
+      return false;
+  return true;
+}
+
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string &message) override {
+    if (first.empty())
+      first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string &) override {}
+  std::string first;
+};
+
+bool parseText(const std::string &data, pipefill::rt::StreamProgram *proto, std::string *error) {
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector collector;
+  parser.RecordErrorsTo(&collector);
+  if (parser.ParseFromString(data, proto))
+    return true;
+  *error = collector.first.empty() ? "malformed text format" : collector.first;
+  return false;
+}
+
+// Calls a builder function and rethrows its failure with the source and proto path prefixed.
+void check(pfrt_status status, const std::string &source, const std::string &where) {
+  if (status == PFRT_OK)
+    return;
+  // A builder argument that came from a file is a defect of the program, not of a call.
+  if (status == PFRT_ERROR_INVALID_ARGUMENT)
+    status = PFRT_ERROR_INVALID_PROGRAM;
+  throw Error(status, source + ": " + where + ": " + pfrt_last_error());
+}
+
+std::string at(const char *field, int index) {
+  return std::string(field) + "[" + std::to_string(index) + "]";
+}
+
+} // namespace
+
+bool isTextFormatPath(const std::string &path) {
+  return endsWith(path, ".pbtxt") || endsWith(path, ".textproto") || endsWith(path, ".txtpb") ||
+         endsWith(path, ".txt") || endsWith(path, ".prototxt");
+}
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(PFRT_ERROR_IO, path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    throw Error(PFRT_ERROR_IO, path + ": read error");
+  return ss.str();
+}
+
+void writeFile(const std::string &path, const std::string &data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw Error(PFRT_ERROR_IO, path + ": cannot open for writing: " + std::strerror(errno));
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.close();
+  if (!out)
+    throw Error(PFRT_ERROR_IO, path + ": write error");
+}
+
+pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &p, const std::string &source) {
+  if (p.version() > 1)
+    throw Error(PFRT_ERROR_PARSE, source + ": StreamProgram version " +
+                                      std::to_string(p.version()) +
+                                      " is newer than this runtime understands (1)");
+  pfrt_program *prog = nullptr;
+  check(pfrt_program_create(p.name().c_str(), &prog), source, "name");
+  try {
+    check(pfrt_program_set_iterations(prog, p.iterations()), source, "iterations");
+    check(pfrt_program_set_seed(prog, p.seed()), source, "seed");
+    check(pfrt_program_set_planned_iteration_us(prog, p.planned_iteration_us()), source,
+          "planned_iteration_us");
+
+    for (int j = 0; j < p.fill_jobs_size(); ++j) {
+      const pipefill::rt::FillWorkload &fj = p.fill_jobs(j);
+      std::string where = at("fill_jobs", j);
+      pfrt_fill_job_desc jd{};
+      jd.name = fj.name().c_str();
+      jd.kind = static_cast<pfrt_fill_kind>(fj.kind());
+      jd.samples = fj.samples();
+      jd.samples_per_iteration = fj.samples_per_iteration();
+      jd.seed = fj.seed();
+      jd.learning_rate = fj.learning_rate();
+      uint32_t job = 0;
+      check(pfrt_add_fill_job(prog, &jd, &job), source, where);
+      for (int l = 0; l < fj.layers_size(); ++l) {
+        const pipefill::rt::FillWorkloadLayer &fl = fj.layers(l);
+        std::string lwhere = where + "." + at("layers", l);
+        pfrt_fill_layer_desc ld{};
+        ld.name = fl.name().c_str();
+        switch (fl.workload_case()) {
+        case pipefill::rt::FillWorkloadLayer::kEncoder:
+          ld.kind = PFRT_LAYER_ENCODER;
+          ld.hidden = fl.encoder().hidden();
+          ld.heads = fl.encoder().heads();
+          ld.seq = fl.encoder().seq();
+          ld.ffn = fl.encoder().ffn();
+          break;
+        case pipefill::rt::FillWorkloadLayer::kMlp:
+          ld.kind = PFRT_LAYER_MLP;
+          ld.in = fl.mlp().in();
+          ld.hidden = fl.mlp().hidden();
+          ld.out = fl.mlp().out();
+          break;
+        case pipefill::rt::FillWorkloadLayer::kGemmChain:
+          ld.kind = PFRT_LAYER_GEMM_CHAIN;
+          ld.dim = fl.gemm_chain().dim();
+          ld.width = fl.gemm_chain().width();
+          break;
+        case pipefill::rt::FillWorkloadLayer::WORKLOAD_NOT_SET:
+          throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                      source + ": " + lwhere +
+                          ": layer has no workload (set encoder, mlp or gemm_chain)");
+        }
+        ld.planned_us_per_sample = fl.planned_us_per_sample();
+        ld.planned_backward_us_per_sample = fl.planned_backward_us_per_sample();
+        ld.weight_bytes = fl.weight_bytes();
+        ld.activation_bytes_per_sample = fl.activation_bytes_per_sample();
+        check(pfrt_fill_job_add_layer(prog, job, &ld), source, lwhere);
+      }
+    }
+
+    for (int d = 0; d < p.devices_size(); ++d) {
+      const pipefill::rt::DeviceProgram &dp = p.devices(d);
+      std::string where = at("devices", d);
+      pfrt_device_desc dd{};
+      dd.stage = dp.stage();
+      dd.memory_bytes = dp.memory_bytes();
+      dd.static_bytes = dp.static_bytes();
+      dd.planned_iteration_us = dp.planned_iteration_us();
+      dd.p2p_latency_us = dp.p2p_latency_us();
+      dd.p2p_bandwidth_gbps = dp.p2p_bandwidth_gbps();
+      dd.pcie_bandwidth_gbps = dp.pcie_bandwidth_gbps();
+      const pipefill::rt::StageCalibration &c = dp.calibration();
+      dd.forward_us = c.forward_us();
+      dd.backward_us = c.backward_us();
+      dd.backward_input_us = c.backward_input_us();
+      dd.backward_weight_us = c.backward_weight_us();
+      dd.allreduce_us = c.allreduce_us();
+      dd.optimizer_us = c.optimizer_us();
+      dd.gemm_dim = c.gemm_dim();
+      uint32_t dev = 0;
+      check(pfrt_add_device(prog, &dd, &dev), source, where);
+      for (int s = 0; s < dp.streams_size(); ++s) {
+        const pipefill::rt::ProgramStream &ps = dp.streams(s);
+        uint32_t id = 0;
+        check(pfrt_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
+                                 static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
+                                 &id),
+              source, where + "." + at("streams", s));
+      }
+      for (int e = 0; e < dp.events_size(); ++e) {
+        uint32_t id = 0;
+        check(pfrt_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
+              where + "." + at("events", e));
+      }
+      for (int s = 0; s < dp.streams_size(); ++s) {
+        const pipefill::rt::ProgramStream &ps = dp.streams(s);
+        const uint32_t st = static_cast<uint32_t>(s);
+        for (int i = 0; i < ps.ops_size(); ++i) {
+          const pipefill::rt::StreamOp &op = ps.ops(i);
+          std::string owhere = where + "." + at("streams", s) + "." + at("ops", i);
+          pfrt_status status = PFRT_OK;
+          switch (op.op_case()) {
+          case pipefill::rt::StreamOp::kCompute: {
+            const auto &o = op.compute();
+            status = pfrt_enqueue_compute(prog, dev, st, static_cast<pfrt_compute_kind>(o.kind()),
+                                          o.microbatch(), o.chunk(), o.planned_us(),
+                                          o.planned_start_us());
+            break;
+          }
+          case pipefill::rt::StreamOp::kSend: {
+            const auto &o = op.send();
+            status = pfrt_enqueue_send(prog, dev, st, o.peer(), o.bytes(), o.tag(),
+                                       o.planned_us(), o.planned_start_us());
+            break;
+          }
+          case pipefill::rt::StreamOp::kRecv: {
+            const auto &o = op.recv();
+            status = pfrt_enqueue_recv(prog, dev, st, o.peer(), o.bytes(), o.tag(),
+                                       o.planned_us(), o.planned_start_us());
+            break;
+          }
+          case pipefill::rt::StreamOp::kRecord:
+            status = pfrt_enqueue_record(prog, dev, st, op.record().event());
+            break;
+          case pipefill::rt::StreamOp::kWait:
+            status = pfrt_enqueue_wait(prog, dev, st, op.wait().event());
+            break;
+          case pipefill::rt::StreamOp::kBubble: {
+            const auto &o = op.bubble();
+            pfrt_bubble_desc b{};
+            b.bubble_id = o.bubble_id();
+            b.kind = static_cast<pfrt_bubble_kind>(o.kind());
+            b.planned_start_us = o.planned_start_us();
+            b.planned_duration_us = o.planned_duration_us();
+            b.free_bytes = o.free_bytes();
+            b.emulate_idle = o.emulate_idle();
+            status = pfrt_enqueue_bubble(prog, dev, st, &b);
+            break;
+          }
+          case pipefill::rt::StreamOp::kFill: {
+            const auto &o = op.fill();
+            pfrt_fill_chunk_desc f{};
+            f.job = o.job();
+            f.bubble_id = o.bubble_id();
+            f.layer_begin = o.layer_begin();
+            f.layer_end = o.layer_end();
+            f.batch = o.batch();
+            f.sample_begin = o.sample_begin();
+            f.iteration_offset = o.iteration_offset();
+            f.period = o.period();
+            f.phase = o.phase();
+            f.weights_streamed = o.weights() == pipefill::rt::FillChunkOp::WEIGHTS_STREAMED;
+            f.activations_on_host = o.activations() == pipefill::rt::FillChunkOp::ACTIVATIONS_HOST;
+            f.planned_us = o.planned_us();
+            f.peak_bytes = o.peak_bytes();
+            if (o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_STREAMED &&
+                o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT)
+              throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                          source + ": " + owhere + ": unknown weights placement " +
+                              std::to_string(o.weights()));
+            if (o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_HOST &&
+                o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE)
+              throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                          source + ": " + owhere + ": unknown activations placement " +
+                              std::to_string(o.activations()));
+            status = pfrt_enqueue_fill(prog, dev, st, &f);
+            break;
+          }
+          case pipefill::rt::StreamOp::kCopy:
+            status = pfrt_enqueue_copy(prog, dev, st,
+                                       static_cast<pfrt_copy_direction>(op.copy().direction()),
+                                       op.copy().bytes(), op.copy().planned_us());
+            break;
+          case pipefill::rt::StreamOp::kAlloc:
+            status = pfrt_enqueue_alloc(prog, dev, st, op.alloc().buffer(), op.alloc().bytes());
+            break;
+          case pipefill::rt::StreamOp::kFree:
+            status = pfrt_enqueue_free(prog, dev, st, op.free().buffer());
+            break;
+          case pipefill::rt::StreamOp::OP_NOT_SET:
+            throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                        source + ": " + owhere + ": op has no instruction set");
+          }
+          check(status, source, owhere);
+        }
+      }
+    }
+    if (pfrt_program_validate(prog) != PFRT_OK)
+      throw Error(PFRT_ERROR_INVALID_PROGRAM, source + ": " + pfrt_last_error());
+  } catch (...) {
+    pfrt_program_destroy(prog);
+    throw;
+  }
+  return prog;
+}
+
+pfrt_program *loadProgram(const std::string &data, const std::string &source) {
+  if (data.empty())
+    throw Error(PFRT_ERROR_PARSE, source + ": file is empty (expected a StreamProgram)");
+  pipefill::rt::StreamProgram proto;
+  std::string error;
+  bool text = isTextFormatPath(source) || (!isBinaryPath(source) && looksLikeText(data));
+  if (text) {
+    if (!parseText(data, &proto, &error))
+      throw Error(PFRT_ERROR_PARSE, source + ":" + error);
+  } else {
+    google::protobuf::io::ArrayInputStream raw(data.data(), static_cast<int>(data.size()));
+    google::protobuf::io::CodedInputStream coded(&raw);
+    if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+      std::string textError;
+      proto.Clear();
+      if (!(looksLikeText(data) && parseText(data, &proto, &textError)))
+        throw Error(PFRT_ERROR_PARSE,
+                    source + ": not a valid binary StreamProgram (protobuf parse failed; a "
+                             "text-format program needs a .pbtxt extension)");
+    }
+  }
+  return buildFromProto(proto, source);
+}
+
+void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
+  p->Clear();
+  p->set_version(1);
+  p->set_name(prog.name);
+  p->set_iterations(prog.iterations);
+  p->set_seed(prog.seed);
+  p->set_planned_iteration_us(prog.plannedIterationUs);
+  for (const FillJob &job : prog.jobs) {
+    pipefill::rt::FillWorkload *fj = p->add_fill_jobs();
+    fj->set_name(job.name);
+    fj->set_kind(static_cast<pipefill::rt::FillWorkload::Kind>(job.kind));
+    fj->set_samples(job.samples);
+    fj->set_samples_per_iteration(job.samplesPerIteration);
+    fj->set_seed(job.seed);
+    fj->set_learning_rate(job.learningRate);
+    for (const FillLayer &layer : job.layers) {
+      pipefill::rt::FillWorkloadLayer *fl = fj->add_layers();
+      const pfrt_fill_layer_desc &d = layer.desc;
+      fl->set_name(layer.name);
+      switch (d.kind) {
+      case PFRT_LAYER_ENCODER: {
+        auto *e = fl->mutable_encoder();
+        e->set_hidden(d.hidden);
+        e->set_heads(d.heads);
+        e->set_seq(d.seq);
+        e->set_ffn(d.ffn);
+        break;
+      }
+      case PFRT_LAYER_MLP: {
+        auto *m = fl->mutable_mlp();
+        m->set_in(d.in);
+        m->set_hidden(d.hidden);
+        m->set_out(d.out);
+        break;
+      }
+      case PFRT_LAYER_GEMM_CHAIN: {
+        auto *g = fl->mutable_gemm_chain();
+        g->set_dim(d.dim);
+        g->set_width(d.width);
+        break;
+      }
+      }
+      fl->set_planned_us_per_sample(d.planned_us_per_sample);
+      fl->set_planned_backward_us_per_sample(d.planned_backward_us_per_sample);
+      fl->set_weight_bytes(d.weight_bytes);
+      fl->set_activation_bytes_per_sample(d.activation_bytes_per_sample);
+    }
+  }
+  for (const Device &dev : prog.devices) {
+    pipefill::rt::DeviceProgram *dp = p->add_devices();
+    const pfrt_device_desc &d = dev.desc;
+    dp->set_stage(d.stage);
+    dp->set_memory_bytes(d.memory_bytes);
+    dp->set_static_bytes(d.static_bytes);
+    dp->set_planned_iteration_us(d.planned_iteration_us);
+    dp->set_p2p_latency_us(d.p2p_latency_us);
+    dp->set_p2p_bandwidth_gbps(d.p2p_bandwidth_gbps);
+    dp->set_pcie_bandwidth_gbps(d.pcie_bandwidth_gbps);
+    pipefill::rt::StageCalibration *c = dp->mutable_calibration();
+    c->set_forward_us(d.forward_us);
+    c->set_backward_us(d.backward_us);
+    c->set_backward_input_us(d.backward_input_us);
+    c->set_backward_weight_us(d.backward_weight_us);
+    c->set_allreduce_us(d.allreduce_us);
+    c->set_optimizer_us(d.optimizer_us);
+    c->set_gemm_dim(d.gemm_dim);
+    if (c->ByteSizeLong() == 0)
+      dp->clear_calibration();
+    for (const Event &e : dev.events)
+      dp->add_events()->set_name(e.name);
+    for (const Stream &s : dev.streams) {
+      pipefill::rt::ProgramStream *ps = dp->add_streams();
+      ps->set_name(s.name);
+      ps->set_role(static_cast<pipefill::rt::ProgramStream::Role>(s.role));
+      ps->set_priority(static_cast<pipefill::rt::ProgramStream::Priority>(s.priority));
+      for (const Op &op : s.ops) {
+        pipefill::rt::StreamOp *o = ps->add_ops();
+        switch (op.kind) {
+        case OpKind::Compute: {
+          auto *c2 = o->mutable_compute();
+          c2->set_kind(static_cast<pipefill::rt::ComputeOp::Kind>(op.compute));
+          c2->set_microbatch(op.microbatch);
+          c2->set_chunk(op.chunk);
+          c2->set_planned_us(op.plannedUs);
+          c2->set_planned_start_us(op.plannedStartUs);
+          break;
+        }
+        case OpKind::Send: {
+          auto *x = o->mutable_send();
+          x->set_peer(op.peer);
+          x->set_bytes(op.bytes);
+          x->set_tag(op.tag);
+          x->set_planned_us(op.plannedUs);
+          x->set_planned_start_us(op.plannedStartUs);
+          break;
+        }
+        case OpKind::Recv: {
+          auto *x = o->mutable_recv();
+          x->set_peer(op.peer);
+          x->set_bytes(op.bytes);
+          x->set_tag(op.tag);
+          x->set_planned_us(op.plannedUs);
+          x->set_planned_start_us(op.plannedStartUs);
+          break;
+        }
+        case OpKind::Record:
+          o->mutable_record()->set_event(op.event);
+          break;
+        case OpKind::Wait:
+          o->mutable_wait()->set_event(op.event);
+          break;
+        case OpKind::Bubble: {
+          auto *b = o->mutable_bubble();
+          b->set_bubble_id(op.bubble.bubble_id);
+          b->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(op.bubble.kind));
+          b->set_planned_start_us(op.bubble.planned_start_us);
+          b->set_planned_duration_us(op.bubble.planned_duration_us);
+          b->set_free_bytes(op.bubble.free_bytes);
+          b->set_emulate_idle(op.bubble.emulate_idle != 0);
+          break;
+        }
+        case OpKind::Fill: {
+          auto *f = o->mutable_fill();
+          f->set_job(op.fill.job);
+          f->set_bubble_id(op.fill.bubble_id);
+          f->set_layer_begin(op.fill.layer_begin);
+          f->set_layer_end(op.fill.layer_end);
+          f->set_batch(op.fill.batch);
+          f->set_sample_begin(op.fill.sample_begin);
+          f->set_iteration_offset(op.fill.iteration_offset);
+          f->set_period(op.fill.period);
+          f->set_phase(op.fill.phase);
+          f->set_weights(op.fill.weights_streamed ? pipefill::rt::FillChunkOp::WEIGHTS_STREAMED
+                                                  : pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT);
+          f->set_activations(op.fill.activations_on_host
+                                 ? pipefill::rt::FillChunkOp::ACTIVATIONS_HOST
+                                 : pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE);
+          f->set_planned_us(op.fill.planned_us);
+          f->set_peak_bytes(op.fill.peak_bytes);
+          break;
+        }
+        case OpKind::Copy: {
+          auto *c3 = o->mutable_copy();
+          c3->set_direction(static_cast<pipefill::rt::CopyOp::Direction>(op.direction));
+          c3->set_bytes(op.bytes);
+          c3->set_planned_us(op.plannedUs);
+          break;
+        }
+        case OpKind::Alloc: {
+          auto *a = o->mutable_alloc();
+          a->set_buffer(op.buffer);
+          a->set_bytes(op.bytes);
+          break;
+        }
+        case OpKind::Free:
+          o->mutable_free()->set_buffer(op.buffer);
+          break;
+        }
+      }
+    }
+  }
+}
+
+uint64_t programFingerprint(const Program &program) {
+  pipefill::rt::StreamProgram proto;
+  toProto(program, &proto);
+  proto.set_iterations(0);
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream raw(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    proto.SerializeToCodedStream(&coded);
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+} // namespace pfrt

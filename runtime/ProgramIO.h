@@ -1,0 +1,39 @@
+// The interpreter: StreamProgram protobuf <-> builder API.
+#ifndef PFRT_PROGRAM_IO_H
+#define PFRT_PROGRAM_IO_H
+
+#include "runtime/Program.h"
+
+#include <string>
+
+namespace pipefill::rt {
+class StreamProgram;
+}
+
+namespace pfrt {
+
+// Parses a StreamProgram (text or binary; `sourceName` decides by extension, else the content)
+// and replays it through the pfrt_* builder calls into a new program. Throws Error naming the
+// source (and line:column for text-format errors).
+pfrt_program *loadProgram(const std::string &data, const std::string &sourceName);
+
+// Drives the builder API from a parsed StreamProgram.
+pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &proto, const std::string &sourceName);
+
+// Converts the internal program back to the protobuf.
+void toProto(const Program &program, pipefill::rt::StreamProgram *proto);
+
+// True for .pbtxt .textproto .txtpb .txt .prototxt
+bool isTextFormatPath(const std::string &path);
+
+// Stable hash of the program (iterations excluded), used to match checkpoints.
+uint64_t programFingerprint(const Program &program);
+
+// Reads a whole file; throws Error(PFRT_ERROR_IO) naming it.
+std::string readFile(const std::string &path);
+// Writes a whole file; throws Error(PFRT_ERROR_IO) naming it.
+void writeFile(const std::string &path, const std::string &data);
+
+} // namespace pfrt
+
+#endif // PFRT_PROGRAM_IO_H

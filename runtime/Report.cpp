@@ -1,0 +1,506 @@
+#include "runtime/Report.h"
+
+#include "runtime/Json.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace pfrt {
+
+namespace {
+
+// Mean of the known (>= 0) per-iteration values, excluding the first iteration when later ones
+// are known (warm-up); falls back to the first iteration alone.
+double steadyMean(const std::vector<double> &v) {
+  for (size_t from : {size_t(1), size_t(0)}) {
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = from; i < v.size(); ++i)
+      if (v[i] >= 0) {
+        sum += v[i];
+        ++n;
+      }
+    if (n)
+      return sum / n;
+  }
+  return 0;
+}
+
+std::string fmt(const char *format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+const char *fillKindName(pfrt_fill_kind k) {
+  return k == PFRT_FILL_TRAINING ? "training" : "inference";
+}
+
+void writeJson(ReportData &r, const Program &program) {
+  JsonWriter w;
+  w.beginObject();
+  w.value("program", r.programName);
+  w.value("backend", r.backend);
+  w.value("time_model", r.measuredTime ? "measured" : "modelled");
+  w.value("time_scale", r.timeScale);
+  if (r.replayDevice >= 0)
+    w.value("replay_device", r.replayDevice);
+  else
+    w.null("replay_device");
+  w.value("fill_enabled", r.fillEnabled);
+  if (!r.measuredTime || r.replayDevice >= 0)
+    w.value("host_lag_us_max", r.hostLagUs);
+  w.value("profile_mode", r.profileMode);
+  w.value("workload_max_dim", r.maxDim);
+  w.value("first_iteration", r.firstIteration);
+  w.value("iterations", r.iterations);
+  w.value("planned_iteration_us", r.plannedIterationUs);
+  w.value("iteration_us_mean", r.iterationUsMean);
+  w.numbers("iteration_us", r.iterationUs);
+  w.value("slowdown_vs_planned",
+          r.plannedIterationUs > 0 && r.iterations ? r.iterationUsMean / r.plannedIterationUs - 1
+                                                   : 0.0);
+  w.value("planned_bubble_us_per_iteration", r.plannedBubbleUsPerIteration);
+  w.value("bubble_us_per_iteration", r.bubbleUsPerIteration);
+  w.value("planned_fill_us_per_iteration", r.plannedFillUsPerIteration);
+  w.value("fill_us_per_iteration", r.fillUsPerIteration);
+  w.beginObject("overruns");
+  w.value("count", r.overrunCount);
+  w.value("total_us", r.overrunUs);
+  w.value("max_us", r.overrunMaxUs);
+  w.endObject();
+  if (r.switchLatencyMeanUs >= 0) {
+    w.value("switch_latency_us_mean", r.switchLatencyMeanUs);
+    w.value("switch_latency_us_max", r.switchLatencyMaxUs);
+  } else {
+    w.null("switch_latency_us_mean");
+    w.null("switch_latency_us_max");
+  }
+  w.beginArray("devices");
+  for (const DeviceReport &d : r.devices) {
+    w.beginObject();
+    w.value("device", d.device);
+    w.value("stage", d.stage);
+    w.value("backend", d.backend);
+    w.value("fill", d.fill);
+    w.value("planned_iteration_us", d.plannedIterationUs);
+    w.value("iteration_us_mean", d.iterationUsMean);
+    w.value("main_busy_us_mean", d.mainBusyUsMean);
+    w.value("memory_bytes", d.memoryBytes);
+    if (d.minFreeKnown)
+      w.value("min_free_bytes", d.minFreeBytes);
+    else
+      w.null("min_free_bytes");
+    w.value("min_free_measured", d.minFreeMeasured);
+    w.beginArray("streams");
+    for (size_t s = 0; s < program.devices[d.device].streams.size(); ++s) {
+      const Stream &st = program.devices[d.device].streams[s];
+      w.beginObject();
+      w.value("name", st.name);
+      w.value("role", st.role == PFRT_STREAM_MAIN   ? "main"
+                      : st.role == PFRT_STREAM_FILL ? "fill"
+                                                    : "copy");
+      w.value("priority", st.effectivePriority() == PFRT_PRIORITY_HIGH  ? "high"
+                          : st.effectivePriority() == PFRT_PRIORITY_LOW ? "low"
+                                                                        : "normal");
+      if (s < d.streamPriority.size() && d.streamPriority[s] != INT32_MIN)
+        w.value("cuda_priority", d.streamPriority[s]);
+      w.endObject();
+    }
+    w.endArray();
+    w.beginArray("bubbles");
+    for (const BubbleReport &b : d.bubbles) {
+      w.beginObject();
+      w.value("bubble_id", b.bubbleId);
+      w.value("kind", bubbleKindName(b.kind));
+      w.value("op_index", b.opIndex);
+      w.value("planned_start_us", b.plannedStartUs);
+      w.value("planned_us", b.plannedUs);
+      w.value("free_bytes", b.freeBytes);
+      w.value("measured_us_mean", b.measuredMeanUs);
+      w.numbers("measured_us", b.measuredUs);
+      w.value("start_us_mean", b.startMeanUs);
+      w.value("planned_fill_us", b.plannedFillUs);
+      w.value("fill_us_mean", b.fillUsMean);
+      if (b.switchLatencyMeanUs >= 0)
+        w.value("switch_latency_us_mean", b.switchLatencyMeanUs);
+      else
+        w.null("switch_latency_us_mean");
+      w.value("overruns", b.overruns);
+      w.value("overrun_us", b.overrunUs);
+      w.endObject();
+    }
+    w.endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.beginObject("fill");
+  w.beginArray("jobs");
+  for (size_t j = 0; j < r.jobs.size(); ++j) {
+    const RunResult::Job &job = r.jobs[j];
+    w.beginObject();
+    w.value("name", job.name);
+    w.value("kind", fillKindName(job.kind));
+    w.value("samples_planned", job.samplesPlanned);
+    w.value("samples_completed", job.samplesCompleted);
+    w.value("samples_this_run", job.samplesThisRun);
+    w.value("total_samples", program.jobs[j].samples);
+    w.value("checksum", job.checksum);
+    if (job.kind == PFRT_FILL_TRAINING) {
+      w.value("steps", job.steps);
+      w.value("loss_mean", job.steps ? job.lossSum / job.steps : 0.0);
+      w.value("weights_checksum", job.weightsChecksum);
+    }
+    w.value("chunks_run", job.chunksRun);
+    w.value("chunks_skipped", job.chunksSkipped);
+    w.value("divisor", job.shape.divisor);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+  w.beginObject("checkpoint");
+  w.value("path", r.checkpointPath);
+  w.value("resumed", r.resumed);
+  w.endObject();
+  w.endObject();
+  r.json = w.str();
+}
+
+void writeSummary(ReportData &r) {
+  std::ostringstream os;
+  os << "pipefill-run: program '" << r.programName << "', backend " << r.backend << " ("
+     << (r.measuredTime ? "measured time" : "modelled time, time_scale " + fmt("%g", r.timeScale))
+     << "), " << r.devices.size() << " device(s), " << r.iterations << " iteration(s)";
+  if (r.firstIteration > 0)
+    os << " resumed at iteration " << r.firstIteration;
+  if (!r.fillEnabled)
+    os << (r.profileMode ? ", profile mode (no fill)" : ", fill disabled");
+  os << "\n";
+  if (r.hostLagUs > 1000 && r.hostLagUs > 0.05 * r.plannedIterationUs)
+    os << "  note: host threads lagged up to " << fmt("%.0f", r.hostLagUs)
+       << " us behind the modelled clock (loaded machine); fill timings are affected\n";
+  char line[256];
+  auto row = [&](const char *name, const std::string &planned, const std::string &measured,
+                 const std::string &note) {
+    std::snprintf(line, sizeof line, "  %-28s %14s %14s  %s\n", name, planned.c_str(),
+                  measured.c_str(), note.c_str());
+    os << line;
+  };
+  row("", "planned", "measured", "");
+  std::string delta;
+  if (r.plannedIterationUs > 0 && r.iterations)
+    delta = fmt("%+.2f%%", 100.0 * (r.iterationUsMean / r.plannedIterationUs - 1));
+  row("iteration time (us)", fmt("%.1f", r.plannedIterationUs), fmt("%.1f", r.iterationUsMean),
+      delta);
+  row("bubble time / iteration (us)", fmt("%.1f", r.plannedBubbleUsPerIteration),
+      fmt("%.1f", r.bubbleUsPerIteration), "main-stream gaps, all devices");
+  row("fill work / iteration (us)", fmt("%.1f", r.plannedFillUsPerIteration),
+      fmt("%.1f", r.fillUsPerIteration), "");
+  row("overruns", "0", std::to_string(r.overrunCount), fmt("%.1f us total", r.overrunUs));
+  if (r.switchLatencyMeanUs >= 0)
+    row("bubble switch latency (us)", "-", fmt("%.1f", r.switchLatencyMeanUs),
+        fmt("max %.1f", r.switchLatencyMaxUs));
+  for (const RunResult::Job &j : r.jobs) {
+    std::string name = "job " + j.name;
+    if (name.size() > 28)
+      name.resize(28);
+    row(name.c_str(), std::to_string(j.samplesPlanned) + " smp",
+        std::to_string(j.samplesThisRun) + " smp",
+        std::string(fillKindName(j.kind)) + ", checksum " + fmt("%.6g", j.checksum) +
+            (j.kind == PFRT_FILL_TRAINING ? ", loss " + fmt("%.4g", j.steps ? j.lossSum / j.steps
+                                                                            : 0.0)
+                                          : std::string()));
+  }
+  r.summary = os.str();
+}
+
+void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info,
+                  const RunResult &run) {
+  pipefill::rt::MeasuredProfile &p = r.profile;
+  p.set_program(program.name);
+  p.set_backend(r.backend);
+  p.set_iterations(r.iterations);
+  p.set_iteration_us(r.iterationUsMean);
+  p.set_planned_iteration_us(r.plannedIterationUs);
+  p.set_replay_device(r.replayDevice);
+  for (const DeviceReport &dr : r.devices) {
+    const Device &dev = program.devices[dr.device];
+    const Stream &main = dev.streams[info.devices[dr.device].mainStream];
+    pipefill::rt::MeasuredStage *st = p.add_stages();
+    st->set_device(dr.device);
+    st->set_stage(dev.desc.stage);
+    st->set_iteration_us(dr.iterationUsMean);
+    st->set_memory_bytes(dr.memoryBytes);
+    st->set_min_free_bytes(dr.minFreeKnown ? dr.minFreeBytes : 0);
+    st->set_measured(run.deviceBackend[dr.device] != "emulated");
+    std::map<int, std::pair<double, int>> byKind;
+    const size_t n = dr.mainOps.size();
+    const size_t from = n > 1 ? 1 : 0;
+    for (size_t i = 0; i < main.ops.size(); ++i) {
+      const Op &op = main.ops[i];
+      if (op.kind != OpKind::Compute)
+        continue;
+      double dur = 0, start = 0;
+      int cnt = 0;
+      for (size_t k = from; k < n; ++k) {
+        const OpTime &t = dr.mainOps[k][i];
+        if (t.start < 0)
+          continue;
+        dur += t.duration();
+        start += t.start - dr.iterationStart[k];
+        ++cnt;
+      }
+      pipefill::rt::MeasuredInstruction *mi = st->add_instructions();
+      mi->set_op_index(static_cast<uint32_t>(i));
+      mi->set_kind(static_cast<pipefill::rt::ComputeOp::Kind>(op.compute));
+      mi->set_microbatch(op.microbatch);
+      mi->set_chunk(op.chunk);
+      mi->set_planned_us(effectivePlannedUs(dev, op));
+      mi->set_measured_us(cnt ? dur / cnt : 0);
+      mi->set_start_us(cnt ? start / cnt : 0);
+      auto &acc = byKind[op.compute];
+      acc.first += dur;
+      acc.second += cnt;
+    }
+    auto mean = [&](pfrt_compute_kind k) {
+      auto it = byKind.find(k);
+      return it == byKind.end() || !it->second.second ? 0.0
+                                                       : it->second.first / it->second.second;
+    };
+    st->set_forward_us(mean(PFRT_COMPUTE_FORWARD));
+    st->set_backward_us(mean(PFRT_COMPUTE_BACKWARD));
+    st->set_backward_input_us(mean(PFRT_COMPUTE_BACKWARD_INPUT));
+    st->set_backward_weight_us(mean(PFRT_COMPUTE_BACKWARD_WEIGHT));
+    st->set_allreduce_us(mean(PFRT_COMPUTE_ALLREDUCE));
+    st->set_optimizer_us(mean(PFRT_COMPUTE_OPTIMIZER));
+    for (const BubbleReport &b : dr.bubbles) {
+      pipefill::rt::MeasuredBubble *mb = st->add_bubbles();
+      mb->set_bubble_id(b.bubbleId);
+      mb->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(b.kind));
+      mb->set_planned_us(b.plannedUs);
+      mb->set_measured_us(b.measuredMeanUs);
+      mb->set_start_us(b.startMeanUs);
+      mb->set_planned_free_bytes(b.freeBytes);
+    }
+  }
+}
+
+} // namespace
+
+ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
+  ReportData r;
+  r.programName = program.name;
+  r.backend = run.backend;
+  r.measuredTime = run.measuredTime;
+  r.timeScale = run.timeScale;
+  r.replayDevice = run.replayDevice;
+  r.fillEnabled = run.fillEnabled;
+  r.profileMode = run.profile;
+  r.maxDim = run.maxDim;
+  r.firstIteration = run.firstIteration;
+  r.iterations = run.iterations;
+  r.plannedIterationUs = plannedIterationUs(program);
+  r.jobs = run.jobs;
+  r.resumed = run.resumed;
+  r.checkpointPath = run.checkpointPath;
+  const size_t n = run.iterations;
+  const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
+  r.hostLagUs = run.hostLagUs / scale;
+  auto model = [&](const TimeSlot &s) {
+    OpTime t;
+    if (s.start >= 0)
+      t.start = (s.start - run.runStartUs) / scale;
+    if (s.end >= 0)
+      t.end = (s.end - run.runStartUs) / scale;
+    return t;
+  };
+
+  std::vector<double> switchLatencies, overruns;
+  for (uint32_t d = 0; d < program.devices.size(); ++d) {
+    const Device &dev = program.devices[d];
+    const uint32_t m = info.devices[d].mainStream;
+    const Stream &main = dev.streams[m];
+    const size_t nops = main.ops.size();
+    DeviceReport dr;
+    dr.device = d;
+    dr.stage = dev.desc.stage;
+    dr.backend = run.deviceBackend[d];
+    dr.fill = run.deviceFill[d];
+    dr.memoryBytes = dev.desc.memory_bytes;
+    dr.plannedIterationUs = dev.desc.planned_iteration_us;
+    dr.minFreeKnown = run.minFreeKnown.size() > d && run.minFreeKnown[d];
+    dr.minFreeMeasured = run.minFreeMeasured.size() > d && run.minFreeMeasured[d];
+    dr.minFreeBytes = dr.minFreeKnown ? run.minFreeBytes[d] : 0;
+    dr.mainStream = m;
+    if (run.streamPriority.size() > d)
+      dr.streamPriority = run.streamPriority[d];
+    dr.streamOps.resize(dev.streams.size());
+    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+      const size_t sops = dev.streams[s].ops.size();
+      dr.streamOps[s].assign(n, std::vector<OpTime>(sops));
+      for (size_t k = 0; k < n; ++k)
+        for (size_t i = 0; i < sops; ++i)
+          dr.streamOps[s][k][i] = model(run.slots[d][s][k * sops + i]);
+    }
+    dr.mainOps.assign(n, std::vector<OpTime>(nops));
+    dr.iterationStart.assign(n, -1);
+    dr.iterationEnd.assign(n, -1);
+    std::vector<double> busy(n, 0), devIter(n, -1);
+    for (size_t k = 0; k < n; ++k) {
+      for (size_t i = 0; i < nops; ++i) {
+        OpTime t = model(run.slots[d][m][k * nops + i]);
+        dr.mainOps[k][i] = t;
+        if (t.start >= 0 && dr.iterationStart[k] < 0)
+          dr.iterationStart[k] = t.start;
+        if (t.end >= 0)
+          dr.iterationEnd[k] = std::max(dr.iterationEnd[k], t.end);
+        if (main.ops[i].kind == OpKind::Compute)
+          busy[k] += t.duration();
+      }
+      double from = k ? dr.iterationEnd[k - 1] : dr.iterationStart[0];
+      devIter[k] = dr.iterationEnd[k] - from;
+    }
+    dr.iterationUsMean = steadyMean(devIter);
+    dr.mainBusyUsMean = steadyMean(busy);
+
+    // Bubbles: the gap from the marker to the next main-stream compute.
+    std::map<uint32_t, size_t> bubbleIndex;
+    for (size_t i = 0; i < nops; ++i) {
+      const Op &op = main.ops[i];
+      if (op.kind != OpKind::Bubble)
+        continue;
+      BubbleReport b;
+      b.bubbleId = op.bubble.bubble_id;
+      b.kind = op.bubble.kind;
+      b.opIndex = static_cast<uint32_t>(i);
+      b.plannedStartUs = op.bubble.planned_start_us;
+      b.plannedUs = op.bubble.planned_duration_us;
+      b.freeBytes = op.bubble.free_bytes;
+      b.measuredUs.assign(n, -1);
+      std::vector<double> starts(n, -1);
+      for (size_t k = 0; k < n; ++k) {
+        double begin = dr.mainOps[k][i].start;
+        if (begin < 0)
+          continue;
+        starts[k] = begin - dr.iterationStart[k];
+        double end = -1;
+        for (size_t kk = k; kk < n && end < 0; ++kk)
+          for (size_t ii = (kk == k ? i + 1 : 0); ii < nops; ++ii)
+            if (main.ops[ii].kind == OpKind::Compute && dr.mainOps[kk][ii].start >= 0) {
+              end = dr.mainOps[kk][ii].start;
+              break;
+            }
+        if (end >= 0)
+          b.measuredUs[k] = end - begin;
+      }
+      b.measuredMeanUs = steadyMean(b.measuredUs);
+      b.startMeanUs = steadyMean(starts);
+      bubbleIndex[b.bubbleId] = dr.bubbles.size();
+      dr.bubbles.push_back(b);
+    }
+    for (const BubbleReport &b : dr.bubbles)
+      r.plannedBubbleUsPerIteration += b.plannedUs;
+
+    // Fill chunks: time inside their bubble, switch latency, overruns.
+    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+      const Stream &st = dev.streams[s];
+      const size_t sops = st.ops.size();
+      for (size_t i = 0; i < sops; ++i) {
+        const Op &op = st.ops[i];
+        if (op.kind != OpKind::Fill)
+          continue;
+        auto bi = bubbleIndex.find(op.fill.bubble_id);
+        if (bi == bubbleIndex.end())
+          continue;
+        BubbleReport &b = dr.bubbles[bi->second];
+        // A chunk of a periodic plan runs once every `period` iterations.
+        const double perIteration =
+            op.fill.planned_us / static_cast<double>(op.fill.period ? op.fill.period : 1);
+        b.plannedFillUs += perIteration;
+        r.plannedFillUsPerIteration += perIteration;
+        for (size_t k = 0; k < n; ++k) {
+          OpTime t = model(run.slots[d][s][k * sops + i]);
+          if (t.start < 0)
+            continue;
+          b.fillUsMean += t.duration() / n;
+          double begin = dr.mainOps[k][b.opIndex].start;
+          double gap = b.measuredUs[k];
+          if (begin >= 0 && gap >= 0 && t.end > begin + gap + 1e-3) {
+            ++b.overruns;
+            b.overrunUs += t.end - (begin + gap);
+            overruns.push_back(t.end - (begin + gap));
+          }
+        }
+      }
+    }
+    // Switch latency: bubble begin -> first fill chunk start in it, per iteration.
+    for (BubbleReport &b : dr.bubbles) {
+      double sum = 0;
+      int cnt = 0;
+      for (size_t k = 0; k < n; ++k) {
+        double begin = dr.mainOps[k][b.opIndex].start;
+        double first = -1;
+        for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+          const Stream &st = dev.streams[s];
+          for (size_t i = 0; i < st.ops.size(); ++i) {
+            const Op &op = st.ops[i];
+            if (op.kind != OpKind::Fill || op.fill.bubble_id != b.bubbleId)
+              continue;
+            OpTime t = model(run.slots[d][s][k * st.ops.size() + i]);
+            if (t.start >= 0 && (first < 0 || t.start < first))
+              first = t.start;
+          }
+        }
+        if (begin >= 0 && first >= 0) {
+          double lat = std::max(0.0, first - begin);
+          sum += lat;
+          ++cnt;
+          switchLatencies.push_back(lat);
+        }
+      }
+      if (cnt)
+        b.switchLatencyMeanUs = sum / cnt;
+      r.bubbleUsPerIteration += b.measuredMeanUs;
+      r.fillUsPerIteration += b.fillUsMean;
+      r.overrunCount += b.overruns;
+      r.overrunUs += b.overrunUs;
+    }
+    r.devices.push_back(std::move(dr));
+  }
+  for (double o : overruns)
+    r.overrunMaxUs = std::max(r.overrunMaxUs, o);
+  if (!switchLatencies.empty()) {
+    double sum = 0, mx = 0;
+    for (double v : switchLatencies) {
+      sum += v;
+      mx = std::max(mx, v);
+    }
+    r.switchLatencyMeanUs = sum / switchLatencies.size();
+    r.switchLatencyMaxUs = mx;
+  }
+
+  // Pipeline iteration times: between consecutive iteration ends (max over devices).
+  r.iterationUs.assign(n, 0);
+  double prevEnd = -1;
+  for (size_t k = 0; k < n; ++k) {
+    double end = -1, start = -1;
+    for (const DeviceReport &dr : r.devices) {
+      end = std::max(end, dr.iterationEnd[k]);
+      if (dr.iterationStart[k] >= 0 && (start < 0 || dr.iterationStart[k] < start))
+        start = dr.iterationStart[k];
+    }
+    r.iterationUs[k] = end - (k ? prevEnd : std::max(0.0, start));
+    prevEnd = end;
+  }
+  r.iterationUsMean = steadyMean(r.iterationUs);
+
+  writeJson(r, program);
+  writeSummary(r);
+  buildProfile(r, program, info, run);
+  return r;
+}
+
+} // namespace pfrt

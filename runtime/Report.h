@@ -1,0 +1,90 @@
+// Turns the executor's raw timeline into the run report: iteration times, bubbles (measured
+// main-stream gaps vs planned), fill throughput, overruns, checksums, the JSON document, the
+// terminal summary table and the MeasuredProfile.
+#ifndef PFRT_REPORT_H
+#define PFRT_REPORT_H
+
+#include "runtime/Executor.h"
+#include "proto/profile.pb.h"
+
+#include <string>
+#include <vector>
+
+namespace pfrt {
+
+// An op's start/end in modelled microseconds since the run's start (-1: did not run).
+struct OpTime {
+  double start = -1, end = -1;
+  double duration() const { return start >= 0 && end >= 0 ? end - start : 0; }
+};
+
+struct BubbleReport {
+  uint32_t bubbleId = 0;
+  pfrt_bubble_kind kind = PFRT_BUBBLE_UNSPECIFIED;
+  uint32_t opIndex = 0;
+  double plannedStartUs = 0, plannedUs = 0;
+  uint64_t freeBytes = 0;
+  std::vector<double> measuredUs; // per iteration, -1 where not measurable (last tail bubble)
+  double measuredMeanUs = 0;      // over measurable iterations
+  double startMeanUs = 0;         // relative to the device's iteration start
+  double plannedFillUs = 0;       // planned_us of its chunks per iteration (periodic: / period)
+  double fillUsMean = 0;          // measured fill-chunk time per iteration
+  double switchLatencyMeanUs = -1;
+  uint64_t overruns = 0;
+  double overrunUs = 0;
+};
+
+struct DeviceReport {
+  uint32_t device = 0, stage = 0;
+  std::string backend;
+  bool fill = false;
+  double iterationUsMean = 0;
+  double mainBusyUsMean = 0;
+  double plannedIterationUs = 0;
+  uint64_t memoryBytes = 0, minFreeBytes = 0;
+  bool minFreeKnown = false, minFreeMeasured = false;
+  std::vector<BubbleReport> bubbles;
+  uint32_t mainStream = 0;
+  std::vector<int32_t> streamPriority; // applied by the backend (CUDA), INT32_MIN if none
+  std::vector<std::vector<OpTime>> mainOps; // [iteration][main-stream op]
+  std::vector<std::vector<std::vector<OpTime>>> streamOps; // [stream][iteration][op]
+  std::vector<double> iterationStart, iterationEnd;
+};
+
+struct ReportData {
+  std::string programName;
+  std::string backend;
+  bool measuredTime = false;
+  double timeScale = 1.0;
+  int32_t replayDevice = -1;
+  bool fillEnabled = true;
+  bool profileMode = false;
+  uint32_t maxDim = 0;
+  int64_t firstIteration = 0;
+  uint32_t iterations = 0;
+  double plannedIterationUs = 0;
+  std::vector<double> iterationUs;
+  double iterationUsMean = 0;
+  double plannedBubbleUsPerIteration = 0, plannedFillUsPerIteration = 0;
+  double bubbleUsPerIteration = 0, fillUsPerIteration = 0;
+  uint64_t overrunCount = 0;
+  double overrunUs = 0, overrunMaxUs = 0;
+  double switchLatencyMeanUs = -1, switchLatencyMaxUs = -1;
+  std::vector<DeviceReport> devices;
+  std::vector<RunResult::Job> jobs;
+  bool resumed = false;
+  std::string checkpointPath;
+  double hostLagUs = 0; // modelled us
+  std::string json, summary;
+  pipefill::rt::MeasuredProfile profile;
+};
+
+ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run);
+
+} // namespace pfrt
+
+struct pfrt_report {
+  pfrt::ReportData data;
+};
+
+#endif // PFRT_REPORT_H

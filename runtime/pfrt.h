@@ -1,0 +1,309 @@
+/*
+ * pfrt.h: the pipefill runtime's public API (flat C ABI, prefix pfrt_).
+ *
+ * A stream program (see proto/stream_program.proto and docs/runtime.md) is built either with the
+ * builder calls below (generated C++ emits them as straight-line code) or loaded from a protobuf
+ * file by pfrt_program_load, which drives the very same builder calls. pfrt_run executes it on a
+ * backend (host threads or CUDA streams) and returns a report.
+ *
+ * Conventions:
+ *   - every call that can fail returns a pfrt_status; on failure pfrt_last_error() returns a
+ *     message naming what was wrong (the file, device/stream/op indices). No C++ exception ever
+ *     crosses this API.
+ *   - handles are opaque; indices (device, stream, event, job) are returned by the creating call
+ *     and count from 0 in creation order, exactly like the repeated fields of the protobuf.
+ *   - descriptor structs are zero-initialised by the caller (`pfrt_x_desc d = {0};` in C,
+ *     `pfrt_x_desc d{};` in C++); every zero is a sensible default. pfrt_options has an init call.
+ *   - times are microseconds, sizes bytes.
+ */
+#ifndef PFRT_H
+#define PFRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PFRT_API_VERSION 1
+
+typedef enum pfrt_status {
+  PFRT_OK = 0,
+  PFRT_ERROR_INVALID_ARGUMENT = 1, /* bad argument: null pointer, index out of range, bad value */
+  PFRT_ERROR_IO = 2,               /* a file could not be opened, read or written */
+  PFRT_ERROR_PARSE = 3,            /* a program/checkpoint file is malformed */
+  PFRT_ERROR_INVALID_PROGRAM = 4,  /* the program breaks a rule of the stream model */
+  PFRT_ERROR_UNAVAILABLE = 5,      /* backend not compiled in, or no GPU for the CUDA backend */
+  PFRT_ERROR_BACKEND = 6,          /* a CUDA / cuBLAS call failed while running */
+  PFRT_ERROR_INTERNAL = 7
+} pfrt_status;
+
+/* Message of the last failing call on this thread ("" if none). Valid until the next call. */
+const char *pfrt_last_error(void);
+/* "PFRT_OK", "PFRT_ERROR_IO", ... */
+const char *pfrt_status_name(pfrt_status status);
+
+typedef struct pfrt_program pfrt_program;
+typedef struct pfrt_report pfrt_report;
+
+/* Values equal the protobuf enums of stream_program.proto. */
+typedef enum pfrt_stream_role {
+  PFRT_STREAM_MAIN = 1,
+  PFRT_STREAM_FILL = 2,
+  PFRT_STREAM_COPY = 3
+} pfrt_stream_role;
+
+typedef enum pfrt_priority {
+  PFRT_PRIORITY_DEFAULT = 0, /* MAIN -> HIGH, FILL -> LOW, COPY -> NORMAL */
+  PFRT_PRIORITY_HIGH = 1,
+  PFRT_PRIORITY_NORMAL = 2,
+  PFRT_PRIORITY_LOW = 3
+} pfrt_priority;
+
+typedef enum pfrt_compute_kind {
+  PFRT_COMPUTE_FORWARD = 1,
+  PFRT_COMPUTE_BACKWARD = 2,
+  PFRT_COMPUTE_BACKWARD_INPUT = 3,
+  PFRT_COMPUTE_BACKWARD_WEIGHT = 4,
+  PFRT_COMPUTE_ALLREDUCE = 5,
+  PFRT_COMPUTE_OPTIMIZER = 6
+} pfrt_compute_kind;
+
+typedef enum pfrt_bubble_kind {
+  PFRT_BUBBLE_UNSPECIFIED = 0,
+  PFRT_BUBBLE_WARMUP = 1,
+  PFRT_BUBBLE_STEADY = 2,
+  PFRT_BUBBLE_COOLDOWN = 3,
+  PFRT_BUBBLE_TAIL = 4
+} pfrt_bubble_kind;
+
+typedef enum pfrt_copy_direction {
+  PFRT_COPY_HOST_TO_DEVICE = 0,
+  PFRT_COPY_DEVICE_TO_HOST = 1
+} pfrt_copy_direction;
+
+typedef enum pfrt_fill_kind {
+  PFRT_FILL_INFERENCE = 1,
+  PFRT_FILL_TRAINING = 2
+} pfrt_fill_kind;
+
+typedef enum pfrt_layer_kind {
+  PFRT_LAYER_ENCODER = 1,   /* transformer encoder block: hidden, heads, seq, ffn */
+  PFRT_LAYER_MLP = 2,       /* y = GELU(x W1) W2: in, hidden, out */
+  PFRT_LAYER_GEMM_CHAIN = 3 /* calibrated GEMM chain of size dim; passes `width` through */
+} pfrt_layer_kind;
+
+typedef enum pfrt_backend {
+  PFRT_BACKEND_AUTO = 0, /* CUDA if cudaGetDeviceCount() > 0, else host */
+  PFRT_BACKEND_HOST = 1,
+  PFRT_BACKEND_CUDA = 2
+} pfrt_backend;
+
+/* ---------------------------------------------------------------------------------------------
+ * Building a program
+ * ------------------------------------------------------------------------------------------- */
+
+pfrt_status pfrt_program_create(const char *name, pfrt_program **out_program);
+void pfrt_program_destroy(pfrt_program *program);
+
+/* Loop count (0 = 1); pfrt_options.iterations overrides it. */
+pfrt_status pfrt_program_set_iterations(pfrt_program *program, uint32_t iterations);
+pfrt_status pfrt_program_set_seed(pfrt_program *program, uint64_t seed);
+pfrt_status pfrt_program_set_planned_iteration_us(pfrt_program *program, double planned_us);
+
+typedef struct pfrt_device_desc {
+  uint32_t stage;
+  uint64_t memory_bytes; /* capacity; 0 = unknown */
+  uint64_t static_bytes; /* main-job bytes held all iteration */
+  double planned_iteration_us;
+  double p2p_latency_us, p2p_bandwidth_gbps, pcie_bandwidth_gbps;
+  /* StageCalibration: planned compute per kind (used when an op's planned_us is 0). */
+  double forward_us, backward_us, backward_input_us, backward_weight_us, allreduce_us,
+      optimizer_us;
+  uint32_t gemm_dim; /* CUDA GEMM-chain link size; 0 = 2048 */
+} pfrt_device_desc;
+
+/* desc may be NULL (all defaults). */
+pfrt_status pfrt_add_device(pfrt_program *program, const pfrt_device_desc *desc,
+                            uint32_t *out_device);
+pfrt_status pfrt_create_stream(pfrt_program *program, uint32_t device, pfrt_stream_role role,
+                               pfrt_priority priority, const char *name, uint32_t *out_stream);
+pfrt_status pfrt_create_event(pfrt_program *program, uint32_t device, const char *name,
+                              uint32_t *out_event);
+
+/* Ops are appended to the stream's loop body in call order. */
+pfrt_status pfrt_enqueue_compute(pfrt_program *program, uint32_t device, uint32_t stream,
+                                 pfrt_compute_kind kind, uint32_t microbatch, uint32_t chunk,
+                                 double planned_us, double planned_start_us);
+pfrt_status pfrt_enqueue_send(pfrt_program *program, uint32_t device, uint32_t stream,
+                              uint32_t peer, uint64_t bytes, uint32_t tag, double planned_us,
+                              double planned_start_us);
+pfrt_status pfrt_enqueue_recv(pfrt_program *program, uint32_t device, uint32_t stream,
+                              uint32_t peer, uint64_t bytes, uint32_t tag, double planned_us,
+                              double planned_start_us);
+pfrt_status pfrt_enqueue_record(pfrt_program *program, uint32_t device, uint32_t stream,
+                                uint32_t event);
+pfrt_status pfrt_enqueue_wait(pfrt_program *program, uint32_t device, uint32_t stream,
+                              uint32_t event);
+
+typedef struct pfrt_bubble_desc {
+  uint32_t bubble_id; /* unique per device */
+  pfrt_bubble_kind kind;
+  double planned_start_us;
+  double planned_duration_us;
+  uint64_t free_bytes;
+  int emulate_idle; /* nonzero: the main stream idles planned_duration_us itself */
+} pfrt_bubble_desc;
+pfrt_status pfrt_enqueue_bubble(pfrt_program *program, uint32_t device, uint32_t stream,
+                                const pfrt_bubble_desc *bubble);
+
+typedef struct pfrt_fill_chunk_desc {
+  uint32_t job;
+  uint32_t bubble_id;
+  uint32_t layer_begin, layer_end; /* passes [begin, end); training jobs have 2 x layers passes */
+  uint32_t batch;
+  uint64_t sample_begin;
+  int32_t iteration_offset;
+  int weights_streamed;    /* nonzero: copy weights from pinned host memory each chunk */
+  int activations_on_host; /* nonzero: park intermediate activations in pinned host memory */
+  double planned_us;
+  uint64_t peak_bytes;
+  /* Periodic plans: runs in iterations it >= phase with (it - phase) % period == 0; the period
+   * index replaces the iteration in the sample formula. 0 or 1: every iteration. */
+  uint32_t period, phase;
+} pfrt_fill_chunk_desc;
+pfrt_status pfrt_enqueue_fill(pfrt_program *program, uint32_t device, uint32_t stream,
+                              const pfrt_fill_chunk_desc *chunk);
+pfrt_status pfrt_enqueue_copy(pfrt_program *program, uint32_t device, uint32_t stream,
+                              pfrt_copy_direction direction, uint64_t bytes, double planned_us);
+pfrt_status pfrt_enqueue_alloc(pfrt_program *program, uint32_t device, uint32_t stream,
+                               uint32_t buffer, uint64_t bytes);
+pfrt_status pfrt_enqueue_free(pfrt_program *program, uint32_t device, uint32_t stream,
+                              uint32_t buffer);
+
+typedef struct pfrt_fill_job_desc {
+  const char *name;
+  pfrt_fill_kind kind;
+  uint64_t samples;               /* 0 = unbounded */
+  uint64_t samples_per_iteration; /* 0 = derived from the chunks */
+  uint64_t seed;
+  float learning_rate; /* training; 0 = 0.01 */
+} pfrt_fill_job_desc;
+pfrt_status pfrt_add_fill_job(pfrt_program *program, const pfrt_fill_job_desc *job,
+                              uint32_t *out_job);
+
+typedef struct pfrt_fill_layer_desc {
+  const char *name;
+  pfrt_layer_kind kind;
+  uint32_t hidden, heads, seq, ffn; /* ENCODER; MLP uses `hidden` too */
+  uint32_t in, out;                 /* MLP */
+  uint32_t dim, width;              /* GEMM_CHAIN */
+  double planned_us_per_sample;
+  double planned_backward_us_per_sample;
+  uint64_t weight_bytes;
+  uint64_t activation_bytes_per_sample;
+} pfrt_fill_layer_desc;
+pfrt_status pfrt_fill_job_add_layer(pfrt_program *program, uint32_t job,
+                                    const pfrt_fill_layer_desc *layer);
+
+/* Checks every rule of the stream model (pfrt_run does too). */
+pfrt_status pfrt_program_validate(const pfrt_program *program);
+
+/* ---------------------------------------------------------------------------------------------
+ * Program files (the interpreter)
+ * ------------------------------------------------------------------------------------------- */
+
+/* Loads a StreamProgram protobuf, binary or text format (by extension: .pbtxt .textproto .txtpb
+ * .txt are text, .pb .binpb .bin binary; otherwise by content), and replays it through the builder
+ * calls above, then validates it. Errors name the file (and line:column for text). */
+pfrt_status pfrt_program_load(const char *path, pfrt_program **out_program);
+/* Same from memory; source_name is used in messages. */
+pfrt_status pfrt_program_load_memory(const void *data, size_t size, const char *source_name,
+                                     pfrt_program **out_program);
+/* Writes the program as a StreamProgram (text format for the text extensions, else binary). */
+pfrt_status pfrt_program_save(const pfrt_program *program, const char *path);
+
+/* ---------------------------------------------------------------------------------------------
+ * Running
+ * ------------------------------------------------------------------------------------------- */
+
+/* Called instead of the calibrated main-job compute when set (a framework driving the stages):
+ * on the host backend synchronously on the stream's thread with stream == NULL; on the CUDA
+ * backend with stream = the cudaStream_t to enqueue the stage's kernels into. */
+typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind kind,
+                                uint32_t microbatch, uint32_t chunk, double planned_us,
+                                void *stream);
+
+typedef struct pfrt_options {
+  pfrt_backend backend;        /* default AUTO */
+  uint32_t iterations;         /* 0 = the program's */
+  int enable_fill;             /* default 1 */
+  int profile;                 /* 1: profile mode: main job only (implies enable_fill = 0) */
+  double time_scale;           /* host backend: real us per modelled us; default 1.0 */
+  const char *checkpoint_path; /* fill progress file, written after every iteration; NULL: none */
+  int32_t stage;               /* -1 (default): every device runs; K: device K runs for real (fill,
+                                  CUDA), the others are emulated at their planned times */
+  uint32_t max_dim;            /* fill workload dimension cap; 0 = backend default (host 128,
+                                  CUDA none) */
+  pfrt_compute_fn compute_fn;  /* optional, see above */
+  void *compute_user;
+  int verbose; /* nonzero: progress lines on stderr */
+} pfrt_options;
+
+void pfrt_options_init(pfrt_options *options);
+
+/* Runs the program. On success *out_report holds the report (free with pfrt_report_destroy). */
+pfrt_status pfrt_run(pfrt_program *program, const pfrt_options *options,
+                     pfrt_report **out_report);
+
+/* Number of CUDA devices (0 without a GPU/driver or when the runtime was built without CUDA). */
+int pfrt_cuda_device_count(void);
+/* 1 if the backend is compiled into this library. */
+int pfrt_backend_compiled(pfrt_backend backend);
+
+/* ---------------------------------------------------------------------------------------------
+ * Reports
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct pfrt_report_stats {
+  const char *backend; /* "host", "cuda", "cuda-replay" */
+  uint32_t first_iteration;      /* > 0 when resumed from a checkpoint */
+  uint32_t iterations;           /* iterations run by this call */
+  double iteration_us_mean;      /* measured (first iteration excluded when > 1) */
+  double planned_iteration_us;
+  double bubble_us_per_iteration;      /* measured main-stream gaps, all devices */
+  double fill_us_per_iteration;        /* measured fill-chunk time, all devices */
+  uint64_t overrun_count;
+  double overrun_us;
+  double switch_latency_us_mean; /* bubble begin -> first fill chunk start; -1 if no fill ran */
+  uint32_t jobs;
+} pfrt_report_stats;
+
+typedef struct pfrt_report_job {
+  const char *name;
+  pfrt_fill_kind kind;
+  uint64_t samples_completed; /* including work restored from a checkpoint */
+  uint64_t samples_this_run;
+  uint64_t samples_planned;   /* what the plan schedules in this run's iterations */
+  double checksum;            /* inference: sum of |out| weighted by position; training: losses */
+  uint64_t steps;             /* training steps completed */
+  double weights_checksum;    /* training: checksum of the final weights */
+} pfrt_report_job;
+
+pfrt_status pfrt_report_get_stats(const pfrt_report *report, pfrt_report_stats *out_stats);
+pfrt_status pfrt_report_get_job(const pfrt_report *report, uint32_t job,
+                                pfrt_report_job *out_job);
+/* The run report as JSON text (see docs/runtime.md) and the terminal summary table. */
+const char *pfrt_report_json(const pfrt_report *report);
+const char *pfrt_report_summary(const pfrt_report *report);
+pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
+/* Writes a pipefill.rt.MeasuredProfile (binary, or text for the text extensions). */
+pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
+void pfrt_report_destroy(pfrt_report *report);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PFRT_H */

@@ -1,0 +1,156 @@
+// Checkpoint / resume: a stopped run resumes after the last completed iteration without losing
+// finished fill work, including a batch in flight across iterations and training weights.
+#include "runtime/tests/TestUtil.h"
+
+#include <cstdio>
+#include <fstream>
+
+namespace pfrt {
+namespace test {
+namespace {
+
+// One device, one bubble at the end of the iteration and one at its start (warm-up). A batch
+// begins in the cool-down bubble (layers [0,1)) and finishes in the next iteration's warm-up
+// bubble (layers [1,2), iteration_offset -1), so a batch is in flight at every checkpoint.
+ProgramPtr spanningProgram(pfrt_fill_kind kind) {
+  pfrt_program *raw = nullptr;
+  EXPECT_EQ(pfrt_program_create("spanning", &raw), PFRT_OK);
+  ProgramPtr p(raw);
+  uint32_t dev = 0, main = 0, fill = 0, job = 0, e0 = 0, e1 = 0;
+  pfrt_add_device(p.get(), nullptr, &dev);
+  pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_create_event(p.get(), dev, "warmup", &e0);
+  pfrt_create_event(p.get(), dev, "cooldown", &e1);
+  pfrt_fill_job_desc jd{};
+  jd.name = "job";
+  jd.kind = kind;
+  jd.seed = 3;
+  pfrt_add_fill_job(p.get(), &jd, &job);
+  pfrt_fill_layer_desc l = kind == PFRT_FILL_TRAINING ? samples::smallMlp()
+                                                      : samples::smallEncoder();
+  pfrt_fill_job_add_layer(p.get(), job, &l);
+  pfrt_fill_job_add_layer(p.get(), job, &l);
+  const uint32_t passes = kind == PFRT_FILL_TRAINING ? 4 : 2;
+
+  pfrt_bubble_desc b{};
+  b.planned_duration_us = 300;
+  b.emulate_idle = 1;
+  pfrt_enqueue_record(p.get(), dev, main, e0);
+  b.bubble_id = 0;
+  b.kind = PFRT_BUBBLE_WARMUP;
+  pfrt_enqueue_bubble(p.get(), dev, main, &b);
+  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 300, 0);
+  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 300, 0);
+  pfrt_enqueue_record(p.get(), dev, main, e1);
+  b.bubble_id = 1;
+  b.kind = PFRT_BUBBLE_COOLDOWN;
+  pfrt_enqueue_bubble(p.get(), dev, main, &b);
+
+  pfrt_fill_chunk_desc c{};
+  c.job = job;
+  c.batch = 3;
+  pfrt_enqueue_wait(p.get(), dev, fill, e0);
+  c.bubble_id = 0;
+  c.layer_begin = 1;
+  c.layer_end = passes;
+  c.iteration_offset = -1;
+  c.activations_on_host = 1;
+  EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK);
+  pfrt_enqueue_wait(p.get(), dev, fill, e1);
+  c.bubble_id = 1;
+  c.layer_begin = 0;
+  c.layer_end = 1;
+  c.iteration_offset = 0;
+  EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK);
+  EXPECT_EQ(pfrt_program_validate(p.get()), PFRT_OK) << pfrt_last_error();
+  return p;
+}
+
+void resumeKeepsWork(pfrt_fill_kind kind, double tolerance) {
+  ProgramPtr p = spanningProgram(kind);
+  // Uninterrupted: 6 iterations.
+  ReportPtr full = runOk(p.get(), hostOptions(6));
+  ASSERT_TRUE(full);
+  // 3 iterations, then a second process-equivalent run to 6 from the checkpoint.
+  std::string cp = tempPath("fill.ckpt");
+  pfrt_options o = hostOptions(3);
+  o.checkpoint_path = cp.c_str();
+  ReportPtr first = runOk(p.get(), o);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->data.jobs[0].samplesThisRun, 6u); // batches of iterations 0 and 1 finished
+  o.iterations = 6;
+  ReportPtr second = runOk(p.get(), o);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->data.resumed);
+  EXPECT_EQ(second->data.firstIteration, 3);
+  EXPECT_EQ(second->data.iterations, 3u);
+  const RunResult::Job &a = full->data.jobs[0], &b = second->data.jobs[0];
+  EXPECT_EQ(b.samplesCompleted, a.samplesCompleted);
+  EXPECT_EQ(b.samplesCompleted, 15u); // 5 batches of 3 (the 6th is still in flight)
+  EXPECT_EQ(b.steps, a.steps);
+  EXPECT_NEAR(b.checksum, a.checksum, tolerance * a.checksum);
+  if (kind == PFRT_FILL_TRAINING) {
+    EXPECT_NEAR(b.weightsChecksum, a.weightsChecksum, tolerance * a.weightsChecksum);
+  }
+  // Running again with the same target does nothing and keeps the totals.
+  ReportPtr third = runOk(p.get(), o);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->data.iterations, 0u);
+  EXPECT_EQ(third->data.jobs[0].samplesCompleted, a.samplesCompleted);
+  // A smaller target does not rewind the checkpoint.
+  o.iterations = 4;
+  ReportPtr fourth = runOk(p.get(), o);
+  ASSERT_TRUE(fourth);
+  EXPECT_EQ(fourth->data.iterations, 0u);
+  EXPECT_EQ(fourth->data.firstIteration, 6);
+  o.iterations = 7;
+  ReportPtr fifth = runOk(p.get(), o);
+  ASSERT_TRUE(fifth);
+  EXPECT_EQ(fifth->data.firstIteration, 6);
+  EXPECT_EQ(fifth->data.jobs[0].samplesCompleted, a.samplesCompleted + 3);
+  std::remove(cp.c_str());
+}
+
+TEST(CheckpointTest, InferenceResumeKeepsCompletedSamples) {
+  resumeKeepsWork(PFRT_FILL_INFERENCE, 1e-9);
+}
+
+TEST(CheckpointTest, TrainingResumeKeepsWeightsAndLosses) {
+  resumeKeepsWork(PFRT_FILL_TRAINING, 1e-9);
+}
+
+TEST(CheckpointTest, CheckpointOfAnotherProgramIsRejected) {
+  ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
+  ProgramPtr q = spanningProgram(PFRT_FILL_TRAINING);
+  std::string cp = tempPath("other.ckpt");
+  pfrt_options o = hostOptions(2);
+  o.checkpoint_path = cp.c_str();
+  ReportPtr first = runOk(p.get(), o);
+  ASSERT_TRUE(first);
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(q.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(r, nullptr);
+  EXPECT_NE(std::string(pfrt_last_error()).find("different program"), std::string::npos)
+      << pfrt_last_error();
+  std::remove(cp.c_str());
+}
+
+TEST(CheckpointTest, CorruptCheckpointIsAnError) {
+  ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
+  std::string cp = tempPath("corrupt.ckpt");
+  {
+    std::ofstream out(cp, std::ios::binary);
+    out << "\x0a\xff\xff\xff garbage";
+  }
+  pfrt_options o = hostOptions(2);
+  o.checkpoint_path = cp.c_str();
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_PARSE);
+  EXPECT_NE(std::string(pfrt_last_error()).find(cp), std::string::npos) << pfrt_last_error();
+  std::remove(cp.c_str());
+}
+
+} // namespace
+} // namespace test
+} // namespace pfrt

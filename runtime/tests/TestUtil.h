@@ -1,0 +1,48 @@
+// Helpers shared by the runtime tests.
+#ifndef PFRT_TESTS_TEST_UTIL_H
+#define PFRT_TESTS_TEST_UTIL_H
+
+#include "runtime/Report.h"
+#include "runtime/pfrt.h"
+#include "runtime/testing/SamplePrograms.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+namespace pfrt {
+namespace test {
+
+struct ProgramDeleter {
+  void operator()(pfrt_program *p) const { pfrt_program_destroy(p); }
+};
+struct ReportDeleter {
+  void operator()(pfrt_report *r) const { pfrt_report_destroy(r); }
+};
+using ProgramPtr = std::unique_ptr<pfrt_program, ProgramDeleter>;
+using ReportPtr = std::unique_ptr<pfrt_report, ReportDeleter>;
+
+// Host-backend options: fill on, time scale 1, given iterations.
+pfrt_options hostOptions(uint32_t iterations = 0);
+
+// Runs and fails the test (returning null) on error.
+ReportPtr runOk(pfrt_program *program, const pfrt_options &options);
+
+ProgramPtr buildOk(const samples::PipelineSpec &spec);
+
+// A unique file path in the test's temporary directory.
+std::string tempPath(const std::string &name);
+
+std::string dataPath(const std::string &name);
+
+#define PFRT_ASSERT_OK(call)                                                                       \
+  do {                                                                                             \
+    pfrt_status pfrt_assert_status_ = (call);                                                      \
+    ASSERT_EQ(pfrt_assert_status_, PFRT_OK) << #call << ": " << pfrt_last_error();                 \
+  } while (0)
+
+} // namespace test
+} // namespace pfrt
+
+#endif // PFRT_TESTS_TEST_UTIL_H

@@ -1,0 +1,338 @@
+// pfrt-gpu-bench: measures what the PipeFill targets are about on a real backend:
+//   1. the main job's iteration time with and without fill (slowdown ratio), on a 1F1B pipeline
+//      built through the builder API (replay mode when there are fewer GPUs than stages);
+//   2. the bubble context-switch latency: main-stream event record -> first fill kernel start on
+//      the fill stream.
+// Fill chunks are sized from a measured per-sample time (a calibration run), like the compiler
+// would do from a profile. Prints a short table; --report-prefix writes the run reports.
+#include "runtime/pfrt.h"
+#include "runtime/testing/SamplePrograms.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+struct Args {
+  pfrt_backend backend = PFRT_BACKEND_AUTO;
+  uint32_t iterations = 20;
+  uint32_t stages = 4, microbatches = 8;
+  double forwardUs = 2000, backwardUs = 4000, p2pUs = 30;
+  int32_t stage = -1;
+  uint32_t hidden = 1024, heads = 16, seq = 512, ffn = 4096, layers = 4;
+  double fillFraction = 0.8;
+  double timeScale = 1.0;
+  uint32_t maxDim = 0;
+  std::string reportPrefix;
+};
+
+const char *kUsage =
+    "usage: pfrt-gpu-bench [options]\n"
+    "  --backend cuda|host|auto   (default auto)\n"
+    "  --iterations N             iterations per run (default 20)\n"
+    "  --stages P --microbatches M --forward-us F --backward-us B\n"
+    "                             the 1F1B main job (default 4 x 8, 2000/4000 us)\n"
+    "  --stage K                  run stage K for real, emulate the others (replay)\n"
+    "  --hidden H --heads A --seq S --ffn F --layers L\n"
+    "                             the fill job's encoder layers (default 1024/16/512/4096 x 4)\n"
+    "  --fill-fraction X          planned share of each bubble to fill (default 0.8)\n"
+    "  --time-scale X             host backend clock scale (default 1)\n"
+    "  --max-dim N                fill dimension cap (default: backend's)\n"
+    "  --report-prefix PATH       write PATH.nofill.json, PATH.fill.json, PATH.switch.json\n";
+
+bool number(const char *s, double &out) {
+  char *end = nullptr;
+  errno = 0;
+  out = std::strtod(s, &end);
+  return s && *s && !errno && end && !*end;
+}
+
+bool parse(int argc, char **argv, Args &a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "pfrt-gpu-bench: error: %s expects a value\n", k.c_str());
+      return false;
+    }
+    const char *v = argv[++i];
+    double x = 0;
+    if (k == "--backend") {
+      std::string b = v;
+      if (b == "cuda")
+        a.backend = PFRT_BACKEND_CUDA;
+      else if (b == "host")
+        a.backend = PFRT_BACKEND_HOST;
+      else if (b == "auto")
+        a.backend = PFRT_BACKEND_AUTO;
+      else {
+        std::fprintf(stderr, "pfrt-gpu-bench: error: unknown backend '%s'\n", v);
+        return false;
+      }
+      continue;
+    }
+    if (k == "--report-prefix") {
+      a.reportPrefix = v;
+      continue;
+    }
+    if (!number(v, x) || x < 0) {
+      std::fprintf(stderr, "pfrt-gpu-bench: error: %s expects a non-negative number, got '%s'\n",
+                   k.c_str(), v);
+      return false;
+    }
+    if (k == "--iterations") a.iterations = static_cast<uint32_t>(x);
+    else if (k == "--stages") a.stages = static_cast<uint32_t>(x);
+    else if (k == "--microbatches") a.microbatches = static_cast<uint32_t>(x);
+    else if (k == "--forward-us") a.forwardUs = x;
+    else if (k == "--backward-us") a.backwardUs = x;
+    else if (k == "--stage") a.stage = static_cast<int32_t>(x);
+    else if (k == "--hidden") a.hidden = static_cast<uint32_t>(x);
+    else if (k == "--heads") a.heads = static_cast<uint32_t>(x);
+    else if (k == "--seq") a.seq = static_cast<uint32_t>(x);
+    else if (k == "--ffn") a.ffn = static_cast<uint32_t>(x);
+    else if (k == "--layers") a.layers = static_cast<uint32_t>(x);
+    else if (k == "--fill-fraction") a.fillFraction = x;
+    else if (k == "--time-scale") a.timeScale = x;
+    else if (k == "--max-dim") a.maxDim = static_cast<uint32_t>(x);
+    else {
+      std::fprintf(stderr, "pfrt-gpu-bench: error: unknown option '%s'\n%s", k.c_str(), kUsage);
+      return false;
+    }
+  }
+  if (a.iterations < 2 || a.stages == 0 || a.microbatches == 0 || a.layers == 0 || !a.heads ||
+      a.hidden % a.heads || a.timeScale <= 0) {
+    std::fprintf(stderr, "pfrt-gpu-bench: error: inconsistent options\n%s", kUsage);
+    return false;
+  }
+  return true;
+}
+
+pfrt_fill_layer_desc encoder(const Args &a) {
+  pfrt_fill_layer_desc l{};
+  l.kind = PFRT_LAYER_ENCODER;
+  l.hidden = a.hidden;
+  l.heads = a.heads;
+  l.seq = a.seq;
+  l.ffn = a.ffn;
+  return l;
+}
+
+pfrt_options options(const Args &a, uint32_t iterations) {
+  pfrt_options o;
+  pfrt_options_init(&o);
+  o.backend = a.backend;
+  o.iterations = iterations;
+  o.time_scale = a.timeScale;
+  o.stage = a.stage;
+  o.max_dim = a.maxDim;
+  return o;
+}
+
+struct Run {
+  pfrt_report *report = nullptr;
+  pfrt_report_stats stats{};
+  ~Run() { pfrt_report_destroy(report); }
+};
+
+bool run(pfrt_program *p, const pfrt_options &o, Run &r, const char *what) {
+  if (pfrt_run(p, &o, &r.report) != PFRT_OK) {
+    std::fprintf(stderr, "pfrt-gpu-bench: error: %s run failed: %s\n", what, pfrt_last_error());
+    return false;
+  }
+  pfrt_report_get_stats(r.report, &r.stats);
+  return true;
+}
+
+void save(const Args &a, const Run &r, const char *suffix) {
+  if (a.reportPrefix.empty())
+    return;
+  std::string path = a.reportPrefix + "." + suffix + ".json";
+  if (pfrt_report_write_json(r.report, path.c_str()) != PFRT_OK)
+    std::fprintf(stderr, "pfrt-gpu-bench: warning: %s\n", pfrt_last_error());
+}
+
+// One device: a long idle bubble with one fill chunk of `batch` samples through every layer.
+// Returns the measured fill time per sample and layer.
+bool calibrateFill(const Args &a, double &usPerSampleLayer) {
+  const uint32_t batch = 4;
+  pfrt_program *p = nullptr;
+  pfrt_program_create("fill-calibration", &p);
+  uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
+  pfrt_add_device(p, nullptr, &dev);
+  pfrt_create_stream(p, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_create_stream(p, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_create_event(p, dev, "bubble", &ev);
+  pfrt_fill_job_desc jd{};
+  jd.name = "calibration";
+  jd.kind = PFRT_FILL_INFERENCE;
+  pfrt_add_fill_job(p, &jd, &job);
+  pfrt_fill_layer_desc l = encoder(a);
+  for (uint32_t i = 0; i < a.layers; ++i)
+    pfrt_fill_job_add_layer(p, job, &l);
+  pfrt_enqueue_record(p, dev, main, ev);
+  pfrt_bubble_desc b{};
+  b.planned_duration_us = 200000;
+  b.emulate_idle = 1;
+  pfrt_enqueue_bubble(p, dev, main, &b);
+  pfrt_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 100, 0);
+  pfrt_enqueue_wait(p, dev, fill, ev);
+  pfrt_fill_chunk_desc c{};
+  c.job = job;
+  c.layer_end = a.layers;
+  c.batch = batch;
+  pfrt_enqueue_fill(p, dev, fill, &c);
+  pfrt_options o = options(a, 3);
+  o.stage = -1;
+  Run r;
+  bool ok = run(p, o, r, "fill calibration");
+  pfrt_program_destroy(p);
+  if (!ok)
+    return false;
+  usPerSampleLayer = r.stats.fill_us_per_iteration / (batch * a.layers);
+  return usPerSampleLayer > 0;
+}
+
+// Context switch: main records, idles 2 ms; the fill stream waits and runs a tiny GEMM chain.
+bool switchLatency(const Args &a, Run &r) {
+  pfrt_program *p = nullptr;
+  pfrt_program_create("switch-latency", &p);
+  uint32_t dev = 0, main = 0, fill = 0, job = 0;
+  pfrt_add_device(p, nullptr, &dev);
+  pfrt_create_stream(p, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_create_stream(p, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_fill_job_desc jd{};
+  jd.name = "tiny";
+  jd.kind = PFRT_FILL_INFERENCE;
+  pfrt_add_fill_job(p, &jd, &job);
+  pfrt_fill_layer_desc l{};
+  l.kind = PFRT_LAYER_GEMM_CHAIN;
+  l.dim = 64;
+  l.planned_us_per_sample = 20;
+  pfrt_fill_job_add_layer(p, job, &l);
+  for (uint32_t i = 0; i < 8; ++i) {
+    uint32_t ev = 0;
+    pfrt_create_event(p, dev, "bubble", &ev);
+    pfrt_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, i, 0, 1000, 0);
+    pfrt_enqueue_record(p, dev, main, ev);
+    pfrt_bubble_desc b{};
+    b.bubble_id = i;
+    b.planned_duration_us = 2000;
+    b.emulate_idle = 1;
+    pfrt_enqueue_bubble(p, dev, main, &b);
+    pfrt_enqueue_wait(p, dev, fill, ev);
+    pfrt_fill_chunk_desc c{};
+    c.job = job;
+    c.bubble_id = i;
+    c.layer_end = 1;
+    c.batch = 1;
+    c.sample_begin = i;
+    c.planned_us = 20;
+    pfrt_enqueue_fill(p, dev, fill, &c);
+  }
+  pfrt_options o = options(a, a.iterations);
+  o.stage = -1;
+  bool ok = run(p, o, r, "context-switch");
+  pfrt_program_destroy(p);
+  return ok;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Args a;
+  if (!parse(argc, argv, a))
+    return 2;
+
+  double perSampleLayer = 0;
+  if (!calibrateFill(a, perSampleLayer))
+    return 1;
+
+  pfrt::samples::PipelineSpec spec;
+  spec.name = "gpu-bench";
+  spec.stages = a.stages;
+  spec.microbatches = a.microbatches;
+  spec.forwardUs = a.forwardUs;
+  spec.backwardUs = a.backwardUs;
+  spec.p2pUs = a.p2pUs;
+  spec.iterations = a.iterations;
+  spec.memoryBytes = 141ull << 30;
+  spec.staticBytes = 40ull << 30;
+  spec.layer = encoder(a);
+  spec.fillLayers = a.layers;
+  spec.fillUsPerSample = perSampleLayer * 1.1; // safety margin
+  spec.fillFraction = a.fillFraction;
+  spec.maxBatch = 256;
+  std::string error;
+  pfrt_program *program = pfrt::samples::buildPipeline(spec, &error);
+  if (!program) {
+    std::fprintf(stderr, "pfrt-gpu-bench: error: %s\n", error.c_str());
+    return 1;
+  }
+
+  pfrt_options noFill = options(a, a.iterations);
+  noFill.enable_fill = 0;
+  pfrt_options withFill = options(a, a.iterations);
+  Run base, filled, sw;
+  bool ok = run(program, noFill, base, "no-fill") && run(program, withFill, filled, "fill") &&
+            switchLatency(a, sw);
+  if (!ok) {
+    pfrt_program_destroy(program);
+    return 1;
+  }
+  save(a, base, "nofill");
+  save(a, filled, "fill");
+  save(a, sw, "switch");
+
+  uint64_t samples = 0;
+  for (uint32_t j = 0; j < filled.stats.jobs; ++j) {
+    pfrt_report_job job;
+    if (pfrt_report_get_job(filled.report, j, &job) == PFRT_OK)
+      samples += job.samples_this_run;
+  }
+  const double slowdown = base.stats.iteration_us_mean > 0
+                              ? filled.stats.iteration_us_mean / base.stats.iteration_us_mean - 1
+                              : 0;
+  const double filledFraction = filled.stats.bubble_us_per_iteration > 0
+                                    ? filled.stats.fill_us_per_iteration /
+                                          filled.stats.bubble_us_per_iteration
+                                    : 0;
+  std::printf("pfrt-gpu-bench: backend %s, %u stages x %u micro-batches 1F1B, %u iterations%s\n",
+              filled.stats.backend, a.stages, a.microbatches, a.iterations,
+              std::strcmp(filled.stats.backend, "cuda-replay") == 0
+                  ? " (one stage on the GPU, peers emulated)"
+                  : "");
+  std::printf("  fill job: %u encoder layers h=%u a=%u s=%u f=%u, %.1f us per sample and layer\n",
+              a.layers, a.hidden, a.heads, a.seq, a.ffn, perSampleLayer);
+  std::printf("  %-36s %12s %12s\n", "", "measured", "target");
+  std::printf("  %-36s %12.1f %12s\n", "planned iteration (us)", base.stats.planned_iteration_us,
+              "");
+  std::printf("  %-36s %12.1f %12s\n", "iteration without fill (us)",
+              base.stats.iteration_us_mean, "");
+  std::printf("  %-36s %12.1f %12s\n", "iteration with fill (us)", filled.stats.iteration_us_mean,
+              "");
+  std::printf("  %-36s %11.2f%% %12s  %s\n", "main-job slowdown", 100 * slowdown, "<= 1%",
+              slowdown <= 0.01 ? "ok" : "ABOVE TARGET");
+  std::printf("  %-36s %12.1f %12s\n", "bubble time / iteration (us)",
+              filled.stats.bubble_us_per_iteration, "");
+  std::printf("  %-36s %12.2f %12s\n", "fill time / bubble time", filledFraction, ">= 0.9 planned");
+  std::printf("  %-36s %12.1f %12s\n", "fill samples / iteration",
+              static_cast<double>(samples) / a.iterations, "");
+  std::printf("  %-36s %12llu %12s  (%.1f us)\n", "overruns",
+              static_cast<unsigned long long>(filled.stats.overrun_count), "0",
+              filled.stats.overrun_us);
+  std::printf("  %-36s %12.1f %12s  %s\n", "context switch, record -> fill (us)",
+              sw.stats.switch_latency_us_mean, "<= 20",
+              sw.stats.switch_latency_us_mean >= 0 && sw.stats.switch_latency_us_mean <= 20
+                  ? "ok"
+                  : "ABOVE TARGET");
+  std::printf("  %-36s %12.1f %12s\n", "context switch inside the pipeline (us)",
+              filled.stats.switch_latency_us_mean, "");
+  pfrt_program_destroy(program);
+  return 0;
+}
