@@ -6,6 +6,8 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
 
 #include <memory>
 
@@ -14,8 +16,16 @@ namespace pipefill {
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"
 
+/// Options of the `--pipefill-compile` pipeline.
+struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("Measured profile (pipefill-run --profile-out) whose "
+                     "instruction times replace the planned ones")};
+};
+
 /// Adds the passes of `--pipefill-compile` to `pm`.
-void buildCompilePipeline(mlir::OpPassManager &pm);
+void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// Registers every pipefill pass and the `pipefill-compile` pipeline.
 void registerPasses();

@@ -22,6 +22,24 @@ def ExpandSchedule : Pass<"pipefill-expand-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["pipefill::PipefillDialect"];
 }
 
+def ApplyProfile : Pass<"pipefill-apply-profile", "mlir::ModuleOp"> {
+  let summary = "Replace planned instruction durations with a measured profile";
+  let description = [{
+    Closes the loop profile -> compile -> run: reads the MeasuredProfile that
+    `pipefill-run --profile-out` wrote (binary, or text for `.pbtxt`) and sets
+    every compute instruction's `duration` to the measured mean of the same
+    instruction (stage, kind, micro-batch, chunk), and the stage's
+    `forward_us`/`backward_us` to the measured means. Timing results of an
+    earlier simulation are dropped so `pipefill-simulate` recomputes them.
+    Runs after `pipefill-expand-schedule`; `--pipefill-compile=profile=FILE`
+    inserts it there.
+  }];
+  let options = [
+    Option<"profile", "profile", "std::string", "",
+           "MeasuredProfile file written by pipefill-run --profile-out">
+  ];
+}
+
 def Simulate : Pass<"pipefill-simulate", "mlir::ModuleOp"> {
   let summary = "List-schedule the instructions and annotate start/end times and memory";
   let description = [{

@@ -10,8 +10,10 @@ namespace {
 #include "passes/Passes.h.inc"
 } // namespace
 
-void buildCompilePipeline(mlir::OpPassManager &pm) {
+void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
   pm.addPass(createExpandSchedule());
+  if (!options.profile.empty())
+    pm.addPass(createApplyProfile(ApplyProfileOptions{options.profile}));
   pm.addPass(createSimulate());
   pm.addPass(createInsertBubbles());
   pm.addPass(createPlanFill());
@@ -20,7 +22,7 @@ void buildCompilePipeline(mlir::OpPassManager &pm) {
 
 void registerPasses() {
   registerPipefillPasses();
-  mlir::PassPipelineRegistration<>(
+  mlir::PassPipelineRegistration<CompileOptions>(
       "pipefill-compile",
       "The whole pipefill pipeline: expand the schedule, simulate it, "
       "materialize bubbles, plan fill work into them and verify the plan",

@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "pipefill"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".pbtxt", ".test"]
-config.excludes = ["Inputs", "scripts", "example-report.test.py", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "scripts", "example-report.test.py", "compare_runs.py", "scale_profile.py", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pipefill_obj_root, "test")
 
@@ -22,7 +22,8 @@ llvm_config.use_default_substitutions()
 
 # FileCheck, not, count come from the LLVM install; our tools from build/bin.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-tools = ["pipefill-opt", "pipefill-translate", "pipefill-run", "pipefill-sim"]
+tools = ["pipefill-opt", "pipefill-translate", "pipefill-run", "pipefill-sim", "tiny-run",
+         "gpt40b-1f1b-run"]
 # Tests of optional tools run only where the tool was built.
 if not os.path.exists(os.path.join(config.pipefill_tools_dir, "pipefill-sim")):
     config.excludes.append("sim")

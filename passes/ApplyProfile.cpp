@@ -1,0 +1,122 @@
+//===- ApplyProfile.cpp - pipefill-apply-profile --------------------------===//
+#include "passes/Passes.h"
+#include "proto/profile.pb.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <map>
+#include <tuple>
+
+using namespace mlir;
+
+namespace pipefill {
+#define GEN_PASS_DEF_APPLYPROFILE
+#include "passes/Passes.h.inc"
+
+namespace {
+using Kind = rt::ComputeOp::Kind;
+
+struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
+  using ApplyProfileBase::ApplyProfileBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (profile.empty()) {
+      module.emitError() << "pipefill-apply-profile needs profile=FILE";
+      return signalPassFailure();
+    }
+    auto buffer = llvm::MemoryBuffer::getFile(profile);
+    if (!buffer) {
+      module.emitError() << "cannot read profile '" << profile
+                         << "': " << buffer.getError().message();
+      return signalPassFailure();
+    }
+    rt::MeasuredProfile measured;
+    std::string data = (*buffer)->getBuffer().str();
+    bool text = StringRef(profile).ends_with(".pbtxt") ||
+                StringRef(profile).ends_with(".txtpb") ||
+                StringRef(profile).ends_with(".textproto");
+    bool parsed = text ? google::protobuf::TextFormat::ParseFromString(data, &measured)
+                       : measured.ParseFromString(data);
+    if (!parsed) {
+      module.emitError() << "'" << profile << "' is not a valid "
+                         << (text ? "text" : "binary") << " MeasuredProfile";
+      return signalPassFailure();
+    }
+    for (PipelineOp pipeline : module.getOps<PipelineOp>())
+      if (failed(apply(pipeline, measured)))
+        return signalPassFailure();
+  }
+
+  LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured) {
+    if (!pipeline.isExpanded())
+      return pipeline.emitError()
+             << "has no instructions to apply a profile to; run "
+                "pipefill-expand-schedule first";
+    if (measured.stages_size() != (int)pipeline.getNumStages())
+      return pipeline.emitError()
+             << "has " << pipeline.getNumStages() << " stages but profile '"
+             << profile << "' measured " << measured.stages_size();
+    Builder b(&getContext());
+    pipeline.removeIterationUsAttr();
+    int s = 0;
+    for (StageOp stage : pipeline.getStages()) {
+      const rt::MeasuredStage &ms = measured.stages(s++);
+      std::map<std::tuple<int, int64_t, int64_t>, double> byKey;
+      for (const rt::MeasuredInstruction &i : ms.instructions())
+        byKey[{(int)i.kind(), (int64_t)i.microbatch(), (int64_t)i.chunk()}] =
+            i.measured_us();
+      if (ms.forward_us() > 0)
+        stage.setForwardUs(llvm::APFloat(ms.forward_us() * pipeline.getVirtualStages()));
+      if (ms.backward_us() > 0)
+        stage.setBackwardUs(llvm::APFloat(ms.backward_us() * pipeline.getVirtualStages()));
+      stage.removeBusyUsAttr();
+      stage.removeIdleUsAttr();
+      stage.removePeakBytesAttr();
+      for (Operation &op : stage.getBody().front()) {
+        for (StringRef name : {"start_us", "end_us", "live_bytes"})
+          op.removeAttr(name);
+        auto set = [&](Kind kind, int64_t mb, int64_t chunk, auto typed) -> LogicalResult {
+          auto it = byKey.find({(int)kind, mb, chunk});
+          if (it == byKey.end())
+            return op.emitOpError() << "has no measurement in profile '" << profile
+                                    << "' (stage " << stage.getIndex() << ")";
+          typed.setDurationUs(llvm::APFloat(it->second));
+          return success();
+        };
+        LogicalResult result =
+            llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+                .Case<ForwardOp>([&](ForwardOp x) {
+                  return set(rt::ComputeOp::FORWARD, x.getMicrobatch(), x.getChunk(), x);
+                })
+                .Case<BackwardOp>([&](BackwardOp x) {
+                  return set(rt::ComputeOp::BACKWARD, x.getMicrobatch(), x.getChunk(), x);
+                })
+                .Case<BackwardInputOp>([&](BackwardInputOp x) {
+                  return set(rt::ComputeOp::BACKWARD_INPUT, x.getMicrobatch(),
+                             x.getChunk(), x);
+                })
+                .Case<BackwardWeightOp>([&](BackwardWeightOp x) {
+                  return set(rt::ComputeOp::BACKWARD_WEIGHT, x.getMicrobatch(),
+                             x.getChunk(), x);
+                })
+                .Case<AllReduceGradsOp>([&](AllReduceGradsOp x) {
+                  return set(rt::ComputeOp::ALLREDUCE, 0, 0, x);
+                })
+                .Case<OptimizerStepOp>([&](OptimizerStepOp x) {
+                  return set(rt::ComputeOp::OPTIMIZER, 0, 0, x);
+                })
+                .Default([](Operation *) { return success(); });
+        if (failed(result))
+          return failure();
+      }
+    }
+    return success();
+  }
+};
+} // namespace
+} // namespace pipefill
