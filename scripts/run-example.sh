@@ -17,6 +17,22 @@ name=$(basename "$JOB" .pbtxt)
 "$BIN/pipefill-translate" --to-report "$OUT/$name.compiled.mlir" -o "$OUT/$name.report.json"
 "$BIN/pipefill-translate" --to-trace "$OUT/$name.compiled.mlir" -o "$OUT/$name.trace.json"
 "$BIN/pipefill-translate" --to-svg "$OUT/$name.compiled.mlir" -o "$OUT/$name.svg"
+"$BIN/pipefill-opt" --pipefill-lower-to-stream=iterations=2 "$OUT/$name.compiled.mlir" \
+  -o "$OUT/$name.stream.mlir"
+"$BIN/pipefill-translate" --to-stream-program "$OUT/$name.stream.mlir" -o "$OUT/$name.pb"
+
+echo "== compiled plan =="
 "$BIN/pipefill-translate" --to-summary "$OUT/$name.compiled.mlir"
 echo
-echo "artifacts in $OUT/: $name.compiled.mlir $name.report.json $name.trace.json $name.svg"
+# Run the plan: CUDA where a GPU is present, else the host backend (which
+# models main-job time and runs the fill kernels for real on the CPU, with
+# their dimensions capped; its timings are not GPU timings).
+echo "== run (pipefill-run, backend auto) =="
+"$BIN/pipefill-run" "$OUT/$name.pb" --backend auto --iterations 2 --max-dim 32 \
+  --report "$OUT/$name.run.json" | head -12
+echo "  ... per-job rows for every device in $OUT/$name.run.json"
+echo
+echo "artifacts in $OUT/:"
+echo "  $name.compiled.mlir  compiled IR (schedule, bubbles, fill plan)"
+echo "  $name.report.json    report   $name.svg  timeline picture   $name.trace.json  Chrome trace"
+echo "  $name.pb             stream program   $name.run.json  run report (planned vs measured)"
