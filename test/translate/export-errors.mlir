@@ -1,6 +1,8 @@
 // RUN: pipefill-translate --to-report %s --split-input-file --verify-diagnostics
 // RUN: pipefill-translate --to-svg %s --split-input-file --verify-diagnostics
 // RUN: pipefill-translate --to-trace %s --split-input-file --verify-diagnostics
+// RUN: pipefill-translate --to-stream-program %S/Inputs/no-program.mlir --verify-diagnostics
+// RUN: pipefill-translate --to-cpp %S/Inputs/no-program.mlir --verify-diagnostics
 
 // expected-error @+1 {{has not been simulated; run pipefill-opt --pipefill-compile}}
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
