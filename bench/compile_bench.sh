@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 BIN=${1:-build}/bin
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-printf "%-28s %12s %10s %10s %14s\n" "job" "instructions" "compile s" "total s" "us/instruction"
+printf "%-28s %12s %10s %14s %10s %14s\n" "job" "instructions" "compile s" "no-verify s" "total s" "us/instruction"
 for size in "16 64 10" "32 128 25" "64 256 50" "64 512 100"; do
   set -- $size
   job=$WORK/job-$1-$2-$3.pbtxt
@@ -20,10 +20,14 @@ for size in "16 64 10" "32 128 25" "64 256 50" "64 512 100"; do
   t1=$(date +%s.%N)
   "$BIN/pipefill-translate" --to-report "$WORK/out.mlir" -o "$WORK/report.json"
   t2=$(date +%s.%N)
+  # The same compile without MLIR's verification after every pass.
+  "$BIN/pipefill-opt" --pipefill-compile "$WORK/in.mlir" -o "$WORK/out2.mlir" --emit-bytecode \
+    --mlir-disable-threading --verify-each=false 2>/dev/null
+  t3=$(date +%s.%N)
   n=$("$BIN/pipefill-opt" "$WORK/out.mlir" | grep -cE 'pipefill\.(forward|backward|backward_input|backward_weight|send|recv)')
-  python3 - "$1x$2, $3 jobs" "$n" "$t0" "$t1" "$t2" <<'PY'
+  python3 - "$1x$2, $3 jobs" "$n" "$t0" "$t1" "$t2" "$t3" <<'PY'
 import sys
-name, n, t0, t1, t2 = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
-print(f"{name:<28} {n:>12} {t1 - t0:>10.3f} {t2 - t0:>10.3f} {1e6 * (t1 - t0) / n:>14.3f}")
+name, n, t0, t1, t2, t3 = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:])
+print(f"{name:<28} {n:>12} {t1 - t0:>10.3f} {t3 - t2:>14.3f} {t2 - t0:>10.3f} {1e6 * (t1 - t0) / n:>14.3f}")
 PY
 done

@@ -102,7 +102,15 @@ LogicalResult PipelineOp::verifyRegions() {
                          << numStages;
 
   // Keys are also kept in program order so diagnostics are deterministic.
-  llvm::DenseMap<TransferKey, TransferEnd> sends, recvs;
+  // Transfers are matched through a dense 64-bit packing of their key
+  // (indices are range-checked before packing).
+  auto pack = [&](const TransferKey &k) -> uint64_t {
+    auto [from, to, payload, mb, chunk] = k;
+    return ((((uint64_t)from * numStages + to) * 2 + payload) * numChunks + chunk) *
+               (uint64_t)numMb +
+           mb;
+  };
+  llvm::DenseMap<uint64_t, TransferEnd> sends, recvs;
   SmallVector<TransferKey> sendOrder, recvOrder;
   for (StageOp stage : getStages()) {
     int64_t self = stage.getIndex();
@@ -170,7 +178,7 @@ LogicalResult PipelineOp::verifyRegions() {
                                static_cast<int>(xfer.getPayload()), mb, chunk};
                 auto &table = isSend ? sends : recvs;
                 (isSend ? sendOrder : recvOrder).push_back(tk);
-                if (!table.try_emplace(tk, TransferEnd{&op, (int64_t)xfer.getBytes()})
+                if (!table.try_emplace(pack(tk), TransferEnd{&op, (int64_t)xfer.getBytes()})
                          .second)
                   return op.emitOpError() << "duplicates a transfer of "
                                           << payloadName(xfer.getPayload())
@@ -185,9 +193,9 @@ LogicalResult PipelineOp::verifyRegions() {
   }
 
   for (const TransferKey &key : sendOrder) {
-    const TransferEnd &send = sends.find(key)->second;
+    const TransferEnd &send = sends.find(pack(key))->second;
     auto [from, to, payload, mb, chunk] = key;
-    auto it = recvs.find(key);
+    auto it = recvs.find(pack(key));
     if (it == recvs.end())
       return send.op->emitOpError()
              << "of " << payloadName(static_cast<Payload>(payload))
@@ -199,8 +207,8 @@ LogicalResult PipelineOp::verifyRegions() {
              << "send from stage " << from << " sends " << send.bytes;
   }
   for (const TransferKey &key : recvOrder) {
-    const TransferEnd &recv = recvs.find(key)->second;
-    if (sends.count(key))
+    const TransferEnd &recv = recvs.find(pack(key))->second;
+    if (sends.count(pack(key)))
       continue;
     auto [from, to, payload, mb, chunk] = key;
     return recv.op->emitOpError()
