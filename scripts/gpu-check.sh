@@ -47,7 +47,11 @@ if ! timeout 120 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ||
 fi
 
 step "build ($jobs jobs)"
-timeout 300 cmake --build "$build" -j "$jobs" --target pfrt-cuda-tests pfrt-tests pfrt-gpu-bench pipefill-run ||
+targets="pfrt-cuda-tests pfrt-tests pfrt-gpu-bench pipefill-run"
+# With the full top level, also compile the bundled example into its stream
+# program and runtime binary (needs the MLIR tools; about a minute on 16 cores).
+[ "$build" = build-gpu ] && targets="$targets gpt40b-1f1b-run"
+timeout 300 cmake --build "$build" -j "$jobs" --target $targets ||
   { fail "build"; exit 1; }
 mkdir -p "$out"
 
@@ -72,6 +76,31 @@ timeout 60 "$build/bin/pipefill-run" runtime/tests/data/two_stage.pbtxt --backen
   fail "pipefill-run (profile)"
 timeout 60 "$build/bin/pipefill-run" runtime/tests/data/two_stage.pbtxt --backend cuda \
   --iterations 10 --report "$out/two_stage.fill.json" || fail "pipefill-run (fill)"
+
+if [ -f "$build/examples/gpt40b-1f1b-run.pb" ]; then
+  step "bundled example on one GPU (replay mode: stage 0 real, peers emulated)"
+  for stage in 0 15; do
+    timeout 60 "$build/bin/pipefill-run" "$build/examples/gpt40b-1f1b-run.pb" --backend cuda \
+      --stage $stage --iterations 3 --no-fill --report "$out/gpt40b.stage$stage.nofill.json" ||
+      fail "gpt40b stage $stage without fill"
+    timeout 60 "$build/bin/pipefill-run" "$build/examples/gpt40b-1f1b-run.pb" --backend cuda \
+      --stage $stage --iterations 3 --report "$out/gpt40b.stage$stage.fill.json" ||
+      fail "gpt40b stage $stage with fill"
+  done
+  python3 - "$out" <<'PY' || true
+import json, sys, os
+out = sys.argv[1]
+print(f"{'stage':>5} {'no fill (ms)':>14} {'fill (ms)':>10} {'slowdown':>9} {'overruns':>9}")
+for stage in (0, 15):
+    try:
+        a = json.load(open(os.path.join(out, f"gpt40b.stage{stage}.nofill.json")))
+        b = json.load(open(os.path.join(out, f"gpt40b.stage{stage}.fill.json")))
+    except OSError:
+        continue
+    t0, t1 = a["iteration_us_mean"] / 1e3, b["iteration_us_mean"] / 1e3
+    print(f"{stage:>5} {t0:>14.2f} {t1:>10.2f} {t1 / t0 - 1:>+9.2%} {b['overruns']['count']:>9}")
+PY
+fi
 
 step "done"
 echo "gpu-check: reports in $out; $(( $(date +%s) - start )) s; status $status"
