@@ -366,7 +366,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     dr.iterationUsMean = steadyMean(devIter);
     dr.mainBusyUsMean = steadyMean(busy);
 
-    // Bubbles: the gap from the marker to the next main-stream compute.
+    // Bubbles: the gap from the marker to the next main-stream compute (or the
+    // next bubble marker).
     std::map<uint32_t, size_t> bubbleIndex;
     for (size_t i = 0; i < nops; ++i) {
       const Op &op = main.ops[i];
@@ -389,7 +390,11 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
         double end = -1;
         for (size_t kk = k; kk < n && end < 0; ++kk)
           for (size_t ii = (kk == k ? i + 1 : 0); ii < nops; ++ii)
-            if (main.ops[ii].kind == OpKind::Compute && dr.mainOps[kk][ii].start >= 0) {
+            // The gap ends at the next compute op, or where the next bubble
+            // begins (an end-of-iteration bubble and the next iteration's
+            // warm-up bubble are two bubbles, not one counted twice).
+            if ((main.ops[ii].kind == OpKind::Compute || main.ops[ii].kind == OpKind::Bubble) &&
+                dr.mainOps[kk][ii].start >= 0) {
               end = dr.mainOps[kk][ii].start;
               break;
             }
