@@ -20,15 +20,9 @@ using namespace mlir;
 namespace pipefill {
 
 std::optional<ReportData> computeReport(ModuleOp module) {
-  PipelineOp pipeline = findPipeline(module);
+  PipelineOp pipeline = findSimulatedPipeline(module);
   if (!pipeline)
     return std::nullopt;
-  if (!pipeline.getIterationUs()) {
-    pipeline.emitError()
-        << "has not been simulated; run pipefill-opt --pipefill-compile "
-           "(or at least --pipefill-simulate) first";
-    return std::nullopt;
-  }
   ReportData r;
   r.name = pipeline.getSymName().str();
   r.schedule = stringifyScheduleKind(pipeline.getSchedule()).str();

@@ -75,12 +75,9 @@ std::string timeLabel(double us, bool ms) {
 } // namespace
 
 LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
-  PipelineOp pipeline = findPipeline(module);
+  PipelineOp pipeline = findSimulatedPipeline(module);
   if (!pipeline)
     return failure();
-  if (!pipeline.getIterationUs())
-    return pipeline.emitError() << "has not been simulated; run "
-                                   "pipefill-opt --pipefill-compile first";
   double iteration = pipeline.getIterationUs()->convertToDouble();
   if (iteration <= 0)
     iteration = 1;

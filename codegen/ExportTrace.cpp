@@ -44,12 +44,9 @@ static std::string instrName(Operation &op) {
 }
 
 LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
-  PipelineOp pipeline = findPipeline(module);
+  PipelineOp pipeline = findSimulatedPipeline(module);
   if (!pipeline)
     return failure();
-  if (!pipeline.getIterationUs())
-    return pipeline.emitError() << "has not been simulated; run "
-                                   "pipefill-opt --pipefill-compile first";
   llvm::json::Array events;
   events.push_back(llvm::json::Object{
       {"ph", "M"}, {"pid", 0}, {"name", "process_name"},

@@ -33,6 +33,18 @@ inline PipelineOp findPipeline(mlir::ModuleOp module) {
   return found;
 }
 
+/// The module's single pipeline, which must have been simulated (exports
+/// need its timeline); emits an error and returns null otherwise.
+inline PipelineOp findSimulatedPipeline(mlir::ModuleOp module) {
+  PipelineOp pipeline = findPipeline(module);
+  if (pipeline && !pipeline.getIterationUs()) {
+    pipeline.emitError() << "has not been simulated; run pipefill-opt "
+                            "--pipefill-compile (or at least --pipefill-simulate) first";
+    return nullptr;
+  }
+  return pipeline;
+}
+
 /// Per-job layer costs, for turning fill ops into useful work.
 class FillJobIndex {
 public:
