@@ -81,6 +81,11 @@ struct GpuDevice {
   int gpu = 0;         // CUDA ordinal
   int prioLeast = 0, prioGreatest = 0;
   cudaStream_t setup = nullptr; // allocations made outside the stream threads
+  // Sends run here, ordered after the sending stream's earlier work by `fork`,
+  // so the sending stream goes on at once, as the compiler's simulation
+  // assumes (a transfer occupies a link, not the main stream).
+  cudaStream_t comm = nullptr;
+  cudaEvent_t fork = nullptr;
   cudaEvent_t base = nullptr;   // timing origin
   double baseHostUs = 0;
   // Calibrated GEMM chain of the main job.
@@ -695,6 +700,8 @@ public:
       PFRT_CUDA(cudaSetDevice(g->gpu));
       PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
       PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
+      PFRT_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, g->prioGreatest));
+      PFRT_CUDA(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
       PFRT_CUDA(cudaEventCreate(&g->base));
       // A real stream-ordered pool: keep freed memory instead of returning it to the OS.
       cudaMemPool_t pool;
@@ -855,25 +862,31 @@ public:
   void send(StreamCtx &ctx, const Op &op, double plannedUs, bool peerLocal,
             Publisher &publisher) override {
     CudaStreamState &st = streamState(ctx);
+    // The transfer starts after the work enqueued so far on the sending stream
+    // and runs on the device's communication stream. cudaStreamWaitEvent takes
+    // the event's state at call time, so one fork event per device suffices.
+    GpuDevice &g = *st.dev;
+    PFRT_CUDA(cudaEventRecord(g.fork, st.s));
+    PFRT_CUDA(cudaStreamWaitEvent(g.comm, g.fork, 0));
     if (peerLocal) {
       GpuChannel &c = channels_.at(std::make_tuple(ctx.device, op.peer, op.tag));
       if (op.bytes)
         PFRT_CUDA(cudaMemcpyPeerAsync(c.dst, gpus_.at(op.peer)->gpu, c.src, st.dev->gpu,
-                                      op.bytes, st.s));
+                                      op.bytes, g.comm));
       cudaEvent_t ev = c.ring[ctx.iteration % kEventRing];
-      PFRT_CUDA(cudaEventRecord(ev, st.s));
+      PFRT_CUDA(cudaEventRecord(ev, g.comm));
       Message m;
       m.handle = ev;
       m.owner = static_cast<int>(ctx.device);
       publisher.publish(m);
       return;
     }
-    // The peer is emulated: the stream is busy for the planned transfer, then the message is
-    // published (host callback) when the GPU gets there.
-    cuda::spin(plannedUs, st.s);
+    // The peer is emulated: the communication stream is busy for the planned
+    // transfer, then the message is published (host callback) when it gets there.
+    cuda::spin(plannedUs, g.comm);
     PFRT_CUDA_LAUNCHED();
     auto *call = new PublishCall{publisher.clone()};
-    cudaError_t e = cudaLaunchHostFunc(st.s, publishFromStream, call);
+    cudaError_t e = cudaLaunchHostFunc(g.comm, publishFromStream, call);
     if (e != cudaSuccess) {
       delete call;
       cudaFail(e, "cudaLaunchHostFunc", __LINE__);
@@ -1076,6 +1089,10 @@ private:
         cudaEventDestroy(g.base);
       if (g.setup)
         cudaStreamDestroy(g.setup);
+      if (g.fork)
+        cudaEventDestroy(g.fork);
+      if (g.comm)
+        cudaStreamDestroy(g.comm);
     }
     gpus_.clear();
   }
