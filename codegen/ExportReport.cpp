@@ -72,6 +72,16 @@ std::optional<ReportData> computeReport(ModuleOp module) {
       rs.bubbles.push_back(std::move(rb));
     }
     overrunMax = std::max(overrunMax, overrun);
+    // Planned fill per job on this stage.
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+      double filled = 0;
+      stage.walk([&](FillOp fill) {
+        if (fill.getJob() == a.getJob())
+          filled += steady.weight(fill) * fill.getPredictedUs().convertToDouble();
+      });
+      rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
+                         a.getSamplesPerIteration().convertToDouble(), filled});
+    }
     r.stages.push_back(std::move(rs));
   }
   r.bubbleFraction =
@@ -122,11 +132,18 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
       }
       bubbles.push_back(std::move(jb));
     }
+    llvm::json::Array stageJobs;
+    for (const ReportStageJob &j : s.jobs)
+      stageJobs.push_back(llvm::json::Object{{"name", j.job},
+                                             {"batch", j.batch},
+                                             {"samples_per_iteration", j.samplesPerIteration},
+                                             {"filled_us", j.filledUs}});
     stages.push_back(llvm::json::Object{{"stage", s.stage},
                                         {"busy_us", s.busyUs},
                                         {"idle_us", s.idleUs},
                                         {"peak_memory_bytes", s.peakBytes},
-                                        {"bubbles", std::move(bubbles)}});
+                                        {"bubbles", std::move(bubbles)},
+                                        {"fill_jobs", std::move(stageJobs)}});
   }
   llvm::json::Array jobs, unscheduled;
   for (const ReportJob &j : r->jobs)
@@ -171,9 +188,9 @@ LogicalResult exportSummary(ModuleOp module, llvm::raw_ostream &os) {
   os << llvm::formatv("iteration {0}, bubble fraction {1:f1}% of {2} GPU-time\n\n",
                       t(r->iterationUs), 100 * r->bubbleFraction,
                       t(r->iterationUs * r->numStages));
-  os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,8}\n", "stage",
+  os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,8}  {7}\n", "stage",
                       "busy", "idle", "bubbles", "longest bubble",
-                      "peak memory", "filled");
+                      "peak memory", "filled", "fill jobs (samples/iteration)");
   for (const ReportStage &s : r->stages) {
     double longest = 0, bubbleUs = 0, filled = 0;
     for (const ReportBubble &b : s.bubbles) {
@@ -181,10 +198,14 @@ LogicalResult exportSummary(ModuleOp module, llvm::raw_ostream &os) {
       bubbleUs += b.durationUs;
       filled += std::min(b.filledUs, b.durationUs);
     }
-    os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,7:f1}%\n",
+    std::string jobs;
+    for (const ReportStageJob &j : s.jobs)
+      jobs += (jobs.empty() ? "" : ", ") + j.job + " " +
+              llvm::formatv("{0:f1}", j.samplesPerIteration).str();
+    os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,7:f1}%  {7}\n",
                         s.stage, t(s.busyUs), t(s.idleUs), s.bubbles.size(),
                         t(longest), fmtBytes(s.peakBytes),
-                        bubbleUs > 0 ? 100 * filled / bubbleUs : 0.0);
+                        bubbleUs > 0 ? 100 * filled / bubbleUs : 0.0, jobs);
   }
   os << llvm::formatv("\nfill: {0:f1}% of bubble time planned with fill work, "
                       "predicted slowdown {1:f3}, utilization gain {2:f3}\n",

@@ -27,11 +27,18 @@ struct ReportBubble {
   std::string kind;
   std::vector<ReportFill> fills;
 };
+/// One fill job's planned share of a stage (from its pipefill.assignment).
+struct ReportStageJob {
+  std::string job;
+  int64_t batch;
+  double samplesPerIteration, filledUs;
+};
 struct ReportStage {
   int64_t stage;
   double busyUs, idleUs;
   int64_t peakBytes;
   std::vector<ReportBubble> bubbles;
+  std::vector<ReportStageJob> jobs;
 };
 struct ReportJob {
   std::string name;
