@@ -3,6 +3,8 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
 
+#include "tools/HideLLVMOptions.h"
+
 #include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -11,6 +13,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
+  pipefill::hideLLVMBackendOptions();
   pipefill::registerPasses();
   // Generic cleanups that are handy in pipelines.
   mlir::registerCanonicalizerPass();

@@ -1,12 +1,15 @@
 //===- pipefill-translate.cpp - import and export -------------------------===//
 #include "codegen/Translate.h"
 
+#include "tools/HideLLVMOptions.h"
+
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "llvm/ADT/StringRef.h"
 
 #include <vector>
 
 int main(int argc, char **argv) {
+  pipefill::hideLLVMBackendOptions();
   pipefill::registerTranslations();
   // An imported job keeps the JobSpec's file:line:col locations in its IR, so
   // later diagnostics (pipefill-opt's warnings and errors) point at the
