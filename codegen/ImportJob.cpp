@@ -483,8 +483,6 @@ OwningOpRef<ModuleOp> Importer::run(JobSpec &spec) {
   // --- build the IR --------------------------------------------------------
   OwningOpRef<ModuleOp> module = ModuleOp::create(top);
   builder.setInsertionPointToEnd(module->getBody());
-  auto f64 = [&](double v) { return builder.getF64FloatAttr(v); };
-  auto i64 = [&](int64_t v) { return builder.getI64IntegerAttr(v); };
 
   ScheduleKind kind;
   switch (pipe.schedule()) {
@@ -530,8 +528,6 @@ OwningOpRef<ModuleOp> Importer::run(JobSpec &spec) {
                                planner.batch_sizes().end());
     pipeline.setBatchSizes(sizes);
   }
-  (void)f64;
-  (void)i64;
 
   Block *pipeBody = builder.createBlock(&pipeline.getBody());
   for (int64_t s = 0; s < numStages; ++s) {
