@@ -3,6 +3,8 @@
 #include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/bit.h"
 
 using namespace mlir;
 
@@ -36,13 +38,30 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
     StringAttr startId = b.getStringAttr("start_us"),
                endId = b.getStringAttr("end_us"),
                liveId = b.getStringAttr("live_bytes");
+    // Neighbouring instructions share times (a send starts where its forward
+    // ends) and live-byte values repeat, so a local cache saves most of the
+    // context's attribute uniquing.
+    llvm::DenseMap<uint64_t, FloatAttr> times;
+    llvm::DenseMap<int64_t, IntegerAttr> bytes;
+    auto timeAttr = [&](double us) {
+      FloatAttr &attr = times[llvm::bit_cast<uint64_t>(us)];
+      if (!attr)
+        attr = b.getF64FloatAttr(us);
+      return attr;
+    };
+    auto bytesAttr = [&](int64_t value) {
+      IntegerAttr &attr = bytes[value];
+      if (!attr)
+        attr = b.getI64IntegerAttr(value);
+      return attr;
+    };
     for (size_t s = 0; s < schedule.size(); ++s)
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
         Operation *op = ops[s][i];
-        op->setAttr(startId, b.getF64FloatAttr(instr.startUs));
-        op->setAttr(endId, b.getF64FloatAttr(instr.endUs));
-        op->setAttr(liveId, b.getI64IntegerAttr(instr.liveBytesAfter));
+        op->setAttr(startId, timeAttr(instr.startUs));
+        op->setAttr(endId, timeAttr(instr.endUs));
+        op->setAttr(liveId, bytesAttr(instr.liveBytesAfter));
       }
 
     int64_t capacity = pipeline.getDeviceMemoryBytes();
