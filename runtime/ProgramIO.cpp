@@ -317,6 +317,16 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
   return buildFromProto(proto, source);
 }
 
+// SendOp and RecvOp carry the same fields.
+template <typename Message>
+static void setTransfer(Message *x, const Op &op) {
+  x->set_peer(op.peer);
+  x->set_bytes(op.bytes);
+  x->set_tag(op.tag);
+  x->set_planned_us(op.plannedUs);
+  x->set_planned_start_us(op.plannedStartUs);
+}
+
 void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
   p->Clear();
   p->set_version(1);
@@ -404,24 +414,12 @@ void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
           c2->set_planned_start_us(op.plannedStartUs);
           break;
         }
-        case OpKind::Send: {
-          auto *x = o->mutable_send();
-          x->set_peer(op.peer);
-          x->set_bytes(op.bytes);
-          x->set_tag(op.tag);
-          x->set_planned_us(op.plannedUs);
-          x->set_planned_start_us(op.plannedStartUs);
+        case OpKind::Send:
+          setTransfer(o->mutable_send(), op);
           break;
-        }
-        case OpKind::Recv: {
-          auto *x = o->mutable_recv();
-          x->set_peer(op.peer);
-          x->set_bytes(op.bytes);
-          x->set_tag(op.tag);
-          x->set_planned_us(op.plannedUs);
-          x->set_planned_start_us(op.plannedStartUs);
+        case OpKind::Recv:
+          setTransfer(o->mutable_recv(), op);
           break;
-        }
         case OpKind::Record:
           o->mutable_record()->set_event(op.event);
           break;
