@@ -42,10 +42,6 @@ pfrt_options hostSame(uint32_t iterations) {
 
 // One device; one bubble per entry of `chunks`, each with one fill chunk; alternating chunks
 // stream their weights from pinned host memory and park activations on the host.
-struct ChunkSpec {
-  uint32_t begin, end, batch;
-  uint64_t sample;
-};
 ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, uint32_t layers,
                        const std::vector<ChunkSpec> &chunks, double computeUs = 300) {
   pfrt_program *raw = nullptr;
@@ -67,29 +63,8 @@ ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, u
   pfrt_add_fill_job(p.get(), &jd, &job);
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &layer), PFRT_OK) << pfrt_last_error();
-  for (uint32_t c = 0; c < chunks.size(); ++c) {
-    uint32_t ev = 0;
-    pfrt_create_event(p.get(), dev, "b", &ev);
-    pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, c, 0, computeUs, 0);
-    pfrt_enqueue_record(p.get(), dev, main, ev);
-    pfrt_bubble_desc b{};
-    b.bubble_id = c;
-    b.planned_duration_us = 500;
-    b.emulate_idle = 1;
-    pfrt_enqueue_bubble(p.get(), dev, main, &b);
-    pfrt_enqueue_wait(p.get(), dev, fill, ev);
-    pfrt_fill_chunk_desc f{};
-    f.job = job;
-    f.bubble_id = c;
-    f.layer_begin = chunks[c].begin;
-    f.layer_end = chunks[c].end;
-    f.batch = chunks[c].batch;
-    f.sample_begin = chunks[c].sample;
-    f.weights_streamed = c % 2;
-    f.activations_on_host = c % 2;
-    f.planned_us = 400;
-    EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &f), PFRT_OK) << pfrt_last_error();
-  }
+  enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, computeUs, /*bubbleUs=*/500,
+                      /*plannedUs=*/400);
   pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, computeUs, 0);
   pfrt_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 0);
   EXPECT_EQ(pfrt_program_validate(p.get()), PFRT_OK) << pfrt_last_error();

@@ -22,10 +22,6 @@ double maxRelDiff(const std::vector<float> &a, const std::vector<float> &b) {
 
 // A one-device program with `job` described by `layer` x layers, one fill chunk per entry of
 // `chunks` ({layer_begin, layer_end, batch, sample_begin}), each in its own bubble.
-struct ChunkSpec {
-  uint32_t begin, end, batch;
-  uint64_t sample;
-};
 ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, uint32_t layers,
                        const std::vector<ChunkSpec> &chunks, uint64_t samplesPerIteration = 0) {
   pfrt_program *raw = nullptr;
@@ -45,28 +41,8 @@ ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, u
   pfrt_add_fill_job(p.get(), &jd, &job);
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &layer), PFRT_OK) << pfrt_last_error();
-  for (uint32_t c = 0; c < chunks.size(); ++c) {
-    uint32_t ev = 0;
-    pfrt_create_event(p.get(), dev, "b", &ev);
-    pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, c, 0, 200, 0);
-    pfrt_enqueue_record(p.get(), dev, main, ev);
-    pfrt_bubble_desc b{};
-    b.bubble_id = c;
-    b.planned_duration_us = 200;
-    b.emulate_idle = 1;
-    pfrt_enqueue_bubble(p.get(), dev, main, &b);
-    pfrt_enqueue_wait(p.get(), dev, fill, ev);
-    pfrt_fill_chunk_desc f{};
-    f.job = job;
-    f.bubble_id = c;
-    f.layer_begin = chunks[c].begin;
-    f.layer_end = chunks[c].end;
-    f.batch = chunks[c].batch;
-    f.sample_begin = chunks[c].sample;
-    f.weights_streamed = c % 2;
-    f.activations_on_host = c % 2;
-    EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &f), PFRT_OK) << pfrt_last_error();
-  }
+  enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, /*computeUs=*/200,
+                      /*bubbleUs=*/200, /*plannedUs=*/0);
   pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 200, 0);
   EXPECT_EQ(pfrt_program_validate(p.get()), PFRT_OK) << pfrt_last_error();
   return p;

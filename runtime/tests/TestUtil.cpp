@@ -42,5 +42,33 @@ std::string tempPath(const std::string &name) {
 
 std::string dataPath(const std::string &name) { return std::string(PFRT_TEST_DATA_DIR) + "/" + name; }
 
+void enqueueChunkBubbles(pfrt_program *p, uint32_t dev, uint32_t main, uint32_t fill, uint32_t job,
+                         const std::vector<ChunkSpec> &chunks, double computeUs, double bubbleUs,
+                         double plannedUs) {
+  for (uint32_t c = 0; c < chunks.size(); ++c) {
+    uint32_t ev = 0;
+    pfrt_create_event(p, dev, "b", &ev);
+    pfrt_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, c, 0, computeUs, 0);
+    pfrt_enqueue_record(p, dev, main, ev);
+    pfrt_bubble_desc b{};
+    b.bubble_id = c;
+    b.planned_duration_us = bubbleUs;
+    b.emulate_idle = 1;
+    pfrt_enqueue_bubble(p, dev, main, &b);
+    pfrt_enqueue_wait(p, dev, fill, ev);
+    pfrt_fill_chunk_desc f{};
+    f.job = job;
+    f.bubble_id = c;
+    f.layer_begin = chunks[c].begin;
+    f.layer_end = chunks[c].end;
+    f.batch = chunks[c].batch;
+    f.sample_begin = chunks[c].sample;
+    f.weights_streamed = c % 2;
+    f.activations_on_host = c % 2;
+    f.planned_us = plannedUs;
+    EXPECT_EQ(pfrt_enqueue_fill(p, dev, fill, &f), PFRT_OK) << pfrt_last_error();
+  }
+}
+
 } // namespace test
 } // namespace pfrt

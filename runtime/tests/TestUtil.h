@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace pfrt {
 namespace test {
@@ -35,6 +36,20 @@ ProgramPtr buildOk(const samples::PipelineSpec &spec);
 std::string tempPath(const std::string &name);
 
 std::string dataPath(const std::string &name);
+
+// One fill chunk ({layer_begin, layer_end, batch, sample_begin}) of a test program.
+struct ChunkSpec {
+  uint32_t begin, end, batch;
+  uint64_t sample;
+};
+
+// On one device, for each entry of `chunks`: a forward of computeUs on the main stream, an event
+// recorded there, a self-idling bubble of bubbleUs, and on the fill stream a wait on the event and
+// the chunk (planned at plannedUs). Alternating chunks stream their weights from pinned host
+// memory and park activations on the host.
+void enqueueChunkBubbles(pfrt_program *p, uint32_t dev, uint32_t main, uint32_t fill, uint32_t job,
+                         const std::vector<ChunkSpec> &chunks, double computeUs, double bubbleUs,
+                         double plannedUs);
 
 #define PFRT_ASSERT_OK(call)                                                                       \
   do {                                                                                             \
