@@ -36,3 +36,40 @@ fi
 if [ ! -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "setup: note: no CUDA toolkit found at /usr/local/cuda; the CUDA backend will be skipped"
 fi
+
+# --- Python package (pipefill module: nanobind + scikit-build-core) ------------------------------
+# A project virtual environment at .venv/ (git-ignored) built on Debian's python3 (python3-venv,
+# python3-dev for the headers), holding the pinned build and test dependencies. `pip install .`
+# of the pipefill package then runs with --no-build-isolation against these, so a test run needs
+# no downloads once this has run. Fast when everything is present (one import check).
+PIPEFILL_PY_DEBS=(python3-venv python3-dev python3-pip)
+PIPEFILL_PY_PINS=(nanobind==2.9.2 scikit-build-core==0.11.6 numpy==2.2.6 pytest==8.4.2)
+py_missing=()
+for p in "${PIPEFILL_PY_DEBS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    py_missing+=("$p")
+  fi
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${py_missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${py_missing[@]}"
+fi
+PIPEFILL_VENV=${PIPEFILL_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}
+if [ ! -x "$PIPEFILL_VENV/bin/python" ]; then
+  echo "setup: creating the Python virtual environment $PIPEFILL_VENV"
+  /usr/bin/python3 -m venv "$PIPEFILL_VENV"
+fi
+# The stamp holds the pins it was made for; a changed pin list reinstalls.
+PIPEFILL_PY_STAMP="$PIPEFILL_VENV/.pipefill-pins"
+if [ "$(cat "$PIPEFILL_PY_STAMP" 2>/dev/null)" != "${PIPEFILL_PY_PINS[*]}" ] ||
+   ! "$PIPEFILL_VENV/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest' 2>/dev/null; then
+  echo "setup: pip installing ${PIPEFILL_PY_PINS[*]} into $PIPEFILL_VENV"
+  "$PIPEFILL_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_PY_PINS[@]}"
+  echo "${PIPEFILL_PY_PINS[*]}" > "$PIPEFILL_PY_STAMP"
+else
+  echo "setup: Python venv $PIPEFILL_VENV has ${PIPEFILL_PY_PINS[*]}"
+fi

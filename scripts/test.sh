@@ -4,6 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+
+# --- Python package: `pip install .` into the project venv (scripts/setup.sh made it) ---------
+# scikit-build-core and nanobind come from the venv (--no-build-isolation) and numpy is already
+# there (--no-deps), so this downloads nothing; build/pip/ is reused and ccache is warm, so a run
+# after the first only relinks what changed. ctest's python.installed checks the result.
+if [ -x .venv/bin/python ]; then
+  pip_start=$(date +%s)
+  CMAKE_BUILD_PARALLEL_LEVEL=${PIPEFILL_JOBS:-$(nproc)} .venv/bin/python -m pip install -q \
+    --disable-pip-version-check --no-build-isolation --no-deps .
+  echo "python: pip install . done in $(( $(date +%s) - pip_start )) s"
+fi
+
 BUILD_DIR=${PIPEFILL_BUILD_DIR:-build}
 cd "$BUILD_DIR"
 ctest --output-on-failure -j"${PIPEFILL_JOBS:-$(nproc)}"

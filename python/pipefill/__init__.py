@@ -1,0 +1,159 @@
+"""pipefill: fill pipeline-parallel training bubbles with other jobs.
+
+The compiler runs in this process through pipefill's MLIR libraries (no
+subprocess): :func:`compile` imports a JobSpec, runs the whole
+``--pipefill-compile`` pipeline (optionally with a measured profile) and
+returns a :class:`Plan` whose report, summary, IR, bubble tables (numpy) and
+lowered stream program can be read. :func:`run` executes a stream program with
+the runtime's C API (``pfrt_run``) and returns a :class:`RunReport`.
+
+Example::
+
+    import pipefill
+    plan = pipefill.compile_file("examples/gpt40b-1f1b.pbtxt")
+    print(plan.report()["bubble_fraction"])
+    run = pipefill.run(plan, iterations=2, time_scale=0.1)
+    print(run.summary())
+
+Numbers from :class:`Plan` are planned; numbers from :class:`RunReport` are
+measured (keys that say ``planned`` excepted).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+from ._core import (
+    PFRT_API_VERSION,
+    Plan,
+    RunReport,
+    backend_compiled,
+    compile_file as _compile_file,
+    compile_text as _compile_text,
+    cuda_device_count,
+    run_bytes as _run_bytes,
+    run_file as _run_file,
+)
+from ._errors import CompileError, RunError
+
+__all__ = [
+    "CompileError",
+    "PFRT_API_VERSION",
+    "Plan",
+    "RunError",
+    "RunReport",
+    "backend_compiled",
+    "compile",
+    "compile_file",
+    "cuda_device_count",
+    "run",
+]
+
+__version__ = "0.1.0"
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _profile_arg(profile: Optional[PathLike]) -> str:
+    if profile is None:
+        return ""
+    path = os.fspath(profile)
+    if not path:
+        raise ValueError("profile must be a non-empty path (or None)")
+    return path
+
+
+def compile_file(path: PathLike, *, profile: Optional[PathLike] = None) -> Plan:
+    """Compiles the JobSpec file at ``path`` (protobuf text format).
+
+    ``profile``: a measured profile (``pipefill-run --profile-out`` or
+    :meth:`RunReport.save_profile`) whose instruction times replace the
+    JobSpec's, as ``--pipefill-compile=profile=...`` does.
+
+    Raises :class:`FileNotFoundError` (an :class:`OSError`) when the file cannot
+    be read and :class:`CompileError` with ``file:line:col`` diagnostics when
+    the compiler rejects the JobSpec or the profile.
+    """
+    return _compile_file(os.fspath(path), _profile_arg(profile))
+
+
+def compile(
+    job: Union[str, bytes, "os.PathLike[str]"],
+    *,
+    profile: Optional[PathLike] = None,
+    name: str = "<string>",
+) -> Plan:
+    """Compiles a JobSpec given as text (``str`` or ``bytes``) or as a path.
+
+    A ``str`` is always JobSpec *text*; pass a :class:`pathlib.Path` (any
+    ``os.PathLike``) or use :func:`compile_file` for a file. ``name`` is the
+    file name that diagnostics print for text input. See :func:`compile_file`
+    for ``profile`` and the exceptions raised.
+    """
+    if isinstance(job, os.PathLike):
+        return compile_file(job, profile=profile)
+    if isinstance(job, bytes):
+        job = job.decode("utf-8")
+    if not isinstance(job, str):
+        raise TypeError(
+            f"compile() takes JobSpec text (str/bytes) or a path (os.PathLike), "
+            f"not {type(job).__name__}"
+        )
+    return _compile_text(job, name, _profile_arg(profile))
+
+
+def run(
+    program: Union[Plan, bytes, "os.PathLike[str]", str],
+    *,
+    backend: str = "host",
+    iterations: int = 0,
+    time_scale: float = 1.0,
+    fill: bool = True,
+    profile: bool = False,
+    stage: int = -1,
+    max_dim: int = 0,
+    checkpoint: Optional[PathLike] = None,
+    verbose: bool = False,
+) -> RunReport:
+    """Runs a stream program with the runtime (``pfrt_run``) and returns its report.
+
+    ``program`` is a :class:`Plan` (lowered with ``iterations`` loops, at least
+    one), the bytes of a StreamProgram (binary or text), or the path of a
+    StreamProgram file (``str`` or ``os.PathLike``).
+
+    ``backend``: ``"host"`` (threads as streams; the default, runs anywhere),
+    ``"cuda"`` or ``"auto"``. ``iterations``: 0 keeps the program's own count.
+    ``time_scale``: host backend, real microseconds per modelled microsecond.
+    ``fill=False`` runs the main job alone; ``profile=True`` is profile mode
+    (main job only; :meth:`RunReport.save_profile` writes the measured profile).
+    ``stage``: -1 runs every device for real; K runs device K for real and
+    emulates the others at their planned times (replay). ``max_dim`` caps the
+    fill workloads' dimensions (0: backend default). ``checkpoint``: a fill
+    progress file written after every iteration and resumed from.
+
+    Raises :class:`ValueError` for bad options, :class:`OSError` for files that
+    cannot be read and :class:`RunError` when the runtime refuses the program or
+    fails while running it. The GIL is released while the program runs.
+    """
+    args = dict(
+        backend=backend,
+        iterations=iterations,
+        time_scale=time_scale,
+        fill=fill,
+        profile=profile,
+        stage=stage,
+        max_dim=max_dim,
+        checkpoint="" if checkpoint is None else os.fspath(checkpoint),
+        verbose=verbose,
+    )
+    if isinstance(program, Plan):
+        data = program.stream_program(iterations=max(iterations, 1))
+        return _run_bytes(data, f"<plan {program.name}>", **args)
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        return _run_bytes(bytes(program), "<memory>", **args)
+    if isinstance(program, (str, os.PathLike)):
+        return _run_file(os.fspath(program), **args)
+    raise TypeError(
+        f"run() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
+    )

@@ -1,0 +1,404 @@
+//===- Module.cpp - pipefill._core: the Python binding --------------------===//
+//
+// The compiler half binds embed::CompiledPlan (python/src/Compile.h, MLIR in
+// process); the runtime half binds the public C API of runtime/pfrt.h only, so
+// changes inside the runtime never touch this file. The Python package
+// (python/pipefill/__init__.py) adds the convenience entry points `compile`
+// and `run` on top of these.
+//
+//===----------------------------------------------------------------------===//
+#include "python/src/Compile.h"
+#include "runtime/pfrt.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using pipefill::embed::CompiledPlan;
+
+namespace {
+
+/// A pfrt call failed; `status` is pfrt_status_name's text.
+struct RunFailure : std::runtime_error {
+  RunFailure(const std::string &what, std::string status)
+      : std::runtime_error(what), status(std::move(status)) {}
+  std::string status;
+};
+
+void check(pfrt_status status, const std::string &what) {
+  if (status == PFRT_OK)
+    return;
+  std::string message = what + ": " + pfrt_last_error();
+  if (status == PFRT_ERROR_IO)
+    throw pipefill::embed::FileError(message, "", 0);
+  throw RunFailure(message, pfrt_status_name(status));
+}
+
+/// A 1-D numpy array that owns a copy of `values`.
+template <typename T> nb::object toNumpy(const std::vector<T> &values) {
+  auto *data = new std::vector<T>(values);
+  nb::capsule owner(data, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
+  size_t shape[1] = {data->size()};
+  return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data->data(), 1, shape, owner));
+}
+
+nb::object jsonLoads(const std::string &text) {
+  return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
+}
+
+bool isTextProgramPath(const std::string &path) {
+  for (const char *ext : {".pbtxt", ".textproto", ".txtpb", ".txt"}) {
+    size_t n = std::strlen(ext);
+    if (path.size() >= n && path.compare(path.size() - n, n, ext) == 0)
+      return true;
+  }
+  return false;
+}
+
+/// Owns one run's pfrt_report.
+class RunReport {
+public:
+  explicit RunReport(pfrt_report *report) : report(report) {}
+  ~RunReport() { pfrt_report_destroy(report); }
+  RunReport(const RunReport &) = delete;
+  RunReport &operator=(const RunReport &) = delete;
+
+  std::string json() const { return pfrt_report_json(report); }
+  std::string summary() const { return pfrt_report_summary(report); }
+
+  nb::dict stats() const {
+    pfrt_report_stats s{};
+    check(pfrt_report_get_stats(report, &s), "reading the run report");
+    nb::dict d;
+    d["backend"] = s.backend ? s.backend : "";
+    d["first_iteration"] = s.first_iteration;
+    d["iterations"] = s.iterations;
+    d["iteration_us_mean"] = s.iteration_us_mean;
+    d["planned_iteration_us"] = s.planned_iteration_us;
+    d["bubble_us_per_iteration"] = s.bubble_us_per_iteration;
+    d["fill_us_per_iteration"] = s.fill_us_per_iteration;
+    d["overrun_count"] = s.overrun_count;
+    d["overrun_us"] = s.overrun_us;
+    d["switch_latency_us_mean"] = s.switch_latency_us_mean;
+    d["jobs"] = s.jobs;
+    return d;
+  }
+
+  nb::list jobs() const {
+    pfrt_report_stats s{};
+    check(pfrt_report_get_stats(report, &s), "reading the run report");
+    nb::list out;
+    for (uint32_t j = 0; j < s.jobs; ++j) {
+      pfrt_report_job job{};
+      check(pfrt_report_get_job(report, j, &job), "reading the run report");
+      nb::dict d;
+      d["name"] = job.name ? job.name : "";
+      d["kind"] = job.kind == PFRT_FILL_TRAINING ? "training" : "inference";
+      d["samples_completed"] = job.samples_completed;
+      d["samples_this_run"] = job.samples_this_run;
+      d["samples_planned"] = job.samples_planned;
+      d["checksum"] = job.checksum;
+      d["steps"] = job.steps;
+      d["weights_checksum"] = job.weights_checksum;
+      out.append(d);
+    }
+    return out;
+  }
+
+  void saveJson(const std::filesystem::path &path) const {
+    check(pfrt_report_write_json(report, path.c_str()), "writing the run report");
+  }
+  void saveProfile(const std::filesystem::path &path) const {
+    check(pfrt_report_write_profile(report, path.c_str()), "writing the measured profile");
+  }
+
+private:
+  pfrt_report *report;
+};
+
+pfrt_backend parseBackend(const std::string &name) {
+  if (name == "host")
+    return PFRT_BACKEND_HOST;
+  if (name == "cuda")
+    return PFRT_BACKEND_CUDA;
+  if (name == "auto")
+    return PFRT_BACKEND_AUTO;
+  throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
+}
+
+struct RunArgs {
+  std::string backend;
+  int64_t iterations;
+  double timeScale;
+  bool fill, profile;
+  int64_t stage, maxDim;
+  std::string checkpoint;
+  bool verbose;
+};
+
+std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
+  std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> owner(program, pfrt_program_destroy);
+  pfrt_options options;
+  pfrt_options_init(&options);
+  options.backend = parseBackend(args.backend);
+  if (args.iterations < 0)
+    throw std::invalid_argument("iterations must be >= 0 (0: the program's own count)");
+  options.iterations = static_cast<uint32_t>(args.iterations);
+  if (!(args.timeScale > 0))
+    throw std::invalid_argument("time_scale must be a positive number");
+  options.time_scale = args.timeScale;
+  options.enable_fill = args.fill ? 1 : 0;
+  options.profile = args.profile ? 1 : 0;
+  if (args.stage < -1)
+    throw std::invalid_argument("stage must be -1 (every device runs) or a device index");
+  options.stage = static_cast<int32_t>(args.stage);
+  if (args.maxDim < 0)
+    throw std::invalid_argument("max_dim must be >= 0");
+  options.max_dim = static_cast<uint32_t>(args.maxDim);
+  options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
+  options.verbose = args.verbose ? 1 : 0;
+  pfrt_report *report = nullptr;
+  pfrt_status status;
+  {
+    nb::gil_scoped_release release;
+    status = pfrt_run(program, &options, &report);
+  }
+  check(status, "running the program");
+  return std::make_unique<RunReport>(report);
+}
+
+std::unique_ptr<RunReport> runBytes(nb::bytes data, const std::string &name, const RunArgs &args) {
+  pfrt_program *program = nullptr;
+  check(pfrt_program_load_memory(data.c_str(), data.size(), name.c_str(), &program),
+        "loading the stream program");
+  return runLoaded(program, args);
+}
+
+std::unique_ptr<RunReport> runFile(const std::string &path, const RunArgs &args) {
+  // pfrt reports an unreadable file as PFRT_ERROR_IO without errno; check first so Python
+  // gets FileNotFoundError / PermissionError like any file API.
+  if (FILE *f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    int errnum = errno;
+    throw pipefill::embed::FileError(std::string("cannot open stream program (") +
+                                         std::strerror(errnum) + ")",
+                                     path, errnum);
+  }
+  pfrt_program *program = nullptr;
+  check(pfrt_program_load(path.c_str(), &program), "loading the stream program");
+  return runLoaded(program, args);
+}
+
+nb::bytes streamProgramBytes(const CompiledPlan &plan, int64_t iterations, bool text) {
+  std::string bytes = plan.streamProgram(iterations, text);
+  return nb::bytes(bytes.data(), bytes.size());
+}
+
+void savePlan(const CompiledPlan &plan, const std::filesystem::path &fsPath, int64_t iterations) {
+  std::string path = fsPath.string();
+  std::string bytes = plan.streamProgram(iterations, isTextProgramPath(path));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out)
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) {
+    int errnum = errno ? errno : EIO;
+    throw pipefill::embed::FileError(std::string("cannot write stream program (") +
+                                         std::strerror(errnum) + ")",
+                                     path, errnum);
+  }
+}
+
+nb::dict bubbleTable(const CompiledPlan &plan) {
+  pipefill::embed::BubbleColumns c = plan.bubbles();
+  nb::dict d;
+  d["stage"] = toNumpy(c.stage);
+  d["start_us"] = toNumpy(c.startUs);
+  d["duration_us"] = toNumpy(c.durationUs);
+  d["filled_us"] = toNumpy(c.filledUs);
+  d["free_bytes"] = toNumpy(c.freeBytes);
+  d["fills"] = toNumpy(c.fills);
+  d["kind"] = nb::module_::import_("numpy").attr("asarray")(nb::cast(c.kind), "dtype"_a = "str");
+  return d;
+}
+
+nb::dict stageTable(const CompiledPlan &plan) {
+  pipefill::embed::StageColumns c = plan.stages();
+  nb::dict d;
+  d["stage"] = toNumpy(c.stage);
+  d["busy_us"] = toNumpy(c.busyUs);
+  d["idle_us"] = toNumpy(c.idleUs);
+  d["peak_memory_bytes"] = toNumpy(c.peakMemoryBytes);
+  d["bubbles"] = toNumpy(c.bubbles);
+  return d;
+}
+
+void translateException(const std::exception_ptr &p, void *) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const pipefill::embed::CompileFailure &e) {
+    nb::object cls = nb::module_::import_("pipefill._errors").attr("CompileError");
+    nb::object exc = cls(e.what(), nb::cast(e.diagnostics));
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } catch (const RunFailure &e) {
+    nb::object cls = nb::module_::import_("pipefill._errors").attr("RunError");
+    nb::object exc = cls(e.what(), e.status);
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } catch (const pipefill::embed::FileError &e) {
+    nb::object exc = e.path.empty()
+                         ? nb::handle(PyExc_OSError)(e.what())
+                         : nb::handle(PyExc_OSError)(e.errnum, e.what(), e.path);
+    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
+  }
+}
+
+} // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "pipefill's compiler (in process, through the MLIR libraries) and runtime (the "
+            "pfrt C API). Use the functions of the `pipefill` package; this module holds "
+            "the bound classes.";
+  nb::register_exception_translator(translateException);
+
+  nb::class_<CompiledPlan>(m, "Plan",
+                           "A compiled plan: the JobSpec after the whole --pipefill-compile "
+                           "pipeline (schedule expanded, simulated, bubbles materialized, fill "
+                           "planned and verified). Create one with pipefill.compile().")
+      .def_prop_ro("name", &CompiledPlan::name, "The pipeline's name (the JobSpec's `name`).")
+      .def_prop_ro("warnings", &CompiledPlan::warnings,
+                   "Warnings the compiler emitted (for example a fill job that fits in no "
+                   "bubble), each as `file:line:col: warning: ...` text.")
+      .def(
+          "report", [](const CompiledPlan &p) { return jsonLoads(p.reportJson()); },
+          "The report as a dict: the keys of `pipefill-translate --to-report` "
+          "(iteration_time_us, bubble_fraction, stages[], fill{...}). All numbers are planned.")
+      .def("report_json", &CompiledPlan::reportJson, "The report as JSON text.")
+      .def("summary", &CompiledPlan::summary,
+           "The terminal summary table (`pipefill-translate --to-summary`).")
+      .def("trace", &CompiledPlan::trace, "A Chrome/Perfetto trace (JSON text) of the plan.")
+      .def("svg", &CompiledPlan::svg, "An SVG picture of the schedule, bubbles and fill.")
+      .def("mlir", &CompiledPlan::mlir, "debug_info"_a = false,
+           "The compiled IR as text; with debug_info=True every op carries the JobSpec "
+           "location it came from.")
+      .def("stream_program", &streamProgramBytes, "iterations"_a = 1, "text"_a = false,
+           "The plan lowered to a StreamProgram (`--pipefill-lower-to-stream` then "
+           "`--to-stream-program`), as bytes: binary protobuf, or text format with text=True. "
+           "`iterations` is the loop count written into the program.")
+      .def("save", &savePlan, "path"_a, "iterations"_a = 1,
+           "Writes the stream program to `path`: text format for .pbtxt/.textproto/.txtpb/.txt, "
+           "binary otherwise (what pipefill-run and pipefill.run read).")
+      .def("bubbles", &bubbleTable,
+           "Every planned bubble as columns of numpy arrays, in stage then schedule order: "
+           "stage, start_us, duration_us, filled_us (planned fill time), free_bytes, fills "
+           "(number of fill chunks) and kind (warmup/steady/cooldown/tail).")
+      .def("stages", &stageTable,
+           "Per-stage columns as numpy arrays: stage, busy_us, idle_us, peak_memory_bytes, "
+           "bubbles (count).")
+      .def("__repr__", [](const CompiledPlan &p) {
+        return "<pipefill.Plan '" + p.name() + "'>";
+      });
+
+  m.def(
+      "compile_text",
+      [](const std::string &text, const std::string &name, const std::string &profile) {
+        pipefill::embed::CompileOptions options;
+        options.profile = profile;
+        nb::gil_scoped_release release;
+        return CompiledPlan::fromText(text, name, options);
+      },
+      "text"_a, "name"_a = "<string>", "profile"_a = "",
+      "Compiles JobSpec text (protobuf text format); `name` is the file name diagnostics "
+      "print. `profile`: a measured profile path (pipefill-run --profile-out). Raises "
+      "CompileError with file:line:col diagnostics.");
+  m.def(
+      "compile_file",
+      [](const std::string &path, const std::string &profile) {
+        pipefill::embed::CompileOptions options;
+        options.profile = profile;
+        nb::gil_scoped_release release;
+        return CompiledPlan::fromFile(path, options);
+      },
+      "path"_a, "profile"_a = "",
+      "Compiles the JobSpec file at `path`. Raises FileNotFoundError (OSError) when it "
+      "cannot be read, CompileError when the compiler rejects it.");
+
+  nb::class_<RunReport>(m, "RunReport",
+                        "What the runtime measured in one pfrt_run (host or CUDA backend). "
+                        "Numbers are measured unless their key says planned.")
+      .def(
+          "report", [](const RunReport &r) { return jsonLoads(r.json()); },
+          "The run report as a dict (the JSON of `pipefill-run --report`, docs/runtime.md).")
+      .def("report_json", &RunReport::json, "The run report as JSON text.")
+      .def("summary", &RunReport::summary, "The planned-versus-measured summary table.")
+      .def("stats", &RunReport::stats, "The headline numbers (pfrt_report_get_stats) as a dict.")
+      .def("jobs", &RunReport::jobs,
+           "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
+           "checksums, training steps.")
+      .def(
+          "iteration_us",
+          [](const RunReport &r) {
+            nb::object report = jsonLoads(r.json());
+            return nb::module_::import_("numpy").attr("asarray")(report["iteration_us"],
+                                                                  "dtype"_a = "float64");
+          },
+          "Measured time of every iteration, microseconds, as a numpy array.")
+      .def("save_json", &RunReport::saveJson, "path"_a, "Writes the run report JSON.")
+      .def("save_profile", &RunReport::saveProfile, "path"_a,
+           "Writes the measured profile (text format for .pbtxt) that pipefill.compile("
+           "..., profile=path) takes back in.");
+
+  auto runArgs = [](const std::string &backend, int64_t iterations, double timeScale, bool fill,
+                    bool profile, int64_t stage, int64_t maxDim, const std::string &checkpoint,
+                    bool verbose) {
+    return RunArgs{backend, iterations, timeScale, fill, profile, stage, maxDim, checkpoint,
+                   verbose};
+  };
+  m.def(
+      "run_bytes",
+      [runArgs](nb::bytes program, const std::string &name, const std::string &backend,
+                int64_t iterations, double timeScale, bool fill, bool profile, int64_t stage,
+                int64_t maxDim, const std::string &checkpoint, bool verbose) {
+        return runBytes(program, name,
+                        runArgs(backend, iterations, timeScale, fill, profile, stage, maxDim,
+                                checkpoint, verbose));
+      },
+      "program"_a, "name"_a = "<memory>", "backend"_a = "host", "iterations"_a = 0,
+      "time_scale"_a = 1.0, "fill"_a = true, "profile"_a = false, "stage"_a = -1,
+      "max_dim"_a = 0, "checkpoint"_a = "", "verbose"_a = false,
+      "Runs a StreamProgram held in memory (binary or text protobuf) through pfrt_run.");
+  m.def(
+      "run_file",
+      [runArgs](const std::string &path, const std::string &backend, int64_t iterations,
+                double timeScale, bool fill, bool profile, int64_t stage, int64_t maxDim,
+                const std::string &checkpoint, bool verbose) {
+        return runFile(path, runArgs(backend, iterations, timeScale, fill, profile, stage,
+                                     maxDim, checkpoint, verbose));
+      },
+      "path"_a, "backend"_a = "host", "iterations"_a = 0, "time_scale"_a = 1.0,
+      "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
+      "checkpoint"_a = "", "verbose"_a = false,
+      "Runs the StreamProgram file at `path` through pfrt_run.");
+
+  m.def("cuda_device_count", &pfrt_cuda_device_count,
+        "Number of CUDA devices the runtime sees (0 without a GPU or without the CUDA "
+        "backend).");
+  m.def(
+      "backend_compiled",
+      [](const std::string &backend) { return pfrt_backend_compiled(parseBackend(backend)) != 0; },
+      "backend"_a, "Whether the backend ('host', 'cuda') is compiled into this module.");
+  m.attr("PFRT_API_VERSION") = PFRT_API_VERSION;
+}

@@ -1,0 +1,251 @@
+"""The compiler half: pipefill.compile runs import, --pipefill-compile and
+lowering in process; its results are checked against closed forms and against
+the command-line tools (an independent path through the same libraries)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import pipefill
+from conftest import job_text
+
+CONTRACT_KEYS = {"iteration_time_us", "bubble_fraction", "stages", "fill"}
+STAGE_KEYS = {"stage", "busy_us", "idle_us", "peak_memory_bytes", "bubbles"}
+BUBBLE_KEYS = {"start_us", "duration_us", "free_bytes", "kind"}
+FILL_KEYS = {"filled_fraction", "predicted_slowdown", "utilization_gain", "jobs", "unscheduled"}
+
+
+def test_report_has_the_contract_keys(tiny_job):
+    report = pipefill.compile_file(tiny_job).report()
+    assert CONTRACT_KEYS <= report.keys()
+    assert FILL_KEYS <= report["fill"].keys()
+    for stage in report["stages"]:
+        assert STAGE_KEYS <= stage.keys()
+        for bubble in stage["bubbles"]:
+            assert BUBBLE_KEYS <= bubble.keys()
+    assert {j["name"] for j in report["fill"]["jobs"]} == {"enc"}
+
+
+@pytest.mark.parametrize(
+    "schedule,p,m,v",
+    [("GPIPE", 4, 8, 1), ("ONE_F_ONE_B", 4, 8, 1), ("ONE_F_ONE_B", 3, 5, 1),
+     ("INTERLEAVED_1F1B", 4, 8, 2)],
+)
+def test_bubble_fraction_matches_closed_form(schedule, p, m, v):
+    # (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v*m+p-1) interleaved: computed
+    # here, not by the compiler.
+    plan = pipefill.compile(job_text(p, m, schedule, v))
+    expected = (p - 1) / (v * m + p - 1)
+    assert plan.report()["bubble_fraction"] == pytest.approx(expected, rel=1e-9)
+    # The closed form can fail: a different micro-batch count gives a different fraction.
+    assert plan.report()["bubble_fraction"] != pytest.approx((p - 1) / (v * (m + 1) + p - 1))
+
+
+def test_iteration_time_matches_closed_form():
+    p, m, f, b = 4, 6, 100.0, 200.0
+    report = pipefill.compile(job_text(p, m, "GPIPE", forward_us=f, backward_us=b)).report()
+    assert report["iteration_time_us"] == pytest.approx((m + p - 1) * (f + b))
+
+
+def test_report_equals_the_command_line_tools(tiny_job, tools, tmp_path):
+    mlir = subprocess.run([tools / "pipefill-translate", "--import-job", tiny_job],
+                          check=True, capture_output=True).stdout
+    compiled = subprocess.run([tools / "pipefill-opt", "--pipefill-compile"], input=mlir,
+                              check=True, capture_output=True).stdout
+    report = subprocess.run([tools / "pipefill-translate", "--to-report"], input=compiled,
+                            check=True, capture_output=True).stdout
+    summary = subprocess.run([tools / "pipefill-translate", "--to-summary"], input=compiled,
+                             check=True, capture_output=True).stdout.decode()
+    lowered = subprocess.run([tools / "pipefill-opt", "--pipefill-lower-to-stream=iterations=3"],
+                             input=compiled, check=True, capture_output=True).stdout
+    program = subprocess.run([tools / "pipefill-translate", "--to-stream-program"],
+                             input=lowered, check=True, capture_output=True).stdout
+    plan = pipefill.compile_file(tiny_job)
+    assert plan.report() == json.loads(report)
+    assert plan.summary() == summary
+    assert plan.stream_program(iterations=3) == program
+    # A different loop count gives a different program, so the equality above is not vacuous.
+    assert plan.stream_program(iterations=2) != program
+
+
+def test_compile_accepts_text_bytes_and_paths(tiny_job):
+    text = tiny_job.read_text()
+    reports = [
+        pipefill.compile(text).report(),
+        pipefill.compile(text.encode()).report(),
+        pipefill.compile(tiny_job).report(),
+        pipefill.compile_file(str(tiny_job)).report(),
+    ]
+    assert all(r == reports[0] for r in reports)
+
+
+def test_bubble_and_stage_tables_are_numpy_and_match_the_report(tiny_job):
+    plan = pipefill.compile_file(tiny_job)
+    report = plan.report()
+    bubbles = plan.bubbles()
+    stages = plan.stages()
+    n = sum(len(s["bubbles"]) for s in report["stages"])
+    for key in ("stage", "start_us", "duration_us", "filled_us", "free_bytes", "fills", "kind"):
+        assert isinstance(bubbles[key], np.ndarray) and bubbles[key].shape == (n,), key
+    assert bubbles["stage"].dtype == np.int64 and bubbles["duration_us"].dtype == np.float64
+    flat = [(s["stage"], b) for s in report["stages"] for b in s["bubbles"]]
+    np.testing.assert_array_equal(bubbles["stage"], [s for s, _ in flat])
+    np.testing.assert_allclose(bubbles["start_us"], [b["start_us"] for _, b in flat])
+    np.testing.assert_allclose(bubbles["duration_us"], [b["duration_us"] for _, b in flat])
+    np.testing.assert_array_equal(bubbles["free_bytes"], [b["free_bytes"] for _, b in flat])
+    assert list(bubbles["kind"]) == [b["kind"] for _, b in flat]
+    np.testing.assert_array_equal(stages["stage"], np.arange(len(report["stages"])))
+    np.testing.assert_allclose(stages["idle_us"], [s["idle_us"] for s in report["stages"]])
+    # Every idle microsecond of the tiny job sits in a materialized bubble.
+    per_stage = np.bincount(bubbles["stage"], weights=bubbles["duration_us"])
+    np.testing.assert_allclose(per_stage, stages["idle_us"])
+    # Planned fill never exceeds its bubble.
+    assert np.all(bubbles["filled_us"] <= bubbles["duration_us"])
+    # bubble_fraction = idle / (stages x iteration), from the arrays.
+    frac = stages["idle_us"].sum() / (len(stages["stage"]) * report["iteration_time_us"])
+    assert frac == pytest.approx(report["bubble_fraction"])
+
+
+def test_mlir_trace_svg(tiny_job):
+    plan = pipefill.compile_file(tiny_job)
+    ir = plan.mlir()
+    assert "pipefill.pipeline" in ir and "pipefill.bubble" in ir and "pipefill.fill" in ir
+    assert "tiny.pbtxt" not in ir
+    assert "tiny.pbtxt\":4:" in plan.mlir(debug_info=True)  # the pipeline's JobSpec line
+    trace = json.loads(plan.trace())
+    assert trace  # a Chrome trace: a non-empty JSON document
+    assert "<svg" in plan.svg()
+    assert plan.name == "tiny" and "tiny" in repr(plan)
+
+
+def test_save_binary_and_text(tiny_job, tmp_path):
+    plan = pipefill.compile_file(tiny_job)
+    plan.save(tmp_path / "plan.pb", iterations=2)
+    plan.save(str(tmp_path / "plan.pbtxt"), iterations=2)
+    assert (tmp_path / "plan.pb").read_bytes() == plan.stream_program(iterations=2)
+    assert (tmp_path / "plan.pbtxt").read_text() == plan.stream_program(iterations=2, text=True).decode()
+    assert "devices" in (tmp_path / "plan.pbtxt").read_text()
+
+
+def test_unschedulable_job_is_a_warning_with_location():
+    # A fill job whose weights exceed the device: listed as unscheduled, warned about.
+    extra = ('fill_job { name: "huge" kind: INFERENCE samples: 10\n'
+             '  layer { name: "l" forward_us_per_sample: 10 weight_bytes: 900000000000 '
+             'activation_bytes_per_sample: 8 } }\n')
+    plan = pipefill.compile(job_text(2, 4, extra=extra), name="huge.pbtxt")
+    unscheduled = plan.report()["fill"]["unscheduled"]
+    assert [u["name"] for u in unscheduled] == ["huge"] and unscheduled[0]["reason"]
+    assert plan.warnings and all("huge.pbtxt:" in w and "warning:" in w for w in plan.warnings)
+
+
+def test_profile_replaces_planned_times(tmp_path):
+    # A measured profile with forward 30 us and backward 50 us on every
+    # instruction: the GPipe iteration becomes (m+p-1)*(30+50).
+    p, m = 2, 3
+    lines = ['program: "t" backend: "host" iterations: 1']
+    for s in range(p):
+        lines.append("stages {")
+        for mb in range(m):
+            lines.append(f"  instructions {{ kind: FORWARD microbatch: {mb} measured_us: 30 }}")
+            lines.append(f"  instructions {{ kind: BACKWARD microbatch: {mb} measured_us: 50 }}")
+        lines.append("}")
+    profile = tmp_path / "measured.pbtxt"
+    profile.write_text("\n".join(lines) + "\n")
+    job = job_text(p, m, "GPIPE")
+    planned = pipefill.compile(job).report()["iteration_time_us"]
+    measured = pipefill.compile(job, profile=profile).report()["iteration_time_us"]
+    assert planned == pytest.approx((m + p - 1) * 300)
+    assert measured == pytest.approx((m + p - 1) * 80)
+
+
+# ---------------------------------------------------------------- error paths
+
+def test_syntax_error_names_file_line_and_column():
+    text = job_text(2, 4).replace("microbatches: 4", "microbatches: four")
+    with pytest.raises(pipefill.CompileError) as info:
+        pipefill.compile(text, name="bad.pbtxt")
+    line = 2
+    col = text.splitlines()[line - 1].index("four") + 1
+    assert f"bad.pbtxt:{line}:{col}: error:" in str(info.value)
+    assert info.value.diagnostics and info.value.diagnostics[0].startswith(f"bad.pbtxt:{line}:{col}:")
+    assert isinstance(info.value, ValueError)
+
+
+def test_unknown_enum_names_its_location():
+    text = job_text(2, 4, "ZIGZAG")
+    with pytest.raises(pipefill.CompileError, match=r"<string>:2:\d+: error:.*ZIGZAG"):
+        pipefill.compile(text)
+
+
+def test_semantic_error_names_the_field_and_line(tmp_path):
+    text = job_text(2, 4).replace("forward_us: 100", "forward_us: -100")
+    job = tmp_path / "neg.pbtxt"
+    job.write_text(text)
+    with pytest.raises(pipefill.CompileError, match=r"neg\.pbtxt:3:\d+: error: .*forward_us"):
+        pipefill.compile_file(job)
+
+
+def test_missing_pipeline_is_an_error():
+    with pytest.raises(pipefill.CompileError, match=r"error:"):
+        pipefill.compile('name: "empty"\n')
+
+
+def test_missing_file_raises_file_not_found(tmp_path):
+    missing = tmp_path / "nope.pbtxt"
+    with pytest.raises(FileNotFoundError) as info:
+        pipefill.compile_file(missing)
+    assert info.value.filename == str(missing)
+    with pytest.raises(FileNotFoundError):
+        pipefill.compile(missing)
+
+
+def test_directory_is_not_a_job(tmp_path):
+    with pytest.raises(OSError):
+        pipefill.compile_file(tmp_path)
+
+
+def test_missing_profile_is_a_compile_error(tmp_path):
+    with pytest.raises(pipefill.CompileError, match=r"cannot read profile '.*absent\.pbtxt'"):
+        pipefill.compile(job_text(2, 2), profile=tmp_path / "absent.pbtxt")
+
+
+def test_malformed_profile_is_a_compile_error(tmp_path):
+    bad = tmp_path / "bad.pbtxt"
+    bad.write_text("stages { forward_us: fast }\n")
+    with pytest.raises(pipefill.CompileError, match=r"bad\.pbtxt' is not a valid"):
+        pipefill.compile(job_text(2, 2), profile=bad)
+
+
+def test_profile_for_another_pipeline_is_a_compile_error(tmp_path):
+    one = tmp_path / "one.pbtxt"
+    one.write_text('program: "x" stages { instructions { kind: FORWARD measured_us: 3 } }\n')
+    with pytest.raises(pipefill.CompileError, match=r"has 2 stages but profile"):
+        pipefill.compile(job_text(2, 2), profile=one)
+
+
+def test_profile_missing_an_instruction_is_a_compile_error(tmp_path):
+    partial = tmp_path / "partial.pbtxt"
+    partial.write_text("stages { } stages { }\n")
+    with pytest.raises(pipefill.CompileError, match=r"has no measurement in profile"):
+        pipefill.compile(job_text(2, 2), profile=partial)
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError):
+        pipefill.compile(42)
+    with pytest.raises(ValueError, match="profile must be a non-empty path"):
+        pipefill.compile(job_text(2, 2), profile="")
+    plan = pipefill.compile(job_text(2, 2))
+    with pytest.raises(ValueError, match="iterations must be >= 1"):
+        plan.stream_program(iterations=0)
+
+
+def test_save_to_missing_directory_raises(tmp_path):
+    plan = pipefill.compile(job_text(2, 2))
+    with pytest.raises(FileNotFoundError):
+        plan.save(tmp_path / "no" / "such" / "plan.pb")

@@ -1,0 +1,177 @@
+"""The runtime half: pipefill.run drives the pfrt C API (pfrt_program_load*,
+pfrt_run, pfrt_report_*) on the host backend."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import pipefill
+from conftest import job_text
+
+FAST = dict(time_scale=0.05, max_dim=32)
+
+
+@pytest.fixture(scope="module")
+def tiny_plan(tiny_job):
+    return pipefill.compile_file(tiny_job)
+
+
+def test_run_plan_on_host(tiny_plan):
+    planned = tiny_plan.report()
+    run = pipefill.run(tiny_plan, iterations=2, **FAST)
+    stats = run.stats()
+    assert stats["backend"] == "host" and stats["iterations"] == 2
+    assert stats["planned_iteration_us"] == pytest.approx(planned["iteration_time_us"])
+    iteration_us = run.iteration_us()
+    assert isinstance(iteration_us, np.ndarray) and iteration_us.shape == (2,)
+    assert np.all(iteration_us > 0)
+    report = run.report()
+    assert report["iterations"] == 2 and len(report["devices"]) == planned["num_stages"]
+    assert json.loads(run.report_json()) == report
+    jobs = run.jobs()
+    assert stats["jobs"] == len(jobs) > 0
+    # The fill planned for these iterations ran in full: the plan's samples
+    # per iteration (from the compiler) times the iterations.
+    per_iteration = {j["name"]: j["samples_per_iteration"] for j in planned["fill"]["jobs"]}
+    done = sum(j["samples_this_run"] for j in jobs)
+    assert done == pytest.approx(2 * sum(per_iteration.values()))
+    assert all(j["samples_completed"] == j["samples_planned"] for j in jobs)
+    assert "iteration" in run.summary()
+
+
+def test_bytes_path_and_plan_give_the_same_fill(tiny_plan, tmp_path):
+    # Fill workloads are seeded: the same program gives the same outputs
+    # whichever way it reaches the runtime.
+    tiny_plan.save(tmp_path / "plan.pb", iterations=2)
+    tiny_plan.save(tmp_path / "plan.pbtxt", iterations=2)
+    runs = [
+        pipefill.run(tiny_plan, iterations=2, **FAST),
+        pipefill.run(tiny_plan.stream_program(iterations=2), **FAST),
+        pipefill.run(tiny_plan.stream_program(iterations=2, text=True), **FAST),
+        pipefill.run(tmp_path / "plan.pb", **FAST),
+        pipefill.run(str(tmp_path / "plan.pbtxt"), **FAST),
+    ]
+    checksums = [[(j["name"], j["samples_completed"], j["checksum"]) for j in r.jobs()] for r in runs]
+    assert all(c == checksums[0] for c in checksums)
+    assert all(r.stats()["iterations"] == 2 for r in runs)
+
+
+def test_run_matches_pipefill_run(tiny_plan, tools, tmp_path):
+    # The command-line runner on the same program completes the same fill work
+    # with the same checksums.
+    tiny_plan.save(tmp_path / "plan.pb", iterations=2)
+    subprocess.run([tools / "pipefill-run", tmp_path / "plan.pb", "--backend", "host",
+                    "--time-scale", "0.05", "--max-dim", "32", "--quiet",
+                    "--report", tmp_path / "cli.json"], check=True, capture_output=True)
+    cli = json.loads((tmp_path / "cli.json").read_text())
+    ours = pipefill.run(tmp_path / "plan.pb", **FAST).report()
+    key = lambda r: [(j["name"], j["samples_completed"], j["checksum"]) for j in r["fill"]["jobs"]]
+    assert key(ours) == key(cli)
+
+
+def test_no_fill_runs_the_main_job_alone(tiny_plan):
+    run = pipefill.run(tiny_plan, iterations=1, fill=False, **FAST)
+    assert all(j["samples_this_run"] == 0 for j in run.jobs())
+    assert run.report()["fill_enabled"] is False
+
+
+def test_profile_mode_closes_the_loop(tiny_job, tiny_plan, tmp_path):
+    run = pipefill.run(tiny_plan, iterations=2, profile=True, **FAST)
+    run.save_profile(tmp_path / "profile.pbtxt")
+    run.save_json(tmp_path / "run.json")
+    assert json.loads((tmp_path / "run.json").read_text())["profile_mode"] is True
+    replanned = pipefill.compile_file(tiny_job, profile=tmp_path / "profile.pbtxt")
+    # On the host backend the main-stage compute takes its planned time, so the
+    # plan recompiled from the measured instruction times keeps its iteration
+    # time (test_profile_replaces_planned_times shows a profile does change it).
+    assert len(replanned.report()["stages"]) == 2
+    assert replanned.report()["iteration_time_us"] == pytest.approx(
+        tiny_plan.report()["iteration_time_us"], rel=0.1)
+
+
+def test_checkpoint_resumes_fill(tiny_plan, tmp_path):
+    ckpt = tmp_path / "fill.ckpt"
+    first = pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, **FAST)
+    second = pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, **FAST)
+    assert second.stats()["first_iteration"] == 1
+    done_first = {j["name"]: j["samples_completed"] for j in first.jobs()}
+    for j in second.jobs():
+        assert j["samples_completed"] == done_first[j["name"]] + j["samples_this_run"]
+
+
+def test_backend_queries():
+    assert pipefill.backend_compiled("host")
+    assert pipefill.cuda_device_count() >= 0
+    assert pipefill.PFRT_API_VERSION >= 1
+
+
+# ---------------------------------------------------------------- error paths
+
+def test_bad_options_raise_value_error(tiny_plan):
+    program = tiny_plan.stream_program()
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        pipefill.run(program, backend="tpu")
+    with pytest.raises(ValueError, match="time_scale"):
+        pipefill.run(program, time_scale=0)
+    with pytest.raises(ValueError, match="iterations"):
+        pipefill.run(program, iterations=-1)
+    with pytest.raises(ValueError, match="stage"):
+        pipefill.run(program, stage=-2)
+    with pytest.raises(TypeError):
+        pipefill.run(42)
+
+
+def test_replay_of_a_device_that_does_not_exist(tiny_plan):
+    with pytest.raises(pipefill.RunError) as info:
+        pipefill.run(tiny_plan, stage=7, **FAST)
+    assert info.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
+
+
+def test_corrupt_program_bytes(runtime_data):
+    with pytest.raises(pipefill.RunError) as info:
+        pipefill.run((runtime_data / "corrupt.pb").read_bytes())
+    assert info.value.status == "PFRT_ERROR_PARSE"
+    assert "not a valid binary StreamProgram" in str(info.value)
+
+
+def test_corrupt_text_program_names_line_and_column(runtime_data):
+    with pytest.raises(pipefill.RunError, match=r"corrupt\.pbtxt:\d+:\d+:") as info:
+        pipefill.run(runtime_data / "corrupt.pbtxt")
+    assert info.value.status == "PFRT_ERROR_PARSE"
+
+
+def test_invalid_program(runtime_data):
+    with pytest.raises(pipefill.RunError, match="event 3 does not exist") as info:
+        pipefill.run(runtime_data / "invalid.pbtxt")
+    assert info.value.status == "PFRT_ERROR_INVALID_PROGRAM"
+
+
+def test_deadlocking_program_is_refused_not_hung(runtime_data):
+    with pytest.raises(pipefill.RunError, match="can never run"):
+        pipefill.run(runtime_data / "deadlock.pbtxt")
+
+
+def test_missing_program_file(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        pipefill.run(tmp_path / "missing.pb")
+    assert info.value.filename == str(tmp_path / "missing.pb")
+
+
+def test_cuda_without_gpu_is_unavailable(tiny_plan):
+    if pipefill.cuda_device_count() > 0:
+        pytest.skip("a GPU is present: the CUDA backend is available here")
+    with pytest.raises(pipefill.RunError) as info:
+        pipefill.run(tiny_plan, backend="cuda", **FAST)
+    assert info.value.status == "PFRT_ERROR_UNAVAILABLE"
+
+
+def test_report_writes_to_missing_directory_raise(tiny_plan, tmp_path):
+    run = pipefill.run(tiny_plan, iterations=1, **FAST)
+    with pytest.raises(OSError):
+        run.save_json(tmp_path / "no" / "run.json")
+    with pytest.raises(OSError):
+        run.save_profile(tmp_path / "no" / "profile.pbtxt")
