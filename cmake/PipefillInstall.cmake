@@ -46,14 +46,12 @@ install(FILES
 # The installed-tree check: install into a fresh prefix, configure and build a
 # small consumer project against it (find_package + pipefill::pfrt, the
 # installed tools compiling a JobSpec at build time), and run it.
-if(NOT SKBUILD)
-  add_test(NAME install.consumer
-    COMMAND ${CMAKE_COMMAND}
-      -DBUILD_DIR=${PROJECT_BINARY_DIR}
-      -DCONSUMER_SOURCE=${PROJECT_SOURCE_DIR}/test/install/consumer
-      -DWORK_DIR=${PROJECT_BINARY_DIR}/test/install
-      -DJOB=${PROJECT_SOURCE_DIR}/test/runtime/Inputs/tiny.pbtxt
-      -DGENERATOR=${CMAKE_GENERATOR}
-      -P ${PROJECT_SOURCE_DIR}/test/install/RunConsumer.cmake)
-  set_tests_properties(install.consumer PROPERTIES LABELS install TIMEOUT 300)
-endif()
+add_test(NAME install.consumer
+  COMMAND ${CMAKE_COMMAND}
+    -DBUILD_DIR=${PROJECT_BINARY_DIR}
+    -DCONSUMER_SOURCE=${PROJECT_SOURCE_DIR}/test/install/consumer
+    -DWORK_DIR=${PROJECT_BINARY_DIR}/test/install
+    -DJOB=${PROJECT_SOURCE_DIR}/test/runtime/Inputs/tiny.pbtxt
+    -DGENERATOR=${CMAKE_GENERATOR}
+    -P ${PROJECT_SOURCE_DIR}/test/install/RunConsumer.cmake)
+set_tests_properties(install.consumer PROPERTIES LABELS install TIMEOUT 300)

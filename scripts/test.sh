@@ -7,15 +7,16 @@ bash scripts/build.sh
 
 # --- Python package: `pip install .` into the project venv (scripts/setup.sh made it) ---------
 # scikit-build-core and nanobind come from the venv (--no-build-isolation) and numpy is already
-# there (--no-deps), so this downloads nothing; build/pip/ is reused and ccache is warm, so a run
-# after the first only relinks what changed. ctest's python.installed checks the result.
+# there (--no-deps), so this downloads nothing; it configures the build folder that build.sh just
+# built and finds the module already built, so it costs a CMake re-run and a copy.
+# ctest's python.installed checks the result.
+BUILD_DIR=${PIPEFILL_BUILD_DIR:-build}
 if [ -x .venv/bin/python ]; then
   pip_start=$(date +%s)
   CMAKE_BUILD_PARALLEL_LEVEL=${PIPEFILL_JOBS:-$(nproc)} .venv/bin/python -m pip install -q \
-    --disable-pip-version-check --no-build-isolation --no-deps .
+    --disable-pip-version-check --no-build-isolation --no-deps "--config-settings=build-dir=$BUILD_DIR" .
   echo "python: pip install . done in $(( $(date +%s) - pip_start )) s"
 fi
 
-BUILD_DIR=${PIPEFILL_BUILD_DIR:-build}
 cd "$BUILD_DIR"
 ctest --output-on-failure -j"${PIPEFILL_JOBS:-$(nproc)}"

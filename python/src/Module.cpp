@@ -284,6 +284,7 @@ NB_MODULE(_core, m) {
                    "bubble), each as `file:line:col: warning: ...` text.")
       .def(
           "report", [](const CompiledPlan &p) { return jsonLoads(p.reportJson()); },
+          nb::sig("def report(self) -> dict[str, typing.Any]"),
           "The report as a dict: the keys of `pipefill-translate --to-report` "
           "(iteration_time_us, bubble_fraction, stages[], fill{...}). All numbers are planned.")
       .def("report_json", &CompiledPlan::reportJson, "The report as JSON text.")
@@ -302,10 +303,12 @@ NB_MODULE(_core, m) {
            "Writes the stream program to `path`: text format for .pbtxt/.textproto/.txtpb/.txt, "
            "binary otherwise (what pipefill-run and pipefill.run read).")
       .def("bubbles", &bubbleTable,
+           nb::sig("def bubbles(self) -> dict[str, numpy.ndarray]"),
            "Every planned bubble as columns of numpy arrays, in stage then schedule order: "
            "stage, start_us, duration_us, filled_us (planned fill time), free_bytes, fills "
            "(number of fill chunks) and kind (warmup/steady/cooldown/tail).")
       .def("stages", &stageTable,
+           nb::sig("def stages(self) -> dict[str, numpy.ndarray]"),
            "Per-stage columns as numpy arrays: stage, busy_us, idle_us, peak_memory_bytes, "
            "bubbles (count).")
       .def("__repr__", [](const CompiledPlan &p) {
@@ -341,11 +344,13 @@ NB_MODULE(_core, m) {
                         "Numbers are measured unless their key says planned.")
       .def(
           "report", [](const RunReport &r) { return jsonLoads(r.json()); },
+          nb::sig("def report(self) -> dict[str, typing.Any]"),
           "The run report as a dict (the JSON of `pipefill-run --report`, docs/runtime.md).")
       .def("report_json", &RunReport::json, "The run report as JSON text.")
       .def("summary", &RunReport::summary, "The planned-versus-measured summary table.")
-      .def("stats", &RunReport::stats, "The headline numbers (pfrt_report_get_stats) as a dict.")
-      .def("jobs", &RunReport::jobs,
+      .def("stats", &RunReport::stats, nb::sig("def stats(self) -> dict[str, typing.Any]"),
+           "The headline numbers (pfrt_report_get_stats) as a dict.")
+      .def("jobs", &RunReport::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
            "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
            "checksums, training steps.")
       .def(
@@ -355,6 +360,7 @@ NB_MODULE(_core, m) {
             return nb::module_::import_("numpy").attr("asarray")(report["iteration_us"],
                                                                   "dtype"_a = "float64");
           },
+          nb::sig("def iteration_us(self) -> numpy.ndarray"),
           "Measured time of every iteration, microseconds, as a numpy array.")
       .def("save_json", &RunReport::saveJson, "path"_a, "Writes the run report JSON.")
       .def("save_profile", &RunReport::saveProfile, "path"_a,
