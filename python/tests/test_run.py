@@ -175,3 +175,15 @@ def test_report_writes_to_missing_directory_raise(tiny_plan, tmp_path):
         run.save_json(tmp_path / "no" / "run.json")
     with pytest.raises(OSError):
         run.save_profile(tmp_path / "no" / "profile.pbtxt")
+
+
+def test_quickstart_example_runs(repo, tiny_job):
+    import os
+    import sys
+
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, repo / "examples" / "python" / "quickstart.py", tiny_job],
+                         check=True, capture_output=True, text=True, env=env, timeout=120).stdout
+    planned = pipefill.compile_file(tiny_job).report()["iteration_time_us"] / 1e3
+    assert f"tiny: planned iteration {planned:.2f} ms" in out
+    assert "host run: 2 iterations" in out and "recompiled from the measured profile" in out

@@ -1,0 +1,43 @@
+"""Compile a JobSpec in process, look at its bubbles, run the plan on the host
+backend and close the loop with the measured profile.
+
+usage: python examples/python/quickstart.py [JOB.pbtxt]
+(from the repository root, after scripts/test.sh or `pip install .`)
+"""
+
+import pathlib
+import sys
+import tempfile
+
+import numpy as np
+
+import pipefill
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+job = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "test/runtime/Inputs/tiny.pbtxt"
+
+plan = pipefill.compile_file(job)
+report = plan.report()
+print(f"{plan.name}: planned iteration {report['iteration_time_us'] / 1e3:.2f} ms, "
+      f"bubble fraction {report['bubble_fraction']:.1%}, "
+      f"planned fill {report['fill']['filled_fraction']:.1%} of bubble time")
+
+bubbles = plan.bubbles()
+for stage in np.unique(bubbles["stage"]):
+    mine = bubbles["stage"] == stage
+    print(f"  stage {stage}: {mine.sum()} bubbles, {bubbles['duration_us'][mine].sum():.0f} us idle, "
+          f"{bubbles['filled_us'][mine].sum():.0f} us planned fill")
+
+run = pipefill.run(plan, iterations=2, time_scale=0.1, max_dim=32)
+stats = run.stats()
+print(f"host run: {stats['iterations']} iterations, measured mean {stats['iteration_us_mean']:.0f} us "
+      f"(planned {stats['planned_iteration_us']:.0f} us)")
+for j in run.jobs():
+    print(f"  fill job {j['name']}: {j['samples_this_run']} samples (planned {j['samples_planned']})")
+
+with tempfile.TemporaryDirectory() as tmp:
+    profile = pathlib.Path(tmp) / "profile.pbtxt"
+    pipefill.run(plan, iterations=2, profile=True, time_scale=0.1).save_profile(profile)
+    replanned = pipefill.compile_file(job, profile=profile)
+    print(f"recompiled from the measured profile: iteration "
+          f"{replanned.report()['iteration_time_us'] / 1e3:.2f} ms")
