@@ -21,7 +21,57 @@ set(PIPEFILL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/pipefill)
 install(TARGETS pipefill-opt pipefill-translate pipefill-run pipefill-sim
   EXPORT pipefillTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pipefill)
-install(TARGETS pfrt pipefill_proto
+# pfrt and every library of this project it links, found by walking its link
+# list, so a new internal dependency of the runtime is exported without an edit
+# here. Their include folders in the source or build tree are build-only
+# ($<BUILD_INTERFACE:...>); the installed pfrt adds include/pipefill.
+function(pipefill_internal_link_closure target out_var)
+  set(closure ${${out_var}})
+  get_target_property(libs ${target} LINK_LIBRARIES)
+  if(NOT libs)
+    set(libs "")
+  endif()
+  foreach(lib IN LISTS libs)
+    if(lib MATCHES "^\\$<" OR NOT TARGET ${lib})
+      continue()
+    endif()
+    get_target_property(aliased ${lib} ALIASED_TARGET)
+    if(aliased)
+      set(lib ${aliased})
+    endif()
+    get_target_property(imported ${lib} IMPORTED)
+    if(imported OR lib IN_LIST closure)
+      continue()
+    endif()
+    list(APPEND closure ${lib})
+    pipefill_internal_link_closure(${lib} closure)
+  endforeach()
+  set(${out_var} ${closure} PARENT_SCOPE)
+endfunction()
+
+set(pipefill_exported_libs pfrt)
+pipefill_internal_link_closure(pfrt pipefill_exported_libs)
+foreach(lib IN LISTS pipefill_exported_libs)
+  get_target_property(dirs ${lib} INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT dirs)
+    continue()
+  endif()
+  set(fixed "")
+  foreach(dir IN LISTS dirs)
+    string(FIND "${dir}/" "${PROJECT_SOURCE_DIR}/" in_source)
+    string(FIND "${dir}/" "${PROJECT_BINARY_DIR}/" in_build)
+    if(NOT dir MATCHES "^\\$<" AND (in_source EQUAL 0 OR in_build EQUAL 0))
+      list(APPEND fixed "$<BUILD_INTERFACE:${dir}>")
+    else()
+      list(APPEND fixed "${dir}")
+    endif()
+  endforeach()
+  set_target_properties(${lib} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${fixed}")
+endforeach()
+target_include_directories(pfrt INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/pipefill>)
+message(STATUS "pipefill: cmake --install exports ${pipefill_exported_libs}")
+
+install(TARGETS ${pipefill_exported_libs}
   EXPORT pipefillTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT pipefill)
 install(FILES ${PROJECT_SOURCE_DIR}/runtime/pfrt.h

@@ -8,6 +8,7 @@ usage: python run_mpi_smoke.py
 
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,9 @@ def main() -> int:
         print("FAIL: mpirun did not finish in 120 s")
         return 1
     print(out.stdout, out.stderr, sep="")
-    lines = sorted(l for l in out.stdout.splitlines() if l.startswith("rank "))
+    # mpirun forwards each rank's output as it comes, so two ranks' lines can
+    # arrive glued together: match the reports, not whole lines.
+    lines = sorted(re.findall(r"rank \d+ of \d+: allreduce \d+", out.stdout))
     # 1 + 2 from the two ranks: computed here, not by MPI.
     expected = [f"rank {r} of 2: allreduce 3" for r in range(2)]
     if out.returncode != 0 or lines != expected:
