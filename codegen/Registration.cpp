@@ -64,6 +64,8 @@ void registerTranslations() {
         return exportSvg(cast<ModuleOp>(op), os);
       },
       dialects);
+  registerTorchScheduleImport();
+  registerTorchScheduleExport();
 }
 
 } // namespace pipefill

@@ -41,6 +41,20 @@ mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
 /// API and runs it (a standalone runtime binary once compiled).
 mlir::LogicalResult exportCpp(mlir::ModuleOp module, llvm::raw_ostream &os);
 
+/// Reads a torch.distributed.pipelining action table (CSV) from the main
+/// buffer of `sourceMgr` and the JobSpec `jobFile` into a pipeline whose
+/// stages already hold their instructions (schedule `imported`); see
+/// docs/torch.md. Errors are located at the table's file:line:col.
+mlir::OwningOpRef<mlir::ModuleOp>
+importTorchSchedule(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context,
+                    llvm::StringRef jobFile);
+/// Writes the compute order as torch's compute-only action table (CSV).
+mlir::LogicalResult exportTorchSchedule(mlir::ModuleOp module,
+                                        llvm::raw_ostream &os);
+/// Register --import-torch-schedule (with --job) and --to-torch-schedule.
+void registerTorchScheduleImport();
+void registerTorchScheduleExport();
+
 /// Registers all of the above with mlir-translate's registry.
 void registerTranslations();
 

@@ -8,7 +8,10 @@ def Pipefill_ScheduleKind : I32EnumAttr<"ScheduleKind", "pipeline schedule", [
     I32EnumAttrCase<"GPipe", 0, "gpipe">,
     I32EnumAttrCase<"OneFOneB", 1, "one_f_one_b">,
     I32EnumAttrCase<"Interleaved1F1B", 2, "interleaved_1f1b">,
-    I32EnumAttrCase<"ZBH1", 3, "zb_h1">
+    I32EnumAttrCase<"ZBH1", 3, "zb_h1">,
+    // An order read from outside (a torch.distributed.pipelining action
+    // table): its stages hold their instructions already; never expanded.
+    I32EnumAttrCase<"Imported", 4, "imported">
   ]> {
   let cppNamespace = "::pipefill";
 }

@@ -81,9 +81,10 @@ LogicalResult PipelineOp::verifyRegions() {
   int64_t numMb = getNumMicrobatches();
   int64_t numChunks = getVirtualStages();
 
-  if (numChunks > 1 && getSchedule() != ScheduleKind::Interleaved1F1B)
+  if (numChunks > 1 && getSchedule() != ScheduleKind::Interleaved1F1B &&
+      getSchedule() != ScheduleKind::Imported)
     return emitOpError() << "virtual_stages = " << numChunks
-                         << " requires schedule interleaved_1f1b";
+                         << " requires schedule interleaved_1f1b (or imported)";
 
   int64_t position = 0;
   for (Operation &op : block) {

@@ -15,6 +15,11 @@ struct ExpandSchedulePass
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>()) {
       if (pipeline.isExpanded())
         continue;
+      if (pipeline.getSchedule() == ScheduleKind::Imported) {
+        pipeline.emitError() << "has an imported schedule but no instructions "
+                                "to run; re-import its action table";
+        return signalPassFailure();
+      }
       sched::PipelineSpec spec = specFromIR(pipeline);
       sched::Schedule schedule;
       std::string error;

@@ -15,6 +15,9 @@ static sched::ScheduleKind toSched(ScheduleKind kind) {
   case ScheduleKind::OneFOneB: return sched::ScheduleKind::OneFOneB;
   case ScheduleKind::Interleaved1F1B: return sched::ScheduleKind::Interleaved1F1B;
   case ScheduleKind::ZBH1: return sched::ScheduleKind::ZBH1;
+  // An imported order is never expanded; simulation reads only the
+  // instructions themselves.
+  case ScheduleKind::Imported: return sched::ScheduleKind::OneFOneB;
   }
   return sched::ScheduleKind::OneFOneB;
 }

@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
   bool importing = false, debugInfoChosen = false;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
-    importing |= arg == "--import-job" || arg == "-import-job";
+    importing |= arg == "--import-job" || arg == "-import-job" ||
+                 arg == "--import-torch-schedule" || arg == "-import-torch-schedule";
     debugInfoChosen |= arg.contains("mlir-print-debuginfo");
   }
   static char debugInfo[] = "--mlir-print-debuginfo";

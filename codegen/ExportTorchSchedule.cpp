@@ -1,0 +1,86 @@
+//===- ExportTorchSchedule.cpp - pipefill order -> torch action table -----===//
+//
+// `pipefill-translate --to-torch-schedule` writes the compute order of each
+// stage (rank) as the compute-only CSV that torch.distributed.pipelining's
+// `_PipelineScheduleRuntime._load_csv` loads: torch then adds its own
+// send/recv actions, and its runtime runs exactly the order pipefill
+// simulated and planned. Chunk c of device d is torch stage c*p + d (torch's
+// interleaved layout) unless the stage carries `torch_stages` from an
+// imported table; compute ops tagged with the same `torch_overlap` group
+// are written back as one OVERLAP_F_B cell.
+//
+//===----------------------------------------------------------------------===//
+#include "algo/torch/TorchSchedule.h"
+#include "codegen/IRQueries.h"
+#include "codegen/Translate.h"
+#include "dialect/PipefillOps.h"
+#include "dialect/stream/PfstreamOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace pipefill {
+
+LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
+  PipelineOp pipeline = findPipeline(module);
+  if (!pipeline)
+    return failure();
+  if (!pipeline.isExpanded())
+    return pipeline.emitError()
+           << "has no instructions to export; run pipefill-opt "
+              "--pipefill-expand-schedule (or --pipefill-compile) first";
+  int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
+  std::vector<std::vector<torchsched::ExportOp>> rows;
+  for (StageOp stage : pipeline.getStages()) {
+    int64_t d = stage.getIndex();
+    auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
+    if (mapping && (int64_t)mapping.size() != v)
+      return stage.emitOpError()
+             << "has torch_stages for " << mapping.size()
+             << " chunks but the pipeline has virtual_stages = " << v;
+    auto &row = rows.emplace_back();
+    for (Operation &op : stage.getBody().front()) {
+      torchsched::ExportOp out;
+      bool compute =
+          llvm::TypeSwitch<Operation *, bool>(&op)
+              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
+                  [&](auto c) {
+                    out.kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
+                               : isa<BackwardOp>(op) ? sched::InstrKind::Backward
+                               : isa<BackwardInputOp>(op)
+                                   ? sched::InstrKind::BackwardInput
+                                   : sched::InstrKind::BackwardWeight;
+                    out.microbatch = c.getMicrobatch();
+                    int64_t chunk = c.getChunk();
+                    out.stage = mapping ? mapping[chunk] : chunk * p + d;
+                    return true;
+                  })
+              .Default([](Operation *) { return false; });
+      if (!compute)
+        continue;
+      if (auto g = op.getAttrOfType<IntegerAttr>("torch_overlap"))
+        out.overlapGroup = g.getInt();
+      row.push_back(out);
+    }
+  }
+  os << torchsched::formatTable(rows);
+  return success();
+}
+
+void registerTorchScheduleExport() {
+  static TranslateFromMLIRRegistration toTorch(
+      "to-torch-schedule",
+      "write the compute order as a torch.distributed.pipelining action table "
+      "(compute-only CSV)",
+      [](Operation *op, llvm::raw_ostream &os) {
+        return exportTorchSchedule(cast<ModuleOp>(op), os);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
+      });
+}
+
+} // namespace pipefill

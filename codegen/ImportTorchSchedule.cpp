@@ -1,0 +1,243 @@
+//===- ImportTorchSchedule.cpp - torch action table -> pipefill dialect ---===//
+//
+// `pipefill-translate --import-torch-schedule TABLE.csv --job JOB.pbtxt`
+// reads the per-rank action table that torch.distributed.pipelining's
+// `_PipelineScheduleRuntime._load_csv` loads, checks it (algo/torch), takes
+// the stage costs, hardware, tail, planner options and fill jobs from the
+// JobSpec, and prints a pipeline whose stages (one per rank) already hold
+// their instructions, so pipefill-expand-schedule leaves it as it is and the
+// rest of --pipefill-compile simulates it, finds its bubbles and plans fill.
+//
+// Every instruction is located at its table cell; problems with the table
+// are reported at file:line:col of the cell, problems with the JobSpec at
+// the JobSpec's file:line:col.
+//
+//===----------------------------------------------------------------------===//
+#include "algo/torch/TorchSchedule.h"
+#include "codegen/Translate.h"
+#include "dialect/PipefillOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+
+namespace pipefill {
+namespace {
+
+double f64(llvm::APFloat v) { return v.convertToDouble(); }
+
+Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &in) {
+  auto dur = llvm::APFloat(in.durationUs);
+  uint64_t mb = in.microbatch < 0 ? 0 : in.microbatch;
+  uint64_t chunk = in.chunk;
+  Payload payload = in.payload == sched::Payload::Activation
+                        ? Payload::Activation
+                        : Payload::Gradient;
+  switch (in.kind) {
+  case sched::InstrKind::Forward:
+    return b.create<ForwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Backward:
+    return b.create<BackwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::BackwardInput:
+    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::BackwardWeight:
+    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Send:
+    return b.create<SendOp>(loc, payload, mb, chunk, (uint64_t)in.peer,
+                            (uint64_t)in.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::Recv:
+    return b.create<RecvOp>(loc, payload, mb, chunk, (uint64_t)in.peer,
+                            (uint64_t)in.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+  case sched::InstrKind::AllReduceGrads:
+    return b.create<AllReduceGradsOp>(loc, (uint64_t)in.bytes, dur, FloatAttr(),
+                                      FloatAttr(), IntegerAttr());
+  case sched::InstrKind::OptimizerStep:
+    return b.create<OptimizerStepOp>(loc, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+  }
+  return nullptr;
+}
+
+sched::PipelineSpec specOf(PipelineOp pipeline) {
+  sched::PipelineSpec spec;
+  spec.stages = pipeline.getNumStages();
+  spec.microbatches = pipeline.getNumMicrobatches();
+  spec.virtualStages = pipeline.getVirtualStages();
+  spec.p2pLatencyUs = f64(pipeline.getP2pLatencyUs());
+  spec.p2pBandwidthGBps = f64(pipeline.getP2pBandwidthGbps());
+  spec.tail = pipeline.getTail();
+  spec.dataParallel = pipeline.getDataParallel();
+  spec.gradBytes = pipeline.getGradBytes();
+  spec.dpBandwidthGBps = f64(pipeline.getAllreduceBandwidthGbps());
+  spec.dpLatencyUs = f64(pipeline.getAllreduceLatencyUs());
+  spec.optimizerUs = f64(pipeline.getOptimizerUs());
+  for (StageOp stage : pipeline.getStages()) {
+    sched::StageCost c;
+    c.forwardUs = f64(stage.getForwardUs());
+    c.backwardUs = f64(stage.getBackwardUs());
+    c.backwardWeightUs = f64(stage.getBackwardWeightUs());
+    c.activationBytes = stage.getActivationBytes();
+    c.stashBytes = stage.getStashBytes();
+    c.staticBytes = stage.getStaticBytes();
+    spec.costs.push_back(c);
+  }
+  return spec;
+}
+
+llvm::cl::opt<std::string> &jobOption() {
+  static llvm::cl::opt<std::string> job(
+      "job",
+      llvm::cl::desc("JobSpec (text format) with the stage costs, hardware and "
+                     "fill jobs for --import-torch-schedule"),
+      llvm::cl::value_desc("file"), llvm::cl::init(""));
+  return job;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
+                                          MLIRContext *context,
+                                          StringRef jobFile) {
+  context->loadDialect<PipefillDialect>();
+  const llvm::MemoryBuffer *buffer =
+      sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  StringRef file = buffer->getBufferIdentifier();
+  if (file == "<stdin>")
+    file = "-";
+  auto at = [&](torchsched::Loc loc) {
+    return FileLineColLoc::get(context, file, std::max(loc.line, 1),
+                               std::max(loc.col, 1));
+  };
+
+  torchsched::Table table;
+  torchsched::Imported imported;
+  torchsched::Diag diag;
+  if (!torchsched::parseTable(buffer->getBuffer(), table, diag) ||
+      !torchsched::checkTable(table, imported, diag)) {
+    emitError(at(diag.loc)) << diag.message;
+    return nullptr;
+  }
+
+  if (jobFile.empty()) {
+    emitError(at({1, 1}))
+        << "--import-torch-schedule needs --job=JOB.pbtxt for the stage "
+           "costs, hardware and fill jobs";
+    return nullptr;
+  }
+  auto jobBuffer = llvm::MemoryBuffer::getFile(jobFile);
+  if (!jobBuffer) {
+    emitError(at({1, 1})) << "cannot read the job '" << jobFile
+                          << "': " << jobBuffer.getError().message();
+    return nullptr;
+  }
+  llvm::SourceMgr jobSources;
+  jobSources.AddNewSourceBuffer(std::move(*jobBuffer), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = importJobSpec(jobSources, context);
+  if (!module)
+    return nullptr;
+  PipelineOp pipeline;
+  for (PipelineOp p : module->getOps<PipelineOp>())
+    pipeline = p;
+  if (!pipeline) {
+    emitError(at({1, 1})) << "the job '" << jobFile << "' has no pipeline";
+    return nullptr;
+  }
+
+  // The table decides the shape; the job must agree with it.
+  std::string rows = std::to_string(imported.ranks);
+  if ((int64_t)pipeline.getNumStages() != imported.ranks) {
+    emitError(pipeline.getLoc())
+        << "pipeline.stages = " << pipeline.getNumStages() << " but the action "
+        << "table '" << file << "' has " << rows << " rank rows";
+    return nullptr;
+  }
+  if ((int64_t)pipeline.getNumMicrobatches() != imported.microbatches) {
+    emitError(pipeline.getLoc())
+        << "pipeline.microbatches = " << pipeline.getNumMicrobatches()
+        << " but the action table '" << file << "' runs "
+        << imported.microbatches << " micro-batches";
+    return nullptr;
+  }
+  int64_t jobChunks = pipeline.getVirtualStages();
+  if (jobChunks != 1 && jobChunks != imported.chunksPerRank) {
+    emitError(pipeline.getLoc())
+        << "pipeline.virtual_stages = " << jobChunks << " but the action table '"
+        << file << "' places " << imported.chunksPerRank
+        << " stage(s) on every rank";
+    return nullptr;
+  }
+  pipeline.setSchedule(ScheduleKind::Imported);
+  pipeline.setVirtualStages(imported.chunksPerRank);
+
+  sched::PipelineSpec spec = specOf(pipeline);
+  if (imported.splitBackward) {
+    bool anyWeight = false;
+    for (const sched::StageCost &c : spec.costs)
+      anyWeight |= c.backwardWeightUs > 0;
+    if (!anyWeight)
+      emitWarning(pipeline.getLoc())
+          << "the action table splits backwards into I and W, but no stage "
+             "has backward_weight_us: every W is planned at 0 us";
+  }
+  sched::Schedule schedule;
+  torchsched::toPipefill(imported, spec, schedule);
+
+  Builder b(context);
+  OpBuilder builder(context);
+  StringAttr overlapId = b.getStringAttr("torch_overlap");
+  size_t r = 0;
+  for (StageOp stage : pipeline.getStages()) {
+    stage->setAttr("torch_stages",
+                   b.getDenseI64ArrayAttr(llvm::SmallVector<int64_t>(
+                       imported.stagesOfRank[r].begin(),
+                       imported.stagesOfRank[r].end())));
+    if (stage.getBody().empty())
+      builder.createBlock(&stage.getBody());
+    builder.setInsertionPointToEnd(&stage.getBody().front());
+    // Walk the instructions beside the compute order they came from: each
+    // compute takes its cell's location, and the transfers around it too.
+    const auto &order = imported.order[r];
+    size_t next = 0;
+    Location loc = at({table.rowLine[r], 1});
+    for (const sched::Instr &in : schedule[r]) {
+      bool compute = in.kind == sched::InstrKind::Forward ||
+                     sched::isBackwardFamily(in.kind);
+      // A recv goes right before its compute: take that compute's cell.
+      if (in.kind == sched::InstrKind::Recv && next < order.size())
+        loc = at(order[next].loc);
+      if (compute && next < order.size())
+        loc = at(order[next].loc);
+      Operation *op = buildInstr(builder, loc, in);
+      if (compute && next < order.size()) {
+        if (order[next].overlapGroup >= 0)
+          op->setAttr(overlapId, b.getI64IntegerAttr(order[next].overlapGroup));
+        ++next;
+      }
+    }
+    ++r;
+  }
+  if (failed(verify(*module)))
+    return nullptr;
+  return module;
+}
+
+void registerTorchScheduleImport() {
+  jobOption();
+  static TranslateToMLIRRegistration importTorch(
+      "import-torch-schedule",
+      "import a torch.distributed.pipelining action table (CSV, with --job) "
+      "into the pipefill dialect",
+      [](llvm::SourceMgr &sourceMgr, MLIRContext *context) -> OwningOpRef<Operation *> {
+        OwningOpRef<ModuleOp> module =
+            importTorchSchedule(sourceMgr, context, jobOption().getValue());
+        if (!module)
+          return nullptr;
+        return OwningOpRef<Operation *>(module.release());
+      });
+}
+
+} // namespace pipefill
