@@ -76,3 +76,32 @@ if [ "$(cat "$PIPEFILL_PY_STAMP" 2>/dev/null)" != "${PIPEFILL_PY_PINS[*]}" ] ||
 else
   echo "setup: Python venv $PIPEFILL_VENV has ${PIPEFILL_PY_PINS[*]}"
 fi
+
+# --- torch (for the torch.distributed.pipelining tests, test/torch/) --------------------------
+# The standard PyPI torch wheel, pinned, in the project's virtual environment .venv/ (git-ignored;
+# created here the same way as for the Python package if it does not exist yet, on Debian's
+# python3 with python3-venv). Installed only when `import torch` fails there, so a second run
+# costs one import check. It is a large download (the wheel pulls CUDA libraries) made once.
+# Set PIPEFILL_SKIP_TORCH=1 to leave torch out: the tests that need it then report UNSUPPORTED.
+PIPEFILL_TORCH_PIN=torch==2.15.0
+if [ "${PIPEFILL_SKIP_TORCH:-0}" != 1 ]; then
+  PIPEFILL_TORCH_VENV=${PIPEFILL_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}
+  if [ ! -x "$PIPEFILL_TORCH_VENV/bin/python" ]; then
+    if ! dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'install ok installed'; then
+      echo "setup: installing python3-venv"
+      SUDO=""
+      if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+      export DEBIAN_FRONTEND=noninteractive
+      $SUDO apt-get update -qq
+      $SUDO apt-get install -y -qq --no-install-recommends python3-venv
+    fi
+    echo "setup: creating the Python virtual environment $PIPEFILL_TORCH_VENV"
+    /usr/bin/python3 -m venv "$PIPEFILL_TORCH_VENV"
+  fi
+  if "$PIPEFILL_TORCH_VENV/bin/python" -c 'import torch' 2>/dev/null; then
+    echo "setup: torch present in $PIPEFILL_TORCH_VENV"
+  else
+    echo "setup: pip installing $PIPEFILL_TORCH_PIN into $PIPEFILL_TORCH_VENV (large download)"
+    "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "$PIPEFILL_TORCH_PIN"
+  fi
+fi

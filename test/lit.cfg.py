@@ -32,3 +32,17 @@ if not os.path.exists(os.path.join(config.pipefill_tools_dir, "pipefill-run")):
 llvm_config.add_tool_substitutions(
     [t for t in tools if os.path.exists(os.path.join(config.pipefill_tools_dir, t))],
     [config.pipefill_tools_dir])
+
+# torch (from scripts/setup.sh, in the project's .venv): tests marked
+# `REQUIRES: torch` build schedules with torch's own classes; they show as
+# UNSUPPORTED where torch is missing. %torch_python runs that interpreter.
+import subprocess
+_torch_python = os.path.join(config.pipefill_src_root, ".venv", "bin", "python")
+if os.path.exists(_torch_python) and subprocess.run(
+        [_torch_python, "-c", "import torch.distributed.pipelining"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", _torch_python + " -W ignore"))
+else:
+    lit_config.note("torch is not installed in .venv: the torch tests are skipped")
+config.excludes.append("torch_tables.py")
