@@ -66,6 +66,7 @@ void registerTranslations() {
       dialects);
   registerTorchScheduleImport();
   registerTorchScheduleExport();
+  registerTorchTraceImport();
 }
 
 } // namespace pipefill

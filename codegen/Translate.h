@@ -51,9 +51,16 @@ importTorchSchedule(llvm::SourceMgr &sourceMgr, mlir::MLIRContext *context,
 /// Writes the compute order as torch's compute-only action table (CSV).
 mlir::LogicalResult exportTorchSchedule(mlir::ModuleOp module,
                                         llvm::raw_ostream &os);
-/// Register --import-torch-schedule (with --job) and --to-torch-schedule.
+/// Measures the pipeline's compute instructions from torch.profiler Chrome
+/// traces and writes a text MeasuredProfile for --pipefill-compile=profile=.
+mlir::LogicalResult exportTorchTraceProfile(mlir::ModuleOp module,
+                                            llvm::raw_ostream &os,
+                                            llvm::ArrayRef<std::string> traces);
+/// Register --import-torch-schedule (with --job), --to-torch-schedule and
+/// --torch-trace-to-profile (with --torch-trace).
 void registerTorchScheduleImport();
 void registerTorchScheduleExport();
+void registerTorchTraceImport();
 
 /// Registers all of the above with mlir-translate's registry.
 void registerTranslations();

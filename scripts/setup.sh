@@ -83,7 +83,9 @@ fi
 # python3 with python3-venv). Installed only when `import torch` fails there, so a second run
 # costs one import check. It is a large download (the wheel pulls CUDA libraries) made once.
 # Set PIPEFILL_SKIP_TORCH=1 to leave torch out: the tests that need it then report UNSUPPORTED.
-PIPEFILL_TORCH_PIN=torch==2.15.0
+# numpy: torch's pipelining sends stage metadata as pickled objects, which needs it (same pin as
+# the Python package block).
+PIPEFILL_TORCH_PINS=(torch==2.15.0 numpy==2.2.6)
 if [ "${PIPEFILL_SKIP_TORCH:-0}" != 1 ]; then
   PIPEFILL_TORCH_VENV=${PIPEFILL_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}
   if [ ! -x "$PIPEFILL_TORCH_VENV/bin/python" ]; then
@@ -98,10 +100,10 @@ if [ "${PIPEFILL_SKIP_TORCH:-0}" != 1 ]; then
     echo "setup: creating the Python virtual environment $PIPEFILL_TORCH_VENV"
     /usr/bin/python3 -m venv "$PIPEFILL_TORCH_VENV"
   fi
-  if "$PIPEFILL_TORCH_VENV/bin/python" -c 'import torch' 2>/dev/null; then
+  if "$PIPEFILL_TORCH_VENV/bin/python" -c 'import torch, numpy' 2>/dev/null; then
     echo "setup: torch present in $PIPEFILL_TORCH_VENV"
   else
-    echo "setup: pip installing $PIPEFILL_TORCH_PIN into $PIPEFILL_TORCH_VENV (large download)"
-    "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "$PIPEFILL_TORCH_PIN"
+    echo "setup: pip installing ${PIPEFILL_TORCH_PINS[*]} into $PIPEFILL_TORCH_VENV (large download)"
+    "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_TORCH_PINS[@]}"
   fi
 fi

@@ -45,4 +45,4 @@ if os.path.exists(_torch_python) and subprocess.run(
     config.substitutions.append(("%torch_python", _torch_python + " -W ignore"))
 else:
     lit_config.note("torch is not installed in .venv: the torch tests are skipped")
-config.excludes.append("torch_tables.py")
+config.excludes.extend(["torch_tables.py", "make_trace.py", "check_trace_profile.py"])

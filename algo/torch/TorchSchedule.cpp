@@ -215,6 +215,11 @@ bool parseCell(std::string_view text, int line, int col, Action &a,
 
 } // namespace
 
+bool parseAction(std::string_view text, int line, int col, Action &action,
+                 Diag &diag) {
+  return parseCell(text, line, col, action, diag);
+}
+
 bool parseTable(std::string_view text, Table &table, Diag &diag) {
   table = Table();
   std::vector<std::string_view> lines;

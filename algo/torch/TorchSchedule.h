@@ -82,6 +82,11 @@ struct Diag {
 /// grammar: `<stage><TYPE>[<microbatch>]` and `(<a>;<b>;...)OVERLAP_F_B`.
 bool parseTable(std::string_view text, Table &table, Diag &diag);
 
+/// Parses one cell's text (already trimmed) into `action`, located at
+/// (line, col); the grammar of parseTable.
+bool parseAction(std::string_view text, int line, int col, Action &action,
+                 Diag &diag);
+
 /// One compute operation of an imported schedule, in rank order.
 struct ComputeOp {
   sched::InstrKind kind = sched::InstrKind::Forward; ///< Forward, Backward,

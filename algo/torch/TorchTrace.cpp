@@ -1,0 +1,269 @@
+//===- TorchTrace.cpp - measured stage costs from torch profiler traces ---===//
+#include "algo/torch/TorchTrace.h"
+#include "algo/torch/TorchSchedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace pipefill::torchsched {
+namespace {
+
+bool isCommOp(const std::string &name) {
+  return name.rfind("c10d::", 0) == 0 || name.find("gloo") != std::string::npos ||
+         name.find("nccl") != std::string::npos ||
+         name.find("record_param_comms") != std::string::npos;
+}
+
+bool isAutogradOp(const std::string &name) {
+  return name.rfind("autograd::", 0) == 0;
+}
+
+sched::InstrKind instrKind(ActKind k) {
+  switch (k) {
+  case ActKind::Forward: return sched::InstrKind::Forward;
+  case ActKind::FullBackward: return sched::InstrKind::Backward;
+  case ActKind::BackwardInput: return sched::InstrKind::BackwardInput;
+  default: return sched::InstrKind::BackwardWeight;
+  }
+}
+
+/// One compute sub-action measured in one range.
+struct Sample {
+  sched::InstrKind kind;
+  int stage, mb;
+  double start, end; ///< compute span
+  size_t file;
+  int line;
+};
+
+/// Parses "Forward 3" / "Backward 3"; returns false if it is not one.
+bool singleStageLabel(const std::string &name, bool &forward, int &mb) {
+  std::string prefix;
+  if (name.rfind("Forward ", 0) == 0) {
+    forward = true;
+    prefix = "Forward ";
+  } else if (name.rfind("Backward ", 0) == 0) {
+    forward = false;
+    prefix = "Backward ";
+  } else {
+    return false;
+  }
+  std::string rest = name.substr(prefix.size());
+  if (rest.empty() || rest.size() > 7 ||
+      !std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  mb = std::stoi(rest);
+  return true;
+}
+
+} // namespace
+
+bool profileFromTraces(const std::vector<TraceFile> &files,
+                       const StagePlacement &placement, TraceProfile &out,
+                       TraceDiag &diag) {
+  out = TraceProfile();
+  const int S = placement.devices * placement.chunks;
+  auto fail = [&](const TraceFile &f, int line, const std::string &msg) {
+    diag = {f.path, line, msg};
+    return false;
+  };
+  std::vector<Sample> samples;
+  for (size_t fi = 0; fi < files.size(); ++fi) {
+    const TraceFile &f = files[fi];
+    // Operator events per thread, by start time.
+    std::map<std::string, std::vector<const TraceEvent *>> ops;
+    for (const TraceEvent &e : f.events)
+      if (e.cat == "cpu_op" && !isCommOp(e.name))
+        ops[e.thread].push_back(&e);
+    for (auto &[thread, list] : ops)
+      std::sort(list.begin(), list.end(),
+                [](const TraceEvent *a, const TraceEvent *b) { return a->ts < b->ts; });
+    size_t before = samples.size();
+    for (const TraceEvent &e : f.events) {
+      std::vector<Action> subs;
+      bool single = false, forward = false;
+      int mb = -1;
+      if (e.name.rfind("PP:", 0) == 0) {
+        Action a;
+        Diag d;
+        if (!parseAction(std::string_view(e.name).substr(3), e.line, 4, a, d))
+          return fail(f, e.line, "'" + e.name + "' is not a torch pipelining "
+                                     "action label: " + d.message);
+        if (a.kind == ActKind::OverlapFB)
+          subs = a.sub;
+        else if (isCompute(a.kind))
+          subs.push_back(a);
+        else
+          continue; // communication and bookkeeping actions
+      } else if (singleStageLabel(e.name, forward, mb)) {
+        if (f.rank < 0)
+          return fail(f, e.line, "'" + e.name + "' (a single-stage schedule's "
+                                 "label) needs the trace's rank, and the trace "
+                                 "has no distributedInfo.rank");
+        if (placement.chunks != 1)
+          return fail(f, e.line, "'" + e.name + "' comes from a single-stage "
+                                 "schedule, but the pipeline has " +
+                                     std::to_string(placement.chunks) +
+                                     " chunks per stage");
+        Action a;
+        a.kind = forward ? ActKind::Forward : ActKind::FullBackward;
+        a.stage = f.rank;
+        a.microbatch = mb;
+        subs.push_back(a);
+        single = true;
+      } else {
+        continue;
+      }
+      if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0)
+        return fail(f, e.line, "'" + e.name + "' has no valid ts and dur");
+      for (const Action &a : subs)
+        if (a.stage < 0 || a.stage >= S)
+          return fail(f, e.line,
+                      "'" + e.name + "' names stage " + std::to_string(a.stage) +
+                          ", but the pipeline has " + std::to_string(S) +
+                          " stages (" + std::to_string(placement.devices) +
+                          " x " + std::to_string(placement.chunks) + ")" +
+                          (single ? " (the stage is the trace's rank)" : ""));
+      // Spans of the nested operators: all, and split for OVERLAP_F_B.
+      double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+      auto it = ops.find(e.thread);
+      if (it != ops.end()) {
+        const auto &list = it->second;
+        auto first = std::lower_bound(
+            list.begin(), list.end(), e.ts,
+            [](const TraceEvent *a, double t) { return a->ts < t; });
+        for (auto op = first; op != list.end() && (*op)->ts <= e.ts + e.dur; ++op) {
+          if ((*op)->ts + (*op)->dur > e.ts + e.dur + 1e-6)
+            continue;
+          int cls = isAutogradOp((*op)->name) ? 1 : 0;
+          lo[cls] = std::min(lo[cls], (*op)->ts);
+          hi[cls] = std::max(hi[cls], (*op)->ts + (*op)->dur);
+        }
+      }
+      bool overlap = subs.size() > 1;
+      double allLo = std::min(lo[0], lo[1]), allHi = std::max(hi[0], hi[1]);
+      if (!(allHi >= allLo)) { // no nested operators
+        allLo = e.ts;
+        allHi = e.ts + e.dur;
+      }
+      // For a group: the sub-actions of each class share that class's span.
+      int count[2] = {0, 0};
+      for (const Action &a : subs)
+        ++count[a.kind == ActKind::Forward ? 0 : 1];
+      int seen[2] = {0, 0};
+      for (const Action &a : subs) {
+        int cls = a.kind == ActKind::Forward ? 0 : 1;
+        double s0 = allLo, s1 = allHi;
+        if (overlap) {
+          if (hi[cls] >= lo[cls]) {
+            s0 = lo[cls];
+            s1 = hi[cls];
+          } else {
+            // This class recorded no operators: an equal share of the range.
+            s0 = e.ts;
+            s1 = e.ts + e.dur / double(subs.size());
+          }
+          double part = (s1 - s0) / count[cls];
+          s0 += part * seen[cls];
+          s1 = s0 + part;
+          ++seen[cls];
+        }
+        samples.push_back({instrKind(a.kind), a.stage, a.microbatch, s0, s1, fi,
+                           e.line});
+      }
+    }
+    if (samples.size() == before)
+      return fail(f, 0, "the trace has no torch pipelining action events "
+                        "(PP:<action> ranges of _PipelineScheduleRuntime, or "
+                        "'Forward <mb>'/'Backward <mb>' of ScheduleGPipe and "
+                        "Schedule1F1B); profile a step of the schedule");
+  }
+
+  // Occurrences: the k-th sample of a key belongs to iteration k.
+  using Key = std::tuple<int, int, int>; // stage, kind, mb
+  std::map<Key, std::vector<const Sample *>> byKey;
+  std::sort(samples.begin(), samples.end(),
+            [](const Sample &a, const Sample &b) { return a.start < b.start; });
+  for (const Sample &s : samples) {
+    auto &list = byKey[{s.stage, int(s.kind), s.mb}];
+    if (!list.empty() && list.front()->file != s.file)
+      return fail(files[s.file], s.line,
+                  "stage " + std::to_string(s.stage) + " micro-batch " +
+                      std::to_string(s.mb) + " " + sched::toString(s.kind) +
+                      " also appears in " + files[list.front()->file].path +
+                      " (line " + std::to_string(list.front()->line) +
+                      "); each stage runs on one rank");
+    list.push_back(&s);
+  }
+  int iterations = 0;
+  for (auto &[key, list] : byKey)
+    iterations = std::max(iterations, int(list.size()));
+  out.iterations = iterations;
+  int firstUsed = iterations > 1 ? 1 : 0;
+  std::vector<double> origin(iterations, INFINITY), end(iterations, -INFINITY);
+  for (auto &[key, list] : byKey)
+    for (size_t k = 0; k < list.size(); ++k) {
+      origin[k] = std::min(origin[k], list[k]->start);
+      end[k] = std::max(end[k], list[k]->end);
+    }
+  for (auto &[key, list] : byKey) {
+    auto [stage, kind, mb] = key;
+    MeasuredOp m;
+    m.kind = sched::InstrKind(kind);
+    m.stage = stage;
+    m.device = placement.deviceOfStage[stage];
+    m.chunk = placement.chunkOfStage[stage];
+    m.microbatch = mb;
+    size_t from = list.size() > size_t(firstUsed) ? size_t(firstUsed) : 0;
+    for (size_t k = from; k < list.size(); ++k) {
+      m.meanUs += list[k]->end - list[k]->start;
+      m.meanStartUs += list[k]->start - origin[k];
+      ++m.samples;
+    }
+    m.meanUs /= m.samples;
+    m.meanStartUs /= m.samples;
+    out.ops.push_back(m);
+  }
+  std::sort(out.ops.begin(), out.ops.end(), [](const MeasuredOp &a, const MeasuredOp &b) {
+    return a.device != b.device ? a.device < b.device : a.meanStartUs < b.meanStartUs;
+  });
+  int used = 0;
+  for (int k = firstUsed; k < iterations; ++k, ++used)
+    out.iterationUs += end[k] - origin[k];
+  out.iterationUs = used ? out.iterationUs / used : 0;
+
+  // Gaps of each device's compute in the last iteration.
+  int last = iterations - 1;
+  std::vector<std::vector<std::pair<double, double>>> spans(placement.devices);
+  for (auto &[key, list] : byKey)
+    if (int(list.size()) > last) {
+      const Sample *s = list[last];
+      spans[placement.deviceOfStage[s->stage]].push_back({s->start, s->end});
+    }
+  out.deviceIterationUs.assign(placement.devices, 0);
+  for (int d = 0; d < placement.devices; ++d) {
+    auto &sp = spans[d];
+    if (sp.empty())
+      continue;
+    std::sort(sp.begin(), sp.end());
+    double o = origin[last];
+    out.deviceIterationUs[d] = sp.back().second - sp.front().first;
+    if (sp.front().first > o)
+      out.gaps.push_back({d, 0, sp.front().first - o, sched::BubbleKind::Warmup});
+    double reach = sp.front().second;
+    for (size_t i = 1; i < sp.size(); ++i) {
+      if (sp[i].first > reach)
+        out.gaps.push_back({d, reach - o, sp[i].first - reach,
+                            sched::BubbleKind::Steady});
+      reach = std::max(reach, sp[i].second);
+    }
+    if (end[last] > reach)
+      out.gaps.push_back({d, reach - o, end[last] - reach,
+                          sched::BubbleKind::Cooldown});
+  }
+  return true;
+}
+
+} // namespace pipefill::torchsched

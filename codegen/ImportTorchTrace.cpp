@@ -1,0 +1,322 @@
+//===- ImportTorchTrace.cpp - torch profiler traces -> MeasuredProfile ----===//
+//
+// `pipefill-translate --torch-trace-to-profile --torch-trace=R0.json,R1.json
+// JOB.mlir > profile.pbtxt` reads the Chrome traces torch.profiler wrote for
+// the ranks of a torch.distributed.pipelining job and writes the measured
+// profile (text MeasuredProfile) that `--pipefill-compile=profile=FILE`
+// applies. The module gives the pipeline: its devices, chunks and the torch
+// stage of each chunk (`torch_stages` of an imported table, or chunk c of
+// device d = stage c*p + d). algo/torch/TorchTrace.h says which events count.
+//
+//===----------------------------------------------------------------------===//
+#include "algo/torch/TorchTrace.h"
+#include "codegen/IRQueries.h"
+#include "codegen/Translate.h"
+#include "dialect/PipefillOps.h"
+#include "dialect/stream/PfstreamOps.h"
+#include "proto/profile.pb.h"
+
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <cstdio>
+#include <map>
+
+using namespace mlir;
+
+namespace pipefill {
+namespace {
+
+llvm::cl::list<std::string> &traceOption() {
+  static llvm::cl::list<std::string> traces(
+      "torch-trace",
+      llvm::cl::desc("torch.profiler Chrome trace(s) for --torch-trace-to-profile "
+                     "(comma-separated, one per rank or one merged)"),
+      llvm::cl::value_desc("file"), llvm::cl::CommaSeparated);
+  return traces;
+}
+
+/// 1-based line of byte `offset` in `text`.
+int lineOf(StringRef text, size_t offset) {
+  return 1 + (int)text.substr(0, std::min(offset, text.size())).count('\n');
+}
+
+bool isActionName(StringRef name) {
+  return name.starts_with("PP:") || name.starts_with("Forward ") ||
+         name.starts_with("Backward ");
+}
+
+/// Reads one trace file; emits a located error and returns false on failure.
+bool readTrace(MLIRContext *ctx, const std::string &path,
+               torchsched::TraceFile &out) {
+  out.path = path;
+  auto fileLoc = [&](int line, int col = 1) {
+    return FileLineColLoc::get(ctx, path, std::max(line, 1), std::max(col, 1));
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    emitError(UnknownLoc::get(ctx)) << "cannot read the torch trace '" << path
+                                    << "': " << buffer.getError().message();
+    return false;
+  }
+  StringRef text = (*buffer)->getBuffer();
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed) {
+    std::string message;
+    unsigned line = 1, col = 1, offset = 0;
+    llvm::handleAllErrors(parsed.takeError(), [&](const llvm::ErrorInfoBase &e) {
+      message = e.message();
+    });
+    // ParseError prints "[line:col, byte=offset]: message".
+    char rest[512] = {0};
+    if (std::sscanf(message.c_str(), "[%u:%u, byte=%u]: %511[^\n]", &line, &col,
+                    &offset, rest) == 4)
+      message = rest;
+    emitError(fileLoc(line, col)) << "malformed JSON in the torch trace: "
+                                  << message;
+    return false;
+  }
+  const llvm::json::Array *events = parsed->getAsArray();
+  if (const llvm::json::Object *top = parsed->getAsObject()) {
+    events = top->getArray("traceEvents");
+    if (const llvm::json::Object *info = top->getObject("distributedInfo"))
+      if (auto rank = info->getInteger("rank"))
+        out.rank = int(*rank);
+  }
+  if (!events) {
+    emitError(fileLoc(1)) << "the torch trace has no 'traceEvents' array; "
+                             "expected a Chrome trace written by "
+                             "torch.profiler's export_chrome_trace";
+    return false;
+  }
+  // Locate the action events in the text: they appear in array order, so
+  // each is found after the previous one.
+  size_t cursor = 0;
+  for (const llvm::json::Value &v : *events) {
+    const llvm::json::Object *e = v.getAsObject();
+    if (!e)
+      continue;
+    auto ph = e->getString("ph");
+    if (!ph || *ph != "X")
+      continue;
+    torchsched::TraceEvent ev;
+    if (auto name = e->getString("name"))
+      ev.name = name->str();
+    if (auto cat = e->getString("cat"))
+      ev.cat = cat->str();
+    auto number = [&](StringRef key, double &to) {
+      if (auto d = e->getNumber(key)) {
+        to = *d;
+        return true;
+      }
+      return false;
+    };
+    bool hasTs = number("ts", ev.ts), hasDur = number("dur", ev.dur);
+    auto idOf = [&](StringRef key) -> std::string {
+      const llvm::json::Value *id = e->get(key);
+      if (!id)
+        return "";
+      if (auto s = id->getAsString())
+        return s->str();
+      if (auto i = id->getAsInteger())
+        return std::to_string(*i);
+      return "";
+    };
+    ev.thread = idOf("pid") + "/" + idOf("tid");
+    if (isActionName(ev.name)) {
+      std::string quoted = "\"" + ev.name + "\"";
+      size_t at = text.find(quoted, cursor);
+      if (at != StringRef::npos) {
+        ev.line = lineOf(text, at);
+        cursor = at + quoted.size();
+      }
+      if (!hasTs || !hasDur) {
+        emitError(fileLoc(ev.line))
+            << "trace event '" << ev.name << "' has no numeric "
+            << (!hasTs ? "'ts'" : "'dur'");
+        return false;
+      }
+    } else if (!hasTs || !hasDur) {
+      continue;
+    }
+    out.events.push_back(std::move(ev));
+  }
+  return true;
+}
+
+rt::ComputeOp::Kind protoKind(sched::InstrKind k) {
+  switch (k) {
+  case sched::InstrKind::Forward: return rt::ComputeOp::FORWARD;
+  case sched::InstrKind::Backward: return rt::ComputeOp::BACKWARD;
+  case sched::InstrKind::BackwardInput: return rt::ComputeOp::BACKWARD_INPUT;
+  default: return rt::ComputeOp::BACKWARD_WEIGHT;
+  }
+}
+
+} // namespace
+
+LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
+                                      ArrayRef<std::string> traces) {
+  PipelineOp pipeline = findPipeline(module);
+  if (!pipeline)
+    return failure();
+  if (traces.empty())
+    return pipeline.emitError()
+           << "--torch-trace-to-profile needs --torch-trace=FILE[,FILE...]";
+  MLIRContext *ctx = module.getContext();
+  int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
+  torchsched::StagePlacement placement;
+  placement.devices = p;
+  placement.chunks = v;
+  placement.deviceOfStage.assign(p * v, -1);
+  placement.chunkOfStage.assign(p * v, -1);
+  for (StageOp stage : pipeline.getStages()) {
+    int64_t d = stage.getIndex();
+    auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
+    for (int64_t c = 0; c < v; ++c) {
+      int64_t s = mapping && (int64_t)mapping.size() == v ? mapping[c] : c * p + d;
+      if (s < 0 || s >= p * v || placement.deviceOfStage[s] >= 0)
+        return stage.emitOpError() << "has torch_stages that do not number the "
+                                      "pipeline's stages 0.." << p * v - 1
+                                   << " once each";
+      placement.deviceOfStage[s] = d;
+      placement.chunkOfStage[s] = c;
+    }
+  }
+
+  std::vector<torchsched::TraceFile> files(traces.size());
+  for (size_t i = 0; i < traces.size(); ++i)
+    if (!readTrace(ctx, traces[i], files[i]))
+      return failure();
+  torchsched::TraceProfile measured;
+  torchsched::TraceDiag diag;
+  if (!torchsched::profileFromTraces(files, placement, measured, diag)) {
+    emitError(FileLineColLoc::get(ctx, diag.path, std::max(diag.line, 1), 1))
+        << diag.message;
+    return failure();
+  }
+
+  // Every compute instruction of an expanded pipeline needs a measurement.
+  std::map<std::tuple<int, int, int, int>, const torchsched::MeasuredOp *> byKey;
+  for (const torchsched::MeasuredOp &m : measured.ops)
+    byKey[{m.device, int(m.kind), m.microbatch, m.chunk}] = &m;
+  std::string fileList;
+  for (size_t i = 0; i < traces.size(); ++i)
+    fileList += (i ? ", " : "") + traces[i];
+  for (StageOp stage : pipeline.getStages()) {
+    if (stage.getBody().empty())
+      continue;
+    auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
+    for (Operation &op : stage.getBody().front()) {
+      sched::InstrKind kind;
+      int64_t mb = 0, chunk = 0;
+      bool compute =
+          llvm::TypeSwitch<Operation *, bool>(&op)
+              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
+                  [&](auto c) {
+                    kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
+                           : isa<BackwardOp>(op) ? sched::InstrKind::Backward
+                           : isa<BackwardInputOp>(op)
+                               ? sched::InstrKind::BackwardInput
+                               : sched::InstrKind::BackwardWeight;
+                    mb = c.getMicrobatch();
+                    chunk = c.getChunk();
+                    return true;
+                  })
+              .Default([](Operation *) { return false; });
+      if (!compute)
+        continue;
+      if (byKey.count({(int)stage.getIndex(), int(kind), (int)mb, (int)chunk}))
+        continue;
+      int64_t s = mapping && (int64_t)mapping.size() == v
+                      ? mapping[chunk]
+                      : chunk * p + (int64_t)stage.getIndex();
+      const char *letter = kind == sched::InstrKind::Forward          ? "F"
+                           : kind == sched::InstrKind::Backward       ? "B"
+                           : kind == sched::InstrKind::BackwardInput  ? "I"
+                                                                      : "W";
+      return op.emitOpError() << "has no measurement in the torch trace(s) "
+                              << fileList << ": no PP:" << s << letter << mb
+                              << " event";
+    }
+  }
+
+  rt::MeasuredProfile profile;
+  profile.set_program(pipeline.getSymName().str());
+  profile.set_backend("torch-trace");
+  profile.set_iterations(measured.iterations);
+  profile.set_iteration_us(measured.iterationUs);
+  if (auto planned = pipeline.getIterationUs())
+    profile.set_planned_iteration_us(planned->convertToDouble());
+  profile.set_replay_device(-1);
+  for (int64_t d = 0; d < p; ++d) {
+    rt::MeasuredStage *st = profile.add_stages();
+    st->set_device(d);
+    st->set_stage(d);
+    st->set_measured(true);
+    st->set_memory_bytes(pipeline.getDeviceMemoryBytes());
+    st->set_iteration_us(measured.deviceIterationUs[d]);
+    double sum[4] = {0, 0, 0, 0};
+    int count[4] = {0, 0, 0, 0};
+    uint32_t index = 0;
+    for (const torchsched::MeasuredOp &m : measured.ops) {
+      if (m.device != d)
+        continue;
+      rt::MeasuredInstruction *in = st->add_instructions();
+      in->set_op_index(index++);
+      in->set_kind(protoKind(m.kind));
+      in->set_microbatch(m.microbatch);
+      in->set_chunk(m.chunk);
+      in->set_measured_us(m.meanUs);
+      in->set_start_us(m.meanStartUs);
+      int k = int(protoKind(m.kind)) - 1;
+      sum[k] += m.meanUs;
+      ++count[k];
+    }
+    auto mean = [&](int k) { return count[k] ? sum[k] / count[k] : 0.0; };
+    st->set_forward_us(mean(0));
+    st->set_backward_us(mean(1));
+    st->set_backward_input_us(mean(2));
+    st->set_backward_weight_us(mean(3));
+    uint32_t id = 0;
+    for (const torchsched::MeasuredGap &g : measured.gaps) {
+      if (g.device != d)
+        continue;
+      rt::MeasuredBubble *b = st->add_bubbles();
+      b->set_bubble_id(id++);
+      b->set_kind(g.kind == sched::BubbleKind::Warmup     ? rt::BubbleOp::WARMUP
+                  : g.kind == sched::BubbleKind::Cooldown ? rt::BubbleOp::COOLDOWN
+                                                          : rt::BubbleOp::STEADY);
+      b->set_measured_us(g.durationUs);
+      b->set_start_us(g.startUs);
+    }
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(profile, &text);
+  os << "# Measured profile from torch.profiler trace(s): " << fileList << "\n"
+     << "# Times are measured (operator spans on each rank's thread), in us.\n"
+     << text;
+  return success();
+}
+
+void registerTorchTraceImport() {
+  traceOption();
+  static TranslateFromMLIRRegistration toProfile(
+      "torch-trace-to-profile",
+      "measure a pipeline's instructions from torch profiler traces "
+      "(--torch-trace) and write a text MeasuredProfile",
+      [](Operation *op, llvm::raw_ostream &os) {
+        std::vector<std::string> traces(traceOption().begin(), traceOption().end());
+        return exportTorchTraceProfile(cast<ModuleOp>(op), os, traces);
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
+      });
+}
+
+} // namespace pipefill
