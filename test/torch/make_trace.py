@@ -6,7 +6,7 @@ Two processes (gloo, a file store in OUTDIR) train a 4-layer MLP split into
 4 stages, 2 per rank (ScheduleInterleaved1F1B, 4 micro-batches). After a
 warm-up step, one step runs under torch.profiler (CPU) and each rank writes
 its Chrome trace to OUTDIR/trace-rank<r>.json; then every stage's forward
-does 4x its matmul work (the extra results are discarded; the backward is
+does 8x its matmul work (the extra results are discarded; the backward is
 unchanged) and another profiled step writes OUTDIR/slow-rank<r>.json.
 torch's pipelining runtime wraps every action in a `PP:<action>`
 record_function range (e.g. `PP:2F1`), which is what pipefill-translate
@@ -59,7 +59,7 @@ def worker(rank, outdir):
             sched.step(target=target, losses=[])
 
     step()  # warm-up
-    for name, factor in (("trace", 1), ("slow", 4)):
+    for name, factor in (("trace", 1), ("slow", 8)):
         slow[0] = factor
         dist.barrier()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
