@@ -34,6 +34,7 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
               "--pipefill-expand-schedule (or --pipefill-compile) first";
   int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
   std::vector<std::vector<torchsched::ExportOp>> rows;
+  std::vector<bool> named(p * v, false);
   for (StageOp stage : pipeline.getStages()) {
     int64_t d = stage.getIndex();
     auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
@@ -41,6 +42,14 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
       return stage.emitOpError()
              << "has torch_stages for " << mapping.size()
              << " chunks but the pipeline has virtual_stages = " << v;
+    for (int64_t c = 0; c < v; ++c) {
+      int64_t s = mapping ? mapping[c] : c * p + d;
+      if (s < 0 || s >= p * v || named[s])
+        return stage.emitOpError() << "has torch_stages that do not number the "
+                                      "pipeline's stages 0.." << p * v - 1
+                                   << " once each";
+      named[s] = true;
+    }
     auto &row = rows.emplace_back();
     for (Operation &op : stage.getBody().front()) {
       torchsched::ExportOp out;

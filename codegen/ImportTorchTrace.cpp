@@ -178,6 +178,10 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
   for (StageOp stage : pipeline.getStages()) {
     int64_t d = stage.getIndex();
     auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
+    if (mapping && (int64_t)mapping.size() != v)
+      return stage.emitOpError()
+             << "has torch_stages for " << mapping.size()
+             << " chunks but the pipeline has virtual_stages = " << v;
     for (int64_t c = 0; c < v; ++c) {
       int64_t s = mapping && (int64_t)mapping.size() == v ? mapping[c] : c * p + d;
       if (s < 0 || s >= p * v || placement.deviceOfStage[s] >= 0)

@@ -5,10 +5,7 @@ Usage: make_trace.py OUTDIR
 Two processes (gloo, a file store in OUTDIR) train a 4-layer MLP split into
 4 stages, 2 per rank (ScheduleInterleaved1F1B, 4 micro-batches). After a
 warm-up step, one step runs under torch.profiler (CPU) and each rank writes
-its Chrome trace to OUTDIR/trace-rank<r>.json; then every stage's forward
-does 8x its matmul work (the extra results are discarded; the backward is
-unchanged) and another profiled step writes OUTDIR/slow-rank<r>.json.
-torch's pipelining runtime wraps every action in a `PP:<action>`
+its Chrome trace to OUTDIR/trace-rank<r>.json. torch's pipelining runtime wraps every action in a `PP:<action>`
 record_function range (e.g. `PP:2F1`), which is what pipefill-translate
 --torch-trace-to-profile reads.
 """
@@ -23,7 +20,6 @@ def worker(rank, outdir):
     from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
     from torch.profiler import ProfilerActivity, profile
 
-    slow = [1]
     torch.manual_seed(0)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + os.path.join(outdir, "store"),
@@ -35,14 +31,7 @@ def worker(rank, outdir):
             self.lin = torch.nn.Linear(256, 256)
 
         def forward(self, x):
-            y = self.lin(x)
-            if slow[0] > 1:
-                # Extra forward-only work: the result does not depend on it.
-                with torch.no_grad():
-                    z = x.detach()
-                    for _ in range(slow[0] - 1):
-                        z = self.lin(z)
-            return torch.relu(y)
+            return torch.relu(self.lin(x))
 
     stages = []
     for s in (rank, rank + 2):  # interleaved: stage s on rank s mod 2
@@ -59,12 +48,10 @@ def worker(rank, outdir):
             sched.step(target=target, losses=[])
 
     step()  # warm-up
-    for name, factor in (("trace", 1), ("slow", 8)):
-        slow[0] = factor
-        dist.barrier()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            step()
-        prof.export_chrome_trace(os.path.join(outdir, f"{name}-rank{rank}.json"))
+    dist.barrier()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    prof.export_chrome_trace(os.path.join(outdir, f"trace-rank{rank}.json"))
     dist.barrier()
     dist.destroy_process_group()
 
