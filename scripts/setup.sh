@@ -104,6 +104,9 @@ if [ "${PIPEFILL_SKIP_TORCH:-0}" != 1 ]; then
     echo "setup: torch present in $PIPEFILL_TORCH_VENV"
   else
     echo "setup: pip installing ${PIPEFILL_TORCH_PINS[*]} into $PIPEFILL_TORCH_VENV (large download)"
-    "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_TORCH_PINS[@]}"
+    # A failed download does not stop the build: the torch tests then show as UNSUPPORTED.
+    if ! "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_TORCH_PINS[@]}"; then
+      echo "setup: warning: could not install ${PIPEFILL_TORCH_PINS[*]}; the torch tests will be skipped" >&2
+    fi
   fi
 fi
