@@ -1,0 +1,617 @@
+//===- Packer.cpp - Packing one knob setting on one stage -----------------===//
+//
+// Layer 2 of the planner (docs/planner.md section 3): greedily (whole
+// batches back to back, else the longest run of ops that fits, split into
+// several chunks where memory cuts it short; never stopping at an op no
+// bubble can start), or exactly (closed-walk optimum over cursor states) for
+// small settings with PCIe copies, where the greedy is not provably optimal.
+// Bubbles repeat every iteration, so the cursor at an iteration start
+// determines the rest: the schedule is a prefix plus a period.
+//
+//===----------------------------------------------------------------------===//
+
+#include "algo/fill/PlannerInternal.h"
+
+#include <cmath>
+
+namespace pipefill::fill::detail {
+namespace {
+
+/// Chunk arithmetic of one job configuration on one stage, shared by the
+/// greedy and the exact packer.
+class Packer {
+public:
+  /// mem[k]: bytes for the chunk's transient use in bubble k. frontier: the
+  /// slot's bubbles with their free bytes before persistent bytes, which are
+  /// `persistent` for this configuration.
+  Packer(const JobConfig &cfg, double ctx, const std::vector<double> &budget,
+         const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+         int64_t persistent)
+      : cfg(cfg), ctx(ctx), budget(budget), mem(mem), frontier(frontier),
+        persistent(persistent), numOp(int(cfg.ops.size())) {}
+
+protected:
+  struct ChunkCost {
+    double time = 0, computeUs = 0, copyUs = 0;
+    int64_t bytes = 0;
+  };
+
+  /// Bubbles that can hold at least one chunk of this configuration.
+  std::vector<int> usableBubbles() const {
+    std::vector<int> usable;
+    for (size_t k = 0; k < budget.size(); ++k)
+      if (budget[k] >= ctx + cfg.minOpUs && mem[k] >= cfg.minOpTransient)
+        usable.push_back(int(k));
+    return usable;
+  }
+
+  /// Pushes op e of a chunk that starts at op p (with the input activation
+  /// copy when p > 0 and activations wait on the host).
+  void pushOp(int p, int e) {
+    const OpCost &op = cfg.ops[e];
+    double inUs = op.inUs;
+    int64_t inBytes = op.inBytes;
+    if (e == p && p > 0 && cfg.hostActs) {
+      inUs += cfg.ops[p - 1].boundaryUs;
+      inBytes += cfg.ops[p - 1].boundaryBytes;
+    }
+    builder.push(inUs, op.computeUs, op.outUs, inBytes, op.outBytes,
+                 op.workBytes);
+  }
+
+  /// Time and bytes of the chunk pushed so far if it ended after op e.
+  void endAt(int e, double &time, int64_t &bytes, double &extraCopyUs) const {
+    time = builder.makespan();
+    bytes = builder.transient();
+    extraCopyUs = 0;
+    if (e + 1 < numOp && cfg.hostActs) {
+      extraCopyUs = cfg.ops[e].boundaryUs;
+      builder.withExtraOut(extraCopyUs, cfg.ops[e].boundaryBytes, time, bytes);
+    }
+  }
+
+  /// Chunk [p, e) from scratch, with its activation copies.
+  ChunkCost evalChunk(int p, int e) {
+    builder.reset();
+    for (int j = p; j < e; ++j)
+      pushOp(p, j);
+    ChunkCost c;
+    double extra = 0;
+    endAt(e - 1, c.time, c.bytes, extra);
+    c.computeUs = builder.computeUs();
+    c.copyUs = builder.copyUs() + extra;
+    return c;
+  }
+
+  /// time[q]: least total time (context switches included) of a sequence of
+  /// chunks from op p to op q within one batch, each fitting memLimit and
+  /// reaching minEfficiency; from[q]: where the last of them starts. Pruned
+  /// at pruneBudget.
+  struct SplitDp {
+    bool valid = false;
+    std::vector<double> time;
+    std::vector<int> from;
+  };
+
+  void runSplitDp(int p, double pruneBudget, int64_t memLimit,
+                  double minEfficiency, SplitDp &dp) {
+    dp.valid = true;
+    dp.time.assign(numOp + 1, kInf);
+    dp.from.assign(numOp + 1, -1);
+    dp.time[p] = 0;
+    for (int r = p; r < numOp; ++r) {
+      if (dp.time[r] == kInf)
+        continue;
+      builder.reset();
+      for (int e = r; e < numOp; ++e) {
+        pushOp(r, e);
+        if (dp.time[r] + ctx + builder.makespan() > pruneBudget ||
+            builder.transient() > memLimit)
+          break; // longer chunks take at least as long and as much memory
+        double time, extra;
+        int64_t bytes;
+        endAt(e, time, bytes, extra);
+        double total = dp.time[r] + ctx + time;
+        if (bytes <= memLimit && total <= pruneBudget &&
+            total < dp.time[e + 1] &&
+            builder.computeUs() >= minEfficiency * (ctx + time)) {
+          dp.time[e + 1] = total;
+          dp.from[e + 1] = r;
+        }
+      }
+    }
+  }
+
+  void emitChunk(Emitter *emit, int k, int begin, int end, int64_t batchIndex,
+                 double computeUs, double copyUs, double time,
+                 int64_t transient, int64_t repeat, double offset) {
+    Chunk c;
+    c.stage = emit->stage;
+    c.bubbleId = (*emit->bubbleIds)[k];
+    c.job = cfg.job;
+    c.layerBegin = begin;
+    c.layerEnd = end;
+    c.batch = cfg.knobs.batch;
+    c.sampleBegin = batchIndex * cfg.knobs.batch;
+    c.weights = cfg.knobs.weights;
+    c.acts = cfg.knobs.acts;
+    c.optimizer = cfg.knobs.optimizer;
+    c.checkpoint = cfg.knobs.checkpoint;
+    c.computeUs = computeUs;
+    c.copyUs = copyUs;
+    c.predictedUs = ctx + time;
+    c.peakBytes = transient; // the stage's persistent bytes are added later
+    c.iteration = emit->iteration;
+    c.repeat = int(repeat);
+    c.offsetUs = (*emit->offsetBase)[k] + offset;
+    emit->chunks->push_back(c);
+    emit->maxUse[k] =
+        std::max(emit->maxUse[k], offset + double(repeat) * c.predictedUs);
+    emit->maxTransient[k] = std::max(emit->maxTransient[k], transient);
+  }
+
+  /// Runs (and emits) the chunks of a split-DP path from op p to op q.
+  void runPath(Emitter *emit, int k, const SplitDp &dp, int p, int q,
+               int64_t batchIndex, double &used) {
+    std::vector<int> cuts;
+    for (int e = q; e != p; e = dp.from[e])
+      cuts.push_back(e);
+    std::reverse(cuts.begin(), cuts.end());
+    int from = p;
+    for (int to : cuts) {
+      ChunkCost c = evalChunk(from, to);
+      if (emit)
+        emitChunk(emit, k, from, to, batchIndex, c.computeUs, c.copyUs, c.time,
+                  c.bytes, 1, used);
+      used += ctx + c.time;
+      from = to;
+    }
+  }
+
+  const JobConfig &cfg;
+  double ctx;
+  const std::vector<double> &budget;
+  const std::vector<int64_t> &mem;
+  const BubbleFrontier &frontier;
+  int64_t persistent;
+  int numOp;
+  mutable ChunkBuilder builder;
+};
+
+/// Greedy periodic packing: in each bubble, whole batches back to back when
+/// the cursor is at op 0, otherwise the longest run of ops from the cursor
+/// that fits (never ending at a "dead" op from which no chunk fits any
+/// bubble); where memory cuts that run short, the least-time split of the
+/// rest of the batch into several chunks. The cursor at the start of each
+/// iteration determines everything after it, so the run stops when a cursor
+/// repeats.
+class GreedyPacker : Packer {
+public:
+  GreedyPacker(const JobConfig &cfg, double ctx,
+               const std::vector<double> &budget,
+               const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+               int64_t persistent, Policy policy)
+      : Packer(cfg, ctx, budget, mem, frontier, persistent), policy(policy) {}
+
+  SimResult run(Emitter *emit) {
+    SimResult r;
+    std::vector<int> seen(numOp, -1);
+    std::vector<int64_t> opsAt;
+    std::vector<double> filledAt;
+    int cursor = 0;
+    int64_t batchIndex = 0;
+    std::vector<int> usable = usableBubbles();
+    computeLive();
+    if (!live[0])
+      return r; // no batch can ever start
+    for (int t = 0;; ++t) {
+      if (seen[cursor] >= 0) {
+        r.prefix = seen[cursor];
+        r.period = t - r.prefix;
+        for (int i = r.prefix; i < t; ++i) {
+          r.opsPeriod += opsAt[i];
+          r.filledPeriod += filledAt[i];
+        }
+        return r;
+      }
+      seen[cursor] = t;
+      if (emit)
+        emit->iteration = t;
+      int64_t ops = 0;
+      double filled = 0;
+      for (int k : usable) {
+        double used = 0;
+        ops += packBubble(k, cursor, batchIndex, used, emit);
+        filled += used;
+      }
+      opsAt.push_back(ops);
+      filledAt.push_back(filled);
+    }
+  }
+
+private:
+  /// live[c]: some chunk starting at op c fits some bubble (fresh).
+  void computeLive() {
+    live.assign(numOp, 0);
+    const double maxTime = frontier.maxTime();
+    const int64_t maxBytes = frontier.maxBytes() - persistent;
+    for (int c = 0; c < numOp; ++c) {
+      builder.reset();
+      for (int e = c; e < numOp; ++e) {
+        pushOp(c, e);
+        if (ctx + builder.makespan() > maxTime || builder.transient() > maxBytes)
+          break;
+        double time, extra;
+        int64_t bytes;
+        endAt(e, time, bytes, extra);
+        if (frontier.fits(ctx + time, bytes + persistent)) {
+          live[c] = 1;
+          break;
+        }
+        if (!cfg.hostActs)
+          break; // without activation copies longer chunks only cost more
+      }
+    }
+  }
+
+  /// Packs bubble k starting at `cursor`; returns the ops completed.
+  int64_t packBubble(int k, int &cursor, int64_t &batchIndex, double &used,
+                     Emitter *emit) {
+    const double limit = budget[k];
+    const int64_t memLimit = mem[k];
+    int64_t ops = 0;
+    for (int64_t guard = 0; guard < kMaxChunksPerBubble; ++guard) {
+      // Whole batches back to back.
+      if (cursor == 0 && cfg.batchTransient <= memLimit &&
+          cfg.batchComputeUs >= policy.minEfficiency * (ctx + cfg.batchUs)) {
+        double cost = ctx + cfg.batchUs;
+        if (cost > 0 && used + cost <= limit) {
+          double n = std::floor((limit - used) / cost);
+          int64_t count = int64_t(std::min(n, double(kMaxChunksPerBubble)));
+          while (count > 0 && used + double(count) * cost > limit)
+            --count;
+          if (count > 0) {
+            if (emit)
+              emitChunk(emit, k, 0, numOp, batchIndex, cfg.batchComputeUs,
+                        cfg.batchCopyUs, cfg.batchUs, cfg.batchTransient,
+                        count, used);
+            used += double(count) * cost;
+            batchIndex += count;
+            ops += count * numOp;
+          }
+        }
+      }
+      if (cursor == 0 && policy.wholeBatchStarts)
+        break;
+      // The longest run of ops from the cursor that fits.
+      int p = cursor;
+      builder.reset();
+      int best = -1;
+      double bestTime = 0, bestCopy = 0, bestCompute = 0;
+      int64_t bestBytes = 0;
+      bool memoryLimited = false;
+      for (int e = p; e < numOp; ++e) {
+        pushOp(p, e);
+        if (used + ctx + builder.makespan() > limit)
+          break; // every longer run takes at least as long
+        if (builder.transient() > memLimit) {
+          memoryLimited = true; // ... and needs at least as much memory
+          break;
+        }
+        double time, extra;
+        int64_t bytes;
+        endAt(e, time, bytes, extra);
+        memoryLimited |= bytes > memLimit;
+        if (used + ctx + time <= limit && bytes <= memLimit &&
+            live[(e + 1) % numOp] &&
+            builder.computeUs() >= policy.minEfficiency * (ctx + time)) {
+          best = e + 1;
+          bestTime = time;
+          bestBytes = bytes;
+          bestCompute = builder.computeUs();
+          bestCopy = builder.copyUs() + extra;
+        }
+      }
+      // Where memory cut the run short, several chunks may get further than
+      // one (a split drops the buffer pair at the cut): take the farthest op
+      // that the least-time split reaches.
+      if (memoryLimited) {
+        SplitDp local;
+        SplitDp *dp = &local;
+        if (p == 0) {
+          // From op 0 the split depends only on the bubble: cached.
+          if (zeroDps.empty())
+            zeroDps.resize(budget.size());
+          dp = &zeroDps[k];
+          if (!dp->valid)
+            runSplitDp(0, limit, memLimit, policy.minEfficiency, *dp);
+        } else {
+          runSplitDp(p, limit - used, memLimit, policy.minEfficiency, local);
+        }
+        int q = -1;
+        for (int e = numOp; e > p; --e)
+          if (used + dp->time[e] <= limit && live[e % numOp]) {
+            q = e;
+            break;
+          }
+        if (q > best) {
+          runPath(emit, k, *dp, p, q, batchIndex, used);
+          ops += q - p;
+          cursor = q;
+          if (cursor == numOp) {
+            cursor = 0;
+            ++batchIndex;
+          }
+          continue;
+        }
+      }
+      if (best < 0)
+        break;
+      if (emit)
+        emitChunk(emit, k, p, best, batchIndex, bestCompute, bestCopy,
+                  bestTime, bestBytes, 1, used);
+      used += ctx + bestTime;
+      ops += best - p;
+      cursor = best;
+      if (cursor == numOp) {
+        cursor = 0;
+        ++batchIndex;
+      }
+    }
+    return ops;
+  }
+
+  Policy policy;
+  std::vector<char> live;
+  std::vector<SplitDp> zeroDps;
+};
+
+/// Exact periodic packing for small problems. Within a bubble, any chunk
+/// sequence from cursor c to cursor c' is: the least-time split from c to
+/// the batch end (or to c' without wrapping), whole batches at the
+/// least-time split of a batch, and the least-time split from op 0 to c'.
+/// That gives the largest advance of each bubble for each (c, c'), hence of
+/// each iteration; the best long-run advance from cursor 0 is the best mean
+/// over closed walks of at most (cursors reachable) iterations.
+/// Cost ~ bubbles x ops^3 + ops^4.
+class ExactPacker : Packer {
+public:
+  ExactPacker(const JobConfig &cfg, double ctx,
+              const std::vector<double> &budget,
+              const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+              int64_t persistent)
+      : Packer(cfg, ctx, budget, mem, frontier, persistent) {}
+
+  static double cost(size_t bubbles, int ops) {
+    double n = ops;
+    return double(bubbles) * n * n * n + n * n * n * n;
+  }
+
+  SimResult run(Emitter *emit) {
+    SimResult r;
+    const int n = numOp;
+    usable = usableBubbles();
+    const size_t nb = usable.size();
+    if (nb == 0)
+      return r;
+    // Split DPs from every op, per bubble.
+    dps.assign(nb, std::vector<SplitDp>(n));
+    for (size_t i = 0; i < nb; ++i)
+      for (int c = 0; c < n; ++c)
+        runSplitDp(c, budget[usable[i]], mem[usable[i]], 0, dps[i][c]);
+    // adv[i][c][c2]: largest advance inside bubble i from c to c2.
+    adv.assign(nb, std::vector<std::vector<double>>(
+                       n, std::vector<double>(n, -kInf)));
+    for (size_t i = 0; i < nb; ++i) {
+      double limit = budget[usable[i]];
+      const SplitDp &zero = dps[i][0];
+      double whole = zero.time[n];
+      for (int c = 0; c < n; ++c) {
+        std::vector<double> &row = adv[i][c];
+        const SplitDp &dp = dps[i][c];
+        row[c] = 0;
+        for (int c2 = c + 1; c2 < n; ++c2)
+          if (dp.time[c2] <= limit)
+            row[c2] = c2 - c;
+        if (!(dp.time[n] <= limit))
+          continue;
+        double rest = limit - dp.time[n];
+        for (int c2 = 0; c2 < n; ++c2) {
+          double head = c2 == 0 ? 0 : zero.time[c2];
+          if (!(head <= rest))
+            continue;
+          int64_t m = wholeBatches(rest - head, whole);
+          row[c2] = std::max(row[c2], double(n - c) + double(m) * n + c2);
+        }
+      }
+    }
+    // W[c0][c]: largest advance of one iteration; parent[c0][i][c]: the
+    // cursor before bubble i on that best path.
+    std::vector<std::vector<double>> W(n);
+    parent.assign(n, std::vector<std::vector<int>>(nb, std::vector<int>(n, -1)));
+    for (int c0 = 0; c0 < n; ++c0) {
+      std::vector<double> reach(n, -kInf);
+      reach[c0] = 0;
+      for (size_t i = 0; i < nb; ++i) {
+        std::vector<double> next(n, -kInf);
+        for (int c = 0; c < n; ++c) {
+          if (reach[c] == -kInf)
+            continue;
+          for (int c2 = 0; c2 < n; ++c2) {
+            double a = adv[i][c][c2];
+            if (a != -kInf && reach[c] + a > next[c2]) {
+              next[c2] = reach[c] + a;
+              parent[c0][i][c2] = c;
+            }
+          }
+        }
+        reach.swap(next);
+      }
+      W[c0] = reach;
+    }
+    // Cursors reachable from 0 (BFS keeps a shortest path to each).
+    std::vector<int> via(n, -2), order = {0};
+    via[0] = -1;
+    for (size_t q = 0; q < order.size(); ++q)
+      for (int v = 0; v < n; ++v)
+        if (W[order[q]][v] != -kInf && via[v] == -2) {
+          via[v] = order[q];
+          order.push_back(v);
+        }
+    const int reach = int(order.size());
+    // Best mean closed walk through a reachable cursor, at most `reach` long.
+    double bestMean = 0;
+    std::vector<int> bestWalk;
+    for (int s : order) {
+      std::vector<std::vector<double>> best(reach + 1,
+                                            std::vector<double>(n, -kInf));
+      std::vector<std::vector<int>> from(reach + 1, std::vector<int>(n, -1));
+      best[0][s] = 0;
+      for (int len = 1; len <= reach; ++len) {
+        for (int u : order) {
+          if (best[len - 1][u] == -kInf)
+            continue;
+          for (int v : order)
+            if (W[u][v] != -kInf && best[len - 1][u] + W[u][v] > best[len][v]) {
+              best[len][v] = best[len - 1][u] + W[u][v];
+              from[len][v] = u;
+            }
+        }
+        double mean = best[len][s] / len;
+        if (best[len][s] != -kInf && mean > bestMean * (1 + 1e-12) + 1e-12) {
+          bestMean = mean;
+          bestWalk.assign(len + 1, s);
+          for (int l = len, v = s; l > 0; --l) {
+            v = from[l][v];
+            bestWalk[l - 1] = v;
+          }
+        }
+      }
+    }
+    if (bestWalk.empty())
+      return r; // no progress is possible
+    // Iterations: the BFS path from 0 to the walk's start, then the walk.
+    std::vector<int> cursors;
+    for (int v = bestWalk[0]; v != -1; v = via[v])
+      cursors.push_back(v);
+    std::reverse(cursors.begin(), cursors.end());
+    r.prefix = int(cursors.size()) - 1;
+    r.period = int(bestWalk.size()) - 1;
+    cursors.insert(cursors.end(), bestWalk.begin() + 1, bestWalk.end());
+    int64_t batchIndex = 0;
+    for (int t = 0; t + 1 < int(cursors.size()); ++t) {
+      if (emit)
+        emit->iteration = t;
+      double filled = 0;
+      int64_t ops = iterate(cursors[t], cursors[t + 1], batchIndex, filled, emit);
+      if (t >= r.prefix) {
+        r.opsPeriod += ops;
+        r.filledPeriod += filled;
+      }
+    }
+    return r;
+  }
+
+private:
+  static int64_t wholeBatches(double time, double whole) {
+    if (!(whole > 0) || whole == kInf || !(time >= 0))
+      return 0;
+    double m = std::floor(time / whole);
+    int64_t count = int64_t(std::min(m, double(kMaxChunksPerBubble)));
+    while (count > 0 && double(count) * whole > time)
+      --count;
+    return count;
+  }
+
+  /// Runs one iteration from cursor a to cursor b along the best path.
+  int64_t iterate(int a, int b, int64_t &batchIndex, double &filled,
+                  Emitter *emit) {
+    const size_t nb = usable.size();
+    std::vector<int> before(nb + 1);
+    before[nb] = b;
+    for (size_t i = nb; i-- > 0;)
+      before[i] = parent[a][i][before[i + 1]];
+    int64_t ops = 0;
+    for (size_t i = 0; i < nb; ++i) {
+      int c = before[i], c2 = before[i + 1];
+      double advance = adv[i][c][c2];
+      if (advance <= 0)
+        continue;
+      int k = usable[i];
+      double used = 0;
+      const SplitDp &dp = dps[i][c], &zero = dps[i][0];
+      if (c2 > c && advance == double(c2 - c)) {
+        runPath(emit, k, dp, c, c2, batchIndex, used);
+      } else {
+        runPath(emit, k, dp, c, numOp, batchIndex, used);
+        ++batchIndex;
+        int64_t m = (int64_t(advance) - (numOp - c) - c2) / numOp;
+        if (m > 0 && zero.from[numOp] == 0) {
+          // One chunk per batch: a repeated chunk.
+          ChunkCost cc = evalChunk(0, numOp);
+          if (emit)
+            emitChunk(emit, k, 0, numOp, batchIndex, cc.computeUs, cc.copyUs,
+                      cc.time, cc.bytes, m, used);
+          used += double(m) * (ctx + cc.time);
+          batchIndex += m;
+        } else {
+          for (int64_t j = 0; j < m; ++j) {
+            runPath(emit, k, zero, 0, numOp, batchIndex, used);
+            ++batchIndex;
+          }
+        }
+        if (c2 > 0)
+          runPath(emit, k, zero, 0, c2, batchIndex, used);
+      }
+      ops += int64_t(advance);
+      filled += used;
+    }
+    return ops;
+  }
+
+  std::vector<int> usable;
+  std::vector<std::vector<SplitDp>> dps;
+  std::vector<std::vector<std::vector<double>>> adv;
+  std::vector<std::vector<std::vector<int>>> parent;
+};
+
+} // namespace
+
+/// The packings to try for a configuration: the exact one when it has
+/// PCIe copies (where the greedy is not provably optimal) and is small
+/// enough; else the plain greedy, plus its variants with host activations.
+std::vector<Method> packingMethods(const JobConfig &cfg,
+                                   const std::vector<double> &budget,
+                                   const std::vector<int64_t> &mem,
+                                   const Config &config) {
+  bool copies = cfg.hostActs || cfg.batchCopyUs > 0;
+  if (copies && config.exactPackingLimit > 0) {
+    size_t usable = 0;
+    for (size_t k = 0; k < budget.size(); ++k)
+      usable += budget[k] >= config.contextSwitchUs + cfg.minOpUs &&
+                mem[k] >= cfg.minOpTransient;
+    if (ExactPacker::cost(usable, int(cfg.ops.size())) <=
+        double(config.exactPackingLimit))
+      return {Method{true, Policy()}};
+  }
+  std::vector<Method> out;
+  for (const Policy &p : kPolicies) {
+    if (!cfg.hostActs && (p.wholeBatchStarts || p.minEfficiency > 0))
+      continue;
+    out.push_back(Method{false, p});
+  }
+  return out;
+}
+
+SimResult pack(const JobConfig &cfg, double ctx,
+               const std::vector<double> &budget,
+               const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+               int64_t persistent, const Method &method, Emitter *emit) {
+  if (method.exact)
+    return ExactPacker(cfg, ctx, budget, mem, frontier, persistent).run(emit);
+  return GreedyPacker(cfg, ctx, budget, mem, frontier, persistent,
+                      method.policy)
+      .run(emit);
+}
+
+} // namespace pipefill::fill::detail

@@ -1,0 +1,272 @@
+//===- PlannerInternal.h - Private types of the fill planner ----*- C++ -*-===//
+//
+// Shared by the planner's four layers (private; not installed, not included
+// outside algo/fill/ except by the fill benchmark and tests):
+//   Config.cpp       job validation and knob settings -> per-op costs
+//   Packer.cpp       packing one setting on one stage (greedy and exact)
+//   StagePlanner.cpp choosing jobs and settings per stage; planFill()
+//   Explain.cpp      why jobs are unplaced and bubble time is idle
+// docs/planner.md documents the model these implement.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PIPEFILL_ALGO_FILL_PLANNERINTERNAL_H
+#define PIPEFILL_ALGO_FILL_PLANNERINTERNAL_H
+
+#include "algo/fill/Planner.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pipefill::fill::detail {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kMaxChunksPerBubble = 1 << 20;
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string jobLabel(const Job &job, int index);
+
+struct Knobs {
+  int batch = 1;
+  WeightPlacement weights = WeightPlacement::Resident;
+  ActPlacement acts = ActPlacement::Device;
+  OptimizerPlacement optimizer = OptimizerPlacement::Device;
+  bool checkpoint = false;
+};
+
+std::string describe(const Knobs &k, bool training);
+
+/// Cost of one op of one batch under fixed knobs.
+struct OpCost {
+  double computeUs = 0;
+  double inUs = 0, outUs = 0;  // PCIe copy time before / after compute
+  int64_t inBytes = 0, outBytes = 0;
+  int64_t workBytes = 0;       // device bytes while computing (not buffers)
+  int64_t boundaryBytes = 0;   // activation handed to the next op
+  double boundaryUs = 0;       // its PCIe copy time
+};
+
+/// One job under one knob setting: the per-op costs and batch aggregates.
+struct JobConfig {
+  int job = 0;
+  Knobs knobs;
+  bool hostActs = false;
+  std::vector<OpCost> ops;
+  int64_t persistentBytes = 0;
+  double batchUs = 0;           // makespan of the whole-batch chunk
+  int64_t batchTransient = 0;   // its transient bytes
+  double batchComputeUs = 0, batchCopyUs = 0;
+  double lowerBatchUs = 0;      // max(sum compute, sum in, sum out)
+  double usefulPerBatch = 0;    // dedicated-speed time of one batch
+  double valuePerBatch = 0;     // priority * usefulPerBatch
+  double minOpUs = 0;           // no chunk is shorter (excl. context switch)
+  double maxOpLowerUs = 0;      // the slowest op: no chunk holding it is shorter
+  int64_t minOpTransient = 0;   // no chunk needs fewer transient bytes
+};
+
+/// Incremental evaluation of a chunk, op by op: the double-buffered
+/// copy-in / compute / copy-out pipeline
+///   F_j = max(F_{j-1}, E_{j-2}) + in_j        (in buffer of op j-2 free)
+///   E_j = max(E_{j-1}, F_j, G_{j-2}) + c_j    (out buffer of op j-2 free)
+///   G_j = max(G_{j-1}, E_j) + out_j
+///   makespan = max(E_last, G_last)
+/// and its transient bytes
+///   max work + max consecutive pair of in buffers + same for out buffers.
+class ChunkBuilder {
+public:
+  void reset() { *this = ChunkBuilder(); }
+
+  void push(double inUs, double computeUs, double outUs, int64_t inBytes,
+            int64_t outBytes, int64_t workBytes) {
+    double f = std::max(f1, e2) + inUs;
+    double e = std::max({e1, f, g2}) + computeUs;
+    double g = std::max(g1, e) + outUs;
+    f1 = f;
+    e2 = e1;
+    e1 = e;
+    g2 = g1;
+    g1 = g;
+    lastOutUs = outUs;
+    maxWork = std::max(maxWork, workBytes);
+    maxInPair = std::max(maxInPair, lastIn + inBytes);
+    maxOutPairBefore = maxOutPair;
+    prevOut = lastOut;
+    maxOutPair = std::max(maxOutPair, lastOut + outBytes);
+    lastIn = inBytes;
+    lastOut = outBytes;
+    compute += computeUs;
+    copy += inUs + outUs;
+  }
+
+  double makespan() const { return std::max(e1, g1); }
+  int64_t transient() const { return maxWork + maxInPair + maxOutPair; }
+  double computeUs() const { return compute; }
+  double copyUs() const { return copy; }
+
+  /// Makespan and transient bytes if the last op also copied out `extra`.
+  void withExtraOut(double extraUs, int64_t extraBytes, double &time,
+                    int64_t &bytes) const {
+    time = std::max(e1, g1 + extraUs);
+    int64_t pair = prevOut + lastOut + extraBytes;
+    bytes = maxWork + maxInPair + std::max(maxOutPairBefore, pair);
+  }
+
+private:
+  double f1 = 0, e1 = 0, e2 = 0, g1 = 0, g2 = 0, lastOutUs = 0;
+  int64_t maxWork = 0, maxInPair = 0, maxOutPair = 0, maxOutPairBefore = 0;
+  int64_t lastIn = 0, lastOut = 0, prevOut = 0;
+  double compute = 0, copy = 0;
+};
+
+/// Builds the op costs of `job` under `k`; false if the setting is unusable
+/// (needs PCIe bandwidth that is not there, or absurd sizes).
+bool buildConfig(const Job &job, int jobIndex, const Knobs &k,
+                 const Hardware &hw, JobConfig &cfg);
+
+/// Where the chunks of one simulation go (only for the chosen assignments).
+struct Emitter {
+  std::vector<Chunk> *chunks = nullptr;
+  int stage = 0;
+  const std::vector<int> *bubbleIds = nullptr;
+  const std::vector<double> *offsetBase = nullptr;
+  int iteration = 0;
+  std::vector<double> maxUse;        // per bubble, over all iterations
+  std::vector<int64_t> maxTransient; // per bubble, over all iterations
+};
+
+struct SimResult {
+  int prefix = 0, period = 1;
+  int64_t opsPeriod = 0;     // ops completed over one period
+  double filledPeriod = 0;   // bubble time used over one period
+};
+
+/// Answers "is there a bubble with at least this much time and memory?".
+class BubbleFrontier {
+public:
+  void build(const std::vector<double> &budget, const std::vector<int64_t> &mem) {
+    points.clear();
+    for (size_t k = 0; k < budget.size(); ++k)
+      add(budget[k], mem[k]);
+    finish();
+  }
+  void add(double time, int64_t bytes) { points.push_back({time, bytes}); }
+  void finish() {
+    std::sort(points.begin(), points.end(),
+              [](const auto &a, const auto &b) { return a.first > b.first; });
+    for (size_t i = 1; i < points.size(); ++i)
+      points[i].second = std::max(points[i].second, points[i - 1].second);
+  }
+  bool empty() const { return points.empty(); }
+  bool fits(double time, int64_t bytes) const {
+    // Points with budget >= time form a prefix; its memory is a running max.
+    size_t lo = 0, hi = points.size();
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (points[mid].first >= time)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo > 0 && points[lo - 1].second >= bytes;
+  }
+  double maxTime() const { return points.empty() ? -kInf : points.front().first; }
+  int64_t maxBytes() const {
+    return points.empty() ? std::numeric_limits<int64_t>::min()
+                          : points.back().second;
+  }
+
+private:
+  std::vector<std::pair<double, int64_t>> points;
+};
+
+/// Variants of the greedy, only for configurations with activations on the
+/// host, where a chunk boundary costs two activation copies and moving the
+/// cursor a little can make the next bubble's chunk much more expensive.
+/// wholeBatchStarts: a batch is only started by a whole-batch chunk (never a
+/// partial one in the time left at the end of a bubble). minEfficiency: a
+/// chunk runs only if compute / (context switch + makespan) reaches it.
+struct Policy {
+  bool wholeBatchStarts = false;
+  double minEfficiency = 0;
+};
+const Policy kPolicies[] = {{false, 0}, {true, 0}, {false, 0.5}, {true, 0.5}};
+
+/// How a configuration is packed: the greedy with a policy, or exactly.
+struct Method {
+  bool exact = false;
+  Policy policy;
+};
+
+/// Per job: its validity and its knob settings.
+struct JobInfo {
+  std::string reason; // non-empty: cannot be planned at all
+  std::vector<JobConfig> configs;
+  /// Per config: the all-device one of the same batch (weights resident,
+  /// activations and optimizer state on the device, no checkpointing).
+  std::vector<int> allDevice;
+};
+
+/// Validates a job and builds its knob settings (Config.cpp).
+JobInfo buildJob(const Job &job, int index, const Hardware &hw,
+                 const Config &config);
+
+/// A stage, validated, with its usable time and memory per bubble.
+struct StageInfo {
+  int index = 0; // into the input vector
+  std::vector<double> budget;   // durationUs * (1 - margin)
+  std::vector<int64_t> mem;     // freeBytes - reserve
+  std::vector<int> bubbleIds;
+  int64_t minFree = 0;          // minFreeBytes - reserve
+};
+
+/// The packings to try for a configuration: the exact one when it has PCIe
+/// copies (where the greedy is not provably optimal) and is small enough;
+/// else the plain greedy, plus its variants with host activations.
+std::vector<Method> packingMethods(const JobConfig &cfg,
+                                   const std::vector<double> &budget,
+                                   const std::vector<int64_t> &mem,
+                                   const Config &config);
+
+/// Packs one configuration on one stage (budget[k], mem[k]: the time and the
+/// transient bytes bubble k leaves it; frontier: the slot's bubbles with free
+/// bytes before persistent bytes, which are `persistent` in total); emits the
+/// chunks when `emit` is set.
+SimResult pack(const JobConfig &cfg, double ctx,
+               const std::vector<double> &budget,
+               const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+               int64_t persistent, const Method &method, Emitter *emit);
+
+/// All bubbles of all stages, for the diagnostics of unplaced jobs.
+struct AllBubbles {
+  BubbleFrontier frontier;
+  int64_t maxMinFree = std::numeric_limits<int64_t>::min();
+  double maxBudget = -kInf, maxDuration = 0;
+  int64_t maxMem = std::numeric_limits<int64_t>::min();
+
+  AllBubbles(const std::vector<StageInfo> &stages, const Config &config) {
+    for (const StageInfo &s : stages) {
+      maxMinFree = std::max(maxMinFree, s.minFree);
+      for (size_t k = 0; k < s.budget.size(); ++k) {
+        frontier.add(s.budget[k], s.mem[k]);
+        maxBudget = std::max(maxBudget, s.budget[k]);
+        maxMem = std::max(maxMem, s.mem[k]);
+      }
+    }
+    frontier.finish();
+    maxDuration = maxBudget / (1 - config.safetyMargin);
+  }
+};
+
+/// Why a job that was not placed fits nowhere, or "" when some stage has,
+/// for some knob setting, a bubble with the time and the memory of every op
+/// (a necessary condition for progress, so "" does not prove feasibility).
+std::string explainNoFit(const Job &job, const JobInfo &info,
+                         const AllBubbles &all, const Config &config);
+
+} // namespace pipefill::fill::detail
+
+#endif // PIPEFILL_ALGO_FILL_PLANNERINTERNAL_H
