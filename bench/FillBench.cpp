@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "algo/fill/Planner.h"
+#include "algo/fill/PlannerInternal.h"
 
 #include <benchmark/benchmark.h>
 
@@ -157,6 +158,54 @@ void BM_PlanFillOneJobPerStage(benchmark::State &state) {
   report(state, plan);
 }
 BENCHMARK(BM_PlanFillOneJobPerStage)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+// The planner's inner loop alone: the greedy packing (GreedyPacker, whose
+// per-bubble step is packBubble) of one knob setting of every job on stage
+// 32's 136 bubbles, as the stage planner runs it for each candidate. Arg 0:
+// all-device settings (no PCIe copies); arg 1: weights streamed and
+// activations on the host (copies, so chunk times are not prefix sums).
+void BM_PackBubbleGreedy(benchmark::State &state) {
+  using namespace pipefill::fill::detail;
+  const Problem &p = problem();
+  const StageBubbles &stage = p.stages[32];
+  std::vector<double> budget;
+  std::vector<int64_t> mem;
+  for (const Bubble &b : stage.bubbles) {
+    budget.push_back(b.durationUs * (1 - p.config.safetyMargin));
+    mem.push_back(b.freeBytes);
+  }
+  BubbleFrontier frontier;
+  frontier.build(budget, mem);
+  std::vector<JobConfig> cfgs;
+  for (size_t j = 0; j < p.jobs.size(); ++j) {
+    Knobs k;
+    k.batch = 8;
+    if (state.range(0)) {
+      k.weights = WeightPlacement::Streamed;
+      k.acts = ActPlacement::Host;
+    }
+    JobConfig cfg;
+    if (buildConfig(p.jobs[j], int(j), k, p.hw, cfg))
+      cfgs.push_back(cfg);
+  }
+  Method greedy;
+  int64_t ops = 0;
+  for (auto _ : state) {
+    ops = 0;
+    for (const JobConfig &cfg : cfgs) {
+      std::vector<int64_t> m(mem.size());
+      for (size_t k = 0; k < mem.size(); ++k)
+        m[k] = mem[k] - cfg.persistentBytes;
+      SimResult r = pack(cfg, p.config.contextSwitchUs, budget, m, frontier,
+                         cfg.persistentBytes, greedy, nullptr);
+      ops += r.opsPeriod;
+    }
+    benchmark::DoNotOptimize(ops);
+  }
+  state.counters["settings"] = double(cfgs.size());
+  state.counters["ops_per_period"] = double(ops);
+}
+BENCHMARK(BM_PackBubbleGreedy)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(1);
 
 void BM_VerifyPlan(benchmark::State &state) {
   const Problem &p = problem();

@@ -186,6 +186,9 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
     /// Batch index (along the assignment's stream) of the first batch begun
     /// in the first steady-state period.
     int64_t firstPeriodBatch = 0;
+    /// Tail chunks (whole batches smaller than `batch`) number their samples
+    /// along a stream of their own: its first sample in that period.
+    int64_t firstPeriodTail = 0;
   };
 
   /// Reads the assignments of a stage and where each job's steady state
@@ -199,12 +202,18 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       s.batch = a.getBatch();
       s.batchesPerPeriod = a.getBatchesPerPeriod();
       s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
+      s.firstPeriodTail = std::numeric_limits<int64_t>::max();
     }
     stage.walk([&](FillOp fill) {
       auto it = schedules.find(fill.getJob());
       if (it == schedules.end() || fill.getLayerBegin() != 0 ||
           (int64_t)fill.getIteration() < it->second.prefix)
         return;
+      if ((int64_t)fill.getBatch() < it->second.batch) {
+        it->second.firstPeriodTail =
+            std::min<int64_t>(it->second.firstPeriodTail, fill.getSampleBegin());
+        return;
+      }
       it->second.firstPeriodBatch =
           std::min<int64_t>(it->second.firstPeriodBatch,
                             fill.getSampleBegin() / std::max<int64_t>(1, fill.getBatch()));
@@ -228,9 +237,13 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       return;
     int64_t batch = std::max<int64_t>(1, fill.getBatch());
     int64_t first = fill.getSampleBegin() / batch;
+    // A tail chunk's samples follow the period's main batches.
+    bool tail = batch < s.batch;
     for (int64_t k = 0; k < (int64_t)fill.getRepeat(); ++k) {
       int64_t local = first + k - s.firstPeriodBatch, offset = 0;
-      if (local < 0) {
+      if (tail) {
+        local = 0;
+      } else if (local < 0) {
         local += s.batchesPerPeriod;
         offset = -1;
       }
@@ -241,7 +254,10 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       chunk.setLayerBegin(fill.getLayerBegin());
       chunk.setLayerEnd(fill.getLayerEnd());
       chunk.setBatch(batch);
-      chunk.setSampleBegin(local * batch);
+      chunk.setSampleBegin(tail ? s.batch * s.batchesPerPeriod +
+                                      fill.getSampleBegin() - s.firstPeriodTail +
+                                      k * batch
+                                : local * batch);
       chunk.setIterationOffsetAttr(b.getI64IntegerAttr(offset));
       chunk.setWeightsStreamed(fill.getWeights() == WeightPlacement::Streamed);
       chunk.setActivationsOnHost(fill.getActs() == ActPlacement::Host);

@@ -144,7 +144,8 @@ protected:
     c.iteration = emit->iteration;
     c.repeat = int(repeat);
     c.offsetUs = (*emit->offsetBase)[k] + offset;
-    emit->chunks->push_back(c);
+    if (emit->chunks)
+      emit->chunks->push_back(c);
     emit->maxUse[k] =
         std::max(emit->maxUse[k], offset + double(repeat) * c.predictedUs);
     emit->maxTransient[k] = std::max(emit->maxTransient[k], transient);
@@ -281,7 +282,7 @@ private:
           }
         }
       }
-      if (cursor == 0 && policy.wholeBatchStarts)
+      if (cursor == 0 && (policy.wholeBatchStarts || policy.wholeBatchesOnly))
         break;
       // The longest run of ops from the cursor that fits.
       int p = cursor;

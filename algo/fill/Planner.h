@@ -113,6 +113,20 @@ struct Config {
   /// Without copies the greedy is optimal. 0 = always greedy.
   int64_t exactPackingLimit = 50000;
   bool allowCheckpointing = true;
+  /// Joint planning of the jobs that share a stage (docs/planner.md section
+  /// 4): several orders of jobs and, on stages with few distinct bubble
+  /// lengths, jobs restricted to the longer or the shorter bubbles are
+  /// evaluated as whole stage plans and the best is kept. false = the
+  /// slot-by-slot greedy choice (the best single job first), kept to show
+  /// what the joint search adds.
+  bool jointSearch = true;
+  /// At most this many whole stage plans are evaluated per stage (the search
+  /// is exhaustive below it); at most jointBranching options per slot.
+  int maxStagePlans = 48;
+  int jointBranching = 4;
+  /// Whole-batch chunks of a smaller batch size (tail chunks) fill the time
+  /// each bubble has left after the jobs' windows.
+  bool tailChunks = true;
 };
 
 /// One contiguous range of ops of one batch of one job, run in one bubble.
@@ -164,7 +178,13 @@ struct Assignment {
   int prefixIterations = 0;
   int periodIterations = 1;
   int64_t batchesPerPeriod = 0;
-  /// Steady state, per iteration.
+  /// Samples per iteration run as tail chunks: whole batches of a smaller
+  /// batch size than `batch` (same placement knobs) in the time each bubble
+  /// has left after every job's window, the same in every iteration. Their
+  /// chunks have `batch` below the assignment's and number their samples
+  /// along a stream of their own (Chunk::sampleBegin from 0).
+  int64_t tailSamplesPerIteration = 0;
+  /// Steady state, per iteration (tail chunks included).
   double samplesPerIteration = 0;
   double usefulUs = 0;  // dedicated-speed GPU time of the work done
   double filledUs = 0;  // bubble time used (sum of predictedUs)

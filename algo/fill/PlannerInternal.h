@@ -192,8 +192,11 @@ private:
 struct Policy {
   bool wholeBatchStarts = false;
   double minEfficiency = 0;
+  /// Only whole-batch chunks (the joint search tries it so that the time a
+  /// job's partial chunks would take can go to tail chunks or other jobs).
+  bool wholeBatchesOnly = false;
 };
-const Policy kPolicies[] = {{false, 0}, {true, 0}, {false, 0.5}, {true, 0.5}};
+const Policy kPolicies[] = {{false, 0, false}, {true, 0, false}, {false, 0.5, false}, {true, 0.5, false}};
 
 /// How a configuration is packed: the greedy with a policy, or exactly.
 struct Method {

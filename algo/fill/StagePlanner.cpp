@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 
 namespace pipefill::fill {
@@ -76,8 +77,36 @@ private:
   std::vector<double> prefix;
 };
 
-/// Plans one stage: slot by slot, the best (job, configuration) for the
-/// bubble time and memory left.
+/// A stage plan under construction: the jobs placed so far (slots), the
+/// window each bubble has given them (the most they use of it in any
+/// iteration) and their memory.
+struct Layout {
+  struct Slot {
+    const JobConfig *cfg = nullptr;
+    Method method;
+    std::vector<char> allowed; // bubbles the job's main stream may use
+    std::vector<double> cap;   // most of each bubble it may use (empty: all)
+    double value = 0;          // priority-weighted useful us per iteration
+  };
+  std::vector<double> windowEnd;
+  std::vector<int64_t> transientMax; // -1: no chunk yet
+  int64_t persistent = 0;
+  std::vector<char> onStage;
+  double value = 0;
+  std::vector<Slot> slots;
+};
+
+/// One whole-batch chunk kind that can fill the time left in a bubble.
+struct TailItem {
+  int slot = 0;
+  const JobConfig *cfg = nullptr;
+  double time = 0;  // context switch + makespan
+  double value = 0; // priority * useful us
+};
+
+/// Plans one stage: jointly, over orders of jobs and restrictions of jobs to
+/// bubble lengths, each evaluated slot by slot; then the time left in each
+/// bubble goes to tail chunks.
 class StagePlanner {
 public:
   StagePlanner(const StageInfo &stage, int stageId, const std::vector<Job> &jobs,
@@ -88,26 +117,164 @@ public:
 
   void run() {
     size_t numBubbles = stage.budget.size();
-    std::vector<double> windowEnd(numBubbles, 0);
-    std::vector<int64_t> transientMax(numBubbles, -1); // -1: no chunk yet
-    std::vector<bool> onStage(jobs.size(), false);
-    int64_t persistent = 0;
+    Layout start;
+    start.windowEnd.assign(numBubbles, 0);
+    start.transientMax.assign(numBubbles, -1);
+    start.onStage.assign(jobs.size(), 0);
+    maxSlots = config.allowMultipleJobsPerStage
+                   ? std::max(1, config.maxJobsPerStage)
+                   : 1;
+    // Restrictions to the longer or the shorter bubbles only where there are
+    // few distinct bubble lengths (small stages).
+    std::vector<double> lengths = stage.budget;
+    std::sort(lengths.begin(), lengths.end());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+    int validJobs = 0;
+    for (const JobInfo &info : infos)
+      validJobs += info.reason.empty();
+    small = config.jointSearch && numBubbles <= 16 && validJobs <= 4;
+    if (small && lengths.size() >= 2 && lengths.size() <= 6)
+      thresholds.assign(lengths.begin() + 1, lengths.end());
+    branching = config.jointSearch ? std::max(1, config.jointBranching) : 1;
+    plansLeft = config.jointSearch ? std::max(1, config.maxStagePlans) : 1;
+
+    bestTotal = -1;
+    search(start);
+    if (bestTotal <= 0)
+      return;
+
+    // Replay the best sequence, emitting its chunks.
+    Layout layout = start;
     size_t firstChunk = plan.chunks.size();
-    int slots = config.allowMultipleJobsPerStage
-                    ? std::max(1, config.maxJobsPerStage)
-                    : 1;
-    for (int slot = 0; slot < slots; ++slot) {
-      std::vector<double> budget(numBubbles);
-      for (size_t k = 0; k < numBubbles; ++k)
-        budget[k] = std::max(0.0, stage.budget[k] - windowEnd[k]);
+    std::vector<size_t> assignmentOf;
+    for (const Layout::Slot &slot : bestSlots) {
+      SimResult r = apply(layout, slot, &plan.chunks);
+      const JobConfig &cfg = *slot.cfg;
+      Assignment a;
+      a.stage = stageId;
+      a.job = cfg.job;
+      a.batch = cfg.knobs.batch;
+      a.weights = cfg.knobs.weights;
+      a.acts = cfg.knobs.acts;
+      a.optimizer = cfg.knobs.optimizer;
+      a.checkpoint = cfg.knobs.checkpoint;
+      a.prefixIterations = r.prefix;
+      a.periodIterations = r.period;
+      a.batchesPerPeriod = r.opsPeriod / int64_t(cfg.ops.size());
+      a.samplesPerIteration =
+          double(a.batchesPerPeriod) * cfg.knobs.batch / r.period;
+      a.usefulUs = double(a.batchesPerPeriod) * cfg.usefulPerBatch / r.period;
+      a.filledUs = r.filledPeriod / r.period;
+      a.persistentBytes = cfg.persistentBytes;
+      assignmentOf.push_back(plan.assignments.size());
+      plan.assignments.push_back(a);
+    }
+    emitTails(layout, assignmentOf);
+    for (size_t i = firstChunk; i < plan.chunks.size(); ++i)
+      plan.chunks[i].peakBytes += layout.persistent;
+  }
+
+private:
+  /// Depth-first over slot choices; a leaf is a whole stage plan, scored by
+  /// its main streams plus the tails its leftover time takes.
+  void search(const Layout &layout) {
+    std::vector<Layout::Slot> options;
+    if (int(layout.slots.size()) < maxSlots)
+      options = topOptions(layout);
+    double total = layout.value + tailValue(layout);
+    if (total > bestTotal * (1 + 1e-12) + 1e-12) {
+      bestTotal = total;
+      bestSlots = layout.slots;
+    }
+    if (options.empty())
+      return;
+    --plansLeft;
+    for (size_t i = 0; i < options.size(); ++i) {
+      if (i > 0 && plansLeft <= 0)
+        break;
+      Layout child = layout;
+      apply(child, options[i], nullptr);
+      search(child);
+    }
+  }
+
+  /// Adds a slot to the layout; emits its chunks into `out` when set.
+  SimResult apply(Layout &layout, const Layout::Slot &slot,
+                  std::vector<Chunk> *out) {
+    size_t numBubbles = stage.budget.size();
+    const JobConfig &cfg = *slot.cfg;
+    std::vector<double> budget = slotBudget(layout, slot.allowed);
+    for (size_t k = 0; k < slot.cap.size(); ++k)
+      budget[k] = std::min(budget[k], slot.cap[k]);
+    int64_t total = layout.persistent + cfg.persistentBytes;
+    std::vector<int64_t> mem(numBubbles);
+    for (size_t k = 0; k < numBubbles; ++k)
+      mem[k] = stage.mem[k] - total;
+    frontier.build(budget, stage.mem);
+    Emitter emit;
+    emit.chunks = out;
+    emit.stage = stageId;
+    emit.bubbleIds = &stage.bubbleIds;
+    emit.offsetBase = &layout.windowEnd;
+    emit.maxUse.assign(numBubbles, 0);
+    emit.maxTransient.assign(numBubbles, -1);
+    SimResult r = pack(cfg, config.contextSwitchUs, budget, mem, frontier,
+                       total, slot.method, &emit);
+    layout.onStage[cfg.job] = 1;
+    layout.persistent = total;
+    for (size_t k = 0; k < numBubbles; ++k) {
+      layout.windowEnd[k] += emit.maxUse[k];
+      layout.transientMax[k] =
+          std::max(layout.transientMax[k], emit.maxTransient[k]);
+    }
+    layout.value += slot.value;
+    layout.slots.push_back(slot);
+    return r;
+  }
+
+  std::vector<double> slotBudget(const Layout &layout,
+                                 const std::vector<char> &allowed) const {
+    std::vector<double> budget(stage.budget.size());
+    for (size_t k = 0; k < budget.size(); ++k)
+      budget[k] = allowed[k] ? std::max(0.0, stage.budget[k] - layout.windowEnd[k])
+                             : 0.0;
+    return budget;
+  }
+
+  /// The options for the next slot, best first, at most `branching`.
+  /// Small stages (joint mode): per job, bubble restriction and batch size
+  /// the best setting (bound-ordered search within the group), each scored
+  /// by the whole plan it completes (this slot's value plus the tail chunks
+  /// the time left would take). Large stages: the best (job, setting) by
+  /// its own value, the search stopping once no bound can beat it.
+  std::vector<Layout::Slot> topOptions(const Layout &layout,
+                                       bool rollout = true) {
+    size_t numBubbles = stage.budget.size();
+    std::vector<std::vector<char>> masks;
+    masks.push_back(std::vector<char>(numBubbles, 1));
+    for (double t : thresholds) {
+      std::vector<char> longer(numBubbles), shorter(numBubbles);
+      for (size_t k = 0; k < numBubbles; ++k) {
+        longer[k] = stage.budget[k] >= t;
+        shorter[k] = stage.budget[k] < t;
+      }
+      masks.push_back(longer);
+      masks.push_back(shorter);
+    }
+    std::vector<Layout::Slot> found; // small: one per group; large: the best
+    std::vector<double> score;
+    for (const std::vector<char> &mask : masks) {
+      std::vector<double> budget = slotBudget(layout, mask);
       // Largest persistent total the chunks already placed tolerate.
       int64_t persistentCap = stage.minFree;
       int64_t maxMem = std::numeric_limits<int64_t>::min();
       for (size_t k = 0; k < numBubbles; ++k) {
-        if (transientMax[k] >= 0)
-          persistentCap = std::min(persistentCap, stage.mem[k] - transientMax[k]);
+        if (layout.transientMax[k] >= 0)
+          persistentCap =
+              std::min(persistentCap, stage.mem[k] - layout.transientMax[k]);
         maxMem = std::max(maxMem, stage.mem[k]);
       }
+      const int64_t persistent = layout.persistent;
       BoundTable bounds(budget, config.contextSwitchUs);
       std::vector<int64_t> memSorted = stage.mem;
       std::sort(memSorted.begin(), memSorted.end());
@@ -127,7 +294,7 @@ public:
       frontier.build(budget, stage.mem);
       std::vector<Candidate> candidates;
       for (size_t j = 0; j < jobs.size(); ++j) {
-        if (onStage[j] || !infos[j].reason.empty())
+        if (layout.onStage[j] || !infos[j].reason.empty())
           continue;
         const std::vector<JobConfig> &cfgs = infos[j].configs;
         for (size_t c = 0; c < cfgs.size(); ++c) {
@@ -147,84 +314,325 @@ public:
                        [](const Candidate &a, const Candidate &b) {
                          return a.bound > b.bound;
                        });
-      double bestValue = 0;
-      const JobConfig *best = nullptr;
-      Method bestMethod;
+      // Group: (job, batch) in small mode, everything in large mode.
+      std::map<std::pair<int, int>, size_t> group; // -> index into found
+      double largeBest = found.empty() ? 0 : found[0].value;
       std::vector<int64_t> mem(numBubbles);
       int sims = 0;
       for (const Candidate &cand : candidates) {
-        if (cand.bound <= bestValue)
+        const JobConfig &cfg = infos[cand.job].configs[cand.config];
+        std::pair<int, int> key =
+            small ? std::make_pair(cand.job, cfg.knobs.batch) : std::make_pair(0, 0);
+        std::pair<int, int> wholeKey = {cand.job, -cfg.knobs.batch};
+        auto g = group.find(key);
+        double groupBest = small ? (g == group.end() ? 0 : found[g->second].value)
+                                 : largeBest;
+        if (!small && cand.bound <= largeBest)
           break;
+        if (cand.bound <= groupBest)
+          continue;
         if (config.maxSimulationsPerSlot > 0 &&
             sims >= config.maxSimulationsPerSlot)
           break;
-        const JobConfig &cfg = infos[cand.job].configs[cand.config];
         int64_t total = persistent + cfg.persistentBytes;
         if (!everyOpFits(cfg, total))
           continue;
         ++sims;
         for (size_t k = 0; k < numBubbles; ++k)
           mem[k] = stage.mem[k] - total;
-        for (const Method &method : packingMethods(cfg, budget, mem, config)) {
-          SimResult r = pack(cfg, config.contextSwitchUs, budget, mem, frontier,
-                             total, method, nullptr);
+        std::vector<Method> methods = packingMethods(cfg, budget, mem, config);
+        if (small && cfg.ops.size() > 1) {
+          Method whole;
+          whole.policy.wholeBatchesOnly = true;
+          methods.push_back(whole);
+        }
+        for (const Method &method : methods) {
+          SimResult r = pack(cfg, config.contextSwitchUs, budget, mem,
+                             frontier, total, method, nullptr);
           double batches = double(r.opsPeriod / int64_t(cfg.ops.size()));
           double value = batches * cfg.valuePerBatch / r.period;
-          if (value > bestValue) {
-            bestValue = value;
-            best = &cfg;
-            bestMethod = method;
+          Layout::Slot slot{&cfg, method, mask, {}, value};
+          if (!small) {
+            if (value > largeBest) {
+              largeBest = value;
+              found.assign(1, slot);
+            }
+            continue;
+          }
+          auto k2 = method.policy.wholeBatchesOnly ? wholeKey : key;
+          auto g2 = group.find(k2);
+          if (g2 == group.end()) {
+            if (value > 0) {
+              group[k2] = found.size();
+              found.push_back(slot);
+            }
+          } else if (value > found[g2->second].value) {
+            found[g2->second] = slot;
           }
         }
       }
-      if (!best)
-        break;
-
-      // Emit the winner's chunks.
-      const JobConfig &cfg = *best;
-      int64_t total = persistent + cfg.persistentBytes;
-      for (size_t k = 0; k < numBubbles; ++k)
-        mem[k] = stage.mem[k] - total;
-      Emitter emit;
-      emit.chunks = &plan.chunks;
-      emit.stage = stageId;
-      emit.bubbleIds = &stage.bubbleIds;
-      emit.offsetBase = &windowEnd;
-      emit.maxUse.assign(numBubbles, 0);
-      emit.maxTransient.assign(numBubbles, -1);
-      SimResult r = pack(cfg, config.contextSwitchUs, budget, mem, frontier,
-                           total, bestMethod, &emit);
-
-      Assignment a;
-      a.stage = stageId;
-      a.job = cfg.job;
-      a.batch = cfg.knobs.batch;
-      a.weights = cfg.knobs.weights;
-      a.acts = cfg.knobs.acts;
-      a.optimizer = cfg.knobs.optimizer;
-      a.checkpoint = cfg.knobs.checkpoint;
-      a.prefixIterations = r.prefix;
-      a.periodIterations = r.period;
-      a.batchesPerPeriod = r.opsPeriod / int64_t(cfg.ops.size());
-      a.samplesPerIteration =
-          double(a.batchesPerPeriod) * cfg.knobs.batch / r.period;
-      a.usefulUs = double(a.batchesPerPeriod) * cfg.usefulPerBatch / r.period;
-      a.filledUs = r.filledPeriod / r.period;
-      a.persistentBytes = cfg.persistentBytes;
-      plan.assignments.push_back(a);
-
-      onStage[cfg.job] = true;
-      persistent = total;
-      for (size_t k = 0; k < numBubbles; ++k) {
-        windowEnd[k] += emit.maxUse[k];
-        transientMax[k] = std::max(transientMax[k], emit.maxTransient[k]);
-      }
     }
-    for (size_t i = firstChunk; i < plan.chunks.size(); ++i)
-      plan.chunks[i].peakBytes += persistent;
+    if (!small)
+      return found;
+    for (Layout::Slot &slot : found)
+      compact(layout, slot);
+    if (!rollout)
+      return found;
+    // Score each option by the whole plan it completes: the option, then
+    // greedily the best next option by its own completion, until the stage
+    // is full, plus the tail chunks of the time left.
+    std::vector<std::pair<double, size_t>> order;
+    for (size_t i = 0; i < found.size(); ++i) {
+      Layout child = layout;
+      apply(child, found[i], nullptr);
+      order.push_back({rolloutValue(child), i});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto &x, const auto &y) { return x.first > y.first; });
+    std::vector<Layout::Slot> best;
+    for (size_t i = 0; i < order.size() && int(i) < branching; ++i)
+      best.push_back(found[order[i].second]);
+    return best;
   }
 
-private:
+  /// Caps the slot's use of its bubbles, longest first, where that frees
+  /// room for a whole batch (or two) of another job without lowering the
+  /// slot's value: the time one job leaves in a bubble can then go to
+  /// another (the windows are fixed per bubble, so this is how a job that
+  /// could run elsewhere makes way).
+  void compact(const Layout &layout, Layout::Slot &slot) {
+    const JobConfig &cfg = *slot.cfg;
+    std::vector<double> room;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (int(j) == cfg.job || layout.onStage[j] || !infos[j].reason.empty())
+        continue;
+      double least = kInf;
+      for (const JobConfig &c : infos[j].configs)
+        least = std::min(least, config.contextSwitchUs + c.batchUs);
+      if (least < kInf)
+        for (int m = 1; m <= 2; ++m)
+          room.push_back(m * least);
+    }
+    if (room.empty())
+      return;
+    std::sort(room.begin(), room.end(), std::greater<double>());
+    size_t numBubbles = stage.budget.size();
+    std::vector<double> budget = slotBudget(layout, slot.allowed);
+    std::vector<size_t> order;
+    for (size_t k = 0; k < numBubbles; ++k)
+      if (budget[k] > 0)
+        order.push_back(k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return budget[x] > budget[y]; });
+    int64_t total = layout.persistent + cfg.persistentBytes;
+    std::vector<int64_t> mem(numBubbles);
+    for (size_t k = 0; k < numBubbles; ++k)
+      mem[k] = stage.mem[k] - total;
+    std::vector<double> capped = budget;
+    for (size_t k : order)
+      for (double d : room) {
+        if (d >= budget[k])
+          continue;
+        std::vector<double> trial = capped;
+        trial[k] = budget[k] - d;
+        frontier.build(trial, stage.mem);
+        SimResult r = pack(cfg, config.contextSwitchUs, trial, mem, frontier,
+                           total, slot.method, nullptr);
+        double value = double(r.opsPeriod / int64_t(cfg.ops.size())) *
+                       cfg.valuePerBatch / r.period;
+        if (value >= slot.value * (1 - 1e-9)) {
+          capped = trial;
+          break;
+        }
+      }
+    if (capped != budget)
+      slot.cap = capped;
+  }
+
+  /// Value of the greedy completion of a layout: repeatedly the option whose
+  /// own completion (its value plus the tails of the time left) is best.
+  double rolloutValue(Layout layout) {
+    while (int(layout.slots.size()) < maxSlots) {
+      std::vector<Layout::Slot> options = topOptions(layout, false);
+      double bestScore = -1;
+      Layout bestChild;
+      for (const Layout::Slot &o : options) {
+        Layout child = layout;
+        apply(child, o, nullptr);
+        double score = child.value + tailValue(child);
+        if (score > bestScore) {
+          bestScore = score;
+          bestChild = std::move(child);
+        }
+      }
+      if (bestScore < 0)
+        break;
+      layout = std::move(bestChild);
+    }
+    return layout.value + tailValue(layout);
+  }
+
+  /// The tail chunk kinds of a layout: whole batches of a smaller batch
+  /// size with the same placement knobs, per job on the stage.
+  std::vector<TailItem> tailItems(const Layout &layout) const {
+    std::vector<TailItem> items;
+    if (!config.tailChunks)
+      return items;
+    for (size_t s = 0; s < layout.slots.size(); ++s) {
+      const JobConfig &main = *layout.slots[s].cfg;
+      for (const JobConfig &cfg : infos[main.job].configs) {
+        const Knobs &a = cfg.knobs, &b = main.knobs;
+        if (a.batch >= b.batch || a.weights != b.weights || a.acts != b.acts ||
+            a.optimizer != b.optimizer || a.checkpoint != b.checkpoint)
+          continue;
+        items.push_back({int(s), &cfg, config.contextSwitchUs + cfg.batchUs,
+                         cfg.valuePerBatch});
+      }
+    }
+    // Densest first.
+    std::sort(items.begin(), items.end(), [](const TailItem &x, const TailItem &y) {
+      return x.value * y.time > y.value * x.time;
+    });
+    return items;
+  }
+
+  /// Best multiset of tail items within `time`, each fitting `mem` free
+  /// transient bytes (branch and bound over counts, densest first; exact
+  /// unless the node budget runs out, then the best found).
+  static double bestTails(const std::vector<TailItem> &items, double time,
+                          int64_t mem, std::vector<int64_t> *counts) {
+    std::vector<const TailItem *> usable;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (items[i].time > 0 && items[i].time <= time &&
+          items[i].cfg->batchTransient <= mem) {
+        usable.push_back(&items[i]);
+        index.push_back(i);
+      }
+    if (counts)
+      counts->assign(items.size(), 0);
+    if (usable.empty())
+      return 0;
+    double best = 0;
+    std::vector<int64_t> cur(usable.size()), bestCounts(usable.size());
+    int nodes = 0;
+    std::function<void(size_t, double, double)> dfs = [&](size_t i, double left,
+                                                           double value) {
+      if (value > best) {
+        best = value;
+        bestCounts = cur;
+      }
+      if (i == usable.size() || ++nodes > 20000)
+        return;
+      const TailItem &it = *usable[i];
+      if (value + left * it.value / it.time <= best * (1 + 1e-12))
+        return; // even the densest remaining item cannot beat the best
+      int64_t most = int64_t(std::floor(left / it.time));
+      while (most > 0 && double(most) * it.time > left)
+        --most;
+      for (int64_t n = most; n >= 0; --n) {
+        cur[i] = n;
+        dfs(i + 1, left - double(n) * it.time, value + double(n) * it.value);
+        if (nodes > 20000)
+          break;
+      }
+      cur[i] = 0;
+    };
+    dfs(0, time, 0);
+    if (counts)
+      for (size_t u = 0; u < usable.size(); ++u)
+        (*counts)[index[u]] = bestCounts[u];
+    return best;
+  }
+
+  double tailValue(const Layout &layout) const {
+    std::vector<TailItem> items = tailItems(layout);
+    if (items.empty())
+      return 0;
+    double total = 0;
+    for (size_t k = 0; k < stage.budget.size(); ++k)
+      total += bestTails(items, stage.budget[k] - layout.windowEnd[k],
+                         stage.mem[k] - layout.persistent, nullptr);
+    return total;
+  }
+
+  /// Emits the tail chunks after every window: the same chunks in every
+  /// listed iteration of the owning assignment; samples are numbered along
+  /// the assignment's own tail stream.
+  void emitTails(Layout &layout, const std::vector<size_t> &assignmentOf) {
+    std::vector<TailItem> items = tailItems(layout);
+    if (items.empty())
+      return;
+    size_t numBubbles = stage.budget.size();
+    std::vector<std::vector<int64_t>> counts(numBubbles);
+    bool any = false;
+    for (size_t k = 0; k < numBubbles; ++k) {
+      bestTails(items, stage.budget[k] - layout.windowEnd[k],
+                stage.mem[k] - layout.persistent, &counts[k]);
+      for (int64_t n : counts[k])
+        any |= n > 0;
+    }
+    if (!any)
+      return;
+    std::vector<int64_t> tailSamples(layout.slots.size(), 0);
+    std::vector<double> perIterUseful(layout.slots.size(), 0),
+        perIterFilled(layout.slots.size(), 0),
+        perIterSamples(layout.slots.size(), 0);
+    for (size_t k = 0; k < numBubbles; ++k)
+      for (size_t i = 0; i < items.size(); ++i) {
+        const TailItem &it = items[i];
+        perIterUseful[it.slot] += double(counts[k][i]) * it.cfg->usefulPerBatch;
+        perIterFilled[it.slot] += double(counts[k][i]) * it.time;
+        perIterSamples[it.slot] += double(counts[k][i] * it.cfg->knobs.batch);
+      }
+    for (size_t s = 0; s < layout.slots.size(); ++s) {
+      Assignment &a = plan.assignments[assignmentOf[s]];
+      int iterations = a.prefixIterations + a.periodIterations;
+      for (int t = 0; t < iterations; ++t)
+        for (size_t k = 0; k < numBubbles; ++k) {
+          double offset = layout.windowEnd[k];
+          for (size_t i = 0; i < items.size(); ++i) {
+            const TailItem &it = items[i];
+            if (counts[k][i] > 0 && it.slot == int(s)) {
+              const JobConfig &cfg = *it.cfg;
+              Chunk c;
+              c.stage = stageId;
+              c.bubbleId = stage.bubbleIds[k];
+              c.job = cfg.job;
+              c.layerBegin = 0;
+              c.layerEnd = int(cfg.ops.size());
+              c.batch = cfg.knobs.batch;
+              c.sampleBegin = tailSamples[s];
+              c.weights = cfg.knobs.weights;
+              c.acts = cfg.knobs.acts;
+              c.optimizer = cfg.knobs.optimizer;
+              c.checkpoint = cfg.knobs.checkpoint;
+              c.computeUs = cfg.batchComputeUs;
+              c.copyUs = cfg.batchCopyUs;
+              c.predictedUs = it.time;
+              c.peakBytes = cfg.batchTransient;
+              c.iteration = t;
+              c.repeat = int(counts[k][i]);
+              c.offsetUs = offset;
+              plan.chunks.push_back(c);
+              tailSamples[s] += counts[k][i] * cfg.knobs.batch;
+            }
+            if (counts[k][i] > 0)
+              offset += double(counts[k][i]) * it.time;
+          }
+        }
+      a.samplesPerIteration += perIterSamples[s];
+      a.usefulUs += perIterUseful[s];
+      a.filledUs += perIterFilled[s];
+      a.tailSamplesPerIteration = int64_t(perIterSamples[s]);
+    }
+    for (size_t k = 0; k < numBubbles; ++k)
+      for (size_t i = 0; i < items.size(); ++i)
+        if (counts[k][i] > 0)
+          layout.transientMax[k] =
+              std::max(layout.transientMax[k], items[i].cfg->batchTransient);
+  }
+
   /// Necessary for progress: every op fits, alone, in some bubble.
   bool everyOpFits(const JobConfig &cfg, int64_t persistent) const {
     for (const OpCost &op : cfg.ops)
@@ -235,7 +643,7 @@ private:
     return true;
   }
 
-  BubbleFrontier frontier; // this slot's budgets, free bytes before fill
+  BubbleFrontier frontier; // the current slot's budgets, free bytes
 
   const StageInfo &stage;
   int stageId;
@@ -243,6 +651,12 @@ private:
   const std::vector<JobInfo> &infos;
   const Config &config;
   Plan &plan;
+
+  bool small = false; // joint search with restrictions and batch groups
+  int maxSlots = 1, branching = 1, plansLeft = 1;
+  std::vector<double> thresholds;
+  double bestTotal = -1;
+  std::vector<Layout::Slot> bestSlots;
 };
 
 } // namespace

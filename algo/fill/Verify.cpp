@@ -225,7 +225,7 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
     int bubbleIndex;
     size_t chunk;
   };
-  std::map<std::pair<int, int>, std::vector<Ref>> byAssignment;
+  std::map<std::pair<int, int>, std::vector<Ref>> byAssignment, tailsByAssignment;
   // (stage, bubble index) -> (job, iteration) -> chunks
   std::map<std::pair<int, int>, std::map<std::pair<int, int>, std::vector<size_t>>>
       byBubble;
@@ -267,8 +267,15 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       continue;
     }
     const Assignment &a = *as->second;
-    if (a.batch != c.batch || a.weights != c.weights || a.acts != c.acts ||
-        a.optimizer != c.optimizer || a.checkpoint != c.checkpoint)
+    // A tail chunk: a whole batch of a smaller batch size, same placements.
+    bool tail = c.batch < a.batch;
+    if (tail && (c.layerBegin != 0 || c.layerEnd != total))
+      report(where + format(": batch %d differs from the assignment's %d but "
+                            "the chunk is not a whole batch (tail chunk)",
+                            c.batch, a.batch));
+    if ((!tail && a.batch != c.batch) || a.weights != c.weights ||
+        a.acts != c.acts || a.optimizer != c.optimizer ||
+        a.checkpoint != c.checkpoint)
       report(where + ": knobs differ from the assignment's");
     if (c.iteration < 0 || c.iteration >= a.prefixIterations + a.periodIterations)
       report(where + ": iteration outside the assignment's schedule");
@@ -300,8 +307,10 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
     if (c.offsetUs < -tol || end > limit + tol)
       report(where + format(": runs [%.3f, %.3f) us, bubble allows [0, %.3f)",
                             c.offsetUs, end, limit));
-    byAssignment[{c.stage, c.job}].push_back({k, i});
-    byBubble[{c.stage, k}][{c.job, c.iteration}].push_back(i);
+    // Tail chunks form a window of their own after every job's window.
+    int windowKey = tail ? c.job + int(jobs.size()) : c.job;
+    (tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}].push_back({k, i});
+    byBubble[{c.stage, k}][{windowKey, c.iteration}].push_back(i);
   }
 
   // Per bubble: chunks of one (job, iteration) do not overlap, the jobs'
@@ -349,9 +358,39 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
                     key.first, bubble.id, total, limit));
   }
 
-  // Cursor and sample bookkeeping per assignment, including the period loop.
-  for (auto &[key, refs] : byAssignment) {
+  // Tail chunks: samples numbered continuously along their own stream; the
+  // period's tail samples count towards samplesPerIteration.
+  std::map<std::pair<int, int>, int64_t> tailPeriodSamples;
+  for (auto &[key, refs] : tailsByAssignment) {
     const Assignment &a = *assignment[key];
+    std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
+      const Chunk &cx = plan.chunks[x.chunk], &cy = plan.chunks[y.chunk];
+      return std::make_tuple(cx.iteration, x.bubbleIndex, cx.offsetUs) <
+             std::make_tuple(cy.iteration, y.bubbleIndex, cy.offsetUs);
+    });
+    int64_t next = 0;
+    for (const Ref &ref : refs) {
+      const Chunk &c = plan.chunks[ref.chunk];
+      if (c.sampleBegin != next) {
+        report(format("stage %d job %d: tail chunk %zu starts at sample %lld, "
+                      "expected %lld",
+                      a.stage, a.job, ref.chunk,
+                      static_cast<long long>(c.sampleBegin),
+                      static_cast<long long>(next)));
+        break;
+      }
+      next += int64_t(c.repeat) * c.batch;
+      if (c.iteration >= a.prefixIterations)
+        tailPeriodSamples[key] += int64_t(c.repeat) * c.batch;
+    }
+  }
+
+  // Cursor and sample bookkeeping per assignment, including the period loop.
+  for (auto &[key, ap] : assignment) {
+    if (!byAssignment.count(key) && !tailPeriodSamples.count(key))
+      continue;
+    std::vector<Ref> &refs = byAssignment[key];
+    const Assignment &a = *ap;
     const Job &job = jobs[a.job];
     int total = numOps(job);
     std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
@@ -404,7 +443,8 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       report(format("stage %d job %d: %lld batches per period, listed %lld",
                     a.stage, a.job, static_cast<long long>(batches),
                     static_cast<long long>(a.batchesPerPeriod)));
-    double samples = double(batches) * a.batch / a.periodIterations;
+    double samples =
+        double(batches * a.batch + tailPeriodSamples[key]) / a.periodIterations;
     if (!close(a.samplesPerIteration, samples))
       report(format("stage %d job %d: samplesPerIteration %g, recomputed %g",
                     a.stage, a.job, a.samplesPerIteration, samples));

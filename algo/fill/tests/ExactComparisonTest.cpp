@@ -45,6 +45,8 @@ Instance randomInstance(std::mt19937_64 &rng) {
   in.config.safetyMargin = pick(0, 1) ? 0.05 : 0.0;
   in.config.reserveBytes = pick(0, 3) == 0 ? 1000000 : 0;
   in.config.allowMultipleJobsPerStage = false;
+  // This solver's model has no tail chunks (tests/JointExactTest.cpp has).
+  in.config.tailChunks = false;
   const int batchPool[] = {1, 2, 3, 4, 8};
   int numBatches = pick(1, 3);
   in.config.batchSizes.clear();

@@ -55,6 +55,18 @@ Optimum solve(const std::vector<StageBubbles> &stages,
               const std::vector<Job> &jobs, const Hardware &hw,
               const Config &config);
 
+/// The joint optimum (sum over stages of priority-weighted useful us per
+/// iteration) of the model in docs/planner.md section 4: per stage every
+/// subset of at most maxJobsPerStage jobs and every knob setting per job;
+/// the jobs' chunks share each bubble's time in any way (joint cursor
+/// states, one per job, a per-bubble knapsack over the jobs' advances) and
+/// the time left takes tail chunks (whole batches of a smaller batch size,
+/// same placements) when config.tailChunks; Karp's maximum mean cycle over
+/// the joint states reachable from all cursors at 0.
+double solveJoint(const std::vector<StageBubbles> &stages,
+                  const std::vector<Job> &jobs, const Hardware &hw,
+                  const Config &config, int maxJobsPerStage);
+
 } // namespace pipefill::fill::exact
 
 #endif // PIPEFILL_ALGO_FILL_TESTS_EXACTSOLVER_H
