@@ -131,6 +131,10 @@ bool buildConfig(const Job &job, int jobIndex, const Knobs &k,
   cfg.batchComputeUs = builder.computeUs();
   cfg.batchCopyUs = builder.copyUs();
   cfg.lowerBatchUs = std::max({sumC, sumIn, sumOut});
+  cfg.noCopies = !hostActs && sumIn == 0 && sumOut == 0;
+  cfg.prefixComputeUs.assign(1, 0.0);
+  for (const OpCost &c : cfg.ops)
+    cfg.prefixComputeUs.push_back(cfg.prefixComputeUs.back() + c.computeUs);
   cfg.usefulPerBatch = double(b) * usefulUsPerSample(job);
   cfg.valuePerBatch = job.priority * cfg.usefulPerBatch;
   return true;

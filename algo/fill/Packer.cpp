@@ -291,6 +291,36 @@ private:
       double bestTime = 0, bestCopy = 0, bestCompute = 0;
       int64_t bestBytes = 0;
       bool memoryLimited = false;
+      if (cfg.noCopies && policy.minEfficiency == 0) {
+        // Fast path without copies: the time of [p, e) is a prefix-sum
+        // difference (binary search), the bytes its largest working set.
+        const std::vector<double> &pre = cfg.prefixComputeUs;
+        double avail = limit - used - ctx + pre[p];
+        int e = int(std::upper_bound(pre.begin() + p + 1, pre.begin() + numOp + 1,
+                                     avail) -
+                    pre.begin()) - 1;
+        int m = p;
+        while (m < e && cfg.ops[m].workBytes <= memLimit)
+          ++m;
+        memoryLimited = m < e;
+        for (int q = m; q > p; --q) {
+          if (!live[q % numOp])
+            continue;
+          // The sum in op order, exactly as the chunk builder adds it.
+          double time = 0;
+          int64_t bytes = 0;
+          for (int j = p; j < q; ++j) {
+            time += cfg.ops[j].computeUs;
+            bytes = std::max(bytes, cfg.ops[j].workBytes);
+          }
+          if (used + ctx + time > limit)
+            continue;
+          best = q;
+          bestTime = bestCompute = time;
+          bestBytes = bytes;
+          break;
+        }
+      } else
       for (int e = p; e < numOp; ++e) {
         pushOp(p, e);
         if (used + ctx + builder.makespan() > limit)

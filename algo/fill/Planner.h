@@ -124,6 +124,10 @@ struct Config {
   /// is exhaustive below it); at most jointBranching options per slot.
   int maxStagePlans = 48;
   int jointBranching = 4;
+  /// The joint search of a stage stops widening once its packings have
+  /// taken this much work (bubbles x ops x (ops + 1) per packing); it then
+  /// completes the plan slot by slot. Keeps compile time bounded.
+  double jointWorkLimit = 50000;
   /// Whole-batch chunks of a smaller batch size (tail chunks) fill the time
   /// each bubble has left after the jobs' windows.
   bool tailChunks = true;

@@ -66,6 +66,11 @@ struct JobConfig {
   double minOpUs = 0;           // no chunk is shorter (excl. context switch)
   double maxOpLowerUs = 0;      // the slowest op: no chunk holding it is shorter
   int64_t minOpTransient = 0;   // no chunk needs fewer transient bytes
+  /// No PCIe copies at all: a chunk [p, e) takes the sum of its ops'
+  /// compute (prefixComputeUs[e] - prefixComputeUs[p], up to rounding) and
+  /// its largest working set, which the packer's fast path uses.
+  bool noCopies = false;
+  std::vector<double> prefixComputeUs; // size ops + 1
 };
 
 /// Incremental evaluation of a chunk, op by op: the double-buffered

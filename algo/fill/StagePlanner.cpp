@@ -220,6 +220,7 @@ private:
     emit.maxTransient.assign(numBubbles, -1);
     SimResult r = pack(cfg, config.contextSwitchUs, budget, mem, frontier,
                        total, slot.method, &emit);
+    countWork(cfg);
     layout.onStage[cfg.job] = 1;
     layout.persistent = total;
     for (size_t k = 0; k < numBubbles; ++k) {
@@ -250,9 +251,11 @@ private:
   std::vector<Layout::Slot> topOptions(const Layout &layout,
                                        bool rollout = true) {
     size_t numBubbles = stage.budget.size();
+    // Joint mode while the stage's work budget lasts.
+    const bool small = this->small && work <= config.jointWorkLimit;
     std::vector<std::vector<char>> masks;
     masks.push_back(std::vector<char>(numBubbles, 1));
-    for (double t : thresholds) {
+    for (double t : small ? thresholds : std::vector<double>()) {
       std::vector<char> longer(numBubbles), shorter(numBubbles);
       for (size_t k = 0; k < numBubbles; ++k) {
         longer[k] = stage.budget[k] >= t;
@@ -349,6 +352,7 @@ private:
         for (const Method &method : methods) {
           SimResult r = pack(cfg, config.contextSwitchUs, budget, mem,
                              frontier, total, method, nullptr);
+          countWork(cfg);
           double batches = double(r.opsPeriod / int64_t(cfg.ops.size()));
           double value = batches * cfg.valuePerBatch / r.period;
           Layout::Slot slot{&cfg, method, mask, {}, value};
@@ -395,6 +399,13 @@ private:
     return best;
   }
 
+  /// Work of one packing, in bubble x op x iteration steps (the greedy
+  /// visits every bubble for up to ops + 1 iterations).
+  void countWork(const JobConfig &cfg) {
+    double ops = double(cfg.ops.size());
+    work += double(stage.budget.size()) * ops * (ops + 1);
+  }
+
   /// Caps the slot's use of its bubbles, longest first, where that frees
   /// room for a whole batch (or two) of another job without lowering the
   /// slot's value: the time one job leaves in a bubble can then go to
@@ -436,8 +447,11 @@ private:
         std::vector<double> trial = capped;
         trial[k] = budget[k] - d;
         frontier.build(trial, stage.mem);
+        if (work > config.jointWorkLimit)
+          break;
         SimResult r = pack(cfg, config.contextSwitchUs, trial, mem, frontier,
                            total, slot.method, nullptr);
+        countWork(cfg);
         double value = double(r.opsPeriod / int64_t(cfg.ops.size())) *
                        cfg.valuePerBatch / r.period;
         if (value >= slot.value * (1 - 1e-9)) {
@@ -653,6 +667,7 @@ private:
   Plan &plan;
 
   bool small = false; // joint search with restrictions and batch groups
+  double work = 0;     // see countWork()
   int maxSlots = 1, branching = 1, plansLeft = 1;
   std::vector<double> thresholds;
   double bestTotal = -1;
