@@ -82,11 +82,33 @@ std::optional<ReportData> computeReport(ModuleOp module) {
       rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
                          a.getSamplesPerIteration().convertToDouble(), filled});
     }
+    // Written by pipefill-plan-fill (passes/FillIR.h, kFillAccountAttr).
+    if (auto account =
+            stage->getAttrOfType<DictionaryAttr>("pipefill.fill_account")) {
+      ReportFillAccount acc;
+      for (NamedAttribute field : account)
+        if (auto v = llvm::dyn_cast<FloatAttr>(field.getValue()))
+          acc.fields.push_back({field.getName().str(), v.getValueAsDouble()});
+      static const char *const kOrder[] = {
+          "bubble_us", "filled_us", "useful_us", "switch_us", "launch_us",
+          "other_overhead_us", "idle_us", "margin_us", "too_short_us",
+          "memory_us", "granularity_us"};
+      auto rank = [&](const std::string &key) {
+        return std::find(std::begin(kOrder), std::end(kOrder), key) -
+               std::begin(kOrder);
+      };
+      std::stable_sort(acc.fields.begin(), acc.fields.end(),
+                       [&](const auto &a, const auto &b) {
+                         return rank(a.first) < rank(b.first);
+                       });
+      rs.fillAccount = std::move(acc);
+    }
     r.stages.push_back(std::move(rs));
   }
   r.bubbleFraction =
       r.iterationUs > 0 ? idleTotal / (r.numStages * r.iterationUs) : 0.0;
   r.filledFraction = r.bubbleUs > 0 ? r.filledUs / r.bubbleUs : 0.0;
+  r.usefulFraction = r.bubbleUs > 0 ? r.usefulUs / r.bubbleUs : 0.0;
   r.predictedSlowdown = r.iterationUs > 0 ? overrunMax / r.iterationUs : 0.0;
   r.utilizationGain = r.busyUs > 0 ? r.usefulUs / r.busyUs : 0.0;
 
@@ -138,12 +160,33 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
                                              {"batch", j.batch},
                                              {"samples_per_iteration", j.samplesPerIteration},
                                              {"filled_us", j.filledUs}});
-    stages.push_back(llvm::json::Object{{"stage", s.stage},
-                                        {"busy_us", s.busyUs},
-                                        {"idle_us", s.idleUs},
-                                        {"peak_memory_bytes", s.peakBytes},
-                                        {"bubbles", std::move(bubbles)},
-                                        {"fill_jobs", std::move(stageJobs)}});
+    llvm::json::Object stage{{"stage", s.stage},
+                             {"busy_us", s.busyUs},
+                             {"idle_us", s.idleUs},
+                             {"peak_memory_bytes", s.peakBytes},
+                             {"bubbles", std::move(bubbles)},
+                             {"fill_jobs", std::move(stageJobs)}};
+    if (s.fillAccount) {
+      // Planned per iteration: filled = useful + switches + launches +
+      // other overhead; idle = margin + the three reasons.
+      llvm::json::Object account;
+      for (const auto &[key, value] : s.fillAccount->fields)
+        account[key] = value;
+      llvm::json::Array reasons;
+      auto reason = [&](const char *why, const char *key) {
+        double us = s.fillAccount->get(key);
+        if (us > 0)
+          reasons.push_back(llvm::json::Object{{"reason", why}, {"us", us}});
+      };
+      reason("safety margin", "margin_us");
+      reason("no fill job has a chunk this short", "too_short_us");
+      reason("no chunk this short fits the free memory", "memory_us");
+      reason("the placed jobs' ops and batches do not add up to the time left",
+             "granularity_us");
+      account["idle_reasons"] = std::move(reasons);
+      stage["fill_account"] = std::move(account);
+    }
+    stages.push_back(std::move(stage));
   }
   llvm::json::Array jobs, unscheduled;
   for (const ReportJob &j : r->jobs)
@@ -163,6 +206,7 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
       {"bubble_fraction", r->bubbleFraction},
       {"stages", std::move(stages)},
       {"fill", llvm::json::Object{{"filled_fraction", r->filledFraction},
+                                  {"useful_fraction", r->usefulFraction},
                                   {"predicted_slowdown", r->predictedSlowdown},
                                   {"utilization_gain", r->utilizationGain},
                                   {"jobs", std::move(jobs)},
@@ -211,6 +255,34 @@ LogicalResult exportSummary(ModuleOp module, llvm::raw_ostream &os) {
                       "predicted slowdown {1:f3}, utilization gain {2:f3}\n",
                       100 * r->filledFraction, r->predictedSlowdown,
                       r->utilizationGain);
+  // Useful versus filled, and why bubble time stays idle (planned).
+  double switches = 0, launches = 0, other = 0, margin = 0, tooShort = 0,
+         memory = 0, granularity = 0;
+  bool accounted = false;
+  for (const ReportStage &s : r->stages)
+    if (s.fillAccount) {
+      accounted = true;
+      switches += s.fillAccount->get("switch_us");
+      launches += s.fillAccount->get("launch_us");
+      other += s.fillAccount->get("other_overhead_us");
+      margin += s.fillAccount->get("margin_us");
+      tooShort += s.fillAccount->get("too_short_us");
+      memory += s.fillAccount->get("memory_us");
+      granularity += s.fillAccount->get("granularity_us");
+    }
+  if (accounted && r->bubbleUs > 0) {
+    auto pct = [&](double us) { return 100 * us / r->bubbleUs; };
+    os << llvm::formatv("useful: {0:f1}% of bubble time (filled {1:f1}%: "
+                        "switches {2:f1}%, launches {3:f1}%, other overhead "
+                        "{4:f1}%)\n",
+                        100 * r->usefulFraction, 100 * r->filledFraction,
+                        pct(switches), pct(launches), pct(other));
+    os << llvm::formatv("idle: {0:f1}% of bubble time (safety margin {1:f1}%, "
+                        "no job this short {2:f1}%, memory {3:f1}%, "
+                        "granularity {4:f1}%)\n",
+                        100 - 100 * r->filledFraction, pct(margin),
+                        pct(tooShort), pct(memory), pct(granularity));
+  }
   if (!r->jobs.empty()) {
     os << llvm::formatv("{0,-24} {1,20} {2,12}\n", "job", "samples/iteration",
                         "efficiency");

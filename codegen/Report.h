@@ -33,12 +33,27 @@ struct ReportStageJob {
   int64_t batch;
   double samplesPerIteration, filledUs;
 };
+/// Where a stage's bubble time goes per iteration, as planned by
+/// pipefill-plan-fill (the stage's pipefill.fill_account attribute): keys
+/// and values in the planner's order (bubble_us, filled_us, useful_us,
+/// switch_us, launch_us, other_overhead_us, idle_us, margin_us,
+/// too_short_us, memory_us, granularity_us).
+struct ReportFillAccount {
+  std::vector<std::pair<std::string, double>> fields;
+  double get(llvm::StringRef key) const {
+    for (const auto &f : fields)
+      if (f.first == key)
+        return f.second;
+    return 0;
+  }
+};
 struct ReportStage {
   int64_t stage;
   double busyUs, idleUs;
   int64_t peakBytes;
   std::vector<ReportBubble> bubbles;
   std::vector<ReportStageJob> jobs;
+  std::optional<ReportFillAccount> fillAccount;
 };
 struct ReportJob {
   std::string name;
@@ -53,6 +68,9 @@ struct ReportData {
   double iterationUs, bubbleFraction;
   std::vector<ReportStage> stages;
   double filledFraction, predictedSlowdown, utilizationGain;
+  /// usefulUs / bubbleUs: bubble time that becomes fill work at dedicated
+  /// speed (filledFraction less switches, launches and other overheads).
+  double usefulFraction;
   double bubbleUs, filledUs, usefulUs, busyUs;
   std::vector<ReportJob> jobs;
   std::vector<ReportUnscheduled> unscheduled;

@@ -17,6 +17,13 @@
 
 namespace pipefill {
 
+/// Discardable dictionary attribute that pipefill-plan-fill puts on each
+/// stage: where its bubble time goes per iteration (planned), read by the
+/// report and the summary. Keys: bubble_us, filled_us, useful_us, switch_us,
+/// launch_us, other_overhead_us, idle_us, margin_us, too_short_us,
+/// memory_us, granularity_us (fill::StageAccount).
+inline constexpr llvm::StringLiteral kFillAccountAttr = "pipefill.fill_account";
+
 /// The planning problem of one pipeline.
 struct FillProblem {
   std::vector<fill::StageBubbles> stages;

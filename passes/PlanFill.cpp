@@ -45,6 +45,8 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     });
     for (Operation *op : stale)
       op->erase();
+    for (StageOp stage : pipeline.getStages())
+      stage->removeAttr(kFillAccountAttr);
     for (FillJobOp job : module.getOps<FillJobOp>()) {
       job.removeSamplesPerIterationAttr();
       job.removeEfficiencyAttr();
@@ -85,6 +87,27 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       op.setBatchesPerPeriod(a.batchesPerPeriod);
       op.setSamplesPerIteration(llvm::APFloat(a.samplesPerIteration));
       op.setPersistentBytes(a.persistentBytes);
+    }
+
+    // Where each stage's bubble time goes (planned), for the report and the
+    // summary: a discardable dictionary on the stage.
+    for (const fill::StageAccount &a : plan.accounts) {
+      auto f = [&](double v) { return b.getF64FloatAttr(v); };
+      stages[a.stage]->setAttr(
+          kFillAccountAttr,
+          b.getDictionaryAttr({
+              b.getNamedAttr("bubble_us", f(a.bubbleUs)),
+              b.getNamedAttr("filled_us", f(a.filledUs)),
+              b.getNamedAttr("useful_us", f(a.usefulUs)),
+              b.getNamedAttr("switch_us", f(a.switchUs)),
+              b.getNamedAttr("launch_us", f(a.launchUs)),
+              b.getNamedAttr("other_overhead_us", f(a.otherOverheadUs)),
+              b.getNamedAttr("idle_us", f(a.idleUs)),
+              b.getNamedAttr("margin_us", f(a.marginUs)),
+              b.getNamedAttr("too_short_us", f(a.tooShortUs)),
+              b.getNamedAttr("memory_us", f(a.memoryUs)),
+              b.getNamedAttr("granularity_us", f(a.granularityUs)),
+          }));
     }
 
     // Chunks go into their bubbles in execution order.

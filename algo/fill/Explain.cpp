@@ -1,10 +1,14 @@
 //===- Explain.cpp - Why fill jobs or bubble time stay unused -------------===//
 //
-// Layer 4 of the planner: the reasons reported for jobs no stage takes.
+// Layer 4 of the planner: the reasons reported for jobs no stage takes, and
+// the account of every stage's bubble time (filled, useful, overheads, idle
+// and why).
 //
 //===----------------------------------------------------------------------===//
 
 #include "algo/fill/PlannerInternal.h"
+
+#include <map>
 
 namespace pipefill::fill::detail {
 
@@ -108,6 +112,111 @@ std::string explainNoFit(const Job &job, const JobInfo &info,
     return s;
   }
   return "no single knob setting fits every layer into some bubble";
+}
+
+namespace {
+/// Dedicated-speed time and kernel launches of ops [begin, end) of a batch.
+void opWork(const Job &job, int begin, int end, bool checkpoint,
+            double &usefulPerSample, int &launches) {
+  usefulPerSample = 0;
+  launches = 0;
+  for (int op = begin; op < end; ++op) {
+    bool backward = false;
+    const Layer &l = job.layers[opLayer(job, op, &backward)];
+    if (!backward) {
+      usefulPerSample += l.forwardUsPerSample;
+      launches += 1;
+    } else {
+      usefulPerSample += l.backwardUsPerSample;
+      launches += 1 + (checkpoint ? 1 : 0) +
+                  (l.weightBytes || l.gradBytes || l.optimizerBytes ? 1 : 0);
+    }
+  }
+}
+} // namespace
+
+void accountStages(const std::vector<StageInfo> &stages,
+                   const std::vector<StageBubbles> &input,
+                   const std::vector<Job> &jobs,
+                   const std::vector<JobInfo> &infos, const Hardware &hw,
+                   const Config &config, Plan &plan) {
+  const double ctx = config.contextSwitchUs;
+  // The shortest chunk of any valid job under any setting, and per setting
+  // the least transient bytes, for the idle reasons.
+  double shortest = kInf;
+  for (const JobInfo &info : infos)
+    if (info.reason.empty())
+      for (const JobConfig &cfg : info.configs)
+        shortest = std::min(shortest, ctx + cfg.minOpUs);
+  std::map<std::pair<int, int>, const Assignment *> assignment;
+  for (const Assignment &a : plan.assignments)
+    assignment[{a.stage, a.job}] = &a;
+  for (const StageInfo &info : stages) {
+    const StageBubbles &sb = input[info.index];
+    StageAccount acc;
+    acc.stage = sb.stage;
+    size_t nb = info.budget.size();
+    std::map<int, size_t> index;
+    for (size_t k = 0; k < nb; ++k)
+      index[info.bubbleIds[k]] = k;
+    std::vector<double> used(nb, 0);
+    int64_t persistent = 0;
+    for (const Assignment &a : plan.assignments)
+      if (a.stage == sb.stage)
+        persistent += a.persistentBytes;
+    for (const Chunk &c : plan.chunks) {
+      if (c.stage != sb.stage)
+        continue;
+      const Assignment &a = *assignment[{c.stage, c.job}];
+      if (c.iteration < a.prefixIterations)
+        continue; // steady state only
+      double w = double(c.repeat) / a.periodIterations;
+      double usefulPerSample = 0;
+      int launches = 0;
+      opWork(jobs[c.job], c.layerBegin, c.layerEnd, c.checkpoint,
+             usefulPerSample, launches);
+      used[index[c.bubbleId]] += w * c.predictedUs;
+      acc.filledUs += w * c.predictedUs;
+      acc.usefulUs += w * c.batch * usefulPerSample;
+      acc.switchUs += w * ctx;
+      acc.launchUs += w * launches * hw.kernelLaunchUs;
+    }
+    acc.otherOverheadUs = std::max(
+        0.0, acc.filledUs - acc.usefulUs - acc.switchUs - acc.launchUs);
+    for (size_t k = 0; k < nb; ++k) {
+      const Bubble &b = sb.bubbles[k];
+      acc.bubbleUs += b.durationUs;
+      acc.marginUs += b.durationUs - info.budget[k];
+      double left = std::max(0.0, info.budget[k] - used[k]);
+      if (left <= 1e-9)
+        continue;
+      if (left < shortest) {
+        acc.tooShortUs += left;
+        continue;
+      }
+      // A chunk that short exists: does one also fit the memory?
+      bool fits = false;
+      for (size_t j = 0; j < infos.size() && !fits; ++j) {
+        if (!infos[j].reason.empty())
+          continue;
+        auto on = assignment.find({sb.stage, int(j)});
+        for (const JobConfig &cfg : infos[j].configs) {
+          int64_t keep = persistent +
+                         (on == assignment.end() ? cfg.persistentBytes : 0);
+          if (ctx + cfg.minOpUs <= left &&
+              keep + cfg.minOpTransient <= info.mem[k] &&
+              keep <= info.minFree) {
+            fits = true;
+            break;
+          }
+        }
+      }
+      (fits ? acc.granularityUs : acc.memoryUs) += left;
+    }
+    acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);
+    plan.accounts.push_back(acc);
+  }
+  plan.usefulFraction = plan.bubbleUs > 0 ? plan.usefulUs / plan.bubbleUs : 0;
 }
 
 } // namespace pipefill::fill::detail

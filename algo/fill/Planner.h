@@ -211,6 +211,31 @@ struct Unscheduled {
   std::string reason;
 };
 
+/// Where one stage's bubble time goes, per iteration in the steady state
+/// (planned, not measured). bubbleUs = filledUs + idleUs; filledUs =
+/// usefulUs + switchUs + launchUs + otherOverheadUs; idleUs = marginUs +
+/// tooShortUs + memoryUs + granularityUs.
+struct StageAccount {
+  int stage = 0;
+  double bubbleUs = 0;
+  double filledUs = 0;        // planned chunk time
+  double usefulUs = 0;        // dedicated-speed time of the work in it
+  double switchUs = 0;        // one context switch per chunk run
+  double launchUs = 0;        // one kernel launch per layer call
+  double otherOverheadUs = 0; // memory-bound layers, small batches, copies
+  double idleUs = 0;
+  double marginUs = 0;        // the safety margin, kept empty on purpose
+  /// Idle time left in a bubble (beyond the margin) because no fill job
+  /// has a chunk that short (any job, any knob setting, one op) ...
+  double tooShortUs = 0;
+  /// ... because chunks short enough exist but none fits the bubble's free
+  /// memory next to what the stage's fill jobs keep on the device ...
+  double memoryUs = 0;
+  /// ... or because the placed jobs' whole ops and batches do not add up
+  /// to the bubble (their next chunk is longer than the time left).
+  double granularityUs = 0;
+};
+
 struct Plan {
   std::vector<Chunk> chunks;
   std::vector<Assignment> assignments;
@@ -222,6 +247,11 @@ struct Plan {
   double bubbleUs = 0, filledUs = 0;
   double filledFraction = 0;
   double usefulUs = 0;
+  /// usefulUs / bubbleUs: the share of bubble time that becomes work at
+  /// dedicated speed (filledFraction less switches, launches, overheads).
+  double usefulFraction = 0;
+  /// One per valid stage, in input order: where its bubble time goes.
+  std::vector<StageAccount> accounts;
 };
 
 Plan planFill(const std::vector<StageBubbles> &stages,

@@ -275,6 +275,15 @@ struct AllBubbles {
 std::string explainNoFit(const Job &job, const JobInfo &info,
                          const AllBubbles &all, const Config &config);
 
+/// Fills plan.accounts (and plan.usefulFraction) from the plan's chunks:
+/// useful time, switches, launches and overheads of the steady-state
+/// chunks, and why the rest of each bubble stays idle (Explain.cpp).
+void accountStages(const std::vector<StageInfo> &stages,
+                   const std::vector<StageBubbles> &input,
+                   const std::vector<Job> &jobs,
+                   const std::vector<JobInfo> &infos, const Hardware &hw,
+                   const Config &config, Plan &plan);
+
 } // namespace pipefill::fill::detail
 
 #endif // PIPEFILL_ALGO_FILL_PLANNERINTERNAL_H

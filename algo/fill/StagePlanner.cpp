@@ -793,6 +793,8 @@ Plan planFill(const std::vector<StageBubbles> &stages,
     plan.unscheduled.push_back({r.name, reason});
   }
   plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
+  if (configOk)
+    accountStages(infos, stages, jobs, jobInfos, hw, config, plan);
   return plan;
 }
 
