@@ -37,6 +37,10 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
   LogicalResult verify(PipelineOp pipeline) {
     FillProblem problem = fillProblemFromIR(getOperation(), pipeline);
     fill::Plan plan;
+    // The op behind each plan entry, for the diagnostics.
+    SmallVector<AssignmentOp> assignmentOps;
+    SmallVector<FillOp> fillOps;
+    SmallVector<StageOp> stageOps(pipeline.getStages());
     std::map<std::pair<int, int>, fill::Assignment *> byKey;
     bool any = false;
     int stageIndex = 0;
@@ -60,6 +64,7 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
         x.samplesPerIteration = a.getSamplesPerIteration().convertToDouble();
         x.persistentBytes = a.getPersistentBytes();
         plan.assignments.push_back(x);
+        assignmentOps.push_back(a);
         any = true;
       }
       ++stageIndex;
@@ -96,6 +101,7 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
           c.repeat = f.getRepeat();
           c.offsetUs = f.getOffsetUs().convertToDouble();
           plan.chunks.push_back(c);
+          fillOps.push_back(f);
         }
       }
     }
@@ -113,15 +119,32 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
     }
     plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
 
-    std::vector<std::string> violations = fill::verifyPlan(
+    std::vector<fill::Violation> violations = fill::checkPlan(
         problem.stages, problem.jobs, problem.hardware, problem.config, plan);
     if (violations.empty())
       return success();
-    InFlightDiagnostic diag = pipeline.emitError()
-                              << "fill plan does not verify: " << violations.size()
-                              << " violation(s)";
-    for (const std::string &v : violations)
-      diag.attachNote() << v;
+    // Each violation on the op that causes it, in IR terms.
+    for (const fill::Violation &v : violations) {
+      switch (v.on) {
+      case fill::Violation::On::Chunk:
+        fillOps[v.index].emitOpError() << v.message;
+        break;
+      case fill::Violation::On::Assignment:
+        assignmentOps[v.index].emitOpError() << v.message;
+        break;
+      case fill::Violation::On::Stage:
+        if (v.index >= 0 && v.index < (int)stageOps.size())
+          stageOps[v.index].emitOpError() << v.message;
+        else
+          pipeline.emitOpError() << "stage " << v.index << ": " << v.message;
+        break;
+      case fill::Violation::On::Plan:
+        pipeline.emitOpError() << v.message;
+        break;
+      }
+    }
+    pipeline.emitError() << "fill plan does not verify: " << violations.size()
+                         << " violation(s)";
     return failure();
   }
 };

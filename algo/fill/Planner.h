@@ -258,8 +258,24 @@ Plan planFill(const std::vector<StageBubbles> &stages,
               const std::vector<Job> &jobs, const Hardware &hw,
               const Config &config);
 
-/// Independent check of a plan (own loops, not the planner's packing code):
-/// returns the violations found; empty means the plan is valid.
+/// One violation found by checkPlan(), attached to what causes it: a chunk
+/// or an assignment (index into the plan's vectors), a stage (its id), or
+/// the plan as a whole. The message is in IR terms (the keywords of the
+/// pipefill.fill and pipefill.assignment assembly), without the location.
+struct Violation {
+  enum class On { Plan, Stage, Assignment, Chunk } on = On::Plan;
+  int index = -1;
+  std::string message;
+};
+
+/// Independent check of a plan (own loops, not the planner's packing code).
+std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
+                                 const std::vector<Job> &jobs,
+                                 const Hardware &hw, const Config &config,
+                                 const Plan &plan);
+
+/// checkPlan()'s violations as text, each prefixed with what it is on;
+/// empty means the plan is valid.
 std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
                                     const std::vector<Job> &jobs,
                                     const Hardware &hw, const Config &config,

@@ -160,17 +160,27 @@ bool close(double a, double b) {
 
 } // namespace
 
-std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
-                                    const std::vector<Job> &jobs,
-                                    const Hardware &hw, const Config &config,
-                                    const Plan &plan) {
-  std::vector<std::string> v;
+std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
+                                 const std::vector<Job> &jobs,
+                                 const Hardware &hw, const Config &config,
+                                 const Plan &plan) {
+  std::vector<Violation> v;
   size_t dropped = 0;
-  auto report = [&](std::string s) {
+  auto add = [&](Violation::On on, int index, std::string s) {
     if (v.size() < kMaxViolations)
-      v.push_back(std::move(s));
+      v.push_back({on, index, std::move(s)});
     else
       ++dropped;
+  };
+  auto report = [&](std::string s) { add(Violation::On::Plan, -1, std::move(s)); };
+  auto onStage = [&](int stage, std::string s) {
+    add(Violation::On::Stage, stage, std::move(s));
+  };
+  auto onAssignment = [&](size_t i, std::string s) {
+    add(Violation::On::Assignment, int(i), std::move(s));
+  };
+  auto onChunk = [&](size_t i, std::string s) {
+    add(Violation::On::Chunk, int(i), std::move(s));
   };
   const double tol = 1e-6;
 
@@ -187,37 +197,49 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
   // Assignments: one per (stage, job), consistent knobs, persistent bytes.
   std::map<std::pair<int, int>, const Assignment *> assignment;
   std::map<int, int64_t> stagePersistent;
-  for (const Assignment &a : plan.assignments) {
+  std::map<const Assignment *, size_t> assignmentIndex;
+  for (size_t ai = 0; ai < plan.assignments.size(); ++ai) {
+    const Assignment &a = plan.assignments[ai];
+    assignmentIndex[&a] = ai;
     if (!stageById.count(a.stage)) {
-      report(format("assignment: unknown stage %d", a.stage));
+      onAssignment(ai, format("is on stage %d, which has no bubbles", a.stage));
       continue;
     }
     if (a.job < 0 || a.job >= int(jobs.size()) || jobs[a.job].layers.empty()) {
-      report(format("assignment on stage %d: invalid job %d", a.stage, a.job));
+      onAssignment(ai, format("names fill job #%d, which does not exist or has "
+                              "no layers", a.job));
       continue;
     }
     if (!assignment.emplace(std::make_pair(a.stage, a.job), &a).second)
-      report(format("stage %d: job %d assigned twice", a.stage, a.job));
+      onAssignment(ai, format("is a second pipefill.assignment of @%s on stage %d",
+                              jobs[a.job].name.c_str(), a.stage));
     if (a.batch <= 0 || a.periodIterations < 1 || a.prefixIterations < 0)
-      report(format("stage %d job %d: invalid batch/period/prefix", a.stage, a.job));
+      onAssignment(ai, format("has batch %d, prefix %d, period %d: batch and "
+                              "period must be positive, prefix non-negative",
+                              a.batch, a.prefixIterations, a.periodIterations));
     if (jobs[a.job].kind == JobKind::Inference &&
         (a.optimizer != OptimizerPlacement::Device || a.checkpoint))
-      report(format("stage %d job %d: training knobs on an inference job", a.stage, a.job));
+      onAssignment(ai, format("puts the optimizer on the host or checkpoints, "
+                              "but @%s is an inference job",
+                              jobs[a.job].name.c_str()));
     int64_t p = persistentOf(jobs[a.job], a.batch, a.weights, a.acts,
                              a.optimizer, a.checkpoint);
     if (p != a.persistentBytes)
-      report(format("stage %d job %d: persistentBytes %lld, recomputed %lld",
-                    a.stage, a.job, static_cast<long long>(a.persistentBytes),
-                    static_cast<long long>(p)));
+      onAssignment(ai, format("says persistent %lld B, but @%s at batch %d with "
+                              "weights %s, acts %s keeps %lld B on the device",
+                              static_cast<long long>(a.persistentBytes),
+                              jobs[a.job].name.c_str(), a.batch,
+                              toString(a.weights), toString(a.acts),
+                              static_cast<long long>(p)));
     stagePersistent[a.stage] += p;
   }
   for (auto &[id, bytes] : stagePersistent) {
     int64_t limit = stageById[id]->minFreeBytes - config.reserveBytes;
     if (bytes > limit)
-      report(format("stage %d: %lld persistent fill bytes exceed the minimum "
-                    "free memory %lld",
-                    id, static_cast<long long>(bytes),
-                    static_cast<long long>(limit)));
+      onStage(id, format("its fill jobs keep %lld B on the device across bubbles, "
+                         "more than the %lld B free all iteration",
+                         static_cast<long long>(bytes),
+                         static_cast<long long>(limit)));
   }
 
   // Chunks, one by one.
@@ -231,82 +253,81 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       byBubble;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const Chunk &c = plan.chunks[i];
-    std::string where = format("chunk %zu (stage %d, bubble %d, job %d, ops "
-                               "[%d, %d), iteration %d)",
-                               i, c.stage, c.bubbleId, c.job, c.layerBegin,
-                               c.layerEnd, c.iteration);
+    auto report = [&](std::string s) { onChunk(i, std::move(s)); };
     auto st = stageById.find(c.stage);
     if (st == stageById.end()) {
-      report(where + ": unknown stage");
+      report(format("is on stage %d, which has no bubbles", c.stage));
       continue;
     }
     int k = findBubble(*st->second, c.bubbleId);
     if (k < 0) {
-      report(where + ": no such bubble on the stage");
+      report(format("is in bubble %d, which stage %d does not have", c.bubbleId, c.stage));
       continue;
     }
     if (c.job < 0 || c.job >= int(jobs.size())) {
-      report(where + ": no such job");
+      report(format("names fill job #%d, which does not exist", c.job));
       continue;
     }
     const Job &job = jobs[c.job];
     int total = numOps(job);
     if (c.layerBegin < 0 || c.layerEnd > total || c.layerBegin >= c.layerEnd) {
-      report(where + format(": invalid op range (job has %d ops)", total));
+      report(format("runs layers %d to %d, but @%s has %d (ops of a batch)", c.layerBegin, c.layerEnd, job.name.c_str(), total));
       continue;
     }
     if (c.batch <= 0 || c.repeat < 1) {
-      report(where + ": invalid batch or repeat");
+      report(format("has batch %d and repeat %d; both must be positive", c.batch, c.repeat));
       continue;
     }
     if (c.repeat > 1 && (c.layerBegin != 0 || c.layerEnd != total))
-      report(where + ": repeated chunk is not a whole batch");
+      report(format("repeats %d times but runs layers %d to %d, not a whole batch", c.repeat, c.layerBegin, c.layerEnd));
     auto as = assignment.find({c.stage, c.job});
     if (as == assignment.end()) {
-      report(where + ": no assignment for this (stage, job)");
+      report(format("has no pipefill.assignment for @%s on stage %d", job.name.c_str(), c.stage));
       continue;
     }
     const Assignment &a = *as->second;
     // A tail chunk: a whole batch of a smaller batch size, same placements.
     bool tail = c.batch < a.batch;
     if (tail && (c.layerBegin != 0 || c.layerEnd != total))
-      report(where + format(": batch %d differs from the assignment's %d but "
-                            "the chunk is not a whole batch (tail chunk)",
-                            c.batch, a.batch));
+      report(format("runs batch %d, below its assignment's %d (a tail "
+                    "chunk), but layers %d to %d are not a whole batch",
+                    c.batch, a.batch, c.layerBegin, c.layerEnd));
     if ((!tail && a.batch != c.batch) || a.weights != c.weights ||
         a.acts != c.acts || a.optimizer != c.optimizer ||
         a.checkpoint != c.checkpoint)
-      report(where + ": knobs differ from the assignment's");
+      report(format("runs batch %d, weights %s, acts %s, unlike its pipefill.assignment (batch %d, weights %s, acts %s)", c.batch, toString(c.weights), toString(c.acts), a.batch, toString(a.weights), toString(a.acts)));
     if (c.iteration < 0 || c.iteration >= a.prefixIterations + a.periodIterations)
-      report(where + ": iteration outside the assignment's schedule");
+      report(format("is in iteration %d, outside its assignment's prefix %d + period %d", c.iteration, a.prefixIterations, a.periodIterations));
     bool needsPcie = c.weights == WeightPlacement::Streamed ||
                      c.acts == ActPlacement::Host ||
                      (job.kind == JobKind::Training &&
                       c.optimizer == OptimizerPlacement::Host);
     if (needsPcie && !(hw.pcieGBps > 0)) {
-      report(where + ": needs PCIe copies but pcieGBps is 0");
+      report("copies over PCIe (weights streamed or activations on the host), but the hardware has no PCIe bandwidth");
       continue;
     }
     Recomputed r = recompute(job, c, hw, config);
     if (!close(c.predictedUs, r.predictedUs))
-      report(where + format(": predictedUs %.6f, recomputed %.6f", c.predictedUs,
-                            r.predictedUs));
+      report(format("says time %.6f us, but its layers, copies and the context "
+                    "switch take %.6f us", c.predictedUs, r.predictedUs));
     int64_t peak = stagePersistent[c.stage] + r.transientBytes;
     if (peak != c.peakBytes)
-      report(where + format(": peakBytes %lld, recomputed %lld",
-                            static_cast<long long>(c.peakBytes),
-                            static_cast<long long>(peak)));
+      report(format("says mem %lld B, but the stage's persistent fill bytes "
+                    "and its working set come to %lld B",
+                    static_cast<long long>(c.peakBytes),
+                    static_cast<long long>(peak)));
     const Bubble &bubble = st->second->bubbles[k];
     if (peak > bubble.freeBytes - config.reserveBytes)
-      report(where + format(": needs %lld bytes, bubble has %lld free",
-                            static_cast<long long>(peak),
-                            static_cast<long long>(bubble.freeBytes -
-                                                   config.reserveBytes)));
+      report(format("needs %lld B, but its bubble has %lld B free",
+                    static_cast<long long>(peak),
+                    static_cast<long long>(bubble.freeBytes -
+                                           config.reserveBytes)));
     double limit = bubble.durationUs * (1 - config.safetyMargin);
     double end = c.offsetUs + c.repeat * std::max(c.predictedUs, r.predictedUs);
     if (c.offsetUs < -tol || end > limit + tol)
-      report(where + format(": runs [%.3f, %.3f) us, bubble allows [0, %.3f)",
-                            c.offsetUs, end, limit));
+      report(format("runs [%.3f, %.3f) us into its bubble, which allows "
+                    "[0, %.3f) us (duration less the safety margin)",
+                    c.offsetUs, end, limit));
     // Tail chunks form a window of their own after every job's window.
     int windowKey = tail ? c.job + int(jobs.size()) : c.job;
     (tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}].push_back({k, i});
@@ -329,8 +350,9 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       for (size_t idx : sorted) {
         const Chunk &c = plan.chunks[idx];
         if (c.offsetUs < prevEnd - tol)
-          report(format("stage %d bubble %d job %d iteration %d: chunks overlap",
-                        key.first, bubble.id, jobIter.first, jobIter.second));
+          onChunk(idx, format("overlaps the previous fill op of its job in "
+                              "bubble %d, iteration %d",
+                              bubble.id, jobIter.second));
         prevEnd = c.offsetUs + c.repeat * c.predictedUs;
         sum += c.repeat * c.predictedUs;
         auto it = span.find(jobIter.first);
@@ -351,11 +373,12 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
     std::sort(spans.begin(), spans.end());
     for (size_t i = 1; i < spans.size(); ++i)
       if (spans[i].first < spans[i - 1].second - tol)
-        report(format("stage %d bubble %d: windows of different jobs overlap",
-                      key.first, bubble.id));
+        onStage(key.first, format("bubble %d: the fill ops of different jobs "
+                                  "overlap in time", bubble.id));
     if (total > limit + tol)
-      report(format("stage %d bubble %d: fill work %.3f us exceeds %.3f us",
-                    key.first, bubble.id, total, limit));
+      onStage(key.first, format("bubble %d: its fill ops take %.3f us, more "
+                                "than the %.3f us it allows",
+                                bubble.id, total, limit));
   }
 
   // Tail chunks: samples numbered continuously along their own stream; the
@@ -372,11 +395,11 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
     for (const Ref &ref : refs) {
       const Chunk &c = plan.chunks[ref.chunk];
       if (c.sampleBegin != next) {
-        report(format("stage %d job %d: tail chunk %zu starts at sample %lld, "
-                      "expected %lld",
-                      a.stage, a.job, ref.chunk,
-                      static_cast<long long>(c.sampleBegin),
-                      static_cast<long long>(next)));
+        onChunk(ref.chunk, format("is a tail chunk of @%s starting at sample "
+                                  "%lld, but the job's previous tail ends at %lld",
+                                  jobs[a.job].name.c_str(),
+                                  static_cast<long long>(c.sampleBegin),
+                                  static_cast<long long>(next)));
         break;
       }
       next += int64_t(c.repeat) * c.batch;
@@ -410,11 +433,13 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
         periodStartBatch = batchIndex;
       }
       if (c.layerBegin != cursor || c.sampleBegin != batchIndex * c.batch) {
-        report(format("stage %d job %d: chunk %zu starts at op %d sample %lld, "
-                      "expected op %d sample %lld",
-                      a.stage, a.job, ref.chunk, c.layerBegin,
-                      static_cast<long long>(c.sampleBegin), cursor,
-                      static_cast<long long>(batchIndex * c.batch)));
+        onChunk(ref.chunk, format("starts at layer %d sample %lld, but the "
+                                  "previous fill ops of @%s leave it at layer "
+                                  "%d sample %lld",
+                                  c.layerBegin,
+                                  static_cast<long long>(c.sampleBegin),
+                                  jobs[a.job].name.c_str(), cursor,
+                                  static_cast<long long>(batchIndex * c.batch)));
         ok = false;
         break;
       }
@@ -435,19 +460,23 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       periodStartBatch = batchIndex;
     }
     if (cursor != periodStartCursor)
-      report(format("stage %d job %d: the period does not close (op %d at its "
-                    "start, op %d at its end)",
-                    a.stage, a.job, periodStartCursor, cursor));
+      onAssignment(assignmentIndex[&a],
+                   format("has fill ops that do not close the period (layer %d "
+                          "at its start, layer %d at its end)",
+                          periodStartCursor, cursor));
     int64_t batches = batchIndex - periodStartBatch;
     if (batches != a.batchesPerPeriod)
-      report(format("stage %d job %d: %lld batches per period, listed %lld",
-                    a.stage, a.job, static_cast<long long>(batches),
-                    static_cast<long long>(a.batchesPerPeriod)));
+      onAssignment(assignmentIndex[&a],
+                   format("says batches %lld per period, but its fill ops "
+                          "complete %lld",
+                          static_cast<long long>(a.batchesPerPeriod),
+                          static_cast<long long>(batches)));
     double samples =
         double(batches * a.batch + tailPeriodSamples[key]) / a.periodIterations;
     if (!close(a.samplesPerIteration, samples))
-      report(format("stage %d job %d: samplesPerIteration %g, recomputed %g",
-                    a.stage, a.job, a.samplesPerIteration, samples));
+      onAssignment(assignmentIndex[&a],
+                   format("says samples %g per iteration, but its fill ops do %g",
+                          a.samplesPerIteration, samples));
   }
 
   // Plan metrics.
@@ -462,14 +491,46 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
       filled += c.repeat * c.predictedUs / as->second->periodIterations;
   }
   if (plan.errors.empty() && !close(plan.bubbleUs, bubbleUs))
-    report(format("plan: bubbleUs %g, recomputed %g", plan.bubbleUs, bubbleUs));
+    report(format("the plan's bubble time %g us differs from the bubbles' %g us",
+                  plan.bubbleUs, bubbleUs));
   if (!close(plan.filledUs, filled))
-    report(format("plan: filledUs %g, recomputed %g", plan.filledUs, filled));
+    report(format("the plan's filled time %g us differs from its fill ops' %g us",
+                  plan.filledUs, filled));
   if (plan.filledFraction > 1 + tol || plan.filledUs > plan.bubbleUs + tol)
-    report(format("plan: filledFraction %g exceeds 1", plan.filledFraction));
+    report(format("the plan's filled fraction %g exceeds 1", plan.filledFraction));
   if (dropped)
-    v.push_back(format("... and %zu more violations", dropped));
+    report(format("... and %zu more violations", dropped));
   return v;
+}
+
+std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
+                                    const std::vector<Job> &jobs,
+                                    const Hardware &hw, const Config &config,
+                                    const Plan &plan) {
+  std::vector<std::string> out;
+  for (const Violation &x : checkPlan(stages, jobs, hw, config, plan)) {
+    std::string where;
+    if (x.on == Violation::On::Chunk) {
+      const Chunk &c = plan.chunks[x.index];
+      where = format("fill op %d (stage %d, bubble %d, @%s layers %d to %d, "
+                     "iteration %d): ",
+                     x.index, c.stage, c.bubbleId,
+                     c.job >= 0 && c.job < int(jobs.size())
+                         ? jobs[c.job].name.c_str()
+                         : "?",
+                     c.layerBegin, c.layerEnd, c.iteration);
+    } else if (x.on == Violation::On::Assignment) {
+      const Assignment &a = plan.assignments[x.index];
+      where = format("assignment %d (stage %d, @%s): ", x.index, a.stage,
+                     a.job >= 0 && a.job < int(jobs.size())
+                         ? jobs[a.job].name.c_str()
+                         : "?");
+    } else if (x.on == Violation::On::Stage) {
+      where = format("stage %d: ", x.index);
+    }
+    out.push_back(where + x.message);
+  }
+  return out;
 }
 
 } // namespace pipefill::fill

@@ -21,17 +21,19 @@ pipefill.fill_job @enc inference samples 1000 {
 // -----
 
 // A chunk claiming less time than its layers take (2 layers at batch 8 take
-// 20 + 2 x 85 = 190 us, not 100) is caught by recomputation, as is a plan
-// whose per-period bookkeeping disagrees.
-// expected-error @+4 {{fill plan does not verify: 3 violation(s)}}
-// expected-note @+3 {{stage 0 job 0: persistentBytes 2200, recomputed 2800}}
-// expected-note @+2 {{chunk 0 (stage 0, bubble 0, job 0, ops [0, 2), iteration 0): predictedUs 100.000000, recomputed 190.000000}}
-// expected-note @+1 {{chunk 0 (stage 0, bubble 0, job 0, ops [0, 2), iteration 0): peakBytes 3800, recomputed 4400}}
+// 20 + 2 x 85 = 190 us, not 100) is caught by recomputation, as is an
+// assignment whose persistent bytes disagree (2 x 1000 weights + 8 x 100
+// activations = 2800). Each violation is reported on the op that causes it,
+// in the terms of its assembly, then once on the pipeline.
+// expected-error @+1 {{fill plan does not verify: 3 violation(s)}}
 pipefill.pipeline @lie schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    // expected-error @+1 {{'pipefill.assignment' op says persistent 2200 B, but @enc at batch 8 with weights resident, acts device keeps 2800 B on the device}}
     pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2200
     pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 {
+      // expected-error @+2 {{'pipefill.fill' op says time 100.000000 us, but its layers, copies and the context switch take 190.000000 us}}
+      // expected-error @+1 {{'pipefill.fill' op says mem 3800 B, but the stage's persistent fill bytes and its working set come to 4400 B}}
       pipefill.fill @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 100.0 mem 3800
     }
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
@@ -51,6 +53,27 @@ pipefill.pipeline @orphan schedule gpipe attributes {num_stages = 1 : i64, num_m
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 {
       // expected-error @+1 {{has no pipefill.assignment for @enc on stage 0}}
       pipefill.fill @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 3800
+    }
+    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
+
+// -----
+
+// A fill op that starts too late overruns its bubble (700 + 190 > 875 us):
+// reported on that op.
+// expected-error @+1 {{fill plan does not verify: 1 violation(s)}}
+pipefill.pipeline @late schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 {
+      // expected-error @+1 {{'pipefill.fill' op runs [700.000, 890.000) us into its bubble, which allows [0, 875.000) us (duration less the safety margin)}}
+      pipefill.fill @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400 {offset_us = 700.0}
     }
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
   }
