@@ -127,7 +127,7 @@ struct Config {
   /// The joint search of a stage stops widening once its packings have
   /// taken this much work (bubbles x ops x (ops + 1) per packing); it then
   /// completes the plan slot by slot. Keeps compile time bounded.
-  double jointWorkLimit = 50000;
+  double jointWorkLimit = 20000;
   /// Whole-batch chunks of a smaller batch size (tail chunks) fill the time
   /// each bubble has left after the jobs' windows.
   bool tailChunks = true;

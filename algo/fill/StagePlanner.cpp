@@ -393,10 +393,78 @@ private:
     }
     std::stable_sort(order.begin(), order.end(),
                      [](const auto &x, const auto &y) { return x.first > y.first; });
+    // The two best options also with every bubble capped to leave room for
+    // one op or one whole batch of another job, even at a loss: the rollout
+    // says whether the other job gains more.
+    size_t base = found.size();
+    for (size_t r = 0; r < order.size() && r < 2; ++r) {
+      for (double d : roomFor(layout, found[order[r].second].cfg->job)) {
+        Layout::Slot slot = found[order[r].second];
+        std::vector<double> budget = slotBudget(layout, slot.allowed);
+        std::vector<double> cap(budget.size());
+        bool any = false;
+        for (size_t k = 0; k < budget.size(); ++k) {
+          cap[k] = budget[k] > d ? budget[k] - d : budget[k];
+          any |= budget[k] > d;
+        }
+        if (!any || work > config.jointWorkLimit)
+          continue;
+        slot.cap = cap;
+        slot.value = packValue(layout, slot);
+        if (!(slot.value > 0))
+          continue;
+        Layout child = layout;
+        apply(child, slot, nullptr);
+        order.push_back({rolloutValue(child), found.size()});
+        found.push_back(slot);
+      }
+    }
+    if (found.size() > base)
+      std::stable_sort(order.begin(), order.end(), [](const auto &x, const auto &y) {
+        return x.first > y.first;
+      });
     std::vector<Layout::Slot> best;
     for (size_t i = 0; i < order.size() && int(i) < branching; ++i)
       best.push_back(found[order[i].second]);
     return best;
+  }
+
+  /// Room worth leaving for the other jobs: the shortest chunk (one op) and
+  /// the shortest whole batch of each job not yet on the stage.
+  std::vector<double> roomFor(const Layout &layout, int job) const {
+    std::vector<double> room;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (int(j) == job || layout.onStage[j] || !infos[j].reason.empty())
+        continue;
+      double op = kInf, batch = kInf;
+      for (const JobConfig &c : infos[j].configs) {
+        op = std::min(op, config.contextSwitchUs + c.minOpUs);
+        batch = std::min(batch, config.contextSwitchUs + c.batchUs);
+      }
+      if (op < kInf)
+        room.push_back(op);
+      if (batch < kInf && batch != op)
+        room.push_back(batch);
+    }
+    return room;
+  }
+
+  /// Value of a slot packed under its restriction and caps.
+  double packValue(const Layout &layout, const Layout::Slot &slot) {
+    const JobConfig &cfg = *slot.cfg;
+    std::vector<double> budget = slotBudget(layout, slot.allowed);
+    for (size_t k = 0; k < slot.cap.size(); ++k)
+      budget[k] = std::min(budget[k], slot.cap[k]);
+    int64_t total = layout.persistent + cfg.persistentBytes;
+    std::vector<int64_t> mem(stage.budget.size());
+    for (size_t k = 0; k < mem.size(); ++k)
+      mem[k] = stage.mem[k] - total;
+    frontier.build(budget, stage.mem);
+    SimResult r = pack(cfg, config.contextSwitchUs, budget, mem, frontier,
+                       total, slot.method, nullptr);
+    countWork(cfg);
+    return double(r.opsPeriod / int64_t(cfg.ops.size())) * cfg.valuePerBatch /
+           r.period;
   }
 
   /// Work of one packing, in bubble x op x iteration steps (the greedy

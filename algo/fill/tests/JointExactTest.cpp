@@ -225,7 +225,7 @@ TEST(JointExact, PlannerReaches95PercentOfJointOptimum) {
     // The target (0.95 on every instance) is not met yet: the windows are
     // fixed per bubble, so time a job leaves in some iterations only goes
     // to whole tail batches (docs/planner.md section 4). Held here: 0.85 on
-    // every instance, 0.95 on all but 4% (measured: 27 of 893, worst 0.859).
+    // every instance, 0.95 on all but 4% (measured: 23 of 893, worst 0.859).
     EXPECT_GE(ratio, 0.85) << "instance " << i << " (" << in.schedule << ")";
     if (ratio < 0.95 && std::getenv("FILL_JOINT_DEBUG")) {
       std::printf("instance %d (%s): ratio %.4f\n", i, in.schedule, ratio);
