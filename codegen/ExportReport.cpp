@@ -50,10 +50,10 @@ std::optional<ReportData> computeReport(ModuleOp module) {
       rb.startUs = bubble.getStartUs().convertToDouble();
       rb.durationUs = bubble.getDurationUs().convertToDouble();
       rb.freeBytes = bubble.getFreeBytes();
-      rb.kind = stringifyBubbleKind(bubble.getKind()).str();
+      rb.kind = stringifyBubbleKind(bubble.getKind());
       rb.filledUs = 0;
       for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-        ReportFill f{fill.getJob().str(),
+        ReportFill f{fill.getJob(),
                      (int64_t)fill.getLayerBegin(),
                      (int64_t)fill.getLayerEnd(),
                      (int64_t)fill.getBatch(),
@@ -72,16 +72,15 @@ std::optional<ReportData> computeReport(ModuleOp module) {
       rs.bubbles.push_back(std::move(rb));
     }
     overrunMax = std::max(overrunMax, overrun);
-    // Planned fill per job on this stage.
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
-      double filled = 0;
-      stage.walk([&](FillOp fill) {
-        if (fill.getJob() == a.getJob())
-          filled += steady.weight(fill) * fill.getPredictedUs().convertToDouble();
-      });
+    // Planned fill per job on this stage (one pass over the stage's fills).
+    llvm::StringMap<double> filledByJob;
+    for (const ReportBubble &rb : rs.bubbles)
+      for (const ReportFill &f : rb.fills)
+        filledByJob[f.job] += steady.weight(f.job, f.iteration, f.repeat) * f.predictedUs;
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
       rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
-                         a.getSamplesPerIteration().convertToDouble(), filled});
-    }
+                         a.getSamplesPerIteration().convertToDouble(),
+                         filledByJob.lookup(a.getJob())});
     // Written by pipefill-plan-fill (passes/FillIR.h, kFillAccountAttr).
     if (auto account =
             stage->getAttrOfType<DictionaryAttr>("pipefill.fill_account")) {
@@ -126,68 +125,14 @@ std::optional<ReportData> computeReport(ModuleOp module) {
   return r;
 }
 
+// The report is streamed: the stages' bubble lists (10^5 bubbles and fill
+// chunks at 64 x 512) are written one bubble at a time instead of being built
+// as one JSON tree. Objects are written with their keys in sorted order, as
+// llvm::json prints a json::Object, so the text is the same either way.
 LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
   std::optional<ReportData> r = computeReport(module);
   if (!r)
     return failure();
-  llvm::json::Array stages;
-  for (const ReportStage &s : r->stages) {
-    llvm::json::Array bubbles;
-    for (const ReportBubble &b : s.bubbles) {
-      llvm::json::Object jb{{"start_us", b.startUs},
-                            {"duration_us", b.durationUs},
-                            {"free_bytes", b.freeBytes},
-                            {"kind", b.kind},
-                            {"filled_us", b.filledUs}};
-      if (!b.fills.empty()) {
-        llvm::json::Array fills;
-        for (const ReportFill &f : b.fills)
-          fills.push_back(llvm::json::Object{{"job", f.job},
-                                             {"layer_begin", f.layerBegin},
-                                             {"layer_end", f.layerEnd},
-                                             {"batch", f.batch},
-                                             {"iteration", f.iteration},
-                                             {"repeat", f.repeat},
-                                             {"predicted_us", f.predictedUs},
-                                             {"peak_bytes", f.peakBytes}});
-        jb["fills"] = std::move(fills);
-      }
-      bubbles.push_back(std::move(jb));
-    }
-    llvm::json::Array stageJobs;
-    for (const ReportStageJob &j : s.jobs)
-      stageJobs.push_back(llvm::json::Object{{"name", j.job},
-                                             {"batch", j.batch},
-                                             {"samples_per_iteration", j.samplesPerIteration},
-                                             {"filled_us", j.filledUs}});
-    llvm::json::Object stage{{"stage", s.stage},
-                             {"busy_us", s.busyUs},
-                             {"idle_us", s.idleUs},
-                             {"peak_memory_bytes", s.peakBytes},
-                             {"bubbles", std::move(bubbles)},
-                             {"fill_jobs", std::move(stageJobs)}};
-    if (s.fillAccount) {
-      // Planned per iteration: filled = useful + switches + launches +
-      // other overhead; idle = margin + the three reasons.
-      llvm::json::Object account;
-      for (const auto &[key, value] : s.fillAccount->fields)
-        account[key] = value;
-      llvm::json::Array reasons;
-      auto reason = [&](const char *why, const char *key) {
-        double us = s.fillAccount->get(key);
-        if (us > 0)
-          reasons.push_back(llvm::json::Object{{"reason", why}, {"us", us}});
-      };
-      reason("safety margin", "margin_us");
-      reason("no fill job has a chunk this short", "too_short_us");
-      reason("no chunk this short fits the free memory", "memory_us");
-      reason("the placed jobs' ops and batches do not add up to the time left",
-             "granularity_us");
-      account["idle_reasons"] = std::move(reasons);
-      stage["fill_account"] = std::move(account);
-    }
-    stages.push_back(std::move(stage));
-  }
   llvm::json::Array jobs, unscheduled;
   for (const ReportJob &j : r->jobs)
     jobs.push_back(llvm::json::Object{{"name", j.name},
@@ -195,23 +140,91 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
                                       {"efficiency", j.efficiency}});
   for (const ReportUnscheduled &u : r->unscheduled)
     unscheduled.push_back(llvm::json::Object{{"name", u.name}, {"reason", u.reason}});
+  llvm::json::Object fill{{"filled_fraction", r->filledFraction},
+                          {"useful_fraction", r->usefulFraction},
+                          {"predicted_slowdown", r->predictedSlowdown},
+                          {"utilization_gain", r->utilizationGain},
+                          {"jobs", std::move(jobs)},
+                          {"unscheduled", std::move(unscheduled)}};
 
-  llvm::json::Object report{
-      {"name", r->name},
-      {"schedule", r->schedule},
-      {"num_stages", r->numStages},
-      {"num_microbatches", r->numMicrobatches},
-      {"virtual_stages", r->virtualStages},
-      {"iteration_time_us", r->iterationUs},
-      {"bubble_fraction", r->bubbleFraction},
-      {"stages", std::move(stages)},
-      {"fill", llvm::json::Object{{"filled_fraction", r->filledFraction},
-                                  {"useful_fraction", r->usefulFraction},
-                                  {"predicted_slowdown", r->predictedSlowdown},
-                                  {"utilization_gain", r->utilizationGain},
-                                  {"jobs", std::move(jobs)},
-                                  {"unscheduled", std::move(unscheduled)}}}};
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+  // Planned per iteration: filled = useful + switches + launches + other
+  // overhead; idle = margin + the three reasons.
+  auto fillAccountValue = [](const ReportFillAccount &acc) {
+    llvm::json::Object account;
+    for (const auto &[key, value] : acc.fields)
+      account[key] = value;
+    llvm::json::Array reasons;
+    auto reason = [&](const char *why, const char *key) {
+      double us = acc.get(key);
+      if (us > 0)
+        reasons.push_back(llvm::json::Object{{"reason", why}, {"us", us}});
+    };
+    reason("safety margin", "margin_us");
+    reason("no fill job has a chunk this short", "too_short_us");
+    reason("no chunk this short fits the free memory", "memory_us");
+    reason("the placed jobs' ops and batches do not add up to the time left",
+           "granularity_us");
+    account["idle_reasons"] = std::move(reasons);
+    return llvm::json::Value(std::move(account));
+  };
+
+  auto bubbleValue = [](const ReportBubble &b) {
+    llvm::json::Object jb{{"start_us", b.startUs},
+                          {"duration_us", b.durationUs},
+                          {"free_bytes", b.freeBytes},
+                          {"kind", b.kind},
+                          {"filled_us", b.filledUs}};
+    if (!b.fills.empty()) {
+      llvm::json::Array fills;
+      fills.reserve(b.fills.size());
+      for (const ReportFill &f : b.fills)
+        fills.push_back(llvm::json::Object{{"job", f.job},
+                                           {"layer_begin", f.layerBegin},
+                                           {"layer_end", f.layerEnd},
+                                           {"batch", f.batch},
+                                           {"iteration", f.iteration},
+                                           {"repeat", f.repeat},
+                                           {"predicted_us", f.predictedUs},
+                                           {"peak_bytes", f.peakBytes}});
+      jb["fills"] = std::move(fills);
+    }
+    return llvm::json::Value(std::move(jb));
+  };
+
+  llvm::json::OStream j(os, 2);
+  j.objectBegin();
+  j.attribute("bubble_fraction", r->bubbleFraction);
+  j.attribute("fill", std::move(fill));
+  j.attribute("iteration_time_us", r->iterationUs);
+  j.attribute("name", r->name);
+  j.attribute("num_microbatches", r->numMicrobatches);
+  j.attribute("num_stages", r->numStages);
+  j.attribute("schedule", r->schedule);
+  j.attributeArray("stages", [&] {
+    for (const ReportStage &s : r->stages)
+      j.object([&] {
+        j.attributeArray("bubbles", [&] {
+          for (const ReportBubble &b : s.bubbles)
+            j.value(bubbleValue(b));
+        });
+        j.attribute("busy_us", s.busyUs);
+        if (s.fillAccount)
+          j.attribute("fill_account", fillAccountValue(*s.fillAccount));
+        llvm::json::Array stageJobs;
+        for (const ReportStageJob &sj : s.jobs)
+          stageJobs.push_back(llvm::json::Object{{"name", sj.job},
+                                                 {"batch", sj.batch},
+                                                 {"samples_per_iteration", sj.samplesPerIteration},
+                                                 {"filled_us", sj.filledUs}});
+        j.attribute("fill_jobs", std::move(stageJobs));
+        j.attribute("idle_us", s.idleUs);
+        j.attribute("peak_memory_bytes", s.peakBytes);
+        j.attribute("stage", s.stage);
+      });
+  });
+  j.attribute("virtual_stages", r->virtualStages);
+  j.objectEnd();
+  os << "\n";
   return success();
 }
 

@@ -10,147 +10,200 @@
 #include "codegen/IRQueries.h"
 #include "codegen/Translate.h"
 
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/JSON.h"
 
-#include <map>
-#include <tuple>
+#include <vector>
 
 using namespace mlir;
 
 namespace pipefill {
 
-static std::string instrName(Operation &op) {
-  return llvm::TypeSwitch<Operation *, std::string>(&op)
-      .Case<ForwardOp>([](ForwardOp f) {
-        return "F" + std::to_string(f.getMicrobatch()) +
-               (f.getChunk() ? "." + std::to_string(f.getChunk()) : "");
-      })
-      .Case<BackwardOp>([](BackwardOp b) {
-        return "B" + std::to_string(b.getMicrobatch()) +
-               (b.getChunk() ? "." + std::to_string(b.getChunk()) : "");
-      })
-      .Case<BackwardInputOp>([](BackwardInputOp b) {
-        return "B" + std::to_string(b.getMicrobatch()) +
-               (b.getChunk() ? "." + std::to_string(b.getChunk()) : "");
-      })
-      .Case<BackwardWeightOp>([](BackwardWeightOp w) {
-        return "W" + std::to_string(w.getMicrobatch()) +
-               (w.getChunk() ? "." + std::to_string(w.getChunk()) : "");
-      })
-      .Case<AllReduceGradsOp>([](auto) { return std::string("allreduce"); })
-      .Case<OptimizerStepOp>([](auto) { return std::string("optimizer"); })
-      .Default([](Operation *op) { return op->getName().stripDialect().str(); });
+static std::string instrName(InstructionOpInterface instr) {
+  auto numbered = [&](const char *prefix) {
+    int64_t chunk = instr.getChunkIndex();
+    return prefix + std::to_string(instr.getMicrobatchIndex()) +
+           (chunk ? "." + std::to_string(chunk) : "");
+  };
+  switch (instr.getInstrKind()) {
+  case InstrKind::Forward: return numbered("F");
+  case InstrKind::Backward:
+  case InstrKind::BackwardInput: return numbered("B");
+  case InstrKind::BackwardWeight: return numbered("W");
+  case InstrKind::AllReduceGrads: return "allreduce";
+  case InstrKind::OptimizerStep: return "optimizer";
+  case InstrKind::Send:
+  case InstrKind::Recv: break;
+  }
+  return instr->getName().stripDialect().str();
 }
 
+// The trace is streamed (llvm::json::OStream) rather than built as one JSON
+// value: a 64 x 512 pipeline has ~10^6 events. Keys are written in sorted
+// order, as llvm::json prints objects, so the output is the same text.
 LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
   PipelineOp pipeline = findSimulatedPipeline(module);
   if (!pipeline)
     return failure();
-  llvm::json::Array events;
-  events.push_back(llvm::json::Object{
-      {"ph", "M"}, {"pid", 0}, {"name", "process_name"},
-      {"args", llvm::json::Object{{"name", ("pipeline " + pipeline.getSymName()).str()}}}});
-
-  // Transfer key (from, to, payload, mb, chunk) -> sender's compute op time
-  // and thread; filled while walking, consumed at the matching recv.
-  using Key = std::tuple<int64_t, int64_t, int, int64_t, int64_t>;
-  std::map<Key, std::pair<double, int64_t>> sendTimes;
-  struct PendingFlow {
-    Key key;
-    int64_t stage;
+  int64_t numStages = pipeline.getNumStages();
+  int64_t numMb = pipeline.getNumMicrobatches();
+  int64_t numChunks = pipeline.getVirtualStages();
+  // Transfer key (from, to, payload, mb, chunk) packed into one integer (the
+  // verifier has range-checked every index).
+  auto pack = [&](int64_t from, int64_t to, int payload, int64_t mb, int64_t chunk) {
+    return ((((uint64_t)from * numStages + to) * 2 + payload) * numChunks + chunk) *
+               (uint64_t)numMb + mb;
   };
-  std::vector<std::pair<PendingFlow, double>> recvs; // resolved after walk
+  // Sender's compute-op time and thread, filled while walking.
+  llvm::DenseMap<uint64_t, std::pair<double, int64_t>> sendTimes;
+  struct PendingFlow {
+    uint64_t key;
+    int payload;
+    int64_t stage;
+    double ts;
+  };
+  std::vector<PendingFlow> recvs; // resolved after the walk
   int64_t flowId = 0;
+
+  llvm::json::OStream j(os);
+  j.objectBegin();
+  j.attribute("displayTimeUnit", "ms");
+  j.attributeBegin("traceEvents");
+  j.arrayBegin();
+  auto meta = [&](std::optional<int64_t> tid, StringRef name, StringRef argKey,
+                  llvm::json::Value argValue) {
+    j.object([&] {
+      j.attributeObject("args", [&] { j.attribute(argKey, std::move(argValue)); });
+      j.attribute("name", name);
+      j.attribute("ph", "M");
+      j.attribute("pid", 0);
+      if (tid)
+        j.attribute("tid", *tid);
+    });
+  };
+  meta(std::nullopt, "process_name", "name", ("pipeline " + pipeline.getSymName()).str());
 
   for (StageOp stage : pipeline.getStages()) {
     int64_t tid = stage.getIndex();
-    events.push_back(llvm::json::Object{
-        {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"name", "thread_name"},
-        {"args", llvm::json::Object{{"name", "stage " + std::to_string(tid)}}}});
-    events.push_back(llvm::json::Object{
-        {"ph", "M"}, {"pid", 0}, {"tid", tid}, {"name", "thread_sort_index"},
-        {"args", llvm::json::Object{{"sort_index", tid}}}});
+    meta(tid, "thread_name", "name", "stage " + std::to_string(tid));
+    meta(tid, "thread_sort_index", "sort_index", tid);
     double lastComputeEnd = 0;
     SteadyState steady(stage);
-    std::vector<Key> waiting; // recvs whose consumer is the next compute op
+    // Recvs whose consumer is the next compute op: (key, payload).
+    std::vector<std::pair<uint64_t, int>> waiting;
     for (Operation &op : stage.getBody().front()) {
       if (auto bubble = dyn_cast<BubbleOp>(op)) {
-        events.push_back(llvm::json::Object{
-            {"ph", "X"}, {"pid", 0}, {"tid", tid},
-            {"name", ("bubble (" + stringifyBubbleKind(bubble.getKind()) + ")").str()},
-            {"cat", "bubble"},
-            {"ts", bubble.getStartUs().convertToDouble()},
-            {"dur", bubble.getDurationUs().convertToDouble()},
-            {"args", llvm::json::Object{{"free_bytes", (int64_t)bubble.getFreeBytes()}}}});
+        double bubbleStart = bubble.getStartUs().convertToDouble();
+        j.object([&] {
+          j.attributeObject("args", [&] {
+            j.attribute("free_bytes", (int64_t)bubble.getFreeBytes());
+          });
+          j.attribute("cat", "bubble");
+          j.attribute("dur", bubble.getDurationUs().convertToDouble());
+          j.attribute("name", ("bubble (" + stringifyBubbleKind(bubble.getKind()) + ")").str());
+          j.attribute("ph", "X");
+          j.attribute("pid", 0);
+          j.attribute("tid", tid);
+          j.attribute("ts", bubbleStart);
+        });
         for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
           if (!steady.inFirstSteadyIteration(fill))
             continue;
-          double t = bubble.getStartUs().convertToDouble() +
-                     fill.getOffsetUs().convertToDouble();
+          double t = bubbleStart + fill.getOffsetUs().convertToDouble();
           double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-          events.push_back(llvm::json::Object{
-              {"ph", "X"}, {"pid", 0}, {"tid", tid},
-              {"name", fill.getJob().str()}, {"cat", "fill"}, {"ts", t}, {"dur", d},
-              {"args", llvm::json::Object{
-                           {"layers", std::to_string(fill.getLayerBegin()) + "-" +
-                                          std::to_string(fill.getLayerEnd())},
-                           {"batch", (int64_t)fill.getBatch()},
-                           {"repeat", (int64_t)fill.getRepeat()},
-                           {"peak_bytes", (int64_t)fill.getPeakBytes()}}}});
+          j.object([&] {
+            j.attributeObject("args", [&] {
+              j.attribute("batch", (int64_t)fill.getBatch());
+              j.attribute("layers", std::to_string(fill.getLayerBegin()) + "-" +
+                                        std::to_string(fill.getLayerEnd()));
+              j.attribute("peak_bytes", (int64_t)fill.getPeakBytes());
+              j.attribute("repeat", (int64_t)fill.getRepeat());
+            });
+            j.attribute("cat", "fill");
+            j.attribute("dur", d);
+            j.attribute("name", fill.getJob());
+            j.attribute("ph", "X");
+            j.attribute("pid", 0);
+            j.attribute("tid", tid);
+            j.attribute("ts", t);
+          });
         }
         continue;
       }
-      auto start = op.getAttrOfType<FloatAttr>("start_us");
-      auto end = op.getAttrOfType<FloatAttr>("end_us");
+      auto instr = dyn_cast<InstructionOpInterface>(op);
+      if (!instr)
+        continue;
+      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
       if (!start || !end)
         continue;
-      if (auto send = dyn_cast<SendOp>(op)) {
-        Key key{tid, (int64_t)send.getPeer(), (int)send.getPayload(),
-                (int64_t)send.getMicrobatch(), (int64_t)send.getChunk()};
-        // Bind the arrow's tail inside the compute op that produced the data.
-        sendTimes[key] = {std::max(0.0, lastComputeEnd - 1e-3), tid};
-        continue;
-      }
-      if (auto recv = dyn_cast<RecvOp>(op)) {
-        waiting.push_back(Key{(int64_t)recv.getPeer(), tid, (int)recv.getPayload(),
-                              (int64_t)recv.getMicrobatch(), (int64_t)recv.getChunk()});
+      InstrKind kind = instr.getInstrKind();
+      if (kind == InstrKind::Send || kind == InstrKind::Recv) {
+        int payload = (int)instr.getTransferPayload();
+        int64_t peer = instr.getPeerStage();
+        if (kind == InstrKind::Send) {
+          // Bind the arrow's tail inside the compute op that produced the data.
+          sendTimes[pack(tid, peer, payload, instr.getMicrobatchIndex(),
+                         instr.getChunkIndex())] = {std::max(0.0, lastComputeEnd - 1e-3), tid};
+        } else {
+          waiting.push_back({pack(peer, tid, payload, instr.getMicrobatchIndex(),
+                                  instr.getChunkIndex()),
+                             payload});
+        }
         continue;
       }
       double ts = start.getValueAsDouble();
       double dur = end.getValueAsDouble() - ts;
-      llvm::json::Object args;
-      if (auto live = op.getAttrOfType<IntegerAttr>("live_bytes"))
-        args["live_bytes"] = live.getInt();
-      events.push_back(llvm::json::Object{
-          {"ph", "X"}, {"pid", 0}, {"tid", tid}, {"name", instrName(op)},
-          {"cat", op.getName().stripDialect().str()}, {"ts", ts}, {"dur", dur},
-          {"args", std::move(args)}});
-      for (const Key &key : waiting)
-        recvs.push_back({PendingFlow{key, tid}, ts + 1e-3});
+      j.object([&] {
+        j.attributeObject("args", [&] {
+          if (IntegerAttr live = instr.getLiveBytesAfter())
+            j.attribute("live_bytes", live.getInt());
+        });
+        j.attribute("cat", op.getName().stripDialect());
+        j.attribute("dur", dur);
+        j.attribute("name", instrName(instr));
+        j.attribute("ph", "X");
+        j.attribute("pid", 0);
+        j.attribute("tid", tid);
+        j.attribute("ts", ts);
+      });
+      for (auto [key, payload] : waiting)
+        recvs.push_back({key, payload, tid, ts + 1e-3});
       waiting.clear();
       lastComputeEnd = end.getValueAsDouble();
     }
   }
 
-  for (auto &[pending, ts] : recvs) {
+  for (const PendingFlow &pending : recvs) {
     auto it = sendTimes.find(pending.key);
     if (it == sendTimes.end())
       continue;
-    const char *payload = std::get<2>(pending.key) == (int)Payload::Activation
-                              ? "activation" : "gradient";
-    events.push_back(llvm::json::Object{
-        {"ph", "s"}, {"pid", 0}, {"tid", it->second.second}, {"id", flowId},
-        {"name", payload}, {"cat", "p2p"}, {"ts", it->second.first}});
-    events.push_back(llvm::json::Object{
-        {"ph", "f"}, {"bp", "e"}, {"pid", 0}, {"tid", pending.stage},
-        {"id", flowId}, {"name", payload}, {"cat", "p2p"}, {"ts", ts}});
+    const char *payload = pending.payload == (int)Payload::Activation ? "activation"
+                                                                       : "gradient";
+    j.object([&] {
+      j.attribute("cat", "p2p");
+      j.attribute("id", flowId);
+      j.attribute("name", payload);
+      j.attribute("ph", "s");
+      j.attribute("pid", 0);
+      j.attribute("tid", it->second.second);
+      j.attribute("ts", it->second.first);
+    });
+    j.object([&] {
+      j.attribute("bp", "e");
+      j.attribute("cat", "p2p");
+      j.attribute("id", flowId);
+      j.attribute("name", payload);
+      j.attribute("ph", "f");
+      j.attribute("pid", 0);
+      j.attribute("tid", pending.stage);
+      j.attribute("ts", pending.ts);
+    });
     ++flowId;
   }
-
-  llvm::json::Object trace{{"traceEvents", std::move(events)},
-                           {"displayTimeUnit", "ms"}};
-  os << llvm::json::Value(std::move(trace)) << "\n";
+  j.arrayEnd();
+  j.attributeEnd();
+  j.objectEnd();
+  os << "\n";
   return success();
 }
 

@@ -112,12 +112,17 @@ public:
   }
   /// Runs per iteration of this chunk (repeat included) in the steady state.
   double weight(FillOp fill) const {
-    auto it = schedules.find(fill.getJob());
+    return weight(fill.getJob(), fill.getIteration(), fill.getRepeat());
+  }
+  /// The same for a chunk of `job` in plan iteration `iteration` run
+  /// `repeat` times.
+  double weight(llvm::StringRef job, int64_t iteration, int64_t repeat) const {
+    auto it = schedules.find(job);
     int64_t prefix = it == schedules.end() ? 0 : it->second.first;
     int64_t period = it == schedules.end() ? 1 : it->second.second;
-    if ((int64_t)fill.getIteration() < prefix)
+    if (iteration < prefix)
       return 0;
-    return double(fill.getRepeat()) / double(std::max<int64_t>(1, period));
+    return double(repeat) / double(std::max<int64_t>(1, period));
   }
   /// True when the chunk runs in the first steady-state iteration (what the
   /// pictures show).

@@ -16,15 +16,17 @@
 
 namespace pipefill {
 
+// Names are views into the module (symbol names, enum spellings): a report
+// lives no longer than the module it describes.
 struct ReportFill {
-  std::string job;
+  llvm::StringRef job;
   int64_t layerBegin, layerEnd, batch, peakBytes, iteration, repeat;
   double predictedUs;
 };
 struct ReportBubble {
   double startUs, durationUs, filledUs;
   int64_t freeBytes;
-  std::string kind;
+  llvm::StringRef kind;
   std::vector<ReportFill> fills;
 };
 /// One fill job's planned share of a stage (from its pipefill.assignment).

@@ -55,4 +55,17 @@ def Pipefill_ActPlacement : I32EnumAttr<"ActPlacement",
   let cppNamespace = "::pipefill";
 }
 
+def Pipefill_InstrKind : I32EnumAttr<"InstrKind", "kind of a stage instruction", [
+    I32EnumAttrCase<"Forward", 0, "forward">,
+    I32EnumAttrCase<"Backward", 1, "backward">,
+    I32EnumAttrCase<"BackwardInput", 2, "backward_input">,
+    I32EnumAttrCase<"BackwardWeight", 3, "backward_weight">,
+    I32EnumAttrCase<"Send", 4, "send">,
+    I32EnumAttrCase<"Recv", 5, "recv">,
+    I32EnumAttrCase<"AllReduceGrads", 6, "allreduce_grads">,
+    I32EnumAttrCase<"OptimizerStep", 7, "optimizer_step">
+  ]> {
+  let cppNamespace = "::pipefill";
+}
+
 #endif // PIPEFILL_ENUMS_TD

@@ -12,7 +12,6 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
 #include <tuple>
@@ -21,13 +20,10 @@ using namespace mlir;
 using namespace pipefill;
 
 #include "dialect/PipefillEnums.cpp.inc"
+#include "dialect/PipefillInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "dialect/PipefillOps.cpp.inc"
-
-static const char *payloadName(Payload p) {
-  return p == Payload::Activation ? "activation" : "gradient";
-}
 
 //===----------------------------------------------------------------------===//
 // PipelineOp
@@ -48,32 +44,6 @@ struct TransferEnd {
   int64_t bytes;
 };
 } // namespace
-
-namespace {
-struct InstrFields {
-  bool hasMicrobatch = false;
-  int64_t microbatch = 0, chunk = 0;
-  FloatAttr start, end;
-};
-} // namespace
-
-static InstrFields instrFields(Operation *op) {
-  InstrFields f;
-  llvm::TypeSwitch<Operation *>(op)
-      .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp, SendOp,
-            RecvOp>([&](auto typed) {
-        f.hasMicrobatch = true;
-        f.microbatch = typed.getMicrobatch();
-        f.chunk = typed.getChunk();
-        f.start = typed.getStartUsAttr();
-        f.end = typed.getEndUsAttr();
-      })
-      .Case<AllReduceGradsOp, OptimizerStepOp>([&](auto typed) {
-        f.start = typed.getStartUsAttr();
-        f.end = typed.getEndUsAttr();
-      });
-  return f;
-}
 
 LogicalResult PipelineOp::verifyRegions() {
   Block &block = getBody().front();
@@ -117,16 +87,17 @@ LogicalResult PipelineOp::verifyRegions() {
     int64_t self = stage.getIndex();
     llvm::DenseSet<std::pair<int64_t, int64_t>> forwards, inputGrads, backwards;
     for (Operation &op : stage.getBody().front()) {
-      // Typed access to (micro-batch, chunk) and the timing annotations.
-      InstrFields fields = instrFields(&op);
-      if (fields.start && fields.end &&
-          fields.end.getValueAsDouble() < fields.start.getValueAsDouble())
-        return op.emitOpError() << "ends (" << fmtNum(fields.end.getValueAsDouble())
-                                << " us) before it starts ("
-                                << fmtNum(fields.start.getValueAsDouble()) << " us)";
-      if (!fields.hasMicrobatch)
+      auto instr = dyn_cast<InstructionOpInterface>(op);
+      if (!instr)
         continue;
-      int64_t mb = fields.microbatch, chunk = fields.chunk;
+      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
+      if (start && end && end.getValueAsDouble() < start.getValueAsDouble())
+        return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
+                                << " us) before it starts ("
+                                << fmtNum(start.getValueAsDouble()) << " us)";
+      int64_t mb = instr.getMicrobatchIndex(), chunk = instr.getChunkIndex();
+      if (mb < 0)
+        continue;
       if (mb >= numMb)
         return op.emitOpError() << "micro-batch " << mb
                                 << " is out of range [0, " << numMb << ")";
@@ -135,61 +106,53 @@ LogicalResult PipelineOp::verifyRegions() {
                                 << numChunks << ")";
       auto key = std::make_pair(mb, chunk);
 
-      LogicalResult result =
-          llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-              .Case<ForwardOp>([&](auto) -> LogicalResult {
-                if (!forwards.insert(key).second)
-                  return op.emitOpError()
-                         << "repeats the forward of micro-batch " << mb
-                         << " chunk " << chunk << " on stage " << self;
-                return success();
-              })
-              .Case<BackwardOp, BackwardInputOp>([&](auto) -> LogicalResult {
-                if (!forwards.contains(key))
-                  return op.emitOpError()
-                         << "of micro-batch " << mb << " chunk " << chunk
-                         << " comes before its forward on stage " << self;
-                if (!backwards.insert(key).second)
-                  return op.emitOpError()
-                         << "repeats the backward of micro-batch " << mb
-                         << " chunk " << chunk << " on stage " << self;
-                if (isa<BackwardInputOp>(op))
-                  inputGrads.insert(key);
-                return success();
-              })
-              .Case<BackwardWeightOp>([&](auto) -> LogicalResult {
-                if (!inputGrads.contains(key))
-                  return op.emitOpError()
-                         << "of micro-batch " << mb << " chunk " << chunk
-                         << " comes before its backward_input on stage "
-                         << self;
-                return success();
-              })
-              .Case<SendOp, RecvOp>([&](auto xfer) -> LogicalResult {
-                int64_t peer = xfer.getPeer();
-                if (peer >= numStages)
-                  return op.emitOpError() << "peer stage " << peer
-                                          << " is out of range [0, "
-                                          << numStages << ")";
-                if (peer == self)
-                  return op.emitOpError() << "names its own stage " << self
-                                          << " as peer";
-                bool isSend = isa<SendOp>(op);
-                TransferKey tk{isSend ? self : peer, isSend ? peer : self,
-                               static_cast<int>(xfer.getPayload()), mb, chunk};
-                auto &table = isSend ? sends : recvs;
-                (isSend ? sendOrder : recvOrder).push_back(tk);
-                if (!table.try_emplace(pack(tk), TransferEnd{&op, (int64_t)xfer.getBytes()})
-                         .second)
-                  return op.emitOpError() << "duplicates a transfer of "
-                                          << payloadName(xfer.getPayload())
-                                          << " micro-batch " << mb << " chunk "
-                                          << chunk;
-                return success();
-              })
-              .Default([](Operation *) { return success(); });
-      if (failed(result))
-        return failure();
+      switch (instr.getInstrKind()) {
+      case InstrKind::Forward:
+        if (!forwards.insert(key).second)
+          return op.emitOpError() << "repeats the forward of micro-batch " << mb
+                                  << " chunk " << chunk << " on stage " << self;
+        break;
+      case InstrKind::Backward:
+      case InstrKind::BackwardInput:
+        if (!forwards.contains(key))
+          return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
+                                  << " comes before its forward on stage " << self;
+        if (!backwards.insert(key).second)
+          return op.emitOpError() << "repeats the backward of micro-batch " << mb
+                                  << " chunk " << chunk << " on stage " << self;
+        if (instr.getInstrKind() == InstrKind::BackwardInput)
+          inputGrads.insert(key);
+        break;
+      case InstrKind::BackwardWeight:
+        if (!inputGrads.contains(key))
+          return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
+                                  << " comes before its backward_input on stage "
+                                  << self;
+        break;
+      case InstrKind::Send:
+      case InstrKind::Recv: {
+        int64_t peer = instr.getPeerStage();
+        if (peer >= numStages)
+          return op.emitOpError() << "peer stage " << peer << " is out of range [0, "
+                                  << numStages << ")";
+        if (peer == self)
+          return op.emitOpError() << "names its own stage " << self << " as peer";
+        bool isSend = instr.getInstrKind() == InstrKind::Send;
+        Payload payload = instr.getTransferPayload();
+        TransferKey tk{isSend ? self : peer, isSend ? peer : self,
+                       static_cast<int>(payload), mb, chunk};
+        auto &table = isSend ? sends : recvs;
+        (isSend ? sendOrder : recvOrder).push_back(tk);
+        if (!table.try_emplace(pack(tk), TransferEnd{&op, instr.getInstrBytes()}).second)
+          return op.emitOpError() << "duplicates a transfer of "
+                                  << stringifyPayload(payload) << " micro-batch "
+                                  << mb << " chunk " << chunk;
+        break;
+      }
+      case InstrKind::AllReduceGrads:
+      case InstrKind::OptimizerStep:
+        break;
+      }
     }
   }
 
@@ -199,7 +162,7 @@ LogicalResult PipelineOp::verifyRegions() {
     auto it = recvs.find(pack(key));
     if (it == recvs.end())
       return send.op->emitOpError()
-             << "of " << payloadName(static_cast<Payload>(payload))
+             << "of " << stringifyPayload(static_cast<Payload>(payload))
              << " micro-batch " << mb << " chunk " << chunk << " to stage "
              << to << " has no matching recv on stage " << to;
     if (it->second.bytes != send.bytes)
@@ -213,7 +176,7 @@ LogicalResult PipelineOp::verifyRegions() {
       continue;
     auto [from, to, payload, mb, chunk] = key;
     return recv.op->emitOpError()
-           << "of " << payloadName(static_cast<Payload>(payload))
+           << "of " << stringifyPayload(static_cast<Payload>(payload))
            << " micro-batch " << mb << " chunk " << chunk << " from stage "
            << from << " has no matching send on stage " << from;
   }

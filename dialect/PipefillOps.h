@@ -11,6 +11,34 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/PipefillEnums.h.inc"
 
+#include "llvm/ADT/STLExtras.h"
+
+#include <type_traits>
+#include <utility>
+
+namespace pipefill::detail {
+// What an instruction op carries, for InstructionOpInterface's default
+// implementations (resolved at compile time per op class).
+template <typename T>
+using MicrobatchGetter = decltype(std::declval<T &>().getMicrobatch());
+template <typename T>
+using DurationGetter = decltype(std::declval<T &>().getDurationUs());
+template <typename T>
+using PeerGetter = decltype(std::declval<T &>().getPeer());
+template <typename T>
+using BytesGetter = decltype(std::declval<T &>().getBytes());
+template <typename T>
+inline constexpr bool kHasMicrobatch = llvm::is_detected<MicrobatchGetter, T>::value;
+template <typename T>
+inline constexpr bool kHasDuration = llvm::is_detected<DurationGetter, T>::value;
+template <typename T>
+inline constexpr bool kHasPeer = llvm::is_detected<PeerGetter, T>::value;
+template <typename T>
+inline constexpr bool kHasBytes = llvm::is_detected<BytesGetter, T>::value;
+} // namespace pipefill::detail
+
+#include "dialect/PipefillInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialect/PipefillOps.h.inc"
 

@@ -4,6 +4,7 @@
 
 include "dialect/PipefillDialect.td"
 include "dialect/PipefillEnums.td"
+include "dialect/PipefillInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -124,11 +125,16 @@ def Pipefill_StageOp : Pipefill_Op<"stage", [
 // Instructions
 //===----------------------------------------------------------------------===//
 
-class Pipefill_InstrOp<string mnemonic, list<Trait> traits = []>
-    : Pipefill_Op<mnemonic, !listconcat(traits, [HasParent<"StageOp">])>;
+// An instruction of a stage's stream; `kind` names its InstrKind case.
+class Pipefill_InstrOp<string mnemonic, string kind, list<Trait> traits = []>
+    : Pipefill_Op<mnemonic, !listconcat(traits, [HasParent<"StageOp">,
+          InstructionOpInterface])> {
+  let extraClassDeclaration =
+      "static constexpr ::pipefill::InstrKind kInstrKind = ::pipefill::InstrKind::" # kind # ";";
+}
 
-class Pipefill_ComputeOp<string mnemonic, string what>
-    : Pipefill_InstrOp<mnemonic> {
+class Pipefill_ComputeOp<string mnemonic, string kind, string what>
+    : Pipefill_InstrOp<mnemonic, kind> {
   let summary = what # " of one micro-batch on one model chunk";
   let description = [{
     Occupies the device for `duration` microseconds. `mb` is the micro-batch
@@ -146,15 +152,15 @@ class Pipefill_ComputeOp<string mnemonic, string what>
       "`mb` $microbatch `chunk` $chunk `duration` $duration_us attr-dict";
 }
 
-def Pipefill_ForwardOp : Pipefill_ComputeOp<"forward", "Forward pass">;
-def Pipefill_BackwardOp : Pipefill_ComputeOp<"backward",
+def Pipefill_ForwardOp : Pipefill_ComputeOp<"forward", "Forward", "Forward pass">;
+def Pipefill_BackwardOp : Pipefill_ComputeOp<"backward", "Backward",
     "Whole backward pass (input and weight gradients)">;
-def Pipefill_BackwardInputOp : Pipefill_ComputeOp<"backward_input",
+def Pipefill_BackwardInputOp : Pipefill_ComputeOp<"backward_input", "BackwardInput",
     "Input-gradient half of a split backward (zero-bubble B)">;
-def Pipefill_BackwardWeightOp : Pipefill_ComputeOp<"backward_weight",
+def Pipefill_BackwardWeightOp : Pipefill_ComputeOp<"backward_weight", "BackwardWeight",
     "Weight-gradient half of a split backward (zero-bubble W)">;
 
-def Pipefill_SendOp : Pipefill_InstrOp<"send"> {
+def Pipefill_SendOp : Pipefill_InstrOp<"send", "Send"> {
   let summary = "Asynchronous point-to-point send to another stage";
   let description = [{
     Sends the activation (after a forward) or the gradient (after a
@@ -175,7 +181,7 @@ def Pipefill_SendOp : Pipefill_InstrOp<"send"> {
   let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `to` $peer `bytes` $bytes attr-dict";
 }
 
-def Pipefill_RecvOp : Pipefill_InstrOp<"recv"> {
+def Pipefill_RecvOp : Pipefill_InstrOp<"recv", "Recv"> {
   let summary = "Wait for a point-to-point transfer from another stage";
   let description = [{
     Completes when the matching `pipefill.send` of stage `from` has arrived.
@@ -194,7 +200,7 @@ def Pipefill_RecvOp : Pipefill_InstrOp<"recv"> {
   let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `from` $peer `bytes` $bytes attr-dict";
 }
 
-def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads"> {
+def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads", "AllReduceGrads"> {
   let summary = "Data-parallel gradient all-reduce of this stage";
   let description = [{
     Ring all-reduce of `bytes` gradient bytes over the data-parallel group;
@@ -209,7 +215,7 @@ def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads"> {
   let assemblyFormat = "`bytes` $bytes `duration` $duration_us attr-dict";
 }
 
-def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step"> {
+def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step", "OptimizerStep"> {
   let summary = "Optimizer step of this stage";
   let description = [{
     The last instruction of an iteration with a tail.
@@ -222,7 +228,7 @@ def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step"> {
   let assemblyFormat = "`duration` $duration_us attr-dict";
 }
 
-def Pipefill_BubbleOp : Pipefill_InstrOp<"bubble", [SingleBlock, NoTerminator]> {
+def Pipefill_BubbleOp : Pipefill_Op<"bubble", [HasParent<"StageOp">, SingleBlock, NoTerminator]> {
   let summary = "An idle gap of a stage, with the fill work placed in it";
   let description = [{
     Marks an idle interval of the stage: it starts at `start` microseconds

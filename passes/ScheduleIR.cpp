@@ -3,7 +3,6 @@
 #include "support/Format.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
@@ -51,68 +50,56 @@ sched::PipelineSpec specFromIR(PipelineOp pipeline) {
   return spec;
 }
 
+static sched::InstrKind toSched(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Forward: return sched::InstrKind::Forward;
+  case InstrKind::Backward: return sched::InstrKind::Backward;
+  case InstrKind::BackwardInput: return sched::InstrKind::BackwardInput;
+  case InstrKind::BackwardWeight: return sched::InstrKind::BackwardWeight;
+  case InstrKind::Send: return sched::InstrKind::Send;
+  case InstrKind::Recv: return sched::InstrKind::Recv;
+  case InstrKind::AllReduceGrads: return sched::InstrKind::AllReduceGrads;
+  case InstrKind::OptimizerStep: return sched::InstrKind::OptimizerStep;
+  }
+  return sched::InstrKind::Forward;
+}
+
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     SmallVectorImpl<SmallVector<Operation *>> &ops) {
   schedule.clear();
   ops.clear();
   int64_t v = pipeline.getVirtualStages();
-  Builder b(pipeline.getContext());
-  StringAttr startId = b.getStringAttr("start_us"),
-             endId = b.getStringAttr("end_us"),
-             liveId = b.getStringAttr("live_bytes");
   for (StageOp stage : pipeline.getStages()) {
     auto &list = schedule.emplace_back();
     auto &opList = ops.emplace_back();
     int64_t stashPerChunk = static_cast<int64_t>(stage.getStashBytes()) / v;
-    for (Operation &op : stage.getBody().front()) {
-      sched::Instr instr;
-      bool known =
-          llvm::TypeSwitch<Operation *, bool>(&op)
-              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
-                  [&](auto compute) {
-                    instr.kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
-                                 : isa<BackwardOp>(op) ? sched::InstrKind::Backward
-                                 : isa<BackwardInputOp>(op)
-                                     ? sched::InstrKind::BackwardInput
-                                     : sched::InstrKind::BackwardWeight;
-                    instr.microbatch = compute.getMicrobatch();
-                    instr.chunk = compute.getChunk();
-                    instr.durationUs = f64(compute.getDurationUs());
-                    if (isa<ForwardOp>(op))
-                      instr.bytes = stashPerChunk;
-                    return true;
-                  })
-              .Case<SendOp, RecvOp>([&](auto xfer) {
-                instr.kind = isa<SendOp>(op) ? sched::InstrKind::Send
-                                             : sched::InstrKind::Recv;
-                instr.payload = xfer.getPayload() == Payload::Activation
-                                    ? sched::Payload::Activation
-                                    : sched::Payload::Gradient;
-                instr.microbatch = xfer.getMicrobatch();
-                instr.chunk = xfer.getChunk();
-                instr.peer = xfer.getPeer();
-                instr.bytes = xfer.getBytes();
-                return true;
-              })
-              .Case<AllReduceGradsOp>([&](AllReduceGradsOp ar) {
-                instr.kind = sched::InstrKind::AllReduceGrads;
-                instr.bytes = ar.getBytes();
-                instr.durationUs = f64(ar.getDurationUs());
-                return true;
-              })
-              .Case<OptimizerStepOp>([&](OptimizerStepOp opt) {
-                instr.kind = sched::InstrKind::OptimizerStep;
-                instr.durationUs = f64(opt.getDurationUs());
-                return true;
-              })
-              .Default([](Operation *) { return false; });
-      if (!known)
+    Block &body = stage.getBody().front();
+    list.reserve(body.getOperations().size());
+    opList.reserve(body.getOperations().size());
+    for (Operation &op : body) {
+      auto typed = dyn_cast<InstructionOpInterface>(op);
+      if (!typed)
         continue;
-      if (auto a = op.getAttrOfType<FloatAttr>(startId))
+      sched::Instr instr;
+      instr.kind = toSched(typed.getInstrKind());
+      instr.microbatch = typed.getMicrobatchIndex();
+      instr.chunk = typed.getChunkIndex();
+      instr.durationUs = typed.getDeviceUs();
+      if (instr.kind == sched::InstrKind::Forward)
+        instr.bytes = stashPerChunk;
+      else
+        instr.bytes = typed.getInstrBytes();
+      if (instr.kind == sched::InstrKind::Send || instr.kind == sched::InstrKind::Recv) {
+        instr.payload = typed.getTransferPayload() == Payload::Activation
+                            ? sched::Payload::Activation
+                            : sched::Payload::Gradient;
+        instr.peer = typed.getPeerStage();
+      }
+      if (FloatAttr a = typed.getStartTime())
         instr.startUs = a.getValueAsDouble();
-      if (auto a = op.getAttrOfType<FloatAttr>(endId))
+      if (FloatAttr a = typed.getEndTime())
         instr.endUs = a.getValueAsDouble();
-      if (auto a = op.getAttrOfType<IntegerAttr>(liveId))
+      if (IntegerAttr a = typed.getLiveBytesAfter())
         instr.liveBytesAfter = a.getInt();
       list.push_back(instr);
       opList.push_back(&op);

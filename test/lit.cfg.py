@@ -22,7 +22,7 @@ llvm_config.use_default_substitutions()
 
 # FileCheck, not, count come from the LLVM install; our tools from build/bin.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-tools = ["pipefill-opt", "pipefill-translate", "pipefill-run", "pipefill-sim", "tiny-run",
+tools = ["pipefill-opt", "pipefill-translate", "pipefill-compile", "pipefill-run", "pipefill-sim", "tiny-run",
          "gpt40b-1f1b-run"]
 # Tests of optional tools run only where the tool was built.
 if not os.path.exists(os.path.join(config.pipefill_tools_dir, "pipefill-sim")):

@@ -1,0 +1,103 @@
+//===- PipefillInterfaces.td - pipefill op interfaces ------*- tablegen -*-===//
+#ifndef PIPEFILL_INTERFACES_TD
+#define PIPEFILL_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def InstructionOpInterface : OpInterface<"InstructionOpInterface"> {
+  let cppNamespace = "::pipefill";
+  let description = [{
+    One instruction of a stage's stream (every op of a `pipefill.stage` except
+    bubbles and assignments): what it is, which micro-batch and model chunk it
+    belongs to, how long it occupies the device, and the timing that
+    `pipefill-simulate` wrote on it. Passes and exporters read instructions
+    through this interface instead of switching over the op classes, and the
+    timing is read from the op's properties, never by attribute name.
+    Instructions that belong to no micro-batch (the all-reduce and the
+    optimizer step) report micro-batch -1 and chunk 0.
+  }];
+  let methods = [
+    InterfaceMethod<"Which instruction this is.", "::pipefill::InstrKind",
+      "getInstrKind", (ins), [{}], [{ return ConcreteOp::kInstrKind; }]>,
+    InterfaceMethod<"The micro-batch index, or -1 for per-iteration instructions.",
+      "int64_t", "getMicrobatchIndex", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasMicrobatch<ConcreteOp>)
+          return static_cast<int64_t>($_op.getMicrobatch());
+        else
+          return -1;
+      }]>,
+    InterfaceMethod<"The local model chunk (0 without virtual stages).",
+      "int64_t", "getChunkIndex", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasMicrobatch<ConcreteOp>)
+          return static_cast<int64_t>($_op.getChunk());
+        else
+          return 0;
+      }]>,
+    InterfaceMethod<"Device time in microseconds (0 for sends and receives).",
+      "double", "getDeviceUs", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasDuration<ConcreteOp>)
+          return $_op.getDurationUs().convertToDouble();
+        else
+          return 0.0;
+      }]>,
+    InterfaceMethod<"Sets the device time (compute, all-reduce, optimizer).",
+      "void", "setDeviceUs", (ins "double":$us), [{}], [{
+        if constexpr (::pipefill::detail::kHasDuration<ConcreteOp>)
+          $_op.setDurationUs(::llvm::APFloat(us));
+      }]>,
+    InterfaceMethod<"The peer stage of a send or receive, else -1.",
+      "int64_t", "getPeerStage", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasPeer<ConcreteOp>)
+          return static_cast<int64_t>($_op.getPeer());
+        else
+          return -1;
+      }]>,
+    InterfaceMethod<"Bytes moved (transfers, all-reduce), else 0.",
+      "int64_t", "getInstrBytes", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasBytes<ConcreteOp>)
+          return static_cast<int64_t>($_op.getBytes());
+        else
+          return 0;
+      }]>,
+    InterfaceMethod<"What a send or receive carries (activation otherwise).",
+      "::pipefill::Payload", "getTransferPayload", (ins), [{}], [{
+        if constexpr (::pipefill::detail::kHasPeer<ConcreteOp>)
+          return $_op.getPayload();
+        else
+          return ::pipefill::Payload::Activation;
+      }]>,
+    InterfaceMethod<"Simulated start, if simulated.", "::mlir::FloatAttr",
+      "getStartTime", (ins), [{}], [{ return $_op.getStartUsAttr(); }]>,
+    InterfaceMethod<"Simulated end, if simulated.", "::mlir::FloatAttr",
+      "getEndTime", (ins), [{}], [{ return $_op.getEndUsAttr(); }]>,
+    InterfaceMethod<"Live bytes after the instruction, if simulated.",
+      "::mlir::IntegerAttr", "getLiveBytesAfter", (ins), [{}],
+      [{ return $_op.getLiveBytesAttr(); }]>,
+    InterfaceMethod<"Writes the simulated timing.", "void", "setTiming",
+      (ins "::mlir::FloatAttr":$start, "::mlir::FloatAttr":$end,
+           "::mlir::IntegerAttr":$live), [{}], [{
+        $_op.setStartUsAttr(start);
+        $_op.setEndUsAttr(end);
+        $_op.setLiveBytesAttr(live);
+      }]>,
+    InterfaceMethod<"Drops the simulated timing.", "void", "clearTiming", (ins), [{}], [{
+        $_op.removeStartUsAttr();
+        $_op.removeEndUsAttr();
+        $_op.removeLiveBytesAttr();
+      }]>
+  ];
+  let extraSharedClassDeclaration = [{
+    /// Simulated start in microseconds, or `fallback` before simulation.
+    double getStartUsOr(double fallback) {
+      ::mlir::FloatAttr a = $_op.getStartTime();
+      return a ? a.getValueAsDouble() : fallback;
+    }
+    /// Simulated end in microseconds, or `fallback` before simulation.
+    double getEndUsOr(double fallback) {
+      ::mlir::FloatAttr a = $_op.getEndTime();
+      return a ? a.getValueAsDouble() : fallback;
+    }
+  }];
+}
+
+#endif // PIPEFILL_INTERFACES_TD
