@@ -172,6 +172,12 @@ def main():
                     if "failed" in runs[-1]:
                         break
                 if "failed" in runs[-1]:
+                    for k, v in runs[-1].items():
+                        if k != "failed" and args.phases:
+                            w, c, r = v
+                            cs = f"{c:9.3f}" if c is not None else f"{'':>9}"
+                            rs = f"{r:9.0f}" if r is not None else f"{'':>9}"
+                            print(f"{name:<34} {mode:<7} {k:<24} {w:9.3f} {cs} {rs}")
                     print(f"{name:<34} {mode:<7} FAILED {runs[-1]['failed']}")
                     continue
                 # Median run by total wall time.

@@ -12,7 +12,6 @@
 #include "support/Format.h"
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -31,17 +30,18 @@ struct Style {
   const char *name;
   const char *color;
 };
-Style styleOf(Operation &op) {
-  return llvm::TypeSwitch<Operation *, Style>(&op)
-      .Case<ForwardOp>([](auto) { return Style{"forward", "#4C78A8"}; })
-      .Case<BackwardOp, BackwardInputOp>(
-          [](auto) { return Style{"backward", "#54A24B"}; })
-      .Case<BackwardWeightOp>(
-          [](auto) { return Style{"weight grad", "#B279A2"}; })
-      .Case<AllReduceGradsOp>(
-          [](auto) { return Style{"all-reduce", "#72B7B2"}; })
-      .Case<OptimizerStepOp>([](auto) { return Style{"optimizer", "#2F4B7C"}; })
-      .Default([](Operation *) { return Style{nullptr, nullptr}; });
+Style styleOf(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Forward: return {"forward", "#4C78A8"};
+  case InstrKind::Backward:
+  case InstrKind::BackwardInput: return {"backward", "#54A24B"};
+  case InstrKind::BackwardWeight: return {"weight grad", "#B279A2"};
+  case InstrKind::AllReduceGrads: return {"all-reduce", "#72B7B2"};
+  case InstrKind::OptimizerStep: return {"optimizer", "#2F4B7C"};
+  case InstrKind::Send:
+  case InstrKind::Recv: break;
+  }
+  return {nullptr, nullptr};
 }
 
 std::string escape(StringRef s) {
@@ -175,23 +175,25 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
         }
         continue;
       }
-      Style style = styleOf(op);
-      auto start = op.getAttrOfType<FloatAttr>("start_us");
-      auto end = op.getAttrOfType<FloatAttr>("end_us");
+      auto instr = dyn_cast<InstructionOpInterface>(op);
+      if (!instr)
+        continue;
+      Style style = styleOf(instr.getInstrKind());
+      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
       if (!style.name || !start || !end)
         continue;
       double ox = x(start.getValueAsDouble());
       double ow = std::max(0.5, x(end.getValueAsDouble()) - ox);
-      auto mb = op.getAttrOfType<IntegerAttr>("microbatch");
-      auto chunk = op.getAttrOfType<IntegerAttr>("chunk");
-      std::string label = mb ? std::to_string(mb.getInt()) : "";
+      bool mb = instr.getMicrobatchIndex() >= 0;
+      bool chunk = mb;
+      std::string label = mb ? std::to_string(instr.getMicrobatchIndex()) : "";
       os << llvm::formatv(
           "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"{4}\" "
           "stroke=\"white\" stroke-width=\"0.5\"><title>{5}{6}{7}: {8} - {9}</title></rect>\n",
           ox, y, ow, kRow, style.color, style.name,
           mb ? " mb " + label : std::string(),
           chunk && pipeline.getVirtualStages() > 1
-              ? " chunk " + std::to_string(chunk.getInt())
+              ? " chunk " + std::to_string(instr.getChunkIndex())
               : std::string(),
           timeLabel(start.getValueAsDouble(), ms),
           timeLabel(end.getValueAsDouble(), ms));

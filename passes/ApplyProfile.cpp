@@ -3,7 +3,6 @@
 #include "proto/profile.pb.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <google/protobuf/text_format.h>
@@ -19,6 +18,21 @@ namespace pipefill {
 
 namespace {
 using Kind = rt::ComputeOp::Kind;
+
+/// The profile's name for an instruction's measured time; none for transfers.
+std::optional<Kind> measuredKind(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Forward: return rt::ComputeOp::FORWARD;
+  case InstrKind::Backward: return rt::ComputeOp::BACKWARD;
+  case InstrKind::BackwardInput: return rt::ComputeOp::BACKWARD_INPUT;
+  case InstrKind::BackwardWeight: return rt::ComputeOp::BACKWARD_WEIGHT;
+  case InstrKind::AllReduceGrads: return rt::ComputeOp::ALLREDUCE;
+  case InstrKind::OptimizerStep: return rt::ComputeOp::OPTIMIZER;
+  case InstrKind::Send:
+  case InstrKind::Recv: break;
+  }
+  return std::nullopt;
+}
 
 struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
   using ApplyProfileBase::ApplyProfileBase;
@@ -78,41 +92,19 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       stage.removeIdleUsAttr();
       stage.removePeakBytesAttr();
       for (Operation &op : stage.getBody().front()) {
-        for (StringRef name : {"start_us", "end_us", "live_bytes"})
-          op.removeAttr(name);
-        auto set = [&](Kind kind, int64_t mb, int64_t chunk, auto typed) -> LogicalResult {
-          auto it = byKey.find({(int)kind, mb, chunk});
-          if (it == byKey.end())
-            return op.emitOpError() << "has no measurement in profile '" << profile
-                                    << "' (stage " << stage.getIndex() << ")";
-          typed.setDurationUs(llvm::APFloat(it->second));
-          return success();
-        };
-        LogicalResult result =
-            llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-                .Case<ForwardOp>([&](ForwardOp x) {
-                  return set(rt::ComputeOp::FORWARD, x.getMicrobatch(), x.getChunk(), x);
-                })
-                .Case<BackwardOp>([&](BackwardOp x) {
-                  return set(rt::ComputeOp::BACKWARD, x.getMicrobatch(), x.getChunk(), x);
-                })
-                .Case<BackwardInputOp>([&](BackwardInputOp x) {
-                  return set(rt::ComputeOp::BACKWARD_INPUT, x.getMicrobatch(),
-                             x.getChunk(), x);
-                })
-                .Case<BackwardWeightOp>([&](BackwardWeightOp x) {
-                  return set(rt::ComputeOp::BACKWARD_WEIGHT, x.getMicrobatch(),
-                             x.getChunk(), x);
-                })
-                .Case<AllReduceGradsOp>([&](AllReduceGradsOp x) {
-                  return set(rt::ComputeOp::ALLREDUCE, 0, 0, x);
-                })
-                .Case<OptimizerStepOp>([&](OptimizerStepOp x) {
-                  return set(rt::ComputeOp::OPTIMIZER, 0, 0, x);
-                })
-                .Default([](Operation *) { return success(); });
-        if (failed(result))
-          return failure();
+        auto instr = dyn_cast<InstructionOpInterface>(op);
+        if (!instr)
+          continue;
+        instr.clearTiming();
+        std::optional<Kind> kind = measuredKind(instr.getInstrKind());
+        if (!kind)
+          continue; // transfers take their time from the interconnect model
+        int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
+        auto it = byKey.find({(int)*kind, mb, instr.getChunkIndex()});
+        if (it == byKey.end())
+          return op.emitOpError() << "has no measurement in profile '" << profile
+                                  << "' (stage " << stage.getIndex() << ")";
+        instr.setDeviceUs(it->second);
       }
     }
     return success();

@@ -4,7 +4,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/bit.h"
 
 #include <limits>
 
@@ -18,10 +19,45 @@ namespace {
 namespace ps = pfstream;
 
 double f64(llvm::APFloat v) { return v.convertToDouble(); }
-double attrOr(Operation *op, StringRef name, double fallback) {
-  auto a = op->getAttrOfType<FloatAttr>(name);
-  return a ? a.getValueAsDouble() : fallback;
+
+ps::ComputeKind computeKind(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Forward: return ps::ComputeKind::Forward;
+  case InstrKind::Backward: return ps::ComputeKind::Backward;
+  case InstrKind::BackwardInput: return ps::ComputeKind::BackwardInput;
+  case InstrKind::BackwardWeight: return ps::ComputeKind::BackwardWeight;
+  case InstrKind::AllReduceGrads: return ps::ComputeKind::AllReduce;
+  case InstrKind::OptimizerStep: return ps::ComputeKind::Optimizer;
+  case InstrKind::Send:
+  case InstrKind::Recv: break;
+  }
+  return ps::ComputeKind::Forward;
 }
+
+/// Attributes of the lowered ops, uniqued once per distinct value: times and
+/// sizes repeat across a stage's instructions, and going through the
+/// context's uniquer for every op costs more than the rest of the lowering.
+class AttrCache {
+public:
+  explicit AttrCache(MLIRContext *ctx) : b(ctx) {}
+  FloatAttr f64(double v) {
+    FloatAttr &a = floats[llvm::bit_cast<uint64_t>(v)];
+    if (!a)
+      a = b.getF64FloatAttr(v);
+    return a;
+  }
+  IntegerAttr i64(int64_t v) {
+    IntegerAttr &a = ints[v];
+    if (!a)
+      a = b.getI64IntegerAttr(v);
+    return a;
+  }
+
+private:
+  Builder b;
+  llvm::DenseMap<uint64_t, FloatAttr> floats;
+  llvm::DenseMap<int64_t, IntegerAttr> ints;
+};
 
 ps::BubbleKind toStream(BubbleKind kind) {
   switch (kind) {
@@ -63,6 +99,8 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
         static_cast<uint64_t>(iterations.getValue()),
         llvm::APFloat(f64(*pipeline.getIterationUs())), /*seed=*/uint64_t(0));
     Block *programBody = b.createBlock(&program.getBody());
+    MLIRContext *ctx = &getContext();
+    AttrCache attrs(ctx);
     double latency = f64(pipeline.getP2pLatencyUs());
     double bandwidth = f64(pipeline.getP2pBandwidthGbps());
     int64_t v = pipeline.getVirtualStages();
@@ -116,64 +154,64 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       llvm::StringMap<Schedule> schedules = schedulesOf(stage);
       for (Operation &op : stageBody) {
         b.setInsertionPointToEnd(mainBody);
-        double at = attrOr(&op, "start_us", 0.0);
-        auto compute = [&](ps::ComputeKind kind, int64_t mb, int64_t chunk, double us) {
-          b.create<ps::ComputeOp>(op.getLoc(), kind, (uint64_t)mb, (uint64_t)chunk,
-                                  llvm::APFloat(us), llvm::APFloat(at));
-        };
-        llvm::TypeSwitch<Operation *>(&op)
-            .Case<ForwardOp>([&](ForwardOp f) {
-              compute(ps::ComputeKind::Forward, f.getMicrobatch(), f.getChunk(),
-                      f64(f.getDurationUs()));
-            })
-            .Case<BackwardOp>([&](BackwardOp f) {
-              compute(ps::ComputeKind::Backward, f.getMicrobatch(), f.getChunk(),
-                      f64(f.getDurationUs()));
-            })
-            .Case<BackwardInputOp>([&](BackwardInputOp f) {
-              compute(ps::ComputeKind::BackwardInput, f.getMicrobatch(), f.getChunk(),
-                      f64(f.getDurationUs()));
-            })
-            .Case<BackwardWeightOp>([&](BackwardWeightOp f) {
-              compute(ps::ComputeKind::BackwardWeight, f.getMicrobatch(), f.getChunk(),
-                      f64(f.getDurationUs()));
-            })
-            .Case<AllReduceGradsOp>([&](AllReduceGradsOp a) {
-              device.setAllreduceUs(a.getDurationUs());
-              compute(ps::ComputeKind::AllReduce, 0, 0, f64(a.getDurationUs()));
-            })
-            .Case<OptimizerStepOp>([&](OptimizerStepOp o) {
-              device.setOptimizerUs(o.getDurationUs());
-              compute(ps::ComputeKind::Optimizer, 0, 0, f64(o.getDurationUs()));
-            })
-            .Case<SendOp>([&](SendOp s) {
-              double us = latency + (bandwidth > 0 ? s.getBytes() / (bandwidth * 1e3) : 0.0);
-              b.create<ps::SendOp>(
-                  op.getLoc(), s.getPeer(), s.getBytes(),
-                  (uint64_t)tagOf(pipeline, s.getPayload(), s.getChunk(), s.getMicrobatch()),
-                  llvm::APFloat(us), llvm::APFloat(at));
-            })
-            .Case<RecvOp>([&](RecvOp r) {
-              b.create<ps::RecvOp>(
-                  op.getLoc(), r.getPeer(), r.getBytes(),
-                  (uint64_t)tagOf(pipeline, r.getPayload(), r.getChunk(), r.getMicrobatch()),
-                  llvm::APFloat(at));
-            })
-            .Case<BubbleOp>([&](BubbleOp bubble) {
-              int64_t id = bubbleId++;
-              bool filled = !bubble.getBody().front().empty();
-              if (filled)
-                b.create<ps::RecordOp>(op.getLoc(), (uint64_t)event);
-              b.create<ps::BubbleOp>(op.getLoc(), (uint64_t)id, toStream(bubble.getKind()),
-                                     bubble.getStartUs(), bubble.getDurationUs(),
-                                     bubble.getFreeBytes());
-              if (!filled)
-                return;
-              b.setInsertionPointToEnd(fillBody);
-              b.create<ps::WaitOp>(op.getLoc(), (uint64_t)event++);
-              for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-                lowerChunk(b, fill, id, schedules);
-            });
+        if (auto bubble = dyn_cast<BubbleOp>(op)) {
+          int64_t id = bubbleId++;
+          bool filled = !bubble.getBody().front().empty();
+          if (filled)
+            b.create<ps::RecordOp>(op.getLoc(), attrs.i64(event));
+          b.create<ps::BubbleOp>(op.getLoc(), attrs.i64(id),
+                                 ps::BubbleKindAttr::get(ctx, toStream(bubble.getKind())),
+                                 bubble.getStartUsAttr(), bubble.getDurationUsAttr(),
+                                 bubble.getFreeBytesAttr());
+          if (!filled)
+            continue;
+          b.setInsertionPointToEnd(fillBody);
+          b.create<ps::WaitOp>(op.getLoc(), attrs.i64(event++));
+          for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
+            lowerChunk(b, fill, id, schedules);
+          continue;
+        }
+        auto instr = dyn_cast<InstructionOpInterface>(op);
+        if (!instr)
+          continue;
+        FloatAttr at = instr.getStartTime();
+        if (!at)
+          at = attrs.f64(0.0);
+        InstrKind kind = instr.getInstrKind();
+        switch (kind) {
+        case InstrKind::Send: {
+          int64_t bytes = instr.getInstrBytes();
+          double us = latency + (bandwidth > 0 ? bytes / (bandwidth * 1e3) : 0.0);
+          b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.getPeerStage()),
+                               attrs.i64(bytes),
+                               attrs.i64(tagOf(pipeline, instr.getTransferPayload(),
+                                               instr.getChunkIndex(),
+                                               instr.getMicrobatchIndex())),
+                               attrs.f64(us), at);
+          break;
+        }
+        case InstrKind::Recv:
+          b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.getPeerStage()),
+                               attrs.i64(instr.getInstrBytes()),
+                               attrs.i64(tagOf(pipeline, instr.getTransferPayload(),
+                                               instr.getChunkIndex(),
+                                               instr.getMicrobatchIndex())),
+                               at);
+          break;
+        default: {
+          double us = instr.getDeviceUs();
+          if (kind == InstrKind::AllReduceGrads)
+            device.setAllreduceUs(llvm::APFloat(us));
+          if (kind == InstrKind::OptimizerStep)
+            device.setOptimizerUs(llvm::APFloat(us));
+          int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
+          b.create<ps::ComputeOp>(op.getLoc(),
+                                  ps::ComputeKindAttr::get(ctx, computeKind(kind)),
+                                  attrs.i64(mb), attrs.i64(instr.getChunkIndex()),
+                                  attrs.f64(us), at);
+          break;
+        }
+        }
       }
     }
     return success();
