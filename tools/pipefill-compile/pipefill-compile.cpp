@@ -139,8 +139,10 @@ LogicalResult writeFile(llvm::StringRef path, MLIRContext &ctx,
                         llvm::function_ref<LogicalResult(llvm::raw_ostream &)> write) {
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
-  if (!out)
-    return emitError(UnknownLoc::get(&ctx)) << "cannot write '" << path << "': " << error;
+  if (!out) {
+    llvm::errs() << "pipefill-compile: cannot write '" << path << "': " << error << "\n";
+    return failure();
+  }
   if (failed(write(out->os())))
     return failure();
   out->keep();
@@ -255,6 +257,8 @@ int main(int argc, char **argv) {
   registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
   MLIRContext ctx(registry);
   ctx.loadAllAvailableDialects();
+  // Diagnostics point at the JobSpec; dumping a 10^5-op stage would bury them.
+  ctx.printOpOnDiagnostic(false);
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(input, &error);
