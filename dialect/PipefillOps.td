@@ -89,13 +89,15 @@ def Pipefill_PipelineOp : Pipefill_Op<"pipeline", [
 }
 
 def Pipefill_StageOp : Pipefill_Op<"stage", [
-    HasParent<"PipelineOp">, SingleBlock, NoTerminator]> {
+    HasParent<"PipelineOp">, IsolatedFromAbove, SingleBlock, NoTerminator]> {
   let summary = "One pipeline stage (device) and its ordered instruction stream";
   let description = [{
     Holds the stage's profiled per-micro-batch costs and, after
     `pipefill-expand-schedule`, its instructions in execution order. After
     `pipefill-simulate` it also carries `busy_us`, `idle_us` and
-    `peak_bytes`.
+    `peak_bytes`. A stage is isolated from above: its instructions refer to
+    nothing outside it but symbols, so stages are verified in parallel and
+    per-stage work may run on several threads.
 
     ```mlir
     pipefill.stage 0 attributes {forward_us = 1.0e3, backward_us = 2.0e3,

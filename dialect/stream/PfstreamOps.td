@@ -91,7 +91,7 @@ def Pfstream_ProgramOp : Pfstream_Op<"program", [
 }
 
 def Pfstream_DeviceOp : Pfstream_Op<"device", [
-    HasParent<"ProgramOp">, SingleBlock, NoTerminator]> {
+    HasParent<"ProgramOp">, IsolatedFromAbove, SingleBlock, NoTerminator]> {
   let summary = "The streams and events of one device";
   let description = [{
     `index` is the device's position in the program. The attributes carry the
