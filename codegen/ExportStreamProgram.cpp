@@ -17,6 +17,7 @@
 #include <cmath>
 #include <map>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/text_format.h>
 
 using namespace mlir;
@@ -86,14 +87,18 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
   std::map<std::pair<std::string, uint32_t>, int64_t> begunPerPeriod;
   uint32_t deviceIndex = 0;
   for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
+    // Per device first (string keys only once per job, not per chunk).
+    llvm::StringMap<int64_t> begun;
     device.walk([&](ps::FillChunkOp chunk) {
-      auto key = std::make_pair(chunk.getJob().str(), deviceIndex);
+      int64_t &b = begun[chunk.getJob()];
       if (chunk.getLayerBegin() == 0)
-        begunPerPeriod[key] += chunk.getBatch();
-      if (instance.count(key))
-        return;
-      instance[key] = 0;
+        b += chunk.getBatch();
     });
+    for (auto &entry : begun) {
+      auto key = std::make_pair(entry.getKey().str(), deviceIndex);
+      begunPerPeriod[key] += entry.getValue();
+      instance[key] = 0;
+    }
     ++deviceIndex;
   }
   std::map<std::string, double> totalRate;
@@ -125,7 +130,13 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
     }
   }
 
+  // Instance index of each job on each device, for the chunks.
+  std::vector<llvm::StringMap<uint32_t>> instanceOf(deviceIndex);
+  for (auto &[key, index] : instance)
+    instanceOf[key.second][key.first] = index;
+
   for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
+    const llvm::StringMap<uint32_t> &jobInstance = instanceOf[out.devices_size()];
     rt::DeviceProgram *d = out.add_devices();
     d->set_stage(device.getStage());
     d->set_memory_bytes(device.getMemoryBytes());
@@ -184,7 +195,7 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
           x->set_free_bytes(bubble.getFreeBytes());
         } else if (auto chunk = dyn_cast<ps::FillChunkOp>(op)) {
           rt::FillChunkOp *x = o->mutable_fill();
-          x->set_job(instance[{chunk.getJob().str(), (uint32_t)out.devices_size() - 1}]);
+          x->set_job(jobInstance.lookup(chunk.getJob()));
           x->set_bubble_id(chunk.getBubbleId());
           x->set_layer_begin(chunk.getLayerBegin());
           x->set_layer_end(chunk.getLayerEnd());
@@ -216,7 +227,11 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
 
 LogicalResult exportStreamProgram(ModuleOp module, llvm::raw_ostream &os,
                                   bool text) {
-  rt::StreamProgram program;
+  // One arena for the ~10^5 submessages of a large program: allocation is a
+  // pointer bump and freeing is one call.
+  google::protobuf::Arena arena;
+  rt::StreamProgram &program =
+      *google::protobuf::Arena::CreateMessage<rt::StreamProgram>(&arena);
   if (failed(buildStreamProgram(module, program)))
     return failure();
   std::string bytes;
