@@ -3,6 +3,7 @@
 #include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 
 namespace pipefill {
 #define GEN_PASS_DEF_EXPANDSCHEDULE
@@ -29,19 +30,22 @@ struct ExpandSchedulePass
                              << " schedule: " << error;
         return signalPassFailure();
       }
-      mlir::OpBuilder builder(&getContext());
-      size_t s = 0;
-      for (StageOp stage : pipeline.getStages()) {
+      // Stages are isolated from each other: build their instruction
+      // streams in parallel (MLIR uniques attributes thread-safely).
+      llvm::SmallVector<StageOp> stages(pipeline.getStages());
+      for (StageOp stage : stages)
         if (stage.getBody().empty())
-          builder.createBlock(&stage.getBody());
+          stage.getBody().emplaceBlock();
+      mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
+        StageOp stage = stages[s];
+        mlir::OpBuilder builder(stage.getContext());
         builder.setInsertionPointToEnd(&stage.getBody().front());
         for (sched::Instr instr : schedule[s]) {
           if (instr.kind == sched::InstrKind::AllReduceGrads)
             instr.bytes = spec.gradBytes;
           buildInstr(builder, stage.getLoc(), instr);
         }
-        ++s;
-      }
+      });
     }
   }
 };

@@ -3,6 +3,7 @@
 #include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/bit.h"
 
@@ -35,34 +36,33 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
       return pipeline.emitError() << "cannot simulate the schedule: " << error;
 
     Builder b(&getContext());
-    StringAttr startId = b.getStringAttr("start_us"),
-               endId = b.getStringAttr("end_us"),
-               liveId = b.getStringAttr("live_bytes");
+    // Stages are isolated: write each stage's timing on its own thread.
     // Neighbouring instructions share times (a send starts where its forward
-    // ends) and live-byte values repeat, so a local cache saves most of the
-    // context's attribute uniquing.
-    llvm::DenseMap<uint64_t, FloatAttr> times;
-    llvm::DenseMap<int64_t, IntegerAttr> bytes;
-    auto timeAttr = [&](double us) {
-      FloatAttr &attr = times[llvm::bit_cast<uint64_t>(us)];
-      if (!attr)
-        attr = b.getF64FloatAttr(us);
-      return attr;
-    };
-    auto bytesAttr = [&](int64_t value) {
-      IntegerAttr &attr = bytes[value];
-      if (!attr)
-        attr = b.getI64IntegerAttr(value);
-      return attr;
-    };
-    for (size_t s = 0; s < schedule.size(); ++s)
+    // ends) and live-byte values repeat, so a per-stage cache saves most of
+    // the context's attribute uniquing.
+    mlir::parallelFor(&getContext(), 0, schedule.size(), [&](size_t s) {
+      Builder local(&getContext());
+      llvm::DenseMap<uint64_t, FloatAttr> times;
+      llvm::DenseMap<int64_t, IntegerAttr> bytes;
+      auto timeAttr = [&](double us) {
+        FloatAttr &attr = times[llvm::bit_cast<uint64_t>(us)];
+        if (!attr)
+          attr = local.getF64FloatAttr(us);
+        return attr;
+      };
+      auto bytesAttr = [&](int64_t value) {
+        IntegerAttr &attr = bytes[value];
+        if (!attr)
+          attr = local.getI64IntegerAttr(value);
+        return attr;
+      };
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
-        Operation *op = ops[s][i];
-        op->setAttr(startId, timeAttr(instr.startUs));
-        op->setAttr(endId, timeAttr(instr.endUs));
-        op->setAttr(liveId, bytesAttr(instr.liveBytesAfter));
+        cast<InstructionOpInterface>(ops[s][i])
+            .setTiming(timeAttr(instr.startUs), timeAttr(instr.endUs),
+                       bytesAttr(instr.liveBytesAfter));
       }
+    });
 
     int64_t capacity = pipeline.getDeviceMemoryBytes();
     bool fits = true;
