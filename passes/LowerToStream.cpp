@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/bit.h"
@@ -100,15 +101,23 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
         llvm::APFloat(f64(*pipeline.getIterationUs())), /*seed=*/uint64_t(0));
     Block *programBody = b.createBlock(&program.getBody());
     MLIRContext *ctx = &getContext();
-    AttrCache attrs(ctx);
     double latency = f64(pipeline.getP2pLatencyUs());
     double bandwidth = f64(pipeline.getP2pBandwidthGbps());
     int64_t v = pipeline.getVirtualStages();
 
-    for (StageOp stage : pipeline.getStages()) {
-      b.setInsertionPointToEnd(programBody);
-      auto device = b.create<ps::DeviceOp>(stage.getLoc(), TypeRange{},
-                                           ValueRange{}, ArrayRef<NamedAttribute>{});
+    // The devices are created in order here; each one's body is then built
+    // from its stage alone, so stages are lowered on parallel threads.
+    SmallVector<StageOp> stages(pipeline.getStages());
+    SmallVector<ps::DeviceOp> devices;
+    b.setInsertionPointToEnd(programBody);
+    for (StageOp stage : stages)
+      devices.push_back(b.create<ps::DeviceOp>(stage.getLoc(), TypeRange{}, ValueRange{},
+                                               ArrayRef<NamedAttribute>{}));
+    mlir::parallelFor(ctx, 0, stages.size(), [&](size_t index) {
+      StageOp stage = stages[index];
+      ps::DeviceOp device = devices[index];
+      OpBuilder b(ctx);
+      AttrCache attrs(ctx);
       device.setIndex(stage.getIndex());
       device.setStage(stage.getIndex());
       device.setMemoryBytes(pipeline.getDeviceMemoryBytes());
@@ -213,7 +222,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
         }
         }
       }
-    }
+    });
     return success();
   }
 
