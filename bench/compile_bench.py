@@ -127,7 +127,7 @@ def driver_path(bin_dir, job, work, mem_gb, trace):
     with open(timing) as f:
         t = json.load(f)
     for ph in t["phases"]:
-        phases["  " + ph["name"]] = (ph["wall_s"], None, ph["peak_rss_mib"])
+        phases["  " + ph["name"]] = (ph["wall_s"], ph["cpu_s"], ph["peak_rss_mib"])
     phases["driver"] = (wall, cpu, rss)
     return phases
 

@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -66,8 +67,8 @@ cl::opt<int64_t> iterations("iterations",
                             cl::desc("Loop count written into the stream program"),
                             cl::init(1), cl::cat(category));
 cl::opt<bool> verifyEach("verify-each",
-                         cl::desc("Verify the IR after every pass (default: once after "
-                                  "compiling and once after lowering)"),
+                         cl::desc("Verify the IR after every pass, the lowering included "
+                                  "(default: once, after compiling)"),
                          cl::init(false), cl::cat(category));
 cl::opt<std::string> timingFile(
     "timing", cl::desc("Write the measured wall time, CPU time and peak RSS of every phase "
@@ -180,8 +181,8 @@ void writeTiming(const std::vector<Phase> &phases, double totalWall, MLIRContext
   });
 }
 
-LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer) {
-  OwningOpRef<ModuleOp> module;
+LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
+                      OwningOpRef<ModuleOp> &module) {
   if (failed(timer.phase("import", [&] {
         module = pipefill::importJobSpec(sourceMgr, &ctx);
         return success(static_cast<bool>(module));
@@ -228,8 +229,9 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
       pipefill::LowerToStreamOptions{iterations.getValue()}));
   if (failed(lower.run(*module)))
     return failure();
-  if (!verifyEach && failed(timer.phase("verify-lowered", [&] { return verify(*module); })))
-    return failure();
+  // The lowered IR is the pass's own output from verified IR; its verifier
+  // (and the runtime's program checks when the program is loaded) run in the
+  // lit tests of the pass and under --verify-each.
   return failure(
       failed(exportTo("to-stream-program", programFile,
                       [](ModuleOp m, llvm::raw_ostream &os) {
@@ -271,9 +273,15 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &ctx);
 
   PhaseTimer timer;
-  LogicalResult result = compile(ctx, sourceMgr, timer);
+  OwningOpRef<ModuleOp> module;
+  LogicalResult result = compile(ctx, sourceMgr, timer, module);
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
   if (!timingFile.empty())
     writeTiming(timer.phases, total.count(), ctx);
-  return failed(result) ? 1 : 0;
+  // Every output file is closed. As compilers do (clang's -disable-free),
+  // skip freeing 10^5-10^6 ops and the context one by one: the process exits.
+  llvm::outs().flush();
+  llvm::errs().flush();
+  (void)module.release();
+  std::_Exit(failed(result) ? 1 : 0);
 }
