@@ -126,9 +126,10 @@ std::optional<ReportData> computeReport(ModuleOp module) {
 }
 
 // The report is streamed: the stages' bubble lists (10^5 bubbles and fill
-// chunks at 64 x 512) are written one bubble at a time instead of being built
-// as one JSON tree. Objects are written with their keys in sorted order, as
-// llvm::json prints a json::Object, so the text is the same either way.
+// chunks at 64 x 512) are written as they are read instead of being built as
+// one JSON tree. Streamed objects have their keys in sorted order, as
+// llvm::json prints a json::Object, so the text is the same either way; the
+// small parts (the fill summary, a stage's jobs) are json::Objects.
 LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
   std::optional<ReportData> r = computeReport(module);
   if (!r)
@@ -168,29 +169,6 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
     return llvm::json::Value(std::move(account));
   };
 
-  auto bubbleValue = [](const ReportBubble &b) {
-    llvm::json::Object jb{{"start_us", b.startUs},
-                          {"duration_us", b.durationUs},
-                          {"free_bytes", b.freeBytes},
-                          {"kind", b.kind},
-                          {"filled_us", b.filledUs}};
-    if (!b.fills.empty()) {
-      llvm::json::Array fills;
-      fills.reserve(b.fills.size());
-      for (const ReportFill &f : b.fills)
-        fills.push_back(llvm::json::Object{{"job", f.job},
-                                           {"layer_begin", f.layerBegin},
-                                           {"layer_end", f.layerEnd},
-                                           {"batch", f.batch},
-                                           {"iteration", f.iteration},
-                                           {"repeat", f.repeat},
-                                           {"predicted_us", f.predictedUs},
-                                           {"peak_bytes", f.peakBytes}});
-      jb["fills"] = std::move(fills);
-    }
-    return llvm::json::Value(std::move(jb));
-  };
-
   llvm::json::OStream j(os, 2);
   j.objectBegin();
   j.attribute("bubble_fraction", r->bubbleFraction);
@@ -205,7 +183,27 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
       j.object([&] {
         j.attributeArray("bubbles", [&] {
           for (const ReportBubble &b : s.bubbles)
-            j.value(bubbleValue(b));
+            j.object([&] {
+              j.attribute("duration_us", b.durationUs);
+              j.attribute("filled_us", b.filledUs);
+              if (!b.fills.empty())
+                j.attributeArray("fills", [&] {
+                  for (const ReportFill &f : b.fills)
+                    j.object([&] {
+                      j.attribute("batch", f.batch);
+                      j.attribute("iteration", f.iteration);
+                      j.attribute("job", f.job);
+                      j.attribute("layer_begin", f.layerBegin);
+                      j.attribute("layer_end", f.layerEnd);
+                      j.attribute("peak_bytes", f.peakBytes);
+                      j.attribute("predicted_us", f.predictedUs);
+                      j.attribute("repeat", f.repeat);
+                    });
+                });
+              j.attribute("free_bytes", b.freeBytes);
+              j.attribute("kind", b.kind);
+              j.attribute("start_us", b.startUs);
+            });
         });
         j.attribute("busy_us", s.busyUs);
         if (s.fillAccount)
