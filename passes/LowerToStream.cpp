@@ -1,12 +1,11 @@
 //===- LowerToStream.cpp - pipefill-lower-to-stream -----------------------===//
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/bit.h"
 
 #include <limits>
 
@@ -34,31 +33,6 @@ ps::ComputeKind computeKind(InstrKind kind) {
   }
   return ps::ComputeKind::Forward;
 }
-
-/// Attributes of the lowered ops, uniqued once per distinct value: times and
-/// sizes repeat across a stage's instructions, and going through the
-/// context's uniquer for every op costs more than the rest of the lowering.
-class AttrCache {
-public:
-  explicit AttrCache(MLIRContext *ctx) : b(ctx) {}
-  FloatAttr f64(double v) {
-    FloatAttr &a = floats[llvm::bit_cast<uint64_t>(v)];
-    if (!a)
-      a = b.getF64FloatAttr(v);
-    return a;
-  }
-  IntegerAttr i64(int64_t v) {
-    IntegerAttr &a = ints[v];
-    if (!a)
-      a = b.getI64IntegerAttr(v);
-    return a;
-  }
-
-private:
-  Builder b;
-  llvm::DenseMap<uint64_t, FloatAttr> floats;
-  llvm::DenseMap<int64_t, IntegerAttr> ints;
-};
 
 ps::BubbleKind toStream(BubbleKind kind) {
   switch (kind) {

@@ -107,30 +107,35 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
   }
 }
 
-Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr) {
-  auto dur = llvm::APFloat(instr.durationUs);
-  uint64_t mb = instr.microbatch < 0 ? 0 : instr.microbatch;
-  uint64_t chunk = instr.chunk;
-  Payload payload = instr.payload == sched::Payload::Activation
-                        ? Payload::Activation
-                        : Payload::Gradient;
+Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
+                      AttrCache &attrs) {
+  FloatAttr dur = attrs.f64(instr.durationUs);
+  IntegerAttr mb = attrs.i64(instr.microbatch < 0 ? 0 : instr.microbatch);
+  IntegerAttr chunk = attrs.i64(instr.chunk);
+  auto payload = [&] {
+    return PayloadAttr::get(b.getContext(), instr.payload == sched::Payload::Activation
+                                                ? Payload::Activation
+                                                : Payload::Gradient);
+  };
   switch (instr.kind) {
   case sched::InstrKind::Forward:
     return b.create<ForwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
   case sched::InstrKind::Backward:
     return b.create<BackwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
   case sched::InstrKind::BackwardInput:
-    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(),
+                                     IntegerAttr());
   case sched::InstrKind::BackwardWeight:
-    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(),
+                                      IntegerAttr());
   case sched::InstrKind::Send:
-    return b.create<SendOp>(loc, payload, mb, chunk, (uint64_t)instr.peer,
-                            (uint64_t)instr.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<SendOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
+                            attrs.i64(instr.bytes), FloatAttr(), FloatAttr(), IntegerAttr());
   case sched::InstrKind::Recv:
-    return b.create<RecvOp>(loc, payload, mb, chunk, (uint64_t)instr.peer,
-                            (uint64_t)instr.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<RecvOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
+                            attrs.i64(instr.bytes), FloatAttr(), FloatAttr(), IntegerAttr());
   case sched::InstrKind::AllReduceGrads:
-    return b.create<AllReduceGradsOp>(loc, (uint64_t)instr.bytes, dur, FloatAttr(),
+    return b.create<AllReduceGradsOp>(loc, attrs.i64(instr.bytes), dur, FloatAttr(),
                                       FloatAttr(), IntegerAttr());
   case sched::InstrKind::OptimizerStep:
     return b.create<OptimizerStepOp>(loc, dur, FloatAttr(), FloatAttr(), IntegerAttr());

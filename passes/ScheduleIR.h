@@ -10,8 +10,11 @@
 
 #include "algo/schedule/Schedule.h"
 #include "dialect/PipefillOps.h"
+#include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/bit.h"
 
 namespace pipefill {
 
@@ -24,9 +27,35 @@ sched::PipelineSpec specFromIR(PipelineOp pipeline);
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops);
 
+/// f64 and i64 attributes uniqued once per distinct value. Instruction
+/// fields repeat (durations, byte counts, neighbouring times), and going
+/// through the context's uniquer for every op costs more than building the
+/// op. One cache per thread.
+class AttrCache {
+public:
+  explicit AttrCache(mlir::MLIRContext *ctx) : b(ctx) {}
+  mlir::FloatAttr f64(double v) {
+    mlir::FloatAttr &a = floats[llvm::bit_cast<uint64_t>(v)];
+    if (!a)
+      a = b.getF64FloatAttr(v);
+    return a;
+  }
+  mlir::IntegerAttr i64(int64_t v) {
+    mlir::IntegerAttr &a = ints[v];
+    if (!a)
+      a = b.getI64IntegerAttr(v);
+    return a;
+  }
+
+private:
+  mlir::Builder b;
+  llvm::DenseMap<uint64_t, mlir::FloatAttr> floats;
+  llvm::DenseMap<int64_t, mlir::IntegerAttr> ints;
+};
+
 /// Creates the op for one instruction at the builder's insertion point.
 mlir::Operation *buildInstr(mlir::OpBuilder &builder, mlir::Location loc,
-                            const sched::Instr &instr);
+                            const sched::Instr &instr, AttrCache &attrs);
 
 /// Numbers for messages: "12.3 GB".
 std::string describeBytes(int64_t bytes);

@@ -41,26 +41,12 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
     // ends) and live-byte values repeat, so a per-stage cache saves most of
     // the context's attribute uniquing.
     mlir::parallelFor(&getContext(), 0, schedule.size(), [&](size_t s) {
-      Builder local(&getContext());
-      llvm::DenseMap<uint64_t, FloatAttr> times;
-      llvm::DenseMap<int64_t, IntegerAttr> bytes;
-      auto timeAttr = [&](double us) {
-        FloatAttr &attr = times[llvm::bit_cast<uint64_t>(us)];
-        if (!attr)
-          attr = local.getF64FloatAttr(us);
-        return attr;
-      };
-      auto bytesAttr = [&](int64_t value) {
-        IntegerAttr &attr = bytes[value];
-        if (!attr)
-          attr = local.getI64IntegerAttr(value);
-        return attr;
-      };
+      AttrCache attrs(&getContext());
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
         cast<InstructionOpInterface>(ops[s][i])
-            .setTiming(timeAttr(instr.startUs), timeAttr(instr.endUs),
-                       bytesAttr(instr.liveBytesAfter));
+            .setTiming(attrs.f64(instr.startUs), attrs.f64(instr.endUs),
+                       attrs.i64(instr.liveBytesAfter));
       }
     });
 
