@@ -38,6 +38,47 @@ static std::string instrName(InstructionOpInterface instr) {
   return instr->getName().stripDialect().str();
 }
 
+/// A bubble's slice and, nested in it, the fill chunks of the first
+/// steady-state iteration.
+static void writeBubble(llvm::json::OStream &j, BubbleOp bubble,
+                        const SteadyState &steady, int64_t tid) {
+  double bubbleStart = bubble.getStartUs().convertToDouble();
+  j.object([&] {
+    j.attributeObject("args", [&] {
+      j.attribute("free_bytes", (int64_t)bubble.getFreeBytes());
+    });
+    j.attribute("cat", "bubble");
+    j.attribute("dur", bubble.getDurationUs().convertToDouble());
+    j.attribute("name", ("bubble (" + stringifyBubbleKind(bubble.getKind()) + ")").str());
+    j.attribute("ph", "X");
+    j.attribute("pid", 0);
+    j.attribute("tid", tid);
+    j.attribute("ts", bubbleStart);
+  });
+  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+    if (!steady.inFirstSteadyIteration(fill))
+      continue;
+    double t = bubbleStart + fill.getOffsetUs().convertToDouble();
+    double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    j.object([&] {
+      j.attributeObject("args", [&] {
+        j.attribute("batch", (int64_t)fill.getBatch());
+        j.attribute("layers", std::to_string(fill.getLayerBegin()) + "-" +
+                                  std::to_string(fill.getLayerEnd()));
+        j.attribute("peak_bytes", (int64_t)fill.getPeakBytes());
+        j.attribute("repeat", (int64_t)fill.getRepeat());
+      });
+      j.attribute("cat", "fill");
+      j.attribute("dur", d);
+      j.attribute("name", fill.getJob());
+      j.attribute("ph", "X");
+      j.attribute("pid", 0);
+      j.attribute("tid", tid);
+      j.attribute("ts", t);
+    });
+  }
+}
+
 // The trace is streamed (llvm::json::OStream) rather than built as one JSON
 // value: a 64 x 512 pipeline has ~10^6 events. Keys are written in sorted
 // order, as llvm::json prints objects, so the output is the same text.
@@ -93,41 +134,7 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
     std::vector<std::pair<uint64_t, int>> waiting;
     for (Operation &op : stage.getBody().front()) {
       if (auto bubble = dyn_cast<BubbleOp>(op)) {
-        double bubbleStart = bubble.getStartUs().convertToDouble();
-        j.object([&] {
-          j.attributeObject("args", [&] {
-            j.attribute("free_bytes", (int64_t)bubble.getFreeBytes());
-          });
-          j.attribute("cat", "bubble");
-          j.attribute("dur", bubble.getDurationUs().convertToDouble());
-          j.attribute("name", ("bubble (" + stringifyBubbleKind(bubble.getKind()) + ")").str());
-          j.attribute("ph", "X");
-          j.attribute("pid", 0);
-          j.attribute("tid", tid);
-          j.attribute("ts", bubbleStart);
-        });
-        for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-          if (!steady.inFirstSteadyIteration(fill))
-            continue;
-          double t = bubbleStart + fill.getOffsetUs().convertToDouble();
-          double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-          j.object([&] {
-            j.attributeObject("args", [&] {
-              j.attribute("batch", (int64_t)fill.getBatch());
-              j.attribute("layers", std::to_string(fill.getLayerBegin()) + "-" +
-                                        std::to_string(fill.getLayerEnd()));
-              j.attribute("peak_bytes", (int64_t)fill.getPeakBytes());
-              j.attribute("repeat", (int64_t)fill.getRepeat());
-            });
-            j.attribute("cat", "fill");
-            j.attribute("dur", d);
-            j.attribute("name", fill.getJob());
-            j.attribute("ph", "X");
-            j.attribute("pid", 0);
-            j.attribute("tid", tid);
-            j.attribute("ts", t);
-          });
-        }
+        writeBubble(j, bubble, steady, tid);
         continue;
       }
       auto instr = dyn_cast<InstructionOpInterface>(op);
