@@ -3,6 +3,7 @@
 #define PIPEFILL_OPS_TD
 
 include "dialect/PipefillDialect.td"
+include "dialect/PipefillConstraints.td"
 include "dialect/PipefillEnums.td"
 include "dialect/PipefillInterfaces.td"
 include "mlir/IR/OpBase.td"
@@ -13,11 +14,7 @@ include "mlir/IR/CommonAttrConstraints.td"
 // Attribute constraints
 //===----------------------------------------------------------------------===//
 
-def Pipefill_NonNegF64 : ConfinedAttr<F64Attr, [
-    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
-                   "whose value is non-negative">]>;
-def Pipefill_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
-def Pipefill_PosI64 : ConfinedAttr<I64Attr, [IntPositive]>;
+// Pipefill_NonNegF64, Pipefill_NonNegI64, Pipefill_PosI64: PipefillConstraints.td.
 
 // Results of pipefill-simulate, present on every instruction once the
 // schedule has been simulated.

@@ -6,6 +6,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "dialect/PipefillConstraints.td"
 
 def Pfstream_Dialect : Dialect {
   let name = "pfstream";
@@ -26,10 +27,9 @@ def Pfstream_Dialect : Dialect {
 class Pfstream_Op<string mnemonic, list<Trait> traits = []>
     : Op<Pfstream_Dialect, mnemonic, traits>;
 
-def Pfstream_NonNegF64 : ConfinedAttr<F64Attr, [
-    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
-                   "whose value is non-negative">]>;
-def Pfstream_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
+// Non-negative numbers: the constraints the pipefill dialect uses.
+defvar Pfstream_NonNegF64 = Pipefill_NonNegF64;
+defvar Pfstream_NonNegI64 = Pipefill_NonNegI64;
 
 def Pfstream_StreamRole : I32EnumAttr<"StreamRole", "stream role", [
     I32EnumAttrCase<"Main", 1, "main">,
@@ -276,7 +276,7 @@ def Pfstream_FillChunkOp : Pfstream_StreamBodyOp<"fill_chunk", [
                        I64Attr:$iteration_offset, UnitAttr:$weights_streamed,
                        UnitAttr:$activations_on_host, Pfstream_NonNegF64:$planned_us,
                        Pfstream_NonNegI64:$peak_bytes,
-                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$period,
+                       DefaultValuedAttr<Pipefill_PosI64, "1">:$period,
                        DefaultValuedAttr<Pfstream_NonNegI64, "0">:$phase);
   let assemblyFormat = [{
     $job `bubble` $bubble_id `layers` $layer_begin `to` $layer_end `batch` $batch
