@@ -151,7 +151,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
           b.setInsertionPointToEnd(fillBody);
           b.create<ps::WaitOp>(op.getLoc(), attrs.i64(event++));
           for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-            lowerChunk(b, fill, id, schedules);
+            lowerChunk(b, attrs, fill, id, schedules);
           continue;
         }
         auto instr = dyn_cast<InstructionOpInterface>(op);
@@ -251,7 +251,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
   /// within a period, a batch begun in the previous period being continued
   /// with offset -1. A chunk that repeats whole batches becomes one chunk per
   /// batch.
-  void lowerChunk(OpBuilder &b, FillOp fill, int64_t bubbleId,
+  void lowerChunk(OpBuilder &b, AttrCache &attrs, FillOp fill, int64_t bubbleId,
                   const llvm::StringMap<Schedule> &schedules) {
     auto it = schedules.find(fill.getJob());
     if (it == schedules.end())
@@ -273,22 +273,24 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       }
       auto chunk = b.create<ps::FillChunkOp>(fill.getLoc(), TypeRange{}, ValueRange{},
                                              ArrayRef<NamedAttribute>{});
+      // The fill op's own attributes where the value is the same, cached
+      // ones otherwise (no uniquing per chunk).
       chunk.setJobAttr(fill.getJobAttr());
-      chunk.setBubbleId(bubbleId);
-      chunk.setLayerBegin(fill.getLayerBegin());
-      chunk.setLayerEnd(fill.getLayerEnd());
-      chunk.setBatch(batch);
-      chunk.setSampleBegin(tail ? s.batch * s.batchesPerPeriod +
-                                      fill.getSampleBegin() - s.firstPeriodTail +
-                                      k * batch
-                                : local * batch);
-      chunk.setIterationOffsetAttr(b.getI64IntegerAttr(offset));
+      chunk.setBubbleIdAttr(attrs.i64(bubbleId));
+      chunk.setLayerBeginAttr(fill.getLayerBeginAttr());
+      chunk.setLayerEndAttr(fill.getLayerEndAttr());
+      chunk.setBatchAttr(attrs.i64(batch));
+      chunk.setSampleBeginAttr(attrs.i64(
+          tail ? s.batch * s.batchesPerPeriod + fill.getSampleBegin() -
+                     s.firstPeriodTail + k * batch
+               : local * batch));
+      chunk.setIterationOffsetAttr(attrs.i64(offset));
       chunk.setWeightsStreamed(fill.getWeights() == WeightPlacement::Streamed);
       chunk.setActivationsOnHost(fill.getActs() == ActPlacement::Host);
-      chunk.setPlannedUs(fill.getPredictedUs());
-      chunk.setPeakBytes(fill.getPeakBytes());
-      chunk.setPeriod(s.period);
-      chunk.setPhase((int64_t)fill.getIteration() - s.prefix);
+      chunk.setPlannedUsAttr(fill.getPredictedUsAttr());
+      chunk.setPeakBytesAttr(fill.getPeakBytesAttr());
+      chunk.setPeriodAttr(attrs.i64(s.period));
+      chunk.setPhaseAttr(attrs.i64((int64_t)fill.getIteration() - s.prefix));
     }
   }
 
