@@ -3,6 +3,7 @@
 #include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 
 using namespace mlir;
 
@@ -64,22 +65,31 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
         sched::findBubbles(spec, schedule, result,
                            pipeline.getDeviceMemoryBytes(), minUs, reserve);
 
-    OpBuilder builder(&getContext());
+    // Bubbles go into their own stage only: group them by stage and insert
+    // each stage's on its own thread, with attributes uniqued once per value.
     SmallVector<StageOp> stages(pipeline.getStages());
-    for (const sched::Bubble &bubble : bubbles) {
-      StageOp stage = stages[bubble.stage];
+    std::vector<std::vector<const sched::Bubble *>> byStage(stages.size());
+    for (const sched::Bubble &bubble : bubbles)
+      byStage[bubble.stage].push_back(&bubble);
+    MLIRContext *ctx = &getContext();
+    mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
+      OpBuilder builder(ctx);
+      AttrCache attrs(ctx);
+      StageOp stage = stages[s];
       Block &body = stage.getBody().front();
-      const auto &stageOps = ops[bubble.stage];
-      if (bubble.insertBefore < stageOps.size())
-        builder.setInsertionPoint(stageOps[bubble.insertBefore]);
-      else
-        builder.setInsertionPointToEnd(&body);
-      auto op = builder.create<BubbleOp>(
-          stage.getLoc(), toIR(bubble.kind), llvm::APFloat(bubble.startUs),
-          llvm::APFloat(bubble.durationUs),
-          static_cast<uint64_t>(bubble.freeBytes));
-      builder.createBlock(&op.getBody());
-    }
+      const auto &stageOps = ops[s];
+      for (const sched::Bubble *bubble : byStage[s]) {
+        if (bubble->insertBefore < stageOps.size())
+          builder.setInsertionPoint(stageOps[bubble->insertBefore]);
+        else
+          builder.setInsertionPointToEnd(&body);
+        auto op = builder.create<BubbleOp>(
+            stage.getLoc(), BubbleKindAttr::get(ctx, toIR(bubble->kind)),
+            attrs.f64(bubble->startUs), attrs.f64(bubble->durationUs),
+            attrs.i64(bubble->freeBytes));
+        builder.createBlock(&op.getBody());
+      }
+    });
     return success();
   }
 };
