@@ -1,0 +1,147 @@
+// CUDA backend, device and stream state: error checking, the per-GPU state (streams for setup and
+// communication, event rings, the timing origin, copy buffers, allocations), the per-program-stream
+// state (cudaStream_t, cuBLAS handle, timing events awaiting resolution), GPU-to-GPU channels and the
+// pinned host pool. Private to the CUDA backend's .cu files (CudaBackend.cu, CudaWorkloads.cu).
+#ifndef PFRT_CUDA_DEVICE_H
+#define PFRT_CUDA_DEVICE_H
+
+#include "runtime/Backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pfrt {
+namespace cudabk {
+
+constexpr int64_t kEventRing = 8;   // device events per program event / channel
+constexpr size_t kTimingLag = 2;    // iterations a stream thread may run ahead of its GPU stream
+
+// Throws Error(PFRT_ERROR_BACKEND) naming the call and its source line.
+[[noreturn]] void cudaFail(cudaError_t e, const char *what, const char *file, int line);
+
+#define PFRT_CUDA(call)                                                                            \
+  do {                                                                                             \
+    cudaError_t pfrt_e_ = (call);                                                                  \
+    if (pfrt_e_ != cudaSuccess)                                                                    \
+      cudaFail(pfrt_e_, #call, __FILE__, __LINE__);                                                          \
+  } while (0)
+
+#define PFRT_CUBLAS(call)                                                                          \
+  do {                                                                                             \
+    cublasStatus_t pfrt_s_ = (call);                                                               \
+    if (pfrt_s_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      throw Error(PFRT_ERROR_BACKEND, std::string("cuBLAS error in ") + #call + ": " +             \
+                                          cublasGetStatusName(pfrt_s_));                           \
+  } while (0)
+
+// Kernel launches report errors lazily; check right after enqueuing.
+#define PFRT_CUDA_LAUNCHED() PFRT_CUDA(cudaGetLastError())
+
+// Restores the calling thread's current device.
+class DeviceGuard {
+public:
+  explicit DeviceGuard(int gpu) {
+    cudaGetDevice(&saved_);
+    if (saved_ != gpu)
+      PFRT_CUDA(cudaSetDevice(gpu));
+  }
+  ~DeviceGuard() { cudaSetDevice(saved_); }
+
+private:
+  int saved_ = 0;
+};
+
+struct GpuDevice {
+  uint32_t device = 0; // program device
+  int gpu = 0;         // CUDA ordinal
+  int prioLeast = 0, prioGreatest = 0;
+  cudaStream_t setup = nullptr; // allocations made outside the stream threads
+  // Sends run here, ordered after the sending stream's earlier work by `fork`,
+  // so the sending stream goes on at once, as the compiler's simulation
+  // assumes (a transfer occupies a link, not the main stream).
+  cudaStream_t comm = nullptr;
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t base = nullptr;   // timing origin
+  double baseHostUs = 0;
+  // Calibrated GEMM chain of the main job.
+  int bigDim = 2048, smallDim = 512;
+  double bigUs = 0, smallUs = 0;
+  float *gemmA = nullptr, *gemmB = nullptr, *gemmC = nullptr;
+  // record/wait events: [event][gen % ring]
+  std::vector<std::vector<cudaEvent_t>> events;
+  // Copy ops: one device and one pinned buffer of the largest copy.
+  uint64_t copyBytes = 0;
+  void *copyDevice = nullptr, *copyHost = nullptr;
+  // Alloc ops.
+  std::mutex buffersMutex;
+  std::map<uint32_t, void *> buffers;
+  std::atomic<uint64_t> minFree{UINT64_MAX};
+
+  void sampleMemory() {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) {
+      uint64_t seen = minFree.load();
+      while (free < seen && !minFree.compare_exchange_weak(seen, free)) {
+      }
+    }
+  }
+};
+
+struct PendingTiming {
+  TimeSlot *slot;
+  cudaEvent_t start, end;
+};
+
+struct CudaStreamState {
+  GpuDevice *dev = nullptr;
+  uint32_t device = 0, stream = 0;
+  bool main = false;
+  cudaStream_t s = nullptr;
+  cublasHandle_t blas = nullptr;
+  int priority = 0;
+  std::vector<cudaEvent_t> pool;
+  cudaEvent_t pendingStart = nullptr;
+  std::vector<PendingTiming> current;
+  std::deque<std::pair<cudaEvent_t, std::vector<PendingTiming>>> inflight;
+
+  // A timing event from the pool (created when the pool is empty).
+  cudaEvent_t take();
+
+  // Waits for one iteration's timing events and converts them to host-clock microseconds.
+  void resolve(std::pair<cudaEvent_t, std::vector<PendingTiming>> &entry);
+};
+
+// Point-to-point between two GPUs of this process.
+struct GpuChannel {
+  std::vector<cudaEvent_t> ring; // on the sender's GPU
+  void *src = nullptr, *dst = nullptr;
+};
+
+// Pinned host buffers reused by size (cudaMallocHost is slow).
+class PinnedPool {
+public:
+  ~PinnedPool();
+  void *get(size_t bytes);
+  void put(void *p, size_t bytes) { free_[bytes].push_back(p); }
+
+private:
+  std::map<size_t, std::vector<void *>> free_;
+};
+
+inline CudaStreamState &streamState(StreamCtx &ctx) {
+  return *static_cast<CudaStreamState *>(ctx.backendData);
+}
+
+} // namespace cudabk
+} // namespace pfrt
+
+#endif // PFRT_CUDA_DEVICE_H
