@@ -412,6 +412,11 @@ void pfrt_options_init(pfrt_options *o) {
   o->enable_fill = 1;
   o->time_scale = 1.0;
   o->stage = -1;
+  o->time_model = PFRT_TIME_MEASURED;
+  o->fill_policy = PFRT_FILL_BOUNDED;
+  o->fill_idle_priority = 1;
+  o->cpu = -1;
+  o->gpu = -1;
 }
 
 pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report **out) {
@@ -428,6 +433,10 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       invalid("time_scale must be > 0");
     if (o.stage < -1)
       invalid("stage must be -1 (all devices) or a device index");
+    if (o.time_model != PFRT_TIME_MEASURED && o.time_model != PFRT_TIME_MODELLED)
+      invalid("unknown time_model " + std::to_string(static_cast<int>(o.time_model)));
+    if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED)
+      invalid("unknown fill_policy " + std::to_string(static_cast<int>(o.fill_policy)));
     pfrt::ProgramInfo info = pfrt::validate(pr);
     pfrt::RunConfig cfg;
     cfg.backend = o.backend;
@@ -441,6 +450,11 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.computeFn = o.compute_fn;
     cfg.computeUser = o.compute_user;
     cfg.verbose = o.verbose != 0;
+    cfg.modelledTime = o.time_model == PFRT_TIME_MODELLED;
+    cfg.fillBounded = o.fill_policy == PFRT_FILL_BOUNDED;
+    cfg.fillIdlePriority = o.fill_idle_priority != 0;
+    cfg.cpu = o.cpu;
+    cfg.gpu = o.gpu;
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();
@@ -489,6 +503,20 @@ pfrt_status pfrt_report_get_stats(const pfrt_report *r, pfrt_report_stats *s) {
     s->overrun_us = d.overrunUs;
     s->switch_latency_us_mean = d.switchLatencyMeanUs;
     s->jobs = static_cast<uint32_t>(d.jobs.size());
+    s->time_measured = d.measuredTime ? 1 : 0;
+    s->real_iteration_us_mean = d.realIterationUsMean;
+    s->switch_latency_us_p50 = d.switchIdleP50Us;
+    s->switch_latency_us_p99 = d.switchIdleP99Us;
+    s->switch_latency_count = d.switchIdleCount;
+    s->fill_us_run = d.fillUsRun;
+    for (const pfrt::RunResult::Job &j : d.jobs) {
+      s->chunks_run += j.chunksRun;
+      s->chunks_deferred += j.chunksDeferred;
+      s->chunks_skipped += j.chunksSkipped;
+      s->chunks_pending += j.chunksPending;
+      s->fill_samples_completed += j.samplesThisRun;
+      s->fill_samples_planned += j.samplesPlanned;
+    }
   });
 }
 

@@ -41,6 +41,13 @@ struct RunConfig {
   pfrt_compute_fn computeFn = nullptr;
   void *computeUser = nullptr;
   bool verbose = false;
+  bool modelledTime = false;     // host: PFRT_TIME_MODELLED
+  bool fillBounded = true;       // PFRT_FILL_BOUNDED
+  bool fillIdlePriority = true;  // host: fill/copy threads at SCHED_IDLE
+  int32_t cpu = -1;              // host, measured: pin real devices' threads here
+  int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0)
+  // Set by the executor before prepare(): per device, true when it is emulated at planned times.
+  std::vector<bool> emulated;
 };
 
 // A point-to-point message as published by a sender.
@@ -84,6 +91,11 @@ struct FillExec {
   bool completes = false;       // passEnd == passes: finishes the batch (checksum / loss)
   double plannedUs = 0;
   double timeScale = 1.0;
+  // Bubble bound (host clock, real us): the chunk's bubble is predicted to end at deadlineUs and
+  // the chunk to take predictedUs. The host checks before starting; CUDA checks on the device
+  // (a chunk whose bubble ended by the time the fill stream reaches it returns at once).
+  bool bounded = false;
+  double deadlineUs = 0, predictedUs = 0;
 };
 
 // State of one batch in flight between chunks. save() returns the checkpoint layout shared by all
@@ -160,6 +172,14 @@ public:
   virtual void syncStream(StreamCtx &ctx) = 0;
   // After all threads joined: every slot is resolved.
   virtual void finish() = 0;
+  // The stream's current time on the host clock (host: its intended time if that is later).
+  virtual double streamNowUs(StreamCtx &ctx) {
+    (void)ctx;
+    return hostNowUs();
+  }
+  // True when the backend decides on the host whether a chunk fits its bubble (host); false when
+  // the device enforces it (CUDA: the enqueueing thread runs ahead of the GPU).
+  virtual bool boundsOnHost() const { return true; }
   // How far (real us) the threads lagged behind the modelled clock at worst (host backend).
   virtual double lagUs() const { return 0; }
   // Measured minimum free device memory, or false when the backend does not measure it.

@@ -4,7 +4,9 @@
 #include "proto/stream_program.pb.h"
 
 #include <algorithm>
+#include <cmath>
 #include <climits>
+#include <deque>
 #include <cstdint>
 #include <chrono>
 #include <cstdio>
@@ -68,9 +70,75 @@ struct Flight {
   std::unique_ptr<BatchData> data;
 };
 
+// One planned chunk's work: passes [passBegin, passEnd) of the batch at sampleBegin.
+struct Executor::WorkItem {
+  uint64_t sampleBegin = 0;
+  uint32_t batch = 0, passBegin = 0, passEnd = 0;
+  double plannedUs = 0;
+  bool weightsStreamed = false, activationsHost = false;
+  uint64_t peakBytes = 0;
+};
+
+namespace {
+
+// Predicts a chunk's time (planned microseconds) for the bubble bound. It starts from the plan and
+// is corrected online from the measured times of the job's chunks on this device:
+// - chunks of the same shape (passes, batch) seen before: the larger of 1.05 x their median and
+//   their 90th percentile over the last 32 runs (with fewer than 5 runs: the larger of FreeRide's
+//   1.2 x median and the worst run), so a steady chunk gets a tight margin and a noisy one a
+//   margin that covers its tail;
+// - a new shape of a job already measured: the plan scaled by the 90th percentile of the job's
+//   measured/planned ratios;
+// - nothing measured yet: the plan.
+class ChunkPredictor {
+public:
+  double predict(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs) const {
+    auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
+    if (it != byShape_.end() && !it->second.empty()) {
+      std::vector<double> v(it->second.begin(), it->second.end());
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      const double median = 0.5 * (v[(n - 1) / 2] + v[n / 2]);
+      if (n < 5)
+        return std::max(1.2 * median, v.back());
+      const size_t q = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1;
+      return std::max(1.05 * median, v[q]);
+    }
+    if (!ratios_.empty() && plannedUs > 0) {
+      std::vector<double> v(ratios_.begin(), ratios_.end());
+      std::sort(v.begin(), v.end());
+      const size_t q = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(v.size()))) - 1;
+      return plannedUs * v[q];
+    }
+    return plannedUs;
+  }
+  void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
+           double measuredUs) {
+    auto &d = byShape_[std::make_tuple(passBegin, passEnd, batch)];
+    d.push_back(measuredUs);
+    if (d.size() > kWindow)
+      d.pop_front();
+    if (plannedUs > 0) {
+      ratios_.push_back(measuredUs / plannedUs);
+      if (ratios_.size() > kWindow)
+        ratios_.pop_front();
+    }
+  }
+
+private:
+  static constexpr size_t kWindow = 32;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::deque<double>> byShape_;
+  std::deque<double> ratios_;
+};
+
+} // namespace
+
 struct Executor::DeviceJob {
   std::unique_ptr<JobData> data;
   std::map<uint64_t, Flight> flights; // by absolute sample begin
+  // Work deferred by the bubble bound, in plan order; runs before newer work of the job.
+  std::deque<WorkItem> backlog;
+  ChunkPredictor predictor;
 };
 
 struct Executor::JobRun {
@@ -78,7 +146,17 @@ struct Executor::JobRun {
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
+  std::atomic<uint64_t> chunksDeferred{0};
   std::map<uint32_t, DeviceJob> devices;
+};
+
+// When each bubble of a device began and ended on its main stream (host clock), per iteration.
+struct Executor::BubbleClock {
+  std::mutex m;
+  std::condition_variable cv;
+  std::map<std::pair<uint32_t, int64_t>, std::pair<double, double>> times; // -> (begin, end|-1)
+  std::pair<uint32_t, int64_t> open{0, -1};
+  std::map<uint32_t, double> plannedUs; // bubble id -> planned duration
 };
 
 Executor::Executor(const Program &program, const ProgramInfo &info, const RunConfig &config)
@@ -109,6 +187,50 @@ void Executor::fail(const Error &error) {
     std::lock_guard<std::mutex> lock(cpMutex_);
     cpCv_.notify_all();
   }
+  for (auto &bc : bubbleClocks_)
+    if (bc) {
+      std::lock_guard<std::mutex> lock(bc->m);
+      bc->cv.notify_all();
+    }
+}
+
+void Executor::bubbleBegins(uint32_t device, uint32_t bubbleId, int64_t iteration, double nowUs) {
+  BubbleClock &bc = *bubbleClocks_[device];
+  {
+    std::lock_guard<std::mutex> lock(bc.m);
+    if (bc.open.second >= 0)
+      bc.times[bc.open].second = nowUs;
+    bc.times[{bubbleId, iteration}] = {nowUs, -1.0};
+    bc.open = {bubbleId, iteration};
+  }
+  bc.cv.notify_all();
+}
+
+void Executor::mainResumes(uint32_t device, double nowUs) {
+  BubbleClock &bc = *bubbleClocks_[device];
+  {
+    std::lock_guard<std::mutex> lock(bc.m);
+    if (bc.open.second < 0)
+      return;
+    bc.times[bc.open].second = nowUs;
+    bc.open = {0, -1};
+  }
+  bc.cv.notify_all();
+}
+
+double Executor::bubbleDeadline(uint32_t device, uint32_t bubbleId, int64_t iteration) {
+  BubbleClock &bc = *bubbleClocks_[device];
+  std::unique_lock<std::mutex> lock(bc.m);
+  const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
+  // The main stream never waits on fill, so it reaches the bubble marker.
+  bc.cv.wait(lock, [&] { return bc.times.count(key) || abort_.load(); });
+  if (abort_)
+    throw AbortRun{};
+  const std::pair<double, double> &t = bc.times[key];
+  double deadline = t.first + bc.plannedUs[bubbleId] * config_.timeScale;
+  if (t.second >= 0) // main already resumed: the bubble is over
+    deadline = std::min(deadline, t.second);
+  return deadline;
 }
 
 Executor::Channel &Executor::channel(uint32_t src, uint32_t dst, uint32_t tag) {
@@ -165,18 +287,29 @@ void Executor::chooseBackends() {
   host_ = createHostBackend();
   fillOn_.assign(numDevices, false);
   bool fill = config_.fill && !config_.profile;
+  config_.emulated.assign(numDevices, false);
   if (kind == PFRT_BACKEND_HOST) {
     cuda_.reset();
     result_.backend = "host";
-    result_.measuredTime = false;
+    result_.measuredTime = !config_.modelledTime;
     result_.timeScale = config_.timeScale;
+    // Measured time on a machine smaller than the pipeline: replay (one real stage, the others
+    // emulated at their planned times) is the default, so the real stage is measured honestly.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    if (!config_.modelledTime && config_.stage < 0 && numDevices > 1 && numDevices > cores)
+      config_.stage = 0;
+    if (config_.stage >= 0 && numDevices > 1)
+      result_.replayDevice = config_.stage;
     for (uint32_t d = 0; d < numDevices; ++d) {
       backendOf_[d] = host_.get();
       fillOn_[d] = fill && (config_.stage < 0 || static_cast<uint32_t>(config_.stage) == d);
-      if (config_.stage >= 0 && static_cast<uint32_t>(config_.stage) != d)
+      if (config_.stage >= 0 && static_cast<uint32_t>(config_.stage) != d) {
         result_.deviceBackend[d] = "emulated";
+        config_.emulated[d] = true;
+      }
     }
-    result_.replayDevice = -1;
+    if (config_.stage < 0 || numDevices <= 1)
+      result_.replayDevice = -1;
   } else {
     result_.measuredTime = true;
     result_.timeScale = 1.0;
@@ -198,6 +331,7 @@ void Executor::chooseBackends() {
         backendOf_[d] = isReal ? cuda_.get() : host_.get();
         fillOn_[d] = fill && isReal;
         result_.deviceBackend[d] = isReal ? "cuda" : "emulated";
+        config_.emulated[d] = !isReal;
       }
     }
   }
@@ -300,6 +434,22 @@ void Executor::loadCheckpoint() {
         f.data = it->second.data->loadBatch(toVectors(b.tensors()), b.batch());
         it->second.flights[b.sample_begin()] = std::move(f);
       }
+      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
+        WorkItem w;
+        w.sampleBegin = dc.sample_begin();
+        w.batch = dc.batch();
+        w.passBegin = dc.layer_begin();
+        w.passEnd = dc.layer_end();
+        w.plannedUs = dc.planned_us();
+        w.weightsStreamed = dc.weights_streamed();
+        w.activationsHost = dc.activations_on_host();
+        w.peakBytes = dc.peak_bytes();
+        if (w.passEnd <= w.passBegin || w.passEnd > info_.jobs[j].passes || w.batch == 0)
+          throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": job '" +
+                                            program_.jobs[j].name +
+                                            "' has a deferred chunk outside the job's passes");
+        it->second.backlog.push_back(w);
+      }
     }
   }
 }
@@ -338,6 +488,17 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
         if (fl.second.data)
           for (const auto &t : fl.second.data->save())
             b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
+      }
+      for (const WorkItem &w : dj.second.backlog) {
+        pipefill::rt::DeferredChunk *dc = ds->add_deferred();
+        dc->set_sample_begin(w.sampleBegin);
+        dc->set_batch(w.batch);
+        dc->set_layer_begin(w.passBegin);
+        dc->set_layer_end(w.passEnd);
+        dc->set_planned_us(w.plannedUs);
+        dc->set_weights_streamed(w.weightsStreamed);
+        dc->set_activations_on_host(w.activationsHost);
+        dc->set_peak_bytes(w.peakBytes);
       }
     }
   }
@@ -379,60 +540,150 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
   int64_t logical = 0;
   if (!chunkRunsIn(f, ctx.iteration, &logical))
     return; // not this iteration's part of a periodic plan
+  DeviceJob &dj = jr.devices.at(d);
+  // This slot's own planned work, if any.
+  bool hasOwn = false;
+  WorkItem own;
   if (logical < 0) {
     ++jr.chunksSkipped;
-    return;
+  } else {
+    const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
+    if (job.samples && sb >= job.samples) {
+      ++jr.chunksSkipped;
+    } else {
+      own.sampleBegin = sb;
+      own.batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
+                              : f.batch;
+      own.passBegin = f.layer_begin;
+      own.passEnd = f.layer_end;
+      own.plannedUs = f.planned_us;
+      own.weightsStreamed = f.weights_streamed != 0;
+      own.activationsHost = f.activations_on_host != 0;
+      own.peakBytes = f.peak_bytes;
+      hasOwn = true;
+      if (f.layer_begin > 0) {
+        // A continuation needs its batch in flight or queued before it; otherwise the batch was
+        // begun before a resume without its state (or never): nothing to continue.
+        bool known = dj.flights.count(sb) != 0;
+        for (const WorkItem &w : dj.backlog)
+          known = known || w.sampleBegin == sb;
+        if (!known) {
+          ++jr.chunksSkipped;
+          hasOwn = false;
+        } else {
+          auto fl = dj.flights.find(sb);
+          if (fl != dj.flights.end() && dj.backlog.empty() && fl->second.next != f.layer_begin) {
+            ++jr.chunksSkipped;
+            hasOwn = false;
+          }
+        }
+      }
+    }
   }
-  uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
-  if (job.samples && sb >= job.samples) {
-    ++jr.chunksSkipped;
+  if (!hasOwn && dj.backlog.empty())
     return;
+  const bool bound = config_.fillBounded && backend.boundsOnHost();
+  const double deadline = bound ? bubbleDeadline(d, f.bubble_id, ctx.iteration) : 0.0;
+  if (hasOwn)
+    dj.backlog.push_back(own); // behind older deferred work: plan order is kept
+  bool started = false;
+  while (!dj.backlog.empty()) {
+    const WorkItem item = dj.backlog.front();
+    const bool isOwn = hasOwn && dj.backlog.size() == 1;
+    double predicted = -1;
+    if (bound) {
+      predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
+      if (backend.streamNowUs(ctx) + predicted * config_.timeScale > deadline)
+        break; // does not fit what is left of the bubble: wait for a later one
+    } else if (config_.fillBounded) {
+      predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
+    }
+    dj.backlog.pop_front();
+    if (!started) {
+      backend.markStart(ctx, slot);
+      started = true;
+    }
+    execItem(ctx, backend, jr, dj, f.job, item, bound ? deadline : 0.0, predicted, !isOwn, f);
   }
-  uint32_t batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
-                               : f.batch;
-  DeviceJob &dj = jr.devices.at(d);
-  auto found = dj.flights.find(sb);
-  if (f.layer_begin == 0) {
+  if (started)
+    backend.markEnd(ctx, slot);
+  if (hasOwn && !dj.backlog.empty())
+    ++jr.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
+}
+
+bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, DeviceJob &dj, uint32_t job,
+                        const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
+                        const pfrt_fill_chunk_desc &slotChunk) {
+  const uint32_t d = ctx.device;
+  const FillJob &fj = program_.jobs[job];
+  const ProgramInfo::JobInfo &ji = info_.jobs[job];
+  auto found = dj.flights.find(item.sampleBegin);
+  if (item.passBegin == 0) {
     if (found != dj.flights.end())
       throw Error(PFRT_ERROR_INTERNAL, opLocation(program_, d, ctx.stream, 0) +
-                                           ": fill batch at sample " + std::to_string(sb) +
-                                           " begun twice");
+                                           ": fill batch at sample " +
+                                           std::to_string(item.sampleBegin) + " begun twice");
     Flight fl;
     fl.next = 0;
-    fl.batch = batch;
-    found = dj.flights.emplace(sb, std::move(fl)).first;
-  } else if (found == dj.flights.end() || found->second.next != f.layer_begin) {
-    // The batch was begun before a resume without its state (or never): nothing to continue.
+    fl.batch = item.batch;
+    found = dj.flights.emplace(item.sampleBegin, std::move(fl)).first;
+  } else if (found == dj.flights.end() || found->second.next != item.passBegin) {
     ++jr.chunksSkipped;
-    return;
+    return false;
   }
   FillExec ex;
-  ex.job = f.job;
+  ex.job = job;
   ex.device = d;
   ex.shape = &jr.shape;
-  ex.passBegin = f.layer_begin;
-  ex.passEnd = f.layer_end;
+  ex.passBegin = item.passBegin;
+  ex.passEnd = item.passEnd;
   ex.batch = found->second.batch;
-  ex.sampleBegin = sb;
-  ex.weightsStreamed = f.weights_streamed != 0;
-  ex.activationsHost = f.activations_on_host != 0;
-  ex.begins = f.layer_begin == 0;
-  ex.completes = f.layer_end == ji.passes;
-  ex.plannedUs = f.planned_us;
+  ex.sampleBegin = item.sampleBegin;
+  ex.weightsStreamed = item.weightsStreamed;
+  ex.activationsHost = item.activationsHost;
+  ex.begins = item.passBegin == 0;
+  ex.completes = item.passEnd == ji.passes;
+  ex.plannedUs = item.plannedUs;
   ex.timeScale = config_.timeScale;
-  memoryAdd(d, static_cast<int64_t>(f.peak_bytes));
-  backend.markStart(ctx, slot);
+  ex.bounded = config_.fillBounded;
+  ex.deadlineUs = deadlineUs;
+  ex.predictedUs = predictedUs > 0 ? predictedUs * config_.timeScale : 0;
+  const bool hostTimed = backend.boundsOnHost();
+  memoryAdd(d, static_cast<int64_t>(item.peakBytes));
+  const double t0 = hostTimed ? backend.streamNowUs(ctx) : -1;
   dj.data->run(ctx, found->second.data, ex);
-  backend.markEnd(ctx, slot);
-  memoryAdd(d, -static_cast<int64_t>(f.peak_bytes));
+  const double t1 = hostTimed ? backend.streamNowUs(ctx) : -1;
+  memoryAdd(d, -static_cast<int64_t>(item.peakBytes));
   ++jr.chunksRun;
-  found->second.next = f.layer_end;
+  found->second.next = item.passEnd;
   if (ex.completes) {
     jr.samplesThisRun += found->second.batch;
-    if (job.kind == PFRT_FILL_TRAINING)
+    if (fj.kind == PFRT_FILL_TRAINING)
       ++jr.stepsThisRun;
     dj.flights.erase(found);
   }
+  if (hostTimed)
+    dj.predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs,
+                     (t1 - t0) / config_.timeScale);
+  RunResult::ChunkRun cr;
+  cr.device = d;
+  cr.job = job;
+  cr.stream = ctx.stream;
+  cr.bubbleId = slotChunk.bubble_id;
+  cr.iteration = ctx.iteration;
+  cr.passBegin = item.passBegin;
+  cr.passEnd = item.passEnd;
+  cr.batch = item.batch;
+  cr.plannedUs = item.plannedUs;
+  cr.predictedUs = predictedUs;
+  cr.start = t0;
+  cr.end = t1;
+  cr.deferred = deferred;
+  {
+    std::lock_guard<std::mutex> lock(chunkRunsMutex_);
+    result_.chunkRuns.push_back(cr);
+  }
+  return true;
 }
 
 void Executor::streamThread(uint32_t d, uint32_t s) {
@@ -452,6 +703,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
     began = true;
     const size_t nops = st.ops.size();
     const bool participant = fillOn_[d] && info_.devices[d].streamHasFill[s] && cpParticipants_;
+    const bool clocked = st.role == PFRT_STREAM_MAIN && bubbleClocks_[d] != nullptr;
     for (int64_t k = 0; first_ + k < end_; ++k) {
       ctx.iteration = first_ + k;
       const int64_t gen = ctx.iteration;
@@ -463,6 +715,8 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
         ctx.slot = &slot;
         switch (op.kind) {
         case OpKind::Compute:
+          if (clocked)
+            mainResumes(d, backend.streamNowUs(ctx));
           backend.markStart(ctx, slot);
           backend.compute(ctx, op, effectivePlannedUs(dev, op));
           backend.markEnd(ctx, slot);
@@ -522,6 +776,8 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
           break;
         }
         case OpKind::Bubble:
+          if (clocked)
+            bubbleBegins(d, op.bubble.bubble_id, ctx.iteration, backend.streamNowUs(ctx));
           backend.markStart(ctx, slot);
           if (op.bubble.emulate_idle)
             backend.idle(ctx, op.bubble.planned_duration_us);
@@ -599,6 +855,20 @@ RunResult Executor::run() {
     cuda_->prepare(program_, info_, config_, cudaDevices);
 
   setupJobs();
+  bubbleClocks_.clear();
+  bubbleClocks_.resize(numDevices);
+  for (uint32_t d = 0; d < numDevices; ++d)
+    if (fillOn_[d] && config_.fillBounded && backendOf_[d]->boundsOnHost()) {
+      bubbleClocks_[d] = std::make_unique<BubbleClock>();
+      for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
+        if (op.kind == OpKind::Bubble)
+          bubbleClocks_[d]->plannedUs[op.bubble.bubble_id] = op.bubble.planned_duration_us;
+    }
+  result_.fillBounded = config_.fillBounded;
+  result_.boundedOnHost = true;
+  for (uint32_t d = 0; d < numDevices; ++d)
+    if (fillOn_[d] && !backendOf_[d]->boundsOnHost())
+      result_.boundedOnHost = false;
   first_ = 0;
   end_ = config_.iterations;
   loadCheckpoint();
@@ -719,6 +989,15 @@ RunResult Executor::run() {
     out.lossSum = jr.baseLoss;
     out.chunksRun = jr.chunksRun;
     out.chunksSkipped = jr.chunksSkipped;
+    out.chunksDeferred = jr.chunksDeferred;
+    for (auto &dj : jr.devices) {
+      out.chunksPending += dj.second.backlog.size();
+      for (const auto &fl : dj.second.flights)
+        out.samplesPending += fl.second.batch;
+      for (const WorkItem &w : dj.second.backlog)
+        if (w.passBegin == 0)
+          out.samplesPending += w.batch;
+    }
     for (auto &dj : jr.devices) {
       JobData::Accum a = dj.second.data->accumulators();
       out.checksum += a.checksum;

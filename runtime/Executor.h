@@ -48,11 +48,29 @@ struct RunResult {
     uint64_t steps = 0;
     double checksum = 0, lossSum = 0, weightsChecksum = 0;
     uint64_t chunksRun = 0, chunksSkipped = 0;
+    // Bubble bound: chunks deferred at least once to a later bubble; still waiting at the end
+    // (in the checkpoint); samples of batches begun or queued but not finished at the end.
+    uint64_t chunksDeferred = 0, chunksPending = 0, samplesPending = 0;
   };
   std::vector<Job> jobs;
   bool resumed = false;
   std::string checkpointPath;
   double hostLagUs = 0; // real us the host threads lagged behind the modelled clock at worst
+  bool fillBounded = true;
+  bool boundedOnHost = true; // false: the device enforces the bound (CUDA)
+
+  // One fill work item (a planned chunk, possibly run in a later bubble than planned).
+  struct ChunkRun {
+    uint32_t device = 0, job = 0, stream = 0, op = 0; // the FillChunkOp slot it ran in
+    uint32_t bubbleId = 0;
+    int64_t iteration = 0;          // absolute loop index it ran in
+    uint32_t passBegin = 0, passEnd = 0, batch = 0;
+    double plannedUs = 0;           // the plan's time for the chunk
+    double predictedUs = -1;        // planned us the bound used (-1: unbounded)
+    double start = -1, end = -1;    // host clock (real us); -1 when the device timed it
+    bool deferred = false;          // planned for an earlier bubble
+  };
+  std::vector<ChunkRun> chunkRuns; // host-timed executions, in completion order per stream
 };
 
 class Executor {
@@ -74,6 +92,8 @@ private:
   struct Channel;
   struct DeviceJob;
   struct JobRun;
+  struct WorkItem;
+  struct BubbleClock;
   class ChannelPublisher;
 
   void chooseBackends();
@@ -83,6 +103,15 @@ private:
   void planSamples();
   void streamThread(uint32_t device, uint32_t stream);
   void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
+  // Runs one work item; false when it cannot run (its batch's state is gone: skipped).
+  bool execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, DeviceJob &dj, uint32_t job,
+                const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
+                const pfrt_fill_chunk_desc &slotChunk);
+  // Main stream side of the bubble clock.
+  void bubbleBegins(uint32_t device, uint32_t bubbleId, int64_t iteration, double nowUs);
+  void mainResumes(uint32_t device, double nowUs);
+  // Fill side: waits until the bubble has begun; returns its predicted end (host clock).
+  double bubbleDeadline(uint32_t device, uint32_t bubbleId, int64_t iteration);
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
   void fail(const Error &error);
   void memoryAdd(uint32_t device, int64_t bytes);
@@ -101,6 +130,8 @@ private:
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::unique_ptr<Channel>> channels_;
   std::vector<std::unique_ptr<JobRun>> jobs_;
   std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes
+  std::vector<std::unique_ptr<BubbleClock>> bubbleClocks_; // per device
+  std::mutex chunkRunsMutex_;
 
   int64_t first_ = 0, end_ = 0;
 

@@ -1,18 +1,22 @@
 // Host backend: a thread per stream, condition variables as events (in the executor), in-process
 // channels for send/recv, CPU BLAS for the fill workloads.
 //
-// Timing model: the host backend MODELS main-job time instead of measuring hardware. A ComputeOp,
-// a send's transfer, a copy and an idle bubble last their planned duration on a scaled clock
-// (planned_us * time_scale real microseconds), so many stage threads share 2 cores without
-// distorting each other. Each stream thread carries its *intended* time: an op ends at
-// intended + duration, and the thread sleeps until then. Waits and receives move the intended time
-// to the record's / send's intended time. The timeline records these modelled times for modelled
-// ops, so a loaded host never distorts the main job's schedule; how far the threads really lagged
-// behind the model is reported as lag. Fill chunks run their real kernels (small dimensions) and
-// are timed on the real clock (the fill stream's intended time catches up with the clock after
-// each). GEMM_CHAIN fill layers spin real GEMMs until their planned time has elapsed on the scaled
-// clock; a chunk made only of them is a calibrated stand-in and is modelled like main compute.
-// Reports divide by time_scale.
+// Two time models (pfrt_time_model):
+// - MEASURED (default): a device that runs for real executes its main-stage compute as real CPU
+//   work (host::runWorkUnits, calibrated once per process to the planned time) timed on the
+//   clock; fill chunks (including GEMM_CHAIN stand-ins, as calibrated work units) are real and
+//   timed on the clock. Sends, receives, copies and self-idling bubbles stay MODELLED at their
+//   planned times; a device emulated in replay mode runs entirely at its planned times.
+// - MODELLED (fast, for tests): main compute, transfers, copies and idle bubbles last exactly
+//   their planned duration on a scaled clock; only fill kernels are real.
+//
+// Each stream thread carries its *intended* time: a modelled op ends at intended + duration and the
+// thread sleeps until then; waits and receives move the intended time to the record's / send's
+// intended time; real work starts no earlier than the intended time and moves it to the clock when
+// it ends. The timeline records intended times for modelled ops and clock times for real work, so
+// a loaded host never distorts the modelled parts; how far threads lagged behind the model is
+// reported as lag. In MODELLED mode a fill chunk made only of GEMM_CHAIN layers is a modelled
+// stand-in (planned time on the scaled clock). Reports divide by time_scale.
 #include "runtime/Backend.h"
 #include "runtime/HostKernels.h"
 
@@ -24,6 +28,12 @@
 #include <tuple>
 #include <cstring>
 #include <thread>
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace pfrt {
 namespace {
@@ -62,7 +72,7 @@ public:
 
 class HostJobData : public JobData {
 public:
-  explicit HostJobData(const JobShape &shape) : shape_(shape) {
+  HostJobData(const JobShape &shape, bool measured) : shape_(shape), measured_(measured) {
     for (uint32_t l = 0; l < shape.numLayers(); ++l)
       weights_.push_back(initLayerWeights(shape, l));
   }
@@ -72,7 +82,7 @@ public:
     const uint32_t L = shape_.numLayers();
     // A chunk of calibrated stand-ins only is modelled like main compute (planned time on the
     // scaled clock from the stream's intended time); real layers are timed on the real clock.
-    bool allChain = true;
+    bool allChain = !measured_;
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
       if (shape_.layers[p < L ? p : 2 * L - 1 - p].kind != PFRT_LAYER_GEMM_CHAIN)
         allChain = false;
@@ -80,7 +90,10 @@ public:
       st.realWork = true;
     auto standIn = [&](const LayerShape &ls, double plannedUs) {
       const double us = plannedUs * ex.timeScale;
-      if (allChain) {
+      if (measured_) {
+        // A fixed amount of calibrated work: contention makes it take longer, as it would.
+        host::runWorkUnits(host::workUnitsFor(us));
+      } else if (allChain) {
         st.intended += us;
         emulateUntil(ls, st.intended);
       } else {
@@ -230,6 +243,7 @@ private:
   }
 
   JobShape shape_;
+  bool measured_ = false;
   std::vector<std::vector<std::vector<float>>> weights_; // [layer][tensor]
   std::vector<float> chainA_, chainB_, chainC_;
   double checksum_ = 0, lossSum_ = 0;
@@ -238,7 +252,7 @@ private:
 class HostBackend : public Backend {
 public:
   std::string name() const override { return "host"; }
-  bool measuresTime() const override { return false; }
+  bool measuresTime() const override { return !config_.modelledTime; }
 
   void prepare(const Program &program, const ProgramInfo &info, const RunConfig &config,
                const std::vector<uint32_t> &devices) override {
@@ -249,6 +263,8 @@ public:
     for (const ProgramInfo::DeviceInfo &d : info.devices)
       waiters_.push_back(d.eventWaiters);
     host::initBlas();
+    if (!config_.modelledTime)
+      host::workUnitUs(); // calibrate before the clock starts (once per process)
     start_ = hostNowUs();
   }
   void begin(double originUs) override { start_ = originUs; }
@@ -256,6 +272,21 @@ public:
     auto *state = new HostStreamState;
     state->intended = start_;
     ctx.backendData = state;
+    const bool real = isReal(ctx.device);
+    if (real && config_.cpu >= 0) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(config_.cpu, &set);
+      if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+        throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                    "cannot pin stream threads to CPU " + std::to_string(config_.cpu));
+    }
+    if (ctx.s->role != PFRT_STREAM_MAIN && config_.fillIdlePriority) {
+      // The lowest scheduling class: runs only when main has nothing to run on the core.
+      sched_param param{};
+      if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0)
+        setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+    }
   }
   void threadEnd(StreamCtx &ctx) override {
     delete static_cast<HostStreamState *>(ctx.backendData);
@@ -292,7 +323,18 @@ public:
                         plannedUs, nullptr);
       return;
     }
+    if (isReal(ctx.device)) {
+      HostStreamState &st = state(ctx);
+      sleepUntilUs(st.intended); // inputs are (modelled to be) there
+      st.realStart = std::max(st.realStart, hostNowUs());
+      st.realWork = true;
+      host::runWorkUnits(host::workUnitsFor(plannedUs * config_.timeScale));
+      return;
+    }
     hold(ctx, plannedUs);
+  }
+  double streamNowUs(StreamCtx &ctx) override {
+    return std::max(hostNowUs(), state(ctx).intended);
   }
   void idle(StreamCtx &ctx, double plannedUs) override { hold(ctx, plannedUs); }
   void record(StreamCtx &ctx, uint32_t event, int64_t gen) override {
@@ -328,14 +370,19 @@ public:
   void copy(StreamCtx &ctx, const Op &, double plannedUs) override { hold(ctx, plannedUs); }
   void alloc(StreamCtx &, const Op &) override {}
   void free(StreamCtx &, const Op &) override {}
-  std::unique_ptr<JobData> createJob(uint32_t, uint32_t, const JobShape &shape) override {
-    return std::make_unique<HostJobData>(shape);
+  std::unique_ptr<JobData> createJob(uint32_t device, uint32_t, const JobShape &shape) override {
+    return std::make_unique<HostJobData>(shape, isReal(device));
   }
   void iterationEnd(StreamCtx &) override {}
   void syncStream(StreamCtx &) override {}
   void finish() override {}
 
 private:
+  // The device runs real main compute (measured time model, not emulated).
+  bool isReal(uint32_t device) const {
+    return !config_.modelledTime &&
+           !(device < config_.emulated.size() && config_.emulated[device]);
+  }
   static HostStreamState &state(StreamCtx &ctx) {
     return *static_cast<HostStreamState *>(ctx.backendData);
   }

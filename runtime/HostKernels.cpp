@@ -1,6 +1,7 @@
 #include "runtime/HostKernels.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 
@@ -16,6 +17,49 @@ namespace host {
 void initBlas() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+namespace {
+constexpr int kWorkDim = 96;
+struct WorkBuffers {
+  std::vector<float> a, b, c;
+  WorkBuffers()
+      : a(size_t(kWorkDim) * kWorkDim, 0.001f), b(size_t(kWorkDim) * kWorkDim, 0.002f),
+        c(size_t(kWorkDim) * kWorkDim, 0.0f) {}
+};
+double nowUs() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+} // namespace
+
+void runWorkUnits(long units) {
+  thread_local WorkBuffers w;
+  for (long i = 0; i < units; ++i)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kWorkDim, kWorkDim, kWorkDim, 1.0f,
+                w.a.data(), kWorkDim, w.b.data(), kWorkDim, 0.0f, w.c.data(), kWorkDim);
+}
+
+double workUnitUs() {
+  static const double unit = [] {
+    initBlas();
+    runWorkUnits(20); // warm-up (page faults, BLAS dispatch)
+    double best = 1e30;
+    for (int trial = 0; trial < 9; ++trial) {
+      const int reps = 40;
+      double t0 = nowUs();
+      runWorkUnits(reps);
+      best = std::min(best, (nowUs() - t0) / reps);
+    }
+    return std::max(best, 0.05);
+  }();
+  return unit;
+}
+
+long workUnitsFor(double us) {
+  if (!(us > 0))
+    return 0;
+  return std::max(1L, std::lround(us / workUnitUs()));
 }
 
 void gemm(bool naive, bool transA, bool transB, int M, int N, int K, float alpha, const float *A,

@@ -14,6 +14,15 @@ namespace host {
 // Makes the BLAS single-threaded (each stream is a thread already). Idempotent.
 void initBlas();
 
+// Main-stage compute of the host backend's measured time model: a fixed unit of CPU work (one
+// 96^3 sgemm on thread-local buffers). workUnitUs() is calibrated once per process (the fastest of
+// several timed trials, i.e. the uncontended speed) and cached, so every run in the process turns
+// a planned time into the same number of units: runs with and without fill do identical work.
+double workUnitUs();
+// Units that make up `us` real microseconds at the calibrated speed (at least 1 when us > 0).
+long workUnitsFor(double us);
+void runWorkUnits(long units);
+
 // Row-major C = alpha * op(A) * op(B) + beta * C with op(A): M x K, op(B): K x N.
 void gemm(bool naive, bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
           int lda, const float *B, int ldb, float beta, float *C, int ldc);

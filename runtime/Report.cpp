@@ -3,6 +3,7 @@
 #include "runtime/Json.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -45,6 +46,13 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("program", r.programName);
   w.value("backend", r.backend);
   w.value("time_model", r.measuredTime ? "measured" : "modelled");
+  // What each kind of number is (docs/runtime.md, "Labels").
+  w.beginObject("labels");
+  w.value("main_compute", r.measuredTime ? "measured" : "modelled");
+  w.value("transfers_and_copies", r.backend == "host" ? "modelled" : "measured");
+  w.value("emulated_devices", "planned");
+  w.value("fill_chunks", "measured");
+  w.endObject();
   w.value("time_scale", r.timeScale);
   if (r.replayDevice >= 0)
     w.value("replay_device", r.replayDevice);
@@ -60,6 +68,7 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("planned_iteration_us", r.plannedIterationUs);
   w.value("iteration_us_mean", r.iterationUsMean);
   w.numbers("iteration_us", r.iterationUs);
+  w.value("real_iteration_us_mean", r.realIterationUsMean);
   w.value("slowdown_vs_planned",
           r.plannedIterationUs > 0 && r.iterations ? r.iterationUsMean / r.plannedIterationUs - 1
                                                    : 0.0);
@@ -79,12 +88,43 @@ void writeJson(ReportData &r, const Program &program) {
     w.null("switch_latency_us_mean");
     w.null("switch_latency_us_max");
   }
+  w.beginObject("switch_latency_idle_fill");
+  w.value("count", r.switchIdleCount);
+  if (r.switchIdleCount) {
+    w.value("p50_us", r.switchIdleP50Us);
+    w.value("p99_us", r.switchIdleP99Us);
+  } else {
+    w.null("p50_us");
+    w.null("p99_us");
+  }
+  w.endObject();
+  {
+    uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
+    for (const RunResult::Job &j : r.jobs) {
+      run += j.chunksRun;
+      deferred += j.chunksDeferred;
+      skipped += j.chunksSkipped;
+      pending += j.chunksPending;
+    }
+    w.beginObject("fill_bound");
+    w.value("policy", r.fillBounded ? "bounded" : "unbounded");
+    w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
+    w.value("chunks_run", run);
+    w.value("chunks_deferred", deferred);
+    w.value("chunks_skipped", skipped);
+    w.value("chunks_pending", pending);
+    w.value("fill_us_run", r.fillUsRun);
+    w.value("overrun_us", r.overrunUs);
+    w.value("overrun_fraction_of_fill", r.fillUsRun > 0 ? r.overrunUs / r.fillUsRun : 0.0);
+    w.endObject();
+  }
   w.beginArray("devices");
   for (const DeviceReport &d : r.devices) {
     w.beginObject();
     w.value("device", d.device);
     w.value("stage", d.stage);
     w.value("backend", d.backend);
+    w.value("time_source", d.timeSource);
     w.value("fill", d.fill);
     w.value("planned_iteration_us", d.plannedIterationUs);
     w.value("iteration_us_mean", d.iterationUsMean);
@@ -120,8 +160,9 @@ void writeJson(ReportData &r, const Program &program) {
       w.value("planned_start_us", b.plannedStartUs);
       w.value("planned_us", b.plannedUs);
       w.value("free_bytes", b.freeBytes);
-      w.value("measured_us_mean", b.measuredMeanUs);
-      w.numbers("measured_us", b.measuredUs);
+      // The main-stream gap, in the device's time_source.
+      w.value("gap_us_mean", b.measuredMeanUs);
+      w.numbers("gap_us", b.measuredUs);
       w.value("start_us_mean", b.startMeanUs);
       w.value("planned_fill_us", b.plannedFillUs);
       w.value("fill_us_mean", b.fillUsMean);
@@ -155,7 +196,10 @@ void writeJson(ReportData &r, const Program &program) {
       w.value("weights_checksum", job.weightsChecksum);
     }
     w.value("chunks_run", job.chunksRun);
+    w.value("chunks_deferred", job.chunksDeferred);
     w.value("chunks_skipped", job.chunksSkipped);
+    w.value("chunks_pending", job.chunksPending);
+    w.value("samples_pending", job.samplesPending);
     w.value("divisor", job.shape.divisor);
     w.endObject();
   }
@@ -171,38 +215,79 @@ void writeJson(ReportData &r, const Program &program) {
 
 void writeSummary(ReportData &r) {
   std::ostringstream os;
-  os << "pipefill-run: program '" << r.programName << "', backend " << r.backend << " ("
-     << (r.measuredTime ? "measured time" : "modelled time, time_scale " + fmt("%g", r.timeScale))
-     << "), " << r.devices.size() << " device(s), " << r.iterations << " iteration(s)";
+  const char *column = r.measuredTime ? "measured" : "modelled";
+  size_t emulated = 0;
+  for (const DeviceReport &d : r.devices)
+    emulated += d.timeSource == "emulated";
+  os << "pipefill-run: program '" << r.programName << "', backend " << r.backend << ", "
+     << r.devices.size() << " device(s), " << r.iterations << " iteration(s)";
   if (r.firstIteration > 0)
     os << " resumed at iteration " << r.firstIteration;
   if (!r.fillEnabled)
     os << (r.profileMode ? ", profile mode (no fill)" : ", fill disabled");
   os << "\n";
+  if (r.measuredTime && r.backend == "host")
+    os << "  time: measured (main compute real CPU work timed on the clock; sends, receives and "
+          "copies modelled at planned times";
+  else if (r.measuredTime)
+    os << "  time: measured (device events";
+  else
+    os << "  time: MODELLED (main compute, transfers and copies last their planned times; only "
+          "fill kernels are real";
+  if (r.timeScale != 1.0)
+    os << "; time_scale " << fmt("%g", r.timeScale);
+  os << ")\n";
+  if (emulated)
+    os << "  replay: device " << r.replayDevice << " runs for real, " << emulated
+       << " device(s) emulated at their planned times\n";
   if (r.hostLagUs > 1000 && r.hostLagUs > 0.05 * r.plannedIterationUs)
     os << "  note: host threads lagged up to " << fmt("%.0f", r.hostLagUs)
        << " us behind the modelled clock (loaded machine); fill timings are affected\n";
   char line[256];
-  auto row = [&](const char *name, const std::string &planned, const std::string &measured,
+  auto row = [&](const char *name, const std::string &planned, const std::string &observed,
                  const std::string &note) {
     std::snprintf(line, sizeof line, "  %-28s %14s %14s  %s\n", name, planned.c_str(),
-                  measured.c_str(), note.c_str());
+                  observed.c_str(), note.c_str());
     os << line;
   };
-  row("", "planned", "measured", "");
+  row("", "planned", column, "");
   std::string delta;
   if (r.plannedIterationUs > 0 && r.iterations)
     delta = fmt("%+.2f%%", 100.0 * (r.iterationUsMean / r.plannedIterationUs - 1));
   row("iteration time (us)", fmt("%.1f", r.plannedIterationUs), fmt("%.1f", r.iterationUsMean),
       delta);
+  if (emulated)
+    row("real-stage iteration (us)", "-", fmt("%.1f", r.realIterationUsMean),
+        "main stream of the device that ran for real");
   row("bubble time / iteration (us)", fmt("%.1f", r.plannedBubbleUsPerIteration),
       fmt("%.1f", r.bubbleUsPerIteration), "main-stream gaps, all devices");
   row("fill work / iteration (us)", fmt("%.1f", r.plannedFillUsPerIteration),
-      fmt("%.1f", r.fillUsPerIteration), "");
-  row("overruns", "0", std::to_string(r.overrunCount), fmt("%.1f us total", r.overrunUs));
-  if (r.switchLatencyMeanUs >= 0)
-    row("bubble switch latency (us)", "-", fmt("%.1f", r.switchLatencyMeanUs),
-        fmt("max %.1f", r.switchLatencyMaxUs));
+      fmt("%.1f", r.fillUsPerIteration), "fill chunks timed on the clock");
+  row("overruns", "0", std::to_string(r.overrunCount),
+      fmt("%.1f us total", r.overrunUs) +
+          (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
+                           : std::string()));
+  {
+    uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
+    for (const RunResult::Job &j : r.jobs) {
+      run += j.chunksRun;
+      deferred += j.chunksDeferred;
+      skipped += j.chunksSkipped;
+      pending += j.chunksPending;
+    }
+    if (r.fillEnabled)
+      row("fill chunks run", "-", std::to_string(run),
+          std::to_string(deferred) + " deferred, " + std::to_string(skipped) + " skipped, " +
+              std::to_string(pending) + " pending (" +
+              (!r.fillBounded       ? std::string("unbounded")
+               : r.boundedOnHost    ? std::string("bubble-bound")
+                                    : std::string("bubble-bound on the device")) +
+              ")");
+  }
+  if (r.switchIdleCount)
+    row("bubble switch latency (us)", "-", fmt("p50 %.1f", r.switchIdleP50Us),
+        fmt("p99 %.1f", r.switchIdleP99Us) + ", " + std::to_string(r.switchIdleCount) +
+            " bubbles with an idle fill stream");
   for (const RunResult::Job &j : r.jobs) {
     std::string name = "job " + j.name;
     if (name.size() > 28)
@@ -226,7 +311,9 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
   p.set_iteration_us(r.iterationUsMean);
   p.set_planned_iteration_us(r.plannedIterationUs);
   p.set_replay_device(r.replayDevice);
+  p.set_time_model(r.measuredTime ? "measured" : "modelled");
   for (const DeviceReport &dr : r.devices) {
+    const bool measured = dr.timeSource == "measured";
     const Device &dev = program.devices[dr.device];
     const Stream &main = dev.streams[info.devices[dr.device].mainStream];
     pipefill::rt::MeasuredStage *st = p.add_stages();
@@ -235,7 +322,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     st->set_iteration_us(dr.iterationUsMean);
     st->set_memory_bytes(dr.memoryBytes);
     st->set_min_free_bytes(dr.minFreeKnown ? dr.minFreeBytes : 0);
-    st->set_measured(run.deviceBackend[dr.device] != "emulated");
+    st->set_measured(measured);
     std::map<int, std::pair<double, int>> byKind;
     const size_t n = dr.mainOps.size();
     const size_t from = n > 1 ? 1 : 0;
@@ -259,13 +346,19 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       mi->set_microbatch(op.microbatch);
       mi->set_chunk(op.chunk);
       mi->set_planned_us(effectivePlannedUs(dev, op));
-      mi->set_measured_us(cnt ? dur / cnt : 0);
+      mi->set_measured(measured);
+      if (measured)
+        mi->set_measured_us(cnt ? dur / cnt : 0);
+      else
+        mi->set_modelled_us(cnt ? dur / cnt : 0);
       mi->set_start_us(cnt ? start / cnt : 0);
       auto &acc = byKind[op.compute];
       acc.first += dur;
       acc.second += cnt;
     }
     auto mean = [&](pfrt_compute_kind k) {
+      if (!measured)
+        return 0.0; // only measured means feed the compiler
       auto it = byKind.find(k);
       return it == byKind.end() || !it->second.second ? 0.0
                                                        : it->second.first / it->second.second;
@@ -281,10 +374,66 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       mb->set_bubble_id(b.bubbleId);
       mb->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(b.kind));
       mb->set_planned_us(b.plannedUs);
-      mb->set_measured_us(b.measuredMeanUs);
+      mb->set_measured(measured);
+      if (measured)
+        mb->set_measured_us(b.measuredMeanUs);
+      else
+        mb->set_modelled_us(b.measuredMeanUs);
       mb->set_start_us(b.startMeanUs);
       mb->set_planned_free_bytes(b.freeBytes);
     }
+  }
+  // Fill-layer costs: each host-timed chunk's time is split over its passes in proportion to
+  // their planned costs; per (job name, layer) the estimate is the sample-weighted mean.
+  struct Acc {
+    double planned = 0, plannedBack = 0, fwd = 0, back = 0, fwdSamples = 0, backSamples = 0;
+  };
+  std::map<std::pair<std::string, uint32_t>, Acc> layers;
+  const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
+  for (const RunResult::ChunkRun &c : run.chunkRuns) {
+    if (c.start < 0 || c.end < c.start || c.batch == 0)
+      continue;
+    const RunResult::Job &job = run.jobs[c.job];
+    const uint32_t L = job.shape.numLayers();
+    // A chunk of GEMM_CHAIN stand-ins in the modelled time model lasts its planned time: skip.
+    bool allChain = true;
+    double plannedSum = 0;
+    for (uint32_t q = c.passBegin; q < c.passEnd; ++q) {
+      const LayerShape &ls = job.shape.layers[q < L ? q : 2 * L - 1 - q];
+      allChain = allChain && ls.kind == PFRT_LAYER_GEMM_CHAIN;
+      plannedSum += (q < L ? ls.usPerSample : ls.backwardUsPerSample) * c.batch;
+    }
+    if ((allChain && !r.measuredTime) || plannedSum <= 0)
+      continue;
+    const double ratio = (c.end - c.start) / scale / plannedSum;
+    const std::string name = job.name.substr(0, job.name.rfind('@'));
+    for (uint32_t q = c.passBegin; q < c.passEnd; ++q) {
+      const uint32_t l = q < L ? q : 2 * L - 1 - q;
+      const LayerShape &ls = job.shape.layers[l];
+      Acc &a = layers[{name, l}];
+      a.planned = ls.usPerSample;
+      a.plannedBack = job.kind == PFRT_FILL_TRAINING ? ls.backwardUsPerSample : 0;
+      if (q < L) {
+        a.fwd += ratio * ls.usPerSample * c.batch;
+        a.fwdSamples += c.batch;
+      } else {
+        a.back += ratio * ls.backwardUsPerSample * c.batch;
+        a.backSamples += c.batch;
+      }
+    }
+  }
+  for (const auto &kv : layers) {
+    const Acc &a = kv.second;
+    pipefill::rt::MeasuredFillLayer *fl = p.add_fill_layers();
+    fl->set_job(kv.first.first);
+    fl->set_layer(kv.first.second);
+    fl->set_planned_us_per_sample(a.planned);
+    fl->set_measured_us_per_sample(a.fwdSamples ? a.fwd / a.fwdSamples : 0);
+    fl->set_planned_backward_us_per_sample(a.plannedBack);
+    fl->set_measured_backward_us_per_sample(a.backSamples ? a.back / a.backSamples : 0);
+    fl->set_samples(static_cast<uint64_t>(a.fwdSamples));
+    fl->set_measured(a.fwdSamples > 0);
+    fl->set_max_dim(r.maxDim);
   }
 }
 
@@ -306,6 +455,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
   r.jobs = run.jobs;
   r.resumed = run.resumed;
   r.checkpointPath = run.checkpointPath;
+  r.fillBounded = run.fillBounded;
+  r.boundedOnHost = run.boundedOnHost;
   const size_t n = run.iterations;
   const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
   r.hostLagUs = run.hostLagUs / scale;
@@ -318,7 +469,7 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     return t;
   };
 
-  std::vector<double> switchLatencies, overruns;
+  std::vector<double> switchLatencies, idleLatencies, overruns;
   for (uint32_t d = 0; d < program.devices.size(); ++d) {
     const Device &dev = program.devices[d];
     const uint32_t m = info.devices[d].mainStream;
@@ -328,6 +479,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     dr.device = d;
     dr.stage = dev.desc.stage;
     dr.backend = run.deviceBackend[d];
+    dr.timeSource = dr.backend == "emulated" ? "emulated" : run.measuredTime ? "measured"
+                                                                             : "modelled";
     dr.fill = run.deviceFill[d];
     dr.memoryBytes = dev.desc.memory_bytes;
     dr.plannedIterationUs = dev.desc.planned_iteration_us;
@@ -441,13 +594,37 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
         }
       }
     }
-    // Switch latency: bubble begin -> first fill chunk start in it, per iteration.
+    // Fill slots per stream (all iterations), sorted by start: was the stream busy at an instant?
+    std::vector<std::vector<std::pair<double, double>>> busyFill(dev.streams.size());
+    for (uint32_t s2 = 0; s2 < dev.streams.size(); ++s2) {
+      const Stream &st = dev.streams[s2];
+      for (size_t k = 0; k < n; ++k)
+        for (size_t i = 0; i < st.ops.size(); ++i)
+          if (st.ops[i].kind == OpKind::Fill) {
+            OpTime t = model(run.slots[d][s2][k * st.ops.size() + i]);
+            if (t.start >= 0 && t.end >= t.start)
+              busyFill[s2].push_back({t.start, t.end});
+          }
+      std::sort(busyFill[s2].begin(), busyFill[s2].end());
+    }
+    auto busyAt = [&](uint32_t stream, double at) {
+      for (const auto &iv : busyFill[stream]) {
+        if (iv.first >= at)
+          break;
+        if (iv.second > at)
+          return true;
+      }
+      return false;
+    };
+    // Switch latency: bubble begin -> first fill chunk start in it, per iteration; the idle
+    // statistics keep only bubbles whose fill stream had nothing running when they began.
     for (BubbleReport &b : dr.bubbles) {
       double sum = 0;
       int cnt = 0;
       for (size_t k = 0; k < n; ++k) {
         double begin = dr.mainOps[k][b.opIndex].start;
         double first = -1;
+        uint32_t firstStream = 0;
         for (uint32_t s = 0; s < dev.streams.size(); ++s) {
           const Stream &st = dev.streams[s];
           for (size_t i = 0; i < st.ops.size(); ++i) {
@@ -455,8 +632,10 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
             if (op.kind != OpKind::Fill || op.fill.bubble_id != b.bubbleId)
               continue;
             OpTime t = model(run.slots[d][s][k * st.ops.size() + i]);
-            if (t.start >= 0 && (first < 0 || t.start < first))
+            if (t.start >= 0 && (first < 0 || t.start < first)) {
               first = t.start;
+              firstStream = s;
+            }
           }
         }
         if (begin >= 0 && first >= 0) {
@@ -464,6 +643,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
           sum += lat;
           ++cnt;
           switchLatencies.push_back(lat);
+          if (!busyAt(firstStream, begin))
+            idleLatencies.push_back(lat);
         }
       }
       if (cnt)
@@ -486,6 +667,32 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     r.switchLatencyMeanUs = sum / switchLatencies.size();
     r.switchLatencyMaxUs = mx;
   }
+
+  if (!idleLatencies.empty()) {
+    std::sort(idleLatencies.begin(), idleLatencies.end());
+    auto pct = [&](double q) {
+      size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(idleLatencies.size())));
+      return idleLatencies[std::min(idleLatencies.size() - 1, i ? i - 1 : 0)];
+    };
+    r.switchIdleP50Us = pct(0.50);
+    r.switchIdleP99Us = pct(0.99);
+    r.switchIdleCount = idleLatencies.size();
+  }
+  {
+    double sum = 0;
+    int cnt = 0;
+    for (const DeviceReport &dr : r.devices)
+      if (dr.timeSource != "emulated") {
+        sum += dr.iterationUsMean;
+        ++cnt;
+      }
+    r.realIterationUsMean = cnt ? sum / cnt : 0;
+  }
+  for (const RunResult::ChunkRun &c : run.chunkRuns)
+    if (c.start >= 0 && c.end >= c.start)
+      r.fillUsRun += (c.end - c.start) / scale;
+  if (!r.boundedOnHost) // device-timed chunks: their slots
+    r.fillUsRun = r.fillUsPerIteration * static_cast<double>(n);
 
   // Pipeline iteration times: between consecutive iteration ends (max over devices).
   r.iterationUs.assign(n, 0);

@@ -37,6 +37,9 @@ struct BubbleReport {
 struct DeviceReport {
   uint32_t device = 0, stage = 0;
   std::string backend;
+  // "measured" (main compute timed on a clock), "modelled" (host fast model) or "emulated"
+  // (replay: planned times).
+  std::string timeSource;
   bool fill = false;
   double iterationUsMean = 0;
   double mainBusyUsMean = 0;
@@ -70,6 +73,12 @@ struct ReportData {
   uint64_t overrunCount = 0;
   double overrunUs = 0, overrunMaxUs = 0;
   double switchLatencyMeanUs = -1, switchLatencyMaxUs = -1;
+  // Switch latency only on bubbles whose fill stream was idle when they began (no queueing).
+  double switchIdleP50Us = -1, switchIdleP99Us = -1;
+  uint64_t switchIdleCount = 0;
+  double realIterationUsMean = 0; // devices that ran for real (not emulated)
+  bool fillBounded = true, boundedOnHost = true;
+  double fillUsRun = 0;           // time of the fill chunks that ran (this run)
   std::vector<DeviceReport> devices;
   std::vector<RunResult::Job> jobs;
   bool resumed = false;

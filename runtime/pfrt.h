@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 1
+#define PFRT_API_VERSION 2
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -99,6 +99,27 @@ typedef enum pfrt_backend {
   PFRT_BACKEND_HOST = 1,
   PFRT_BACKEND_CUDA = 2
 } pfrt_backend;
+
+/* How the host backend takes main-job time (the CUDA backend always measures on the device). */
+typedef enum pfrt_time_model {
+  /* Real main-stage compute: a CPU kernel calibrated once per process to the planned time (so
+   * runs with and without fill do identical main work), timed on the clock. Sends, receives and
+   * copies stay modelled at their planned times; emulated stages (replay) run at planned times. */
+  PFRT_TIME_MEASURED = 0,
+  /* Fast model for tests: main compute, transfers and copies last exactly their planned time on
+   * a scaled clock; only fill kernels are real. Everything it prints is labelled "modelled". */
+  PFRT_TIME_MODELLED = 1
+} pfrt_time_model;
+
+/* What a fill chunk does when it does not fit what is left of its bubble. */
+typedef enum pfrt_fill_policy {
+  /* Bubble-bound (default): a chunk starts only if its predicted time fits the rest of its
+   * bubble; otherwise it is deferred, in order, to a later bubble of its job (nothing lost). */
+  PFRT_FILL_BOUNDED = 0,
+  /* Every chunk runs when its stream reaches it, however late (for measuring what the bound
+   * saves; on a GPU this is what stream priorities alone give). */
+  PFRT_FILL_UNBOUNDED = 1
+} pfrt_fill_policy;
 
 /* ---------------------------------------------------------------------------------------------
  * Building a program
@@ -249,6 +270,17 @@ typedef struct pfrt_options {
   pfrt_compute_fn compute_fn;  /* optional, see above */
   void *compute_user;
   int verbose; /* nonzero: progress lines on stderr */
+  pfrt_time_model time_model;  /* host backend; default PFRT_TIME_MEASURED */
+  pfrt_fill_policy fill_policy; /* default PFRT_FILL_BOUNDED */
+  /* Host backend: fill/copy stream threads run at the lowest scheduling priority (SCHED_IDLE,
+   * else nice 19). Default 1; 0 keeps the main job's priority (unbounded experiments). */
+  int fill_idle_priority;
+  /* Host backend, measured time: pin the threads of the devices that run for real to this CPU so
+   * main and fill share one core (-1, the default: no pinning). */
+  int32_t cpu;
+  /* CUDA: the GPU ordinal of the first device; -1 (default): the local rank
+   * (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK) modulo the visible GPUs, else 0. */
+  int32_t gpu;
 } pfrt_options;
 
 void pfrt_options_init(pfrt_options *options);
@@ -278,6 +310,16 @@ typedef struct pfrt_report_stats {
   double overrun_us;
   double switch_latency_us_mean; /* bubble begin -> first fill chunk start; -1 if no fill ran */
   uint32_t jobs;
+  /* Appended in API version 2. */
+  int time_measured;             /* 1: the time fields above were measured; 0: modelled */
+  double real_iteration_us_mean; /* main-stream iteration time of the devices that ran for real
+                                    (replay: the real stage), same time model */
+  double switch_latency_us_p50;  /* only bubbles whose fill stream was idle when they began */
+  double switch_latency_us_p99;  /* -1 when there is no such bubble */
+  uint64_t switch_latency_count;
+  uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending;
+  double fill_us_run;            /* fill time of the chunks that ran (real us / time_scale) */
+  uint64_t fill_samples_completed, fill_samples_planned; /* this run, all jobs */
 } pfrt_report_stats;
 
 typedef struct pfrt_report_job {

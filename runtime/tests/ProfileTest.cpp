@@ -1,5 +1,6 @@
 // Profile mode: the main job runs without fill and the MeasuredProfile carries per-stage compute
-// times, every instruction, bubbles and free memory; the JSON report carries the documented keys.
+// times, every instruction, bubbles and free memory; only what was measured is marked measured
+// (and only that carries measured_us); the JSON report carries the documented keys and labels.
 #include "runtime/tests/TestUtil.h"
 
 #include "proto/profile.pb.h"
@@ -22,6 +23,8 @@ TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
   ASSERT_TRUE(p);
   pfrt_options o = hostOptions(0);
   o.profile = 1;
+  o.time_model = PFRT_TIME_MEASURED;
+  o.stage = 1; // replay: stage 1 computes for real, stages 0 and 2 are emulated at planned times
   ReportPtr r = runOk(p.get(), o);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->data.fillEnabled);
@@ -36,17 +39,37 @@ TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
   EXPECT_EQ(prof.backend(), "host");
   EXPECT_EQ(prof.program(), "pipeline");
   ASSERT_EQ(prof.stages_size(), 3);
+  EXPECT_EQ(prof.time_model(), "measured");
+  EXPECT_EQ(prof.replay_device(), 1);
   for (const pipefill::rt::MeasuredStage &st : prof.stages()) {
-    EXPECT_NEAR(st.forward_us(), 800, 150) << "stage " << st.stage();
-    EXPECT_NEAR(st.backward_us(), 1600, 200) << "stage " << st.stage();
+    const bool real = st.device() == 1;
     EXPECT_EQ(st.instructions_size(), 8); // 4 forwards + 4 backwards
-    EXPECT_TRUE(st.measured());
+    EXPECT_EQ(st.measured(), real) << "stage " << st.stage();
     EXPECT_EQ(st.min_free_bytes(), spec.memoryBytes - spec.staticBytes);
-    for (const pipefill::rt::MeasuredInstruction &mi : st.instructions())
-      EXPECT_GT(mi.measured_us(), 0);
+    if (real) {
+      // Real CPU work calibrated to the planned time: never much faster, slower under load.
+      EXPECT_GT(st.forward_us(), 0.7 * 800);
+      EXPECT_LT(st.forward_us(), 4 * 800);
+      EXPECT_GT(st.backward_us(), 0.7 * 1600);
+      EXPECT_LT(st.backward_us(), 4 * 1600);
+    } else {
+      EXPECT_EQ(st.forward_us(), 0); // not measured: nothing for the compiler
+      EXPECT_EQ(st.backward_us(), 0);
+    }
+    for (const pipefill::rt::MeasuredInstruction &mi : st.instructions()) {
+      EXPECT_EQ(mi.measured(), real);
+      if (real) {
+        EXPECT_GT(mi.measured_us(), 0);
+        EXPECT_EQ(mi.modelled_us(), 0);
+      } else {
+        EXPECT_EQ(mi.measured_us(), 0);
+        EXPECT_NEAR(mi.modelled_us(), mi.planned_us(), 1.0);
+      }
+    }
+    for (const pipefill::rt::MeasuredBubble &mb : st.bubbles())
+      EXPECT_EQ(mb.measured(), real);
   }
   EXPECT_GT(prof.stages(2).bubbles_size(), 0);
-  EXPECT_NEAR(prof.iteration_us(), r->data.plannedIterationUs, 0.05 * r->data.plannedIterationUs);
   std::remove(path.c_str());
 }
 
@@ -60,13 +83,15 @@ TEST(ProfileTest, ReportJsonHasTheDocumentedKeys) {
   std::string json = pfrt_report_json(r.get());
   for (const char *key :
        {"\"backend\"", "\"iterations\"", "\"iteration_us_mean\"", "\"iteration_us\"",
-        "\"planned_iteration_us\"", "\"bubbles\"", "\"measured_us_mean\"", "\"planned_us\"",
+        "\"planned_iteration_us\"", "\"bubbles\"", "\"gap_us_mean\"", "\"planned_us\"",
+        "\"time_model\"", "\"time_source\"", "\"fill_bound\"", "\"chunks_deferred\"",
+        "\"switch_latency_idle_fill\"", "\"real_iteration_us_mean\"",
         "\"samples_completed\"", "\"samples_planned\"", "\"overruns\"", "\"total_us\"",
         "\"checksum\"", "\"switch_latency_us_mean\"", "\"min_free_bytes\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   std::string summary = pfrt_report_summary(r.get());
   EXPECT_NE(summary.find("planned"), std::string::npos);
-  EXPECT_NE(summary.find("measured"), std::string::npos);
+  EXPECT_NE(summary.find("modelled"), std::string::npos);
   pfrt_report_stats stats;
   PFRT_ASSERT_OK(pfrt_report_get_stats(r.get(), &stats));
   EXPECT_STREQ(stats.backend, "host");
@@ -75,6 +100,51 @@ TEST(ProfileTest, ReportJsonHasTheDocumentedKeys) {
   PFRT_ASSERT_OK(pfrt_report_get_job(r.get(), 0, &job));
   EXPECT_GT(job.samples_this_run, 0u);
   EXPECT_EQ(pfrt_report_get_job(r.get(), 5, &job), PFRT_ERROR_INVALID_ARGUMENT);
+}
+
+// The fast modelled time model never calls anything measured: not in the summary, not in the JSON's
+// time labels, not in the profile (which then has nothing apply-profile would use).
+TEST(ProfileTest, ModelledRunPrintsNothingAsMeasured) {
+  ProgramPtr p = buildOk({});
+  ASSERT_TRUE(p);
+  pfrt_options o = hostOptions(2);
+  o.profile = 1;
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const std::string summary = pfrt_report_summary(r.get());
+  EXPECT_EQ(summary.find("measured"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("MODELLED"), std::string::npos) << summary;
+  const std::string json = pfrt_report_json(r.get());
+  EXPECT_NE(json.find("\"time_model\": \"modelled\""), std::string::npos);
+  EXPECT_NE(json.find("\"main_compute\": \"modelled\""), std::string::npos);
+  EXPECT_EQ(json.find("\"time_source\": \"measured\""), std::string::npos);
+  pfrt_report_stats stats;
+  PFRT_ASSERT_OK(pfrt_report_get_stats(r.get(), &stats));
+  EXPECT_EQ(stats.time_measured, 0);
+  const pipefill::rt::MeasuredProfile &prof = r->data.profile;
+  EXPECT_EQ(prof.time_model(), "modelled");
+  for (const pipefill::rt::MeasuredStage &st : prof.stages()) {
+    EXPECT_FALSE(st.measured());
+    EXPECT_EQ(st.forward_us(), 0);
+    for (const pipefill::rt::MeasuredInstruction &mi : st.instructions()) {
+      EXPECT_FALSE(mi.measured());
+      EXPECT_EQ(mi.measured_us(), 0);
+    }
+    for (const pipefill::rt::MeasuredBubble &mb : st.bubbles()) {
+      EXPECT_FALSE(mb.measured());
+      EXPECT_EQ(mb.measured_us(), 0);
+    }
+  }
+  // The same program in the measured model: the labels flip (so the check above can fail).
+  o.time_model = PFRT_TIME_MEASURED;
+  o.stage = 0;
+  ReportPtr m = runOk(p.get(), o);
+  ASSERT_TRUE(m);
+  const std::string msummary = pfrt_report_summary(m.get());
+  EXPECT_NE(msummary.find("measured"), std::string::npos) << msummary;
+  EXPECT_NE(msummary.find("replay: device 0 runs for real"), std::string::npos) << msummary;
+  EXPECT_TRUE(m->data.profile.stages(0).measured());
+  EXPECT_TRUE(m->data.profile.stages(0).instructions(0).measured());
 }
 
 } // namespace

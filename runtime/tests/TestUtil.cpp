@@ -11,6 +11,10 @@ pfrt_options hostOptions(uint32_t iterations) {
   pfrt_options_init(&o);
   o.backend = PFRT_BACKEND_HOST;
   o.iterations = iterations;
+  o.time_model = PFRT_TIME_MODELLED; // exact planned timelines; labelled "modelled" everywhere
+  // Every planned chunk runs (numerics, plans and checkpoints are checked against the plan);
+  // the bubble-bound tests (BubbleBoundTest) ask for PFRT_FILL_BOUNDED themselves.
+  o.fill_policy = PFRT_FILL_UNBOUNDED;
   return o;
 }
 

@@ -24,7 +24,8 @@ struct ReportDeleter {
 using ProgramPtr = std::unique_ptr<pfrt_program, ProgramDeleter>;
 using ReportPtr = std::unique_ptr<pfrt_report, ReportDeleter>;
 
-// Host-backend options: fill on, time scale 1, given iterations.
+// Host-backend options: the modelled time model (fast, exact planned timelines), fill on and
+// unbounded (every planned chunk runs), time scale 1, given iterations.
 pfrt_options hostOptions(uint32_t iterations = 0);
 
 // Runs and fails the test (returning null) on error.
