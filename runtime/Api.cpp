@@ -3,6 +3,7 @@
 #include "runtime/pfrt.h"
 
 #include "runtime/Backend.h"
+#include "runtime/Compare.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
@@ -571,5 +572,25 @@ pfrt_status pfrt_report_write_profile(const pfrt_report *r, const char *path) {
 }
 
 void pfrt_report_destroy(pfrt_report *r) { delete r; }
+
+pfrt_status pfrt_compare(pfrt_program *p, const pfrt_options *options, uint32_t repetitions,
+                         pfrt_compare_result *out) {
+  return guard([&] {
+    prog(p);
+    if (!out)
+      invalid("out is NULL");
+    pfrt_options o;
+    pfrt_options_init(&o);
+    if (options)
+      o = *options;
+    *out = pfrt::runCompare(p, o, repetitions);
+  });
+}
+
+const char *pfrt_compare_format(const pfrt_compare_result *result, int json) {
+  thread_local std::string text;
+  text = result ? pfrt::formatCompare(*result, json != 0) : std::string();
+  return text.c_str();
+}
 
 } // extern "C"

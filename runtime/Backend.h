@@ -177,6 +177,14 @@ public:
     (void)ctx;
     return hostNowUs();
   }
+  // Start/end (host clock) of the fill chunk JobData::run just ran, when the backend knows them
+  // (host: modelled times for a modelled chunk, clock times for real work).
+  virtual bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) {
+    (void)ctx;
+    (void)start;
+    (void)end;
+    return false;
+  }
   // True when the backend decides on the host whether a chunk fits its bubble (host); false when
   // the device enforces it (CUDA: the enqueueing thread runs ahead of the GPU).
   virtual bool boundsOnHost() const { return true; }

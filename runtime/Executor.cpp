@@ -650,9 +650,11 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, DeviceJob 
   ex.predictedUs = predictedUs > 0 ? predictedUs * config_.timeScale : 0;
   const bool hostTimed = backend.boundsOnHost();
   memoryAdd(d, static_cast<int64_t>(item.peakBytes));
-  const double t0 = hostTimed ? backend.streamNowUs(ctx) : -1;
+  double t0 = hostTimed ? backend.streamNowUs(ctx) : -1;
   dj.data->run(ctx, found->second.data, ex);
-  const double t1 = hostTimed ? backend.streamNowUs(ctx) : -1;
+  double t1 = hostTimed ? backend.streamNowUs(ctx) : -1;
+  if (hostTimed)
+    backend.lastWorkSpan(ctx, t0, t1);
   memoryAdd(d, -static_cast<int64_t>(item.peakBytes));
   ++jr.chunksRun;
   found->second.next = item.passEnd;

@@ -50,6 +50,7 @@ struct HostStreamState {
   double intended = 0;   // host-clock microseconds
   double realStart = 0;  // clock at the current op's start
   bool realWork = false; // the current op did real work: it is timed on the real clock
+  double workStart = 0, workEnd = 0; // the last fill chunk (modelled or clock times)
 };
 
 class HostBatch : public BatchData {
@@ -88,6 +89,7 @@ public:
         allChain = false;
     if (!allChain)
       st.realWork = true;
+    st.workStart = allChain ? st.intended : hostNowUs();
     auto standIn = [&](const LayerShape &ls, double plannedUs) {
       const double us = plannedUs * ex.timeScale;
       if (measured_) {
@@ -177,6 +179,7 @@ public:
         }
       }
     }
+    st.workEnd = allChain ? st.intended : hostNowUs();
     if (ex.completes) {
       if (training) {
         lossSum_ += b.loss;
@@ -281,8 +284,9 @@ public:
         throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                     "cannot pin stream threads to CPU " + std::to_string(config_.cpu));
     }
-    if (ctx.s->role != PFRT_STREAM_MAIN && config_.fillIdlePriority) {
-      // The lowest scheduling class: runs only when main has nothing to run on the core.
+    if (ctx.s->role != PFRT_STREAM_MAIN && config_.fillIdlePriority && real) {
+      // The lowest scheduling class: runs only when main has nothing to run on the core. (Only
+      // where main compute is real: in the modelled model there is no contention to protect.)
       sched_param param{};
       if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0)
         setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
@@ -335,6 +339,12 @@ public:
   }
   double streamNowUs(StreamCtx &ctx) override {
     return std::max(hostNowUs(), state(ctx).intended);
+  }
+  bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) override {
+    HostStreamState &st = state(ctx);
+    start = st.workStart;
+    end = st.workEnd;
+    return true;
   }
   void idle(StreamCtx &ctx, double plannedUs) override { hold(ctx, plannedUs); }
   void record(StreamCtx &ctx, uint32_t event, int64_t gen) override {

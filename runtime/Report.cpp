@@ -456,6 +456,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
   r.resumed = run.resumed;
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
+  r.chunkRuns = run.chunkRuns;
+  for (auto &c : r.chunkRuns) { c.start -= run.runStartUs; c.end -= run.runStartUs; }
   r.boundedOnHost = run.boundedOnHost;
   const size_t n = run.iterations;
   const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
@@ -677,6 +679,7 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     r.switchIdleP50Us = pct(0.50);
     r.switchIdleP99Us = pct(0.99);
     r.switchIdleCount = idleLatencies.size();
+    r.switchIdleUs = idleLatencies;
   }
   {
     double sum = 0;

@@ -76,6 +76,9 @@ struct ReportData {
   // Switch latency only on bubbles whose fill stream was idle when they began (no queueing).
   double switchIdleP50Us = -1, switchIdleP99Us = -1;
   uint64_t switchIdleCount = 0;
+  std::vector<double> switchIdleUs; // the latencies behind the percentiles, sorted
+  // Host-timed fill work items (times relative to the run start, real us).
+  std::vector<RunResult::ChunkRun> chunkRuns;
   double realIterationUsMean = 0; // devices that ran for real (not emulated)
   bool fillBounded = true, boundedOnHost = true;
   double fillUsRun = 0;           // time of the fill chunks that ran (this run)

@@ -344,6 +344,37 @@ pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
 pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
 void pfrt_report_destroy(pfrt_report *report);
 
+/* ---------------------------------------------------------------------------------------------
+ * Slowdown: main-only (A) vs main + fill (B), alternated
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct pfrt_compare_result {
+  uint32_t repetitions;        /* ABBA blocks run (plus one A/A pair first) */
+  int time_measured;           /* 1: the iteration times below were measured; 0: modelled */
+  int32_t real_device;         /* replay: the device that ran for real; -1: all devices */
+  double main_only_us_mean;    /* A runs: iteration time of the real device(s) */
+  double with_fill_us_mean;    /* B runs: the same */
+  double slowdown;             /* median over blocks of (B1 + B2) / (A1 + A2) - 1 */
+  double noise_floor;          /* median |A/A - 1| over the A/A pair and each block's two As */
+  double slowdown_min, slowdown_max; /* over blocks */
+  double switch_latency_us_p50, switch_latency_us_p99; /* B runs, idle fill stream only; -1 */
+  uint64_t switch_latency_count;
+  double fill_samples_per_s;         /* B runs: completed samples / real-device time */
+  double fill_samples_per_s_planned; /* planned samples / planned iteration time */
+  uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending; /* B runs, summed */
+  double fill_us_run, overrun_us;                                      /* B runs, summed */
+} pfrt_compare_result;
+
+/* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in
+ * the order A A (A B B A)^repetitions and fills *out. On the host backend with measured time and
+ * no `cpu` given, the threads of the real device(s) are pinned to one CPU so main and fill share
+ * it (fill at the lowest priority). `checkpoint_path` must be NULL. */
+pfrt_status pfrt_compare(pfrt_program *program, const pfrt_options *options, uint32_t repetitions,
+                         pfrt_compare_result *out);
+/* The result as a text table (json = 0) or a JSON object (json = 1); the string stays valid until
+ * the next call on this thread. */
+const char *pfrt_compare_format(const pfrt_compare_result *result, int json);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

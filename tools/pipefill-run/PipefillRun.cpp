@@ -24,7 +24,24 @@ const char *kUsage =
     "  --no-fill                 run the main job only\n"
     "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
     "  --time-scale X            host backend: real us per planned us (default 1.0)\n"
+    "  --time-model measured|modelled\n"
+    "                            host backend: real main compute calibrated to the plan and\n"
+    "                            timed (default), or the fast model where everything but the\n"
+    "                            fill kernels lasts its planned time (printed as MODELLED)\n"
+    "  --fill-policy bounded|unbounded\n"
+    "                            bounded (default): a fill chunk starts only if its predicted\n"
+    "                            time fits the rest of its bubble, else it is deferred\n"
+    "  --fill-priority idle|normal\n"
+    "                            host: fill threads at SCHED_IDLE (default) or main's priority\n"
     "  --stage K                 run device K for real; emulate the others at planned times\n"
+    "                            (host, measured time: device 0 by default when the pipeline\n"
+    "                            has more devices than the machine has cores)\n"
+    "  --cpu N                   host: pin the real device's threads to CPU N\n"
+    "  --device N                CUDA: GPU ordinal (default: local rank, else 0)\n"
+    "  --compare N               slowdown: N ABBA blocks of main-only (A) vs main+fill (B)\n"
+    "                            runs after an A/A pair; prints slowdown with its noise floor,\n"
+    "                            switch latency p50/p99, fill throughput measured vs planned\n"
+    "  --compare-json FILE       also write the comparison as JSON\n"
     "  --max-dim N               cap fill-workload dimensions (default: host 128, cuda none)\n"
     "  --quiet                   no summary table\n"
     "  --verbose                 progress on stderr\n"
@@ -67,6 +84,8 @@ int main(int argc, char **argv) {
   pfrt_options options;
   pfrt_options_init(&options);
   bool quiet = false;
+  unsigned long long compare = 0;
+  std::string compareJson;
 
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -146,6 +165,34 @@ int main(int argc, char **argv) {
       if (!next(v) || !parseUnsigned(v, 1u << 20, n))
         return usageError("--max-dim expects a non-negative integer, got '" + v + "'");
       options.max_dim = static_cast<uint32_t>(n);
+    } else if (arg == "--time-model") {
+      std::string v;
+      if (!next(v) || (v != "measured" && v != "modelled"))
+        return usageError("--time-model expects measured or modelled, got '" + v + "'");
+      options.time_model = v == "measured" ? PFRT_TIME_MEASURED : PFRT_TIME_MODELLED;
+    } else if (arg == "--fill-policy") {
+      std::string v;
+      if (!next(v) || (v != "bounded" && v != "unbounded"))
+        return usageError("--fill-policy expects bounded or unbounded, got '" + v + "'");
+      options.fill_policy = v == "bounded" ? PFRT_FILL_BOUNDED : PFRT_FILL_UNBOUNDED;
+    } else if (arg == "--fill-priority") {
+      std::string v;
+      if (!next(v) || (v != "idle" && v != "normal"))
+        return usageError("--fill-priority expects idle or normal, got '" + v + "'");
+      options.fill_idle_priority = v == "idle";
+    } else if (arg == "--cpu" || arg == "--device") {
+      std::string v;
+      unsigned long long n = 0;
+      if (!next(v) || !parseUnsigned(v, 1u << 16, n))
+        return usageError(arg + " expects a non-negative integer, got '" + v + "'");
+      (arg == "--cpu" ? options.cpu : options.gpu) = static_cast<int32_t>(n);
+    } else if (arg == "--compare") {
+      std::string v;
+      if (!next(v) || !parseUnsigned(v, 1000, compare) || compare == 0)
+        return usageError("--compare expects a number of ABBA blocks (1-1000), got '" + v + "'");
+    } else if (arg == "--compare-json") {
+      if (!next(compareJson) || compareJson.empty())
+        return usageError("--compare-json expects a file name");
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (arg == "--verbose") {
@@ -160,6 +207,12 @@ int main(int argc, char **argv) {
   }
   if (programPath.empty())
     return usageError("no PROGRAM given");
+  if (compare && (!reportPath.empty() || !profilePath.empty() || !checkpointPath.empty() ||
+                  !options.enable_fill))
+    return usageError("--compare runs the program many times with and without fill; it does not "
+                      "take --report, --profile-out, --checkpoint or --no-fill");
+  if (!compareJson.empty() && !compare)
+    return usageError("--compare-json needs --compare N");
   if (!checkpointPath.empty())
     options.checkpoint_path = checkpointPath.c_str();
 
@@ -167,6 +220,28 @@ int main(int argc, char **argv) {
   if (pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
     std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
     return 1;
+  }
+  if (compare) {
+    pfrt_compare_result result;
+    if (pfrt_compare(program, &options, static_cast<uint32_t>(compare), &result) != PFRT_OK) {
+      std::fprintf(stderr, "pipefill-run: error: %s: %s\n", programPath.c_str(), pfrt_last_error());
+      pfrt_program_destroy(program);
+      return 1;
+    }
+    std::fputs(pfrt_compare_format(&result, 0), stdout);
+    int rc = 0;
+    if (!compareJson.empty()) {
+      if (FILE *f = std::fopen(compareJson.c_str(), "w")) {
+        std::fputs(pfrt_compare_format(&result, 1), f);
+        rc = std::fclose(f) == 0 ? 0 : 1;
+      } else {
+        rc = 1;
+      }
+      if (rc)
+        std::fprintf(stderr, "pipefill-run: error: cannot write %s\n", compareJson.c_str());
+    }
+    pfrt_program_destroy(program);
+    return rc;
   }
   pfrt_report *report = nullptr;
   pfrt_status status = pfrt_run(program, &options, &report);

@@ -1,0 +1,211 @@
+#include "runtime/Compare.h"
+
+#include "runtime/Json.h"
+#include "runtime/Program.h"
+#include "runtime/Report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <sched.h>
+#include <vector>
+
+namespace pfrt {
+
+namespace {
+
+struct ReportFree {
+  void operator()(pfrt_report *r) const { pfrt_report_destroy(r); }
+};
+using ReportPtr = std::unique_ptr<pfrt_report, ReportFree>;
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
+}
+
+// The highest CPU this process may run on (the one least likely to host the OS's own work).
+int pickCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return -1;
+  for (int c = CPU_SETSIZE - 1; c >= 0; --c)
+    if (CPU_ISSET(c, &set))
+      return c;
+  return -1;
+}
+
+std::string fmt(const char *format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+} // namespace
+
+pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &options,
+                               uint32_t repetitions) {
+  if (repetitions == 0)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "compare needs at least one ABBA repetition");
+  if (options.checkpoint_path && *options.checkpoint_path)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "compare runs the program many times: it cannot use a checkpoint");
+  if (!options.enable_fill || options.profile)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "compare needs fill enabled (it runs with and "
+                                             "without fill itself)");
+  pfrt_options b = options;
+  if (b.backend != PFRT_BACKEND_CUDA && b.time_model == PFRT_TIME_MEASURED && b.cpu < 0 &&
+      (b.backend == PFRT_BACKEND_HOST || pfrt_cuda_device_count() == 0))
+    b.cpu = pickCpu(); // main and fill of the real stage share one core
+  pfrt_options a = b;
+  a.enable_fill = 0;
+
+  pfrt_compare_result out{};
+  out.repetitions = repetitions;
+  out.switch_latency_us_p50 = out.switch_latency_us_p99 = -1;
+  std::vector<double> aa, blocks, aTimes, bTimes, latencies;
+  double fillSamples = 0, fillTimeUs = 0, plannedSamples = 0, plannedTimeUs = 0;
+  int runIndex = 0;
+  auto run = [&](bool fill) {
+    ++runIndex;
+    pfrt_report *raw = nullptr;
+    if (pfrt_run(program, fill ? &b : &a, &raw) != PFRT_OK)
+      throw Error(PFRT_ERROR_BACKEND, std::string(fill ? "B" : "A") + " run " +
+                                          std::to_string(runIndex) + ": " + pfrt_last_error());
+    ReportPtr r(raw);
+    const ReportData &d = r->data;
+    out.time_measured = d.measuredTime ? 1 : 0;
+    out.real_device = d.replayDevice;
+    if (fill) {
+      latencies.insert(latencies.end(), d.switchIdleUs.begin(), d.switchIdleUs.end());
+      for (const RunResult::Job &j : d.jobs) {
+        out.chunks_run += j.chunksRun;
+        out.chunks_deferred += j.chunksDeferred;
+        out.chunks_skipped += j.chunksSkipped;
+        out.chunks_pending += j.chunksPending;
+        fillSamples += static_cast<double>(j.samplesThisRun);
+        plannedSamples += static_cast<double>(j.samplesPlanned);
+      }
+      out.fill_us_run += d.fillUsRun;
+      out.overrun_us += d.overrunUs;
+      fillTimeUs += d.realIterationUsMean * d.iterations;
+      plannedTimeUs += d.plannedIterationUs * d.iterations;
+    }
+    return d.realIterationUsMean;
+  };
+  // A/A first (also warms caches and the calibration), then ABBA blocks.
+  const double a0 = run(false), a1 = run(false);
+  aTimes.push_back(a0);
+  aTimes.push_back(a1);
+  if (a0 > 0)
+    aa.push_back(std::fabs(a1 / a0 - 1));
+  for (uint32_t k = 0; k < repetitions; ++k) {
+    const double x1 = run(false), y1 = run(true), y2 = run(true), x2 = run(false);
+    aTimes.push_back(x1);
+    aTimes.push_back(x2);
+    bTimes.push_back(y1);
+    bTimes.push_back(y2);
+    if (x1 + x2 > 0)
+      blocks.push_back((y1 + y2) / (x1 + x2) - 1);
+    if (x1 > 0)
+      aa.push_back(std::fabs(x2 / x1 - 1));
+  }
+  auto mean = [](const std::vector<double> &v) {
+    double s = 0;
+    for (double x : v)
+      s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  };
+  out.main_only_us_mean = mean(aTimes);
+  out.with_fill_us_mean = mean(bTimes);
+  out.slowdown = median(blocks);
+  out.slowdown_min = blocks.empty() ? 0 : *std::min_element(blocks.begin(), blocks.end());
+  out.slowdown_max = blocks.empty() ? 0 : *std::max_element(blocks.begin(), blocks.end());
+  out.noise_floor = median(aa);
+  if (!latencies.empty()) {
+    std::sort(latencies.begin(), latencies.end());
+    auto pct = [&](double q) {
+      size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(latencies.size())));
+      return latencies[std::min(latencies.size() - 1, i ? i - 1 : 0)];
+    };
+    out.switch_latency_us_p50 = pct(0.5);
+    out.switch_latency_us_p99 = pct(0.99);
+    out.switch_latency_count = latencies.size();
+  }
+  out.fill_samples_per_s = fillTimeUs > 0 ? fillSamples / (fillTimeUs * 1e-6) : 0;
+  out.fill_samples_per_s_planned = plannedTimeUs > 0 ? plannedSamples / (plannedTimeUs * 1e-6) : 0;
+  return out;
+}
+
+std::string formatCompare(const pfrt_compare_result &r, bool json) {
+  const char *label = r.time_measured ? "measured" : "modelled";
+  if (json) {
+    JsonWriter w;
+    w.beginObject();
+    w.value("time_model", label);
+    w.value("repetitions", r.repetitions);
+    w.value("real_device", r.real_device);
+    w.value("main_only_us_mean", r.main_only_us_mean);
+    w.value("with_fill_us_mean", r.with_fill_us_mean);
+    w.value("slowdown", r.slowdown);
+    w.value("slowdown_min", r.slowdown_min);
+    w.value("slowdown_max", r.slowdown_max);
+    w.value("noise_floor", r.noise_floor);
+    w.beginObject("switch_latency_idle_fill");
+    w.value("count", r.switch_latency_count);
+    w.value("p50_us", r.switch_latency_us_p50);
+    w.value("p99_us", r.switch_latency_us_p99);
+    w.endObject();
+    w.value("fill_samples_per_s", r.fill_samples_per_s);
+    w.value("fill_samples_per_s_planned", r.fill_samples_per_s_planned);
+    w.value("fill_throughput_ratio", r.fill_samples_per_s_planned > 0
+                                         ? r.fill_samples_per_s / r.fill_samples_per_s_planned
+                                         : 0.0);
+    w.value("chunks_run", r.chunks_run);
+    w.value("chunks_deferred", r.chunks_deferred);
+    w.value("chunks_skipped", r.chunks_skipped);
+    w.value("chunks_pending", r.chunks_pending);
+    w.value("fill_us_run", r.fill_us_run);
+    w.value("overrun_us", r.overrun_us);
+    w.value("overrun_fraction_of_fill", r.fill_us_run > 0 ? r.overrun_us / r.fill_us_run : 0.0);
+    w.endObject();
+    return w.str();
+  }
+  std::string s = "pipefill-run --compare: " + std::to_string(r.repetitions) +
+                  " ABBA block(s) after an A/A pair; A = main only, B = main + fill; time " +
+                  label + (r.real_device >= 0
+                               ? ", replay (device " + std::to_string(r.real_device) + " real)"
+                               : std::string()) +
+                  "\n";
+  s += "  main iteration (us)      A " + fmt("%.1f", r.main_only_us_mean) + "   B " +
+       fmt("%.1f", r.with_fill_us_mean) + "\n";
+  s += "  main-job slowdown        " + fmt("%+.2f%%", 100 * r.slowdown) + "  (noise floor " +
+       fmt("%.2f%%", 100 * r.noise_floor) + " A/A; blocks " + fmt("%+.2f%%", 100 * r.slowdown_min) +
+       " .. " + fmt("%+.2f%%", 100 * r.slowdown_max) + ")\n";
+  if (r.switch_latency_count)
+    s += "  switch latency (us)      p50 " + fmt("%.1f", r.switch_latency_us_p50) + "  p99 " +
+         fmt("%.1f", r.switch_latency_us_p99) + "  (" + std::to_string(r.switch_latency_count) +
+         " bubbles with an idle fill stream)\n";
+  else
+    s += "  switch latency (us)      - (no bubble with an idle fill stream ran fill)\n";
+  s += "  fill throughput          " + fmt("%.1f", r.fill_samples_per_s) + " samples/s " + label +
+       " vs " + fmt("%.1f", r.fill_samples_per_s_planned) + " planned (" +
+       fmt("%.2f", r.fill_samples_per_s_planned > 0
+                       ? r.fill_samples_per_s / r.fill_samples_per_s_planned
+                       : 0.0) +
+       "x)\n";
+  s += "  fill chunks (B runs)     " + std::to_string(r.chunks_run) + " run, " +
+       std::to_string(r.chunks_deferred) + " deferred, " + std::to_string(r.chunks_skipped) +
+       " skipped, " + std::to_string(r.chunks_pending) + " pending; overrun " +
+       fmt("%.1f", r.overrun_us) + " us = " +
+       fmt("%.2f%%", r.fill_us_run > 0 ? 100 * r.overrun_us / r.fill_us_run : 0.0) +
+       " of fill time\n";
+  return s;
+}
+
+} // namespace pfrt
