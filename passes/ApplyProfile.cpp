@@ -8,6 +8,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -64,6 +65,28 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
       if (failed(apply(pipeline, measured)))
         return signalPassFailure();
+    applyFillCosts(module, measured);
+  }
+
+  // Fill-job layer costs measured by the runtime (only entries marked measured): the fill
+  // planner then sizes chunks for what the layers really cost where they ran.
+  void applyFillCosts(ModuleOp module, const rt::MeasuredProfile &measured) {
+    for (const rt::MeasuredFillLayer &fl : measured.fill_layers()) {
+      if (!fl.measured() || !(fl.measured_us_per_sample() > 0))
+        continue;
+      module.walk([&](FillJobOp job) {
+        if (job.getSymName() != fl.job())
+          return;
+        int64_t index = 0;
+        for (LayerOp layer : job.getLayers())
+          if (index++ == (int64_t)fl.layer()) {
+            layer.setForwardUsPerSample(llvm::APFloat(fl.measured_us_per_sample()));
+            if (fl.measured_backward_us_per_sample() > 0)
+              layer.setBackwardUsPerSample(
+                  llvm::APFloat(fl.measured_backward_us_per_sample()));
+          }
+      });
+    }
   }
 
   LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured) {
@@ -81,9 +104,16 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     for (StageOp stage : pipeline.getStages()) {
       const rt::MeasuredStage &ms = measured.stages(s++);
       std::map<std::tuple<int, int64_t, int64_t>, double> byKey;
-      for (const rt::MeasuredInstruction &i : ms.instructions())
-        byKey[{(int)i.kind(), (int64_t)i.microbatch(), (int64_t)i.chunk()}] =
-            i.measured_us();
+      std::set<std::tuple<int, int64_t, int64_t>> unmeasured;
+      for (const rt::MeasuredInstruction &i : ms.instructions()) {
+        // Only numbers read from a clock count; modelled/emulated entries keep the plan's cost.
+        std::tuple<int, int64_t, int64_t> key{(int)i.kind(), (int64_t)i.microbatch(),
+                                              (int64_t)i.chunk()};
+        if (i.measured())
+          byKey[key] = i.measured_us();
+        else
+          unmeasured.insert(key);
+      }
       if (ms.forward_us() > 0)
         stage.setForwardUs(llvm::APFloat(ms.forward_us() * pipeline.getVirtualStages()));
       if (ms.backward_us() > 0)
@@ -101,6 +131,9 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
           continue; // transfers take their time from the interconnect model
         int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
         auto it = byKey.find({(int)*kind, mb, instr.getChunkIndex()});
+        if (it == byKey.end() &&
+            unmeasured.count({(int)*kind, mb, instr.getChunkIndex()}))
+          continue; // only modelled in the profile: keep the compiler's cost
         if (it == byKey.end())
           return op.emitOpError() << "has no measurement in profile '" << profile
                                   << "' (stage " << stage.getIndex() << ")";

@@ -12,6 +12,8 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -418,6 +420,16 @@ void pfrt_options_init(pfrt_options *o) {
   o->fill_idle_priority = 1;
   o->cpu = -1;
   o->gpu = -1;
+  // Defaults a process can be started with (generated binaries, scripts); explicit option
+  // values set after this call win. Unknown values are ignored here and rejected nowhere else.
+  if (const char *tm = std::getenv("PFRT_TIME_MODEL")) {
+    if (!std::strcmp(tm, "modelled"))
+      o->time_model = PFRT_TIME_MODELLED;
+  }
+  if (const char *fp = std::getenv("PFRT_FILL_POLICY")) {
+    if (!std::strcmp(fp, "unbounded"))
+      o->fill_policy = PFRT_FILL_UNBOUNDED;
+  }
 }
 
 pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report **out) {
@@ -430,6 +442,18 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     pfrt_options_init(&o);
     if (options)
       o = *options;
+    if (o.gpu < 0) {
+      // The local rank of a launcher (mpirun, torchrun) picks this process's GPU.
+      for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID"})
+        if (const char *v = std::getenv(var)) {
+          char *end = nullptr;
+          long rank = std::strtol(v, &end, 10);
+          if (end != v && *end == 0 && rank >= 0) {
+            o.gpu = static_cast<int32_t>(rank);
+            break;
+          }
+        }
+    }
     if (!(o.time_scale > 0))
       invalid("time_scale must be > 0");
     if (o.stage < -1)
