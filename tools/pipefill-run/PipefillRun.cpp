@@ -21,6 +21,8 @@ const char *kUsage =
     "  --report FILE             write the run report JSON\n"
     "  --profile-out FILE        profile mode: run the main job without fill and write a\n"
     "                            pipefill.rt.MeasuredProfile (text format for .pbtxt)\n"
+    "  --profile-with-fill       with --profile-out: run with fill too, so the profile also\n"
+    "                            records measured fill-layer costs (closed loop for fill)\n"
     "  --no-fill                 run the main job only\n"
     "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
     "  --time-scale X            host backend: real us per planned us (default 1.0)\n"
@@ -84,6 +86,7 @@ int main(int argc, char **argv) {
   pfrt_options options;
   pfrt_options_init(&options);
   bool quiet = false;
+  bool profileWithFill = false;
   unsigned long long compare = 0;
   std::string compareJson;
 
@@ -140,6 +143,8 @@ int main(int argc, char **argv) {
         return usageError("--profile-out expects a file name");
       options.profile = 1;
       options.enable_fill = 0;
+    } else if (arg == "--profile-with-fill") {
+      profileWithFill = true;
     } else if (arg == "--no-fill") {
       if (!flagNoValue())
         return usageError("--no-fill takes no value");
@@ -207,6 +212,12 @@ int main(int argc, char **argv) {
   }
   if (programPath.empty())
     return usageError("no PROGRAM given");
+  if (profileWithFill) {
+    if (profilePath.empty())
+      return usageError("--profile-with-fill needs --profile-out FILE");
+    options.profile = 0;
+    options.enable_fill = 1;
+  }
   if (compare && (!reportPath.empty() || !profilePath.empty() || !checkpointPath.empty() ||
                   !options.enable_fill))
     return usageError("--compare runs the program many times with and without fill; it does not "
