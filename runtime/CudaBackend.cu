@@ -22,6 +22,8 @@
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -63,7 +65,11 @@ public:
     for (uint32_t d : devices) {
       auto g = std::make_unique<GpuDevice>();
       g->device = d;
-      g->gpu = oneGpuPerDevice ? static_cast<int>(d) : 0;
+      // One GPU per device when there are enough; otherwise the GPU chosen by --device / the
+      // local rank (pfrt_options.gpu), modulo the visible GPUs (CUDA_VISIBLE_DEVICES already
+      // restricts and renumbers them), else 0.
+      const int first = config.gpu >= 0 ? config.gpu % count : 0;
+      g->gpu = oneGpuPerDevice && config.gpu < 0 ? static_cast<int>(d) : first;
       PFRT_CUDA(cudaSetDevice(g->gpu));
       PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
       PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
@@ -113,6 +119,10 @@ public:
         PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
         PFRT_CUBLAS(cublasCreate(&st->blas));
         PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
+        // Fill GEMMs on tensor cores (TF32), the precision the fill cost model assumes; the
+        // main chain stays FP32 (it is calibrated, its precision does not matter).
+        if (dev.streams[s].role == PFRT_STREAM_FILL)
+          PFRT_CUBLAS(cublasSetMathMode(st->blas, CUBLAS_TF32_TENSOR_OP_MATH));
         streams_[{d, s}] = std::move(st);
       }
       calibrateMainChain(g, dev, *streams_[{d, info.devices[d].mainStream}], config_.verbose);
@@ -264,7 +274,15 @@ public:
     if (message.handle)
       PFRT_CUDA(cudaStreamWaitEvent(streamState(ctx).s, static_cast<cudaEvent_t>(message.handle),
                                     0));
-    // From an emulated peer: the data is there now (this thread waited for it).
+    // From an emulated peer: the data is there at the peer's modelled ready time; enqueue the
+    // rest of the stream no earlier (the GPU may still be behind, then there is no extra wait).
+    if (!message.handle && message.readyUs > 0) {
+      double now = hostNowUs();
+      while (now < message.readyUs) {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(message.readyUs - now));
+        now = hostNowUs();
+      }
+    }
   }
 
   void copy(StreamCtx &ctx, const Op &op, double) override {
