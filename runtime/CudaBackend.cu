@@ -81,6 +81,12 @@ public:
       PFRT_CUDA(cudaDeviceGetDefaultMemPool(&pool, g->gpu));
       uint64_t threshold = UINT64_MAX;
       PFRT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = g->gpu;
+      PFRT_CUDA(cudaMemPoolCreate(&g->fillPool, &props));
+      PFRT_CUDA(cudaMemPoolSetAttribute(g->fillPool, cudaMemPoolAttrReleaseThreshold, &threshold));
       const Device &dev = program.devices[d];
       for (size_t e = 0; e < dev.events.size(); ++e) {
         std::vector<cudaEvent_t> ring(kEventRing);
@@ -250,6 +256,8 @@ public:
       if (op.bytes)
         PFRT_CUDA(cudaMemcpyPeerAsync(c.dst, gpus_.at(op.peer)->gpu, c.src, st.dev->gpu,
                                       op.bytes, g.comm));
+      // The receiver must have enqueued its wait on this slot's previous use.
+      ctx.exec->waitForChannelConsumers(ctx.device, op.peer, op.tag, ctx.iteration, kEventRing);
       cudaEvent_t ev = c.ring[ctx.iteration % kEventRing];
       PFRT_CUDA(cudaEventRecord(ev, g.comm));
       Message m;
@@ -422,6 +430,10 @@ private:
       cudaFreeHost(g.copyHost);
       if (g.base)
         cudaEventDestroy(g.base);
+      if (g.fillPool) {
+        cudaDeviceSynchronize();
+        cudaMemPoolDestroy(g.fillPool);
+      }
       if (g.setup)
         cudaStreamDestroy(g.setup);
       if (g.fork)

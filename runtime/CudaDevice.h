@@ -71,6 +71,9 @@ struct GpuDevice {
   cudaStream_t comm = nullptr;
   cudaEvent_t fork = nullptr;
   cudaEvent_t base = nullptr;   // timing origin
+  // Fill scratch, batches and streamed weights come from their own pool, so a main-job
+  // allocation (AllocOp, default pool) never waits on fill frees.
+  cudaMemPool_t fillPool = nullptr;
   double baseHostUs = 0;
   // Calibrated GEMM chain of the main job.
   int bigDim = 2048, smallDim = 512;

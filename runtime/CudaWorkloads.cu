@@ -93,7 +93,8 @@ public:
         b->stashX.resize(L);
         b->stashH.resize(L);
       }
-      PFRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&b->loss), sizeof(double), s));
+      PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
+                                      dev_.fillPool, s));
       PFRT_CUDA(cudaMemsetAsync(b->loss, 0, sizeof(double), s));
       batchPtr = std::move(b);
     }
@@ -110,8 +111,8 @@ public:
           ensurePinned(s);
           for (size_t t = 0; t < sizes_[p].size(); ++t) {
             float *d = nullptr;
-            PFRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&d),
-                                      std::max<size_t>(1, sizes_[p][t]) * sizeof(float), s));
+            PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&d),
+                                      std::max<size_t>(1, sizes_[p][t]) * sizeof(float), dev_.fillPool, s));
             PFRT_CUDA(cudaMemcpyAsync(d, hW_[p][t], sizes_[p][t] * sizeof(float),
                                       cudaMemcpyHostToDevice, s));
             staged.push_back(d);
@@ -276,7 +277,8 @@ public:
     };
     b->act = upload(t[0]);
     double loss = t[1].empty() ? 0.0 : t[1][0];
-    PFRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&b->loss), sizeof(double), s));
+    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
+                                      dev_.fillPool, s));
     PFRT_CUDA(cudaMemcpyAsync(b->loss, &loss, sizeof(double), cudaMemcpyHostToDevice, s));
     PFRT_CUDA(cudaStreamSynchronize(s));
     if (training) {
@@ -295,8 +297,8 @@ public:
   Tensor alloc(size_t n, cudaStream_t s) {
     Tensor t;
     t.n = n;
-    PFRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&t.d),
-                              std::max<size_t>(1, n) * sizeof(float), s));
+    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&t.d),
+                              std::max<size_t>(1, n) * sizeof(float), dev_.fillPool, s));
     return t;
   }
   void release(Tensor &t, cudaStream_t s) {
@@ -336,8 +338,8 @@ private:
   void restoreTensor(Tensor &t, cudaStream_t s) {
     if (!t.h)
       return;
-    PFRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&t.d),
-                              std::max<size_t>(1, t.n) * sizeof(float), s));
+    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&t.d),
+                              std::max<size_t>(1, t.n) * sizeof(float), dev_.fillPool, s));
     PFRT_CUDA(cudaMemcpyAsync(t.d, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, s));
     pinned_.put(t.h, t.n * sizeof(float)); // reused only by later work on this same stream
     t.h = nullptr;

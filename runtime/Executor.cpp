@@ -43,6 +43,7 @@ struct Executor::Channel {
   std::condition_variable cv;
   std::map<int64_t, Message> messages; // by iteration
   bool peerLocal = false;
+  int64_t consumed = 0; // generations whose receive the backend has enqueued
 };
 
 class Executor::ChannelPublisher : public Publisher {
@@ -252,6 +253,17 @@ void Executor::waitForEventConsumers(uint32_t device, uint32_t event, int64_t ge
   // Waits of generations < gen - ring + 1 must all be enqueued.
   int64_t need = (gen - ring + 1) * static_cast<int64_t>(e.waiters);
   e.cv.wait(lock, [&] { return e.waitsDone >= need || abort_.load(); });
+  if (abort_)
+    throw AbortRun{};
+}
+
+void Executor::waitForChannelConsumers(uint32_t src, uint32_t dst, uint32_t tag, int64_t gen,
+                                       int64_t ring) {
+  if (gen < ring)
+    return;
+  Channel &c = channel(src, dst, tag);
+  std::unique_lock<std::mutex> lock(c.m);
+  c.cv.wait(lock, [&] { return c.consumed >= gen - ring + 1 || abort_.load(); });
   if (abort_)
     throw AbortRun{};
 }
@@ -744,6 +756,11 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
             c.messages.erase(gen);
           }
           backend.recv(ctx, op, m);
+          {
+            std::lock_guard<std::mutex> lock(c.m);
+            c.consumed = std::max(c.consumed, gen + 1);
+          }
+          c.cv.notify_all();
           backend.markEnd(ctx, slot);
           break;
         }
@@ -902,8 +919,11 @@ RunResult Executor::run() {
   for (uint32_t d = 0; d < numDevices; ++d)
     for (const Stream &st : program_.devices[d].streams)
       for (const Op &op : st.ops)
-        if (op.kind == OpKind::Send)
-          channels_[std::make_tuple(d, op.peer, op.tag)] = std::make_unique<Channel>();
+        if (op.kind == OpKind::Send) {
+          auto c = std::make_unique<Channel>();
+          c->consumed = first_;
+          channels_[std::make_tuple(d, op.peer, op.tag)] = std::move(c);
+        }
 
   used_.reset(new std::atomic<int64_t>[numDevices]);
   peak_.reset(new std::atomic<int64_t>[numDevices]);

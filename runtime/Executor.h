@@ -84,6 +84,10 @@ public:
   // Blocks until the waits of generation gen - ring of `event` are all enqueued (lets a backend
   // reuse a ring of ring device events per event safely).
   void waitForEventConsumers(uint32_t device, uint32_t event, int64_t gen, int64_t ring);
+  // The same for a send/recv channel: blocks until the receives of generations < gen - ring + 1
+  // have been enqueued (their backend.recv returned), so ring slot gen % ring can be reused.
+  void waitForChannelConsumers(uint32_t src, uint32_t dst, uint32_t tag, int64_t gen,
+                               int64_t ring);
   const RunConfig &config() const { return config_; }
   bool aborted() const { return abort_.load(); }
 
