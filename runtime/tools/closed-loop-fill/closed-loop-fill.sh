@@ -7,7 +7,10 @@
 #   3. print, for stage K, before and after: fill throughput measured / planned, planned fill /
 #      the stage's bubble time, and overrun / fill time.
 # Usage: runtime/tools/closed-loop-fill/closed-loop-fill.sh [JOB.pbtxt] [STAGE]
-# Environment: BUILD_DIR (build), TIME_SCALE (0.1), ITERATIONS (4), MAX_DIM (32), OUT (a temp dir).
+# Environment: BUILD_DIR (build), TIME_SCALE (0.1), ITERATIONS (4), MAX_DIM (32), OUT (a temp dir),
+# FILL_ONLY (1: the recompile takes only the fill-layer costs from the profile and keeps the
+# plan's stage costs, so a loaded machine's slow main compute does not reshape the pipeline; 0:
+# the whole profile).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 BIN=${BUILD_DIR:-build}/bin
@@ -34,7 +37,22 @@ compile() { # tag [profile]
 "$BIN/pipefill-translate" --import-job "$JOB" -o "$OUT/job.mlir"
 compile round0
 run "$OUT/round0.pb" round0
-compile round1 "$OUT/round0.profile.pbtxt"
+profile="$OUT/round0.profile.pbtxt"
+if [ "${FILL_ONLY:-1}" = 1 ]; then
+  # Main-job entries marked not measured (apply-profile then keeps the plan's stage costs).
+  python3 - "$profile" "$OUT/round0.fill-only.pbtxt" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def strip(block):
+    body = re.sub(r"\n\s*measured_us: [^\n]*", "", block.group(0))
+    return re.sub(r"measured: true", "measured: false", body)
+text = re.sub(r"(instructions|bubbles) \{[^}]*\}", strip, text)
+text = re.sub(r"^  (forward_us|backward_us|backward_input_us|backward_weight_us|allreduce_us|optimizer_us): [^\n]*\n", "", text, flags=re.M)
+open(sys.argv[2], "w").write(text)
+PY
+  profile="$OUT/round0.fill-only.pbtxt"
+fi
+compile round1 "$profile"
 run "$OUT/round1.pb" round1
 python3 - "$OUT" "$STAGE" <<'PY'
 import json, os, sys
