@@ -151,8 +151,8 @@ def test_profile_replaces_planned_times(tmp_path):
     for s in range(p):
         lines.append("stages {")
         for mb in range(m):
-            lines.append(f"  instructions {{ kind: FORWARD microbatch: {mb} measured_us: 30 }}")
-            lines.append(f"  instructions {{ kind: BACKWARD microbatch: {mb} measured_us: 50 }}")
+            lines.append(f"  instructions {{ kind: FORWARD microbatch: {mb} measured_us: 30 measured: true }}")
+            lines.append(f"  instructions {{ kind: BACKWARD microbatch: {mb} measured_us: 50 measured: true }}")
         lines.append("}")
     profile = tmp_path / "measured.pbtxt"
     profile.write_text("\n".join(lines) + "\n")

@@ -4,6 +4,7 @@ pfrt_run, pfrt_report_*) on the host backend."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -13,6 +14,13 @@ import pipefill
 from conftest import job_text
 
 FAST = dict(time_scale=0.05, max_dim=32)
+
+# These tests check what the plan says against what runs (all planned samples, identical
+# checksums across entry points), so they use the runtime's deterministic modes: the modelled time
+# model and every chunk run where planned (docs/runtime.md 4, 4b). pfrt_options_init reads these
+# defaults, also in the pipefill-run subprocesses started below.
+os.environ["PFRT_TIME_MODEL"] = "modelled"
+os.environ["PFRT_FILL_POLICY"] = "unbounded"
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +93,10 @@ def test_profile_mode_closes_the_loop(tiny_job, tiny_plan, tmp_path):
     run.save_json(tmp_path / "run.json")
     assert json.loads((tmp_path / "run.json").read_text())["profile_mode"] is True
     replanned = pipefill.compile_file(tiny_job, profile=tmp_path / "profile.pbtxt")
-    # On the host backend the main-stage compute takes its planned time, so the
-    # plan recompiled from the measured instruction times keeps its iteration
-    # time (test_profile_replaces_planned_times shows a profile does change it).
+    # The modelled time model measures no main-job time: its profile marks nothing
+    # measured, apply-profile keeps the planned costs, and the recompiled plan keeps its
+    # iteration time (test_profile_replaces_planned_times shows a measured profile does
+    # change it).
     assert len(replanned.report()["stages"]) == 2
     assert replanned.report()["iteration_time_us"] == pytest.approx(
         tiny_plan.report()["iteration_time_us"], rel=0.1)
