@@ -59,6 +59,7 @@ public:
   void prepare(const Program &program, const ProgramInfo &info, const RunConfig &config,
                const std::vector<uint32_t> &devices) override {
     config_ = config;
+    program_ = &program;
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     const bool oneGpuPerDevice = static_cast<size_t>(count) >= program.devices.size();
@@ -87,6 +88,19 @@ public:
       props.location.id = g->gpu;
       PFRT_CUDA(cudaMemPoolCreate(&g->fillPool, &props));
       PFRT_CUDA(cudaMemPoolSetAttribute(g->fillPool, cudaMemPoolAttrReleaseThreshold, &threshold));
+      // Size the fill pool before the loop: the largest chunk peak is allocated and freed once,
+      // and the pool keeps it (release threshold), so chunks do not grow it in the hot path.
+      uint64_t peak = 0;
+      for (const Stream &st : program.devices[d].streams)
+        for (const Op &op : st.ops)
+          if (op.kind == OpKind::Fill)
+            peak = std::max<uint64_t>(peak, op.fill.peak_bytes);
+      if (peak) {
+        void *reserve = nullptr;
+        PFRT_CUDA(cudaMallocFromPoolAsync(&reserve, peak, g->fillPool, g->setup));
+        PFRT_CUDA(cudaFreeAsync(reserve, g->setup));
+        PFRT_CUDA(cudaStreamSynchronize(g->setup));
+      }
       const Device &dev = program.devices[d];
       for (size_t e = 0; e < dev.events.size(); ++e) {
         std::vector<cudaEvent_t> ring(kEventRing);
@@ -341,8 +355,13 @@ public:
     return true;
   }
 
-  std::unique_ptr<JobData> createJob(uint32_t device, uint32_t, const JobShape &shape) override {
-    return createCudaJob(*gpus_.at(device), shape);
+  std::unique_ptr<JobData> createJob(uint32_t device, uint32_t job, const JobShape &shape) override {
+    bool streams = false;
+    for (const Stream &st : program_->devices[device].streams)
+      for (const Op &op : st.ops)
+        streams = streams || (op.kind == OpKind::Fill && op.fill.job == job &&
+                              op.fill.weights_streamed);
+    return createCudaJob(*gpus_.at(device), shape, streams);
   }
 
   void iterationEnd(StreamCtx &ctx) override {
@@ -445,6 +464,7 @@ private:
   }
 
   RunConfig config_;
+  const Program *program_ = nullptr;
   std::map<uint32_t, std::unique_ptr<GpuDevice>> gpus_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, GpuChannel> channels_;

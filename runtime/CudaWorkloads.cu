@@ -40,7 +40,8 @@ private:
 
 class CudaJobData : public JobData {
 public:
-  CudaJobData(GpuDevice &dev, const JobShape &shape) : dev_(dev), shape_(shape) {
+  CudaJobData(GpuDevice &dev, const JobShape &shape, bool streamsWeights)
+      : dev_(dev), shape_(shape) {
     DeviceGuard guard(dev_.gpu);
     stream_ = dev_.setup;
     for (uint32_t l = 0; l < shape_.numLayers(); ++l) {
@@ -57,6 +58,10 @@ public:
     }
     PFRT_CUDA(cudaMalloc(&acc_, 2 * sizeof(double)));
     PFRT_CUDA(cudaMemset(acc_, 0, 2 * sizeof(double)));
+    if (streamsWeights) { // pinned masters made now, not at the first chunk (the hot path)
+      ensurePinned(stream_);
+      PFRT_CUDA(cudaStreamSynchronize(stream_));
+    }
   }
 
   ~CudaJobData() override {
@@ -487,8 +492,9 @@ std::vector<std::vector<float>> CudaBatch::save() {
 
 } // namespace
 
-std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape) {
-  return std::make_unique<CudaJobData>(dev, shape);
+std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape,
+                                       bool streamsWeights) {
+  return std::make_unique<CudaJobData>(dev, shape, streamsWeights);
 }
 
 void calibrateMainChain(GpuDevice &g, const Device &dev, CudaStreamState &main, bool verbose) {

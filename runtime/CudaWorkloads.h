@@ -11,8 +11,9 @@
 namespace pfrt {
 namespace cudabk {
 
-// The numeric state of one fill job on GPU `dev` (weights are uploaded here).
-std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape);
+// The numeric state of one fill job on GPU `dev` (weights are uploaded here; with streamsWeights
+// their pinned host masters are made here too, before the loop).
+std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, bool streamsWeights);
 
 // Main-job compute: times one GEMM of gemm_dim^3 and one of a quarter of that on the main stream
 // and stores the results in `g`.

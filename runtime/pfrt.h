@@ -302,10 +302,11 @@ typedef struct pfrt_report_stats {
   const char *backend; /* "host", "cuda", "cuda-replay" */
   uint32_t first_iteration;      /* > 0 when resumed from a checkpoint */
   uint32_t iterations;           /* iterations run by this call */
-  double iteration_us_mean;      /* measured (first iteration excluded when > 1) */
+  double iteration_us_mean;      /* first iteration excluded when > 1; measured or modelled as
+                                    time_measured says (all time fields below likewise) */
   double planned_iteration_us;
-  double bubble_us_per_iteration;      /* measured main-stream gaps, all devices */
-  double fill_us_per_iteration;        /* measured fill-chunk time, all devices */
+  double bubble_us_per_iteration;      /* main-stream gaps, all devices */
+  double fill_us_per_iteration;        /* fill-chunk time, all devices (clock-timed) */
   uint64_t overrun_count;
   double overrun_us;
   double switch_latency_us_mean; /* bubble begin -> first fill chunk start; -1 if no fill ran */
