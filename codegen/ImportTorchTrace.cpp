@@ -277,6 +277,7 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
       in->set_microbatch(m.microbatch);
       in->set_chunk(m.chunk);
       in->set_measured_us(m.meanUs);
+      in->set_measured(true); // read from the profiler's clock
       in->set_start_us(m.meanStartUs);
       int k = int(protoKind(m.kind)) - 1;
       sum[k] += m.meanUs;
@@ -297,6 +298,7 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
                   : g.kind == sched::BubbleKind::Cooldown ? rt::BubbleOp::COOLDOWN
                                                           : rt::BubbleOp::STEADY);
       b->set_measured_us(g.durationUs);
+      b->set_measured(true);
       b->set_start_us(g.startUs);
     }
   }
