@@ -195,7 +195,7 @@ BubbleColumns CompiledPlan::bubbles() const {
       c.filledUs.push_back(b.filledUs);
       c.freeBytes.push_back(b.freeBytes);
       c.fills.push_back(static_cast<int64_t>(b.fills.size()));
-      c.kind.push_back(b.kind);
+      c.kind.push_back(b.kind.str());
     }
   return c;
 }
