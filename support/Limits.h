@@ -1,0 +1,60 @@
+//===- Limits.h - documented ranges of every numeric input field -*- C++ -*-===//
+//
+// One table holds the accepted range of every numeric field of every protobuf
+// input (JobSpec, StreamProgram, MeasuredProfile, FillCheckpoint) and the
+// largest element count of every repeated field. Readers call checkLimits()
+// right after parsing, so no later stage ever sees a NaN, an infinity or a
+// size whose products overflow 64 bits. docs/reliability.md prints the table;
+// a unit test checks that every numeric field of the schemas has an entry.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_SUPPORT_LIMITS_H
+#define PIPEFILL_SUPPORT_LIMITS_H
+
+#include "support/ProtoText.h"
+
+#include <string>
+#include <vector>
+
+namespace pipefill {
+
+struct FieldLimit {
+  const char *field; ///< full protobuf name, e.g. "pipefill.StageCost.forward_us"
+  double min, max;   ///< inclusive range (for repeated fields: of each element)
+  bool positive;     ///< min is exclusive (value must be > min)
+  const char *why;   ///< the reason for the bounds, shown when max is exceeded
+};
+
+struct CountLimit {
+  const char *field; ///< full name of a repeated field
+  double max;        ///< most elements
+  const char *why;
+};
+
+/// Ranges used by the limits (bytes: 1 PiB covers any GPU and host memory).
+constexpr double kMaxBytes = 1125899906842624.0; // 2^50
+constexpr double kMaxUs = 1e9;                   // 1000 s for one op or per-sample cost
+constexpr double kMaxClockUs = 1e15;             // ~31 years: absolute start / arrival times
+
+const std::vector<FieldLimit> &fieldLimits();
+const std::vector<CountLimit> &countLimits();
+const FieldLimit *findFieldLimit(const std::string &fullName);
+const CountLimit *findCountLimit(const std::string &fullName);
+
+/// Checks every numeric field of `msg` (recursively) that is set, or written
+/// in the text when `tree` is given, against its range, and every repeated
+/// field against its count limit. Errors name the field path ("stage[0].
+/// forward_us") and, with a tree, its file:line:col. False on any error.
+/// A numeric field without a table entry is itself reported (a schema change
+/// that forgot its limit).
+bool checkLimits(const google::protobuf::Message &msg,
+                 const google::protobuf::TextFormat::ParseInfoTree *tree,
+                 const std::string &file, Diagnostics &diags,
+                 const std::string &pathPrefix = "");
+
+/// "2^50" / "1e+09" style text of a bound for messages and docs.
+std::string formatBound(double v);
+
+} // namespace pipefill
+
+#endif // PIPEFILL_SUPPORT_LIMITS_H
