@@ -466,6 +466,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     pfrt::RunConfig cfg;
     cfg.backend = o.backend;
     cfg.iterations = o.iterations ? o.iterations : (pr.iterations ? pr.iterations : 1);
+    pfrt::checkRunFits(pr, cfg.iterations);
     cfg.fill = o.enable_fill != 0;
     cfg.profile = o.profile != 0;
     cfg.timeScale = o.time_scale;

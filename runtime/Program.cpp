@@ -1,6 +1,14 @@
 #include "runtime/Program.h"
 
+#include "support/Checked.h"
+#include "support/Graph.h"
+#include "support/LayerRules.h"
+#include "support/Limits.h"
+
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <set>
 #include <sstream>
@@ -137,332 +145,460 @@ struct OpRef {
   uint32_t device, stream, op;
 };
 
-// Family of a job's activations: rows per sample x width.
-void checkJob(const Program &program, uint32_t j) {
-  const FillJob &job = program.jobs[j];
-  std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
-  if (job.kind != PFRT_FILL_INFERENCE && job.kind != PFRT_FILL_TRAINING)
-    fail(where + ": kind must be INFERENCE or TRAINING");
-  if (job.layers.empty())
-    fail(where + ": has no layers");
-  bool encoder = false, mlp = false;
-  uint32_t width = 0;
-  uint32_t hidden = 0, seq = 0;
-  for (size_t l = 0; l < job.layers.size(); ++l) {
-    const pfrt_fill_layer_desc &d = job.layers[l].desc;
-    std::string lw = where + " layer " + std::to_string(l);
-    if (d.planned_us_per_sample < 0 || d.planned_backward_us_per_sample < 0)
-      fail(lw + ": negative planned time");
-    switch (d.kind) {
-    case PFRT_LAYER_ENCODER:
-      if (job.kind == PFRT_FILL_TRAINING)
-        fail(lw + ": TRAINING jobs support MLP and GEMM_CHAIN layers only");
-      if (d.hidden == 0 || d.heads == 0 || d.seq == 0 || d.ffn == 0)
-        fail(lw + ": encoder layer needs hidden, heads, seq and ffn > 0");
-      if (d.hidden % d.heads != 0)
-        fail(lw + ": hidden (" + std::to_string(d.hidden) + ") is not a multiple of heads (" +
-             std::to_string(d.heads) + ")");
-      if (encoder && (d.hidden != hidden || d.seq != seq))
-        fail(lw + ": all encoder layers of a job must have the same hidden and seq");
-      if (width != 0 && width != d.hidden)
-        fail(lw + ": input width " + std::to_string(d.hidden) +
-             " does not match the previous layer's output width " + std::to_string(width));
-      encoder = true;
-      hidden = d.hidden;
-      seq = d.seq;
-      width = d.hidden;
-      break;
-    case PFRT_LAYER_MLP:
-      if (d.in == 0 || d.hidden == 0 || d.out == 0)
-        fail(lw + ": MLP layer needs in, hidden and out > 0");
-      if (width != 0 && width != d.in)
-        fail(lw + ": MLP input width " + std::to_string(d.in) +
-             " does not match the previous layer's output width " + std::to_string(width));
-      mlp = true;
-      width = d.out;
-      break;
-    case PFRT_LAYER_GEMM_CHAIN:
-      if (d.width != 0 && width != 0 && d.width != width)
-        fail(lw + ": GEMM_CHAIN width " + std::to_string(d.width) +
-             " does not match the previous layer's output width " + std::to_string(width));
-      if (width == 0)
-        width = d.width ? d.width : 64;
-      break;
-    default:
-      fail(lw + ": unknown layer kind " + std::to_string(static_cast<int>(d.kind)));
-    }
-  }
-  if (encoder && mlp)
-    fail(where + ": mixes ENCODER and MLP layers (one family per job)");
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
-} // namespace
+// A time field: finite and within [0, limit].
+void checkTime(double v, double limit, const std::string &where, const char *field) {
+  if (!(v >= 0 && v <= limit))
+    fail(where + ": " + field + " must be in [0, " + num(limit) + "] us (got " + num(v) + ")");
+}
 
-ProgramInfo validate(const Program &program) {
-  ProgramInfo info;
-  if (program.devices.empty())
-    fail("program has no devices");
-  const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
-  info.devices.resize(numDevices);
-  info.jobs.resize(program.jobs.size());
-  for (uint32_t j = 0; j < program.jobs.size(); ++j) {
-    checkJob(program, j);
-    info.jobs[j].passes = program.jobs[j].passes();
+void checkBytes(uint64_t v, const std::string &where, const char *field) {
+  if (static_cast<double>(v) > pipefill::kMaxBytes)
+    fail(where + ": " + field + " must be at most 2^50 (got " + std::to_string(v) + ")");
+}
+
+// The stream-model rules of docs/runtime.md ("Validation"), one function each, in the order they
+// run. Each adds what later rules need (the dependency graph, the per-device facts) to the state.
+class Validator {
+public:
+  explicit Validator(const Program &program) : program_(program) {}
+  ProgramInfo run();
+
+private:
+  // Sizes and numbers within the documented limits (docs/reliability.md).
+  void checkLimits();
+  // Job shapes: dims > 0, heads divide hidden, chained widths, one family, TRAINING layers.
+  void checkJobShapes();
+  // One MAIN stream per device; known roles and priorities.
+  void checkStreamRoles(uint32_t d);
+  // Bubbles only on MAIN, with unique ids.
+  void checkBubbles(uint32_t d);
+  // Per-op fields and references; builds the dependency graph's stream-order edges.
+  void checkOps(uint32_t d);
+  void checkFillChunk(uint32_t d, uint32_t s, uint32_t i);
+  // Every alloc freed once.
+  void checkAllocPairs(uint32_t d);
+  // One record per event, no wait on an unrecorded event; record -> wait edges.
+  void checkEvents(uint32_t d);
+  // Matched sends/recvs of equal size; send -> recv edges.
+  void checkSendRecvPairs();
+  // The dependency graph of one iteration is acyclic.
+  void checkNoDeadlock();
+  // Every free ordered after its alloc.
+  void checkFreeAfterAlloc();
+  // No MAIN-stream op depends on a FILL-stream op.
+  void checkFillNeverBlocksMain();
+  // Every batch begun once, continued in order, finished.
+  void checkBatchContinuity(uint32_t j);
+
+  uint32_t node(uint32_t d, uint32_t s, uint32_t i) const { return base_[d][s] + i; }
+  std::string loc(uint32_t d, uint32_t s, uint32_t i) const {
+    return opLocation(program_, d, s, i);
+  }
+  std::string loc(const OpRef &o) const { return loc(o.device, o.stream, o.op); }
+  const Op &opAt(const OpRef &o) const {
+    return program_.devices[o.device].streams[o.stream].ops[o.op];
   }
 
-  // Node numbering for the dependency graph.
-  std::vector<std::vector<uint32_t>> base(numDevices);
-  std::vector<OpRef> nodes;
-  for (uint32_t d = 0; d < numDevices; ++d) {
-    const Device &dev = program.devices[d];
-    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-      base[d].push_back(static_cast<uint32_t>(nodes.size()));
-      for (uint32_t i = 0; i < dev.streams[s].ops.size(); ++i)
-        nodes.push_back({d, s, i});
-    }
-  }
-  std::vector<std::vector<uint32_t>> edges(nodes.size());
-  auto node = [&](uint32_t d, uint32_t s, uint32_t i) { return base[d][s] + i; };
-  auto loc = [&](uint32_t d, uint32_t s, uint32_t i) { return opLocation(program, d, s, i); };
-
+  const Program &program_;
+  ProgramInfo info_;
+  std::vector<std::vector<uint32_t>> base_;
+  std::vector<OpRef> nodes_;
+  std::vector<std::vector<uint32_t>> edges_;
   using ChannelKey = std::tuple<uint32_t, uint32_t, uint32_t>; // src, dst, tag
-  std::map<ChannelKey, OpRef> sends, recvs;
+  std::map<ChannelKey, OpRef> sends_, recvs_;
+  // Per device being checked.
+  std::vector<std::vector<OpRef>> recordsOf_, waitsOf_;
+  std::map<uint32_t, int> allocs_, frees_;
+};
+
+ProgramInfo Validator::run() {
+  if (program_.devices.empty())
+    fail("program has no devices");
+  checkLimits();
+  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  info_.devices.resize(numDevices);
+  info_.jobs.resize(program_.jobs.size());
+  checkJobShapes();
+
+  base_.assign(numDevices, {});
+  for (uint32_t d = 0; d < numDevices; ++d) {
+    const Device &dev = program_.devices[d];
+    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+      base_[d].push_back(static_cast<uint32_t>(nodes_.size()));
+      for (uint32_t i = 0; i < dev.streams[s].ops.size(); ++i)
+        nodes_.push_back({d, s, i});
+    }
+  }
+  edges_.assign(nodes_.size(), {});
 
   for (uint32_t d = 0; d < numDevices; ++d) {
-    const Device &dev = program.devices[d];
-    ProgramInfo::DeviceInfo &di = info.devices[d];
-    if (dev.streams.empty())
-      fail("device " + std::to_string(d) + " has no streams");
-    int mains = 0;
+    checkStreamRoles(d);
+    checkBubbles(d);
+    checkOps(d);
+    checkAllocPairs(d);
+    checkEvents(d);
+  }
+  checkSendRecvPairs();
+  checkNoDeadlock();
+  checkFreeAfterAlloc();
+  checkFillNeverBlocksMain();
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j)
+    checkBatchContinuity(j);
+  return std::move(info_);
+}
+
+void Validator::checkLimits() {
+  if (program_.devices.size() > kMaxDevices)
+    fail("program has " + std::to_string(program_.devices.size()) + " devices; at most " +
+         std::to_string(kMaxDevices) + " are supported");
+  if (program_.iterations > kMaxIterations)
+    fail("iterations = " + std::to_string(program_.iterations) + " exceeds " +
+         std::to_string(kMaxIterations) +
+         " per run; run fewer and resume from the checkpoint");
+  checkTime(program_.plannedIterationUs, pipefill::kMaxUs, "program", "planned_iteration_us");
+  size_t streams = 0;
+  for (uint32_t d = 0; d < program_.devices.size(); ++d) {
+    const Device &dev = program_.devices[d];
+    std::string where = "device " + std::to_string(d);
+    if (dev.streams.size() > kMaxStreamsPerDevice)
+      fail(where + " has " + std::to_string(dev.streams.size()) + " streams; at most " +
+           std::to_string(kMaxStreamsPerDevice) +
+           " per device are supported (each is a thread on the host backend)");
+    streams += dev.streams.size();
+    const pfrt_device_desc &dd = dev.desc;
+    for (auto f : {std::make_pair(dd.forward_us, "forward_us"),
+                   std::make_pair(dd.backward_us, "backward_us"),
+                   std::make_pair(dd.backward_input_us, "backward_input_us"),
+                   std::make_pair(dd.backward_weight_us, "backward_weight_us"),
+                   std::make_pair(dd.allreduce_us, "allreduce_us"),
+                   std::make_pair(dd.optimizer_us, "optimizer_us"),
+                   std::make_pair(dd.planned_iteration_us, "planned_iteration_us"),
+                   std::make_pair(dd.p2p_latency_us, "p2p_latency_us")})
+      checkTime(f.first, pipefill::kMaxUs, where, f.second);
+    checkTime(dd.p2p_bandwidth_gbps, 1e6, where, "p2p_bandwidth_gbps");
+    checkTime(dd.pcie_bandwidth_gbps, 1e6, where, "pcie_bandwidth_gbps");
+    checkBytes(dd.memory_bytes, where, "memory_bytes");
+    checkBytes(dd.static_bytes, where, "static_bytes");
     for (uint32_t s = 0; s < dev.streams.size(); ++s) {
       const Stream &st = dev.streams[s];
-      if (st.role != PFRT_STREAM_MAIN && st.role != PFRT_STREAM_FILL &&
-          st.role != PFRT_STREAM_COPY)
-        fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
-             ": role must be MAIN, FILL or COPY");
-      if (st.priority < PFRT_PRIORITY_DEFAULT || st.priority > PFRT_PRIORITY_LOW)
-        fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
-             ": unknown priority " + std::to_string(static_cast<int>(st.priority)));
-      if (st.role == PFRT_STREAM_MAIN) {
-        if (mains++ == 0)
-          di.mainStream = s;
-      }
-    }
-    if (mains != 1)
-      fail("device " + std::to_string(d) + " has " + std::to_string(mains) +
-           " MAIN streams; exactly one is required");
-
-    di.eventWaiters.assign(dev.events.size(), 0);
-    di.streamHasFill.assign(dev.streams.size(), false);
-    std::vector<std::vector<OpRef>> recordsOf(dev.events.size()), waitsOf(dev.events.size());
-    std::map<uint32_t, int> allocs, frees;
-
-    // Bubbles first (fill chunks refer to them regardless of order).
-    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-      const Stream &st = dev.streams[s];
+      if (st.ops.size() > kMaxOpsPerStream)
+        fail(where + " stream " + std::to_string(s) + " has " + std::to_string(st.ops.size()) +
+             " ops; at most " + std::to_string(kMaxOpsPerStream) + " are supported");
       for (uint32_t i = 0; i < st.ops.size(); ++i) {
         const Op &op = st.ops[i];
-        if (op.kind != OpKind::Bubble)
-          continue;
-        if (s != di.mainStream)
-          fail(loc(d, s, i) + ": bubble markers belong on the MAIN stream");
-        if (op.bubble.planned_duration_us < 0 || op.bubble.planned_start_us < 0)
-          fail(loc(d, s, i) + ": negative bubble start or duration");
-        if (op.bubble.kind < PFRT_BUBBLE_UNSPECIFIED || op.bubble.kind > PFRT_BUBBLE_TAIL)
-          fail(loc(d, s, i) + ": unknown bubble kind");
-        if (!di.bubbleOp.emplace(op.bubble.bubble_id, i).second)
-          fail(loc(d, s, i) + ": bubble id " + std::to_string(op.bubble.bubble_id) +
-               " is used twice on this device");
-      }
-    }
-
-    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-      const Stream &st = dev.streams[s];
-      for (uint32_t i = 0; i < st.ops.size(); ++i) {
-        const Op &op = st.ops[i];
-        if (i + 1 < st.ops.size())
-          edges[node(d, s, i)].push_back(node(d, s, i + 1));
-        switch (op.kind) {
-        case OpKind::Compute:
-          if (op.compute < PFRT_COMPUTE_FORWARD || op.compute > PFRT_COMPUTE_OPTIMIZER)
-            fail(loc(d, s, i) + ": unknown compute kind " +
-                 std::to_string(static_cast<int>(op.compute)));
-          if (op.plannedUs < 0)
-            fail(loc(d, s, i) + ": negative planned_us");
-          if (st.role == PFRT_STREAM_FILL)
-            fail(loc(d, s, i) + ": main-job compute on a FILL stream");
-          break;
-        case OpKind::Send:
-        case OpKind::Recv: {
-          if (op.peer >= numDevices)
-            fail(loc(d, s, i) + ": peer device " + std::to_string(op.peer) +
-                 " does not exist (program has " + std::to_string(numDevices) + " devices)");
-          if (op.peer == d)
-            fail(loc(d, s, i) + ": peer is the device itself");
-          if (op.plannedUs < 0)
-            fail(loc(d, s, i) + ": negative planned_us");
-          bool isSend = op.kind == OpKind::Send;
-          ChannelKey key = isSend ? ChannelKey{d, op.peer, op.tag} : ChannelKey{op.peer, d, op.tag};
-          auto &table = isSend ? sends : recvs;
-          auto inserted = table.emplace(key, OpRef{d, s, i});
-          if (!inserted.second) {
-            const OpRef &o = inserted.first->second;
-            fail(loc(d, s, i) + ": a second " + (isSend ? "send" : "recv") + " with tag " +
-                 std::to_string(op.tag) + " between devices " + std::to_string(std::get<0>(key)) +
-                 " and " + std::to_string(std::get<1>(key)) + " (first at " +
-                 loc(o.device, o.stream, o.op) + ")");
-          }
-          break;
-        }
-        case OpKind::Record:
-        case OpKind::Wait:
-          if (op.event >= dev.events.size())
-            fail(loc(d, s, i) + ": event " + std::to_string(op.event) +
-                 " does not exist (device has " + std::to_string(dev.events.size()) + " events)");
-          (op.kind == OpKind::Record ? recordsOf : waitsOf)[op.event].push_back({d, s, i});
-          break;
-        case OpKind::Bubble:
-          break;
-        case OpKind::Fill: {
+        std::string w = loc(d, s, i);
+        checkTime(op.plannedUs, pipefill::kMaxUs, w, "planned_us");
+        checkTime(op.plannedStartUs, pipefill::kMaxClockUs, w, "planned_start_us");
+        checkBytes(op.bytes, w, "bytes");
+        if (op.kind == OpKind::Bubble) {
+          checkTime(op.bubble.planned_duration_us, pipefill::kMaxUs, w, "planned_duration_us");
+          checkTime(op.bubble.planned_start_us, pipefill::kMaxClockUs, w, "planned_start_us");
+          checkBytes(op.bubble.free_bytes, w, "free_bytes");
+        } else if (op.kind == OpKind::Fill) {
           const pfrt_fill_chunk_desc &f = op.fill;
-          if (st.role == PFRT_STREAM_MAIN)
-            fail(loc(d, s, i) + ": fill chunks must not run on the MAIN stream");
-          if (f.job >= program.jobs.size())
-            fail(loc(d, s, i) + ": fill job " + std::to_string(f.job) +
-                 " does not exist (program has " + std::to_string(program.jobs.size()) +
-                 " fill jobs)");
-          if (!di.bubbleOp.count(f.bubble_id))
-            fail(loc(d, s, i) + ": bubble id " + std::to_string(f.bubble_id) +
-                 " is not a bubble of device " + std::to_string(d));
-          uint32_t passes = info.jobs[f.job].passes;
-          if (f.layer_begin >= f.layer_end || f.layer_end > passes)
-            fail(loc(d, s, i) + ": layer range [" + std::to_string(f.layer_begin) + ", " +
-                 std::to_string(f.layer_end) + ") is not within the job's " +
-                 std::to_string(passes) + " passes");
-          if (f.batch == 0)
-            fail(loc(d, s, i) + ": batch must be > 0");
-          if (f.iteration_offset > 0)
-            fail(loc(d, s, i) + ": iteration_offset must be <= 0");
-          if (f.planned_us < 0)
-            fail(loc(d, s, i) + ": negative planned_us");
-          ProgramInfo::JobInfo &ji = info.jobs[f.job];
-          auto placed = ji.streamOnDevice.emplace(d, s);
-          if (!placed.second && placed.first->second != s)
-            fail(loc(d, s, i) + ": chunks of fill job " + std::to_string(f.job) +
-                 " on device " + std::to_string(d) + " are on streams " +
-                 std::to_string(placed.first->second) + " and " + std::to_string(s) +
-                 "; one stream per job and device is required");
-          ji.minIterationOffset = std::min(ji.minIterationOffset, f.iteration_offset);
-          di.streamHasFill[s] = true;
-          break;
+          checkTime(f.planned_us, pipefill::kMaxUs, w, "planned_us");
+          checkBytes(f.peak_bytes, w, "peak_bytes");
+          if (f.iteration_offset < -kMaxIterationSpan)
+            fail(w + ": iteration_offset " + std::to_string(f.iteration_offset) +
+                 " is below -" + std::to_string(kMaxIterationSpan) +
+                 " (a batch may span at most that many iterations)");
+          if (f.period > kMaxIterationSpan || f.phase > kMaxIterationSpan)
+            fail(w + ": period and phase must be at most " + std::to_string(kMaxIterationSpan));
+          if (f.batch > kMaxFillBatch)
+            fail(w + ": batch " + std::to_string(f.batch) + " exceeds " +
+                 std::to_string(kMaxFillBatch));
+          if (static_cast<double>(f.sample_begin) > pipefill::kMaxBytes)
+            fail(w + ": sample_begin must be below 2^50");
         }
-        case OpKind::Copy:
-          if (op.direction != PFRT_COPY_HOST_TO_DEVICE && op.direction != PFRT_COPY_DEVICE_TO_HOST)
-            fail(loc(d, s, i) + ": unknown copy direction");
-          if (op.plannedUs < 0)
-            fail(loc(d, s, i) + ": negative planned_us");
-          break;
-        case OpKind::Alloc:
-          if (allocs[op.buffer]++)
-            fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is allocated twice");
-          break;
-        case OpKind::Free:
-          if (frees[op.buffer]++)
-            fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is freed twice");
-          break;
-        }
-      }
-    }
-    for (const auto &kv : allocs)
-      if (!frees.count(kv.first))
-        fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
-             " is allocated but never freed in the iteration body");
-    for (const auto &kv : frees)
-      if (!allocs.count(kv.first))
-        fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
-             " is freed but never allocated");
-    for (uint32_t e = 0; e < dev.events.size(); ++e) {
-      if (recordsOf[e].size() > 1) {
-        const OpRef &o = recordsOf[e][1];
-        fail(loc(o.device, o.stream, o.op) + ": event " + std::to_string(e) +
-             " is recorded twice in the iteration body (once per iteration is allowed)");
-      }
-      if (!waitsOf[e].empty() && recordsOf[e].empty()) {
-        const OpRef &o = waitsOf[e][0];
-        fail(loc(o.device, o.stream, o.op) + ": waits on event " + std::to_string(e) +
-             " which is never recorded");
-      }
-      di.eventWaiters[e] = static_cast<uint32_t>(waitsOf[e].size());
-      for (const OpRef &w : waitsOf[e]) {
-        const OpRef &r = recordsOf[e][0];
-        edges[node(r.device, r.stream, r.op)].push_back(node(w.device, w.stream, w.op));
       }
     }
   }
+  if (streams > kMaxStreams)
+    fail("program has " + std::to_string(streams) + " streams in all; the host backend runs "
+         "one thread per stream and supports at most " + std::to_string(kMaxStreams));
+  if (program_.jobs.size() > kMaxFillJobs)
+    fail("program has " + std::to_string(program_.jobs.size()) + " fill jobs; at most " +
+         std::to_string(kMaxFillJobs) + " are supported");
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    const FillJob &job = program_.jobs[j];
+    std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
+    if (job.layers.size() > kMaxFillLayers)
+      fail(where + ": " + std::to_string(job.layers.size()) + " layers; at most " +
+           std::to_string(kMaxFillLayers) + " are supported");
+    if (static_cast<double>(job.samples) > 1e15)
+      fail(where + ": samples must be at most 1e15 (got " + std::to_string(job.samples) + ")");
+    if (job.samplesPerIteration > (uint64_t(1) << 20))
+      fail(where + ": samples_per_iteration must be at most 2^20");
+    if (!(job.learningRate >= 0 && job.learningRate <= 10))
+      fail(where + ": learning_rate must be in [0, 10] (got " + num(job.learningRate) + ")");
+    for (size_t l = 0; l < job.layers.size(); ++l) {
+      const pfrt_fill_layer_desc &d = job.layers[l].desc;
+      std::string lw = where + " layer " + std::to_string(l);
+      checkTime(d.planned_us_per_sample, pipefill::kMaxUs, lw, "planned_us_per_sample");
+      checkTime(d.planned_backward_us_per_sample, pipefill::kMaxUs, lw,
+                "planned_backward_us_per_sample");
+      checkBytes(d.weight_bytes, lw, "weight_bytes");
+      for (uint32_t dim : {d.hidden, d.seq, d.in, d.out, d.width})
+        if (dim > kMaxLayerDim)
+          fail(lw + ": a dimension of " + std::to_string(dim) + " exceeds " +
+               std::to_string(kMaxLayerDim));
+      if (d.ffn > 4 * kMaxLayerDim || d.heads > 4096 || d.dim > 16384)
+        fail(lw + ": ffn, heads or dim out of range");
+    }
+  }
+}
 
-  for (const auto &kv : sends) {
-    auto it = recvs.find(kv.first);
+void Validator::checkJobShapes() {
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    const FillJob &job = program_.jobs[j];
+    std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
+    if (job.kind != PFRT_FILL_INFERENCE && job.kind != PFRT_FILL_TRAINING)
+      fail(where + ": kind must be INFERENCE or TRAINING");
+    std::vector<pipefill::LayerShape> shapes;
+    for (size_t l = 0; l < job.layers.size(); ++l) {
+      const pfrt_fill_layer_desc &d = job.layers[l].desc;
+      pipefill::LayerShape shape;
+      switch (d.kind) {
+      case PFRT_LAYER_ENCODER: shape.family = pipefill::LayerFamily::Encoder; break;
+      case PFRT_LAYER_MLP: shape.family = pipefill::LayerFamily::Mlp; break;
+      case PFRT_LAYER_GEMM_CHAIN: shape.family = pipefill::LayerFamily::GemmChain; break;
+      default:
+        fail(where + " layer " + std::to_string(l) + ": unknown layer kind " +
+             std::to_string(static_cast<int>(d.kind)));
+      }
+      shape.hidden = d.hidden;
+      shape.heads = d.heads;
+      shape.seq = d.seq;
+      shape.ffn = d.ffn;
+      shape.in = d.in;
+      shape.out = d.out;
+      shape.width = d.width;
+      shapes.push_back(shape);
+    }
+    pipefill::LayerProblem problem;
+    if (!pipefill::checkFillLayers(job.kind == PFRT_FILL_TRAINING, shapes, problem))
+      fail(where + (problem.layer >= 0 ? " layer " + std::to_string(problem.layer) : "") + ": " +
+           problem.message);
+    info_.jobs[j].passes = job.passes();
+  }
+}
+
+void Validator::checkStreamRoles(uint32_t d) {
+  const Device &dev = program_.devices[d];
+  ProgramInfo::DeviceInfo &di = info_.devices[d];
+  if (dev.streams.empty())
+    fail("device " + std::to_string(d) + " has no streams");
+  int mains = 0;
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    if (st.role != PFRT_STREAM_MAIN && st.role != PFRT_STREAM_FILL && st.role != PFRT_STREAM_COPY)
+      fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
+           ": role must be MAIN, FILL or COPY");
+    if (st.priority < PFRT_PRIORITY_DEFAULT || st.priority > PFRT_PRIORITY_LOW)
+      fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
+           ": unknown priority " + std::to_string(static_cast<int>(st.priority)));
+    if (st.role == PFRT_STREAM_MAIN && mains++ == 0)
+      di.mainStream = s;
+  }
+  if (mains != 1)
+    fail("device " + std::to_string(d) + " has " + std::to_string(mains) +
+         " MAIN streams; exactly one is required");
+  di.eventWaiters.assign(dev.events.size(), 0);
+  di.streamHasFill.assign(dev.streams.size(), false);
+}
+
+void Validator::checkBubbles(uint32_t d) {
+  // Bubbles first: fill chunks refer to them regardless of order.
+  const Device &dev = program_.devices[d];
+  ProgramInfo::DeviceInfo &di = info_.devices[d];
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (uint32_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (op.kind != OpKind::Bubble)
+        continue;
+      if (s != di.mainStream)
+        fail(loc(d, s, i) + ": bubble markers belong on the MAIN stream");
+      if (op.bubble.planned_duration_us < 0 || op.bubble.planned_start_us < 0)
+        fail(loc(d, s, i) + ": negative bubble start or duration");
+      if (op.bubble.kind < PFRT_BUBBLE_UNSPECIFIED || op.bubble.kind > PFRT_BUBBLE_TAIL)
+        fail(loc(d, s, i) + ": unknown bubble kind");
+      if (!di.bubbleOp.emplace(op.bubble.bubble_id, i).second)
+        fail(loc(d, s, i) + ": bubble id " + std::to_string(op.bubble.bubble_id) +
+             " is used twice on this device");
+    }
+  }
+}
+
+void Validator::checkOps(uint32_t d) {
+  const Device &dev = program_.devices[d];
+  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  recordsOf_.assign(dev.events.size(), {});
+  waitsOf_.assign(dev.events.size(), {});
+  allocs_.clear();
+  frees_.clear();
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (uint32_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (i + 1 < st.ops.size())
+        edges_[node(d, s, i)].push_back(node(d, s, i + 1));
+      switch (op.kind) {
+      case OpKind::Compute:
+        if (op.compute < PFRT_COMPUTE_FORWARD || op.compute > PFRT_COMPUTE_OPTIMIZER)
+          fail(loc(d, s, i) + ": unknown compute kind " +
+               std::to_string(static_cast<int>(op.compute)));
+        if (st.role == PFRT_STREAM_FILL)
+          fail(loc(d, s, i) + ": main-job compute on a FILL stream");
+        break;
+      case OpKind::Send:
+      case OpKind::Recv: {
+        if (op.peer >= numDevices)
+          fail(loc(d, s, i) + ": peer device " + std::to_string(op.peer) +
+               " does not exist (program has " + std::to_string(numDevices) + " devices)");
+        if (op.peer == d)
+          fail(loc(d, s, i) + ": peer is the device itself");
+        bool isSend = op.kind == OpKind::Send;
+        ChannelKey key = isSend ? ChannelKey{d, op.peer, op.tag} : ChannelKey{op.peer, d, op.tag};
+        auto &table = isSend ? sends_ : recvs_;
+        auto inserted = table.emplace(key, OpRef{d, s, i});
+        if (!inserted.second)
+          fail(loc(d, s, i) + ": a second " + (isSend ? "send" : "recv") + " with tag " +
+               std::to_string(op.tag) + " between devices " + std::to_string(std::get<0>(key)) +
+               " and " + std::to_string(std::get<1>(key)) + " (first at " +
+               loc(inserted.first->second) + ")");
+        break;
+      }
+      case OpKind::Record:
+      case OpKind::Wait:
+        if (op.event >= dev.events.size())
+          fail(loc(d, s, i) + ": event " + std::to_string(op.event) +
+               " does not exist (device has " + std::to_string(dev.events.size()) + " events)");
+        (op.kind == OpKind::Record ? recordsOf_ : waitsOf_)[op.event].push_back({d, s, i});
+        break;
+      case OpKind::Bubble:
+        break;
+      case OpKind::Fill:
+        checkFillChunk(d, s, i);
+        break;
+      case OpKind::Copy:
+        if (op.direction != PFRT_COPY_HOST_TO_DEVICE && op.direction != PFRT_COPY_DEVICE_TO_HOST)
+          fail(loc(d, s, i) + ": unknown copy direction");
+        break;
+      case OpKind::Alloc:
+        if (allocs_[op.buffer]++)
+          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is allocated twice");
+        break;
+      case OpKind::Free:
+        if (frees_[op.buffer]++)
+          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is freed twice");
+        break;
+      }
+    }
+  }
+}
+
+void Validator::checkFillChunk(uint32_t d, uint32_t s, uint32_t i) {
+  const Stream &st = program_.devices[d].streams[s];
+  const pfrt_fill_chunk_desc &f = st.ops[i].fill;
+  ProgramInfo::DeviceInfo &di = info_.devices[d];
+  if (st.role == PFRT_STREAM_MAIN)
+    fail(loc(d, s, i) + ": fill chunks must not run on the MAIN stream");
+  if (f.job >= program_.jobs.size())
+    fail(loc(d, s, i) + ": fill job " + std::to_string(f.job) + " does not exist (program has " +
+         std::to_string(program_.jobs.size()) + " fill jobs)");
+  if (!di.bubbleOp.count(f.bubble_id))
+    fail(loc(d, s, i) + ": bubble id " + std::to_string(f.bubble_id) +
+         " is not a bubble of device " + std::to_string(d));
+  uint32_t passes = info_.jobs[f.job].passes;
+  if (f.layer_begin >= f.layer_end || f.layer_end > passes)
+    fail(loc(d, s, i) + ": layer range [" + std::to_string(f.layer_begin) + ", " +
+         std::to_string(f.layer_end) + ") is not within the job's " + std::to_string(passes) +
+         " passes");
+  if (f.batch == 0)
+    fail(loc(d, s, i) + ": batch must be > 0");
+  if (f.iteration_offset > 0)
+    fail(loc(d, s, i) + ": iteration_offset must be <= 0");
+  ProgramInfo::JobInfo &ji = info_.jobs[f.job];
+  auto placed = ji.streamOnDevice.emplace(d, s);
+  if (!placed.second && placed.first->second != s)
+    fail(loc(d, s, i) + ": chunks of fill job " + std::to_string(f.job) + " on device " +
+         std::to_string(d) + " are on streams " + std::to_string(placed.first->second) + " and " +
+         std::to_string(s) + "; one stream per job and device is required");
+  ji.minIterationOffset = std::min(ji.minIterationOffset, f.iteration_offset);
+  di.streamHasFill[s] = true;
+}
+
+void Validator::checkAllocPairs(uint32_t d) {
+  for (const auto &kv : allocs_)
+    if (!frees_.count(kv.first))
+      fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
+           " is allocated but never freed in the iteration body");
+  for (const auto &kv : frees_)
+    if (!allocs_.count(kv.first))
+      fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
+           " is freed but never allocated");
+}
+
+void Validator::checkEvents(uint32_t d) {
+  ProgramInfo::DeviceInfo &di = info_.devices[d];
+  for (uint32_t e = 0; e < recordsOf_.size(); ++e) {
+    if (recordsOf_[e].size() > 1)
+      fail(loc(recordsOf_[e][1]) + ": event " + std::to_string(e) +
+           " is recorded twice in the iteration body (once per iteration is allowed)");
+    if (!waitsOf_[e].empty() && recordsOf_[e].empty())
+      fail(loc(waitsOf_[e][0]) + ": waits on event " + std::to_string(e) +
+           " which is never recorded");
+    di.eventWaiters[e] = static_cast<uint32_t>(waitsOf_[e].size());
+    for (const OpRef &w : waitsOf_[e]) {
+      const OpRef &r = recordsOf_[e][0];
+      edges_[node(r.device, r.stream, r.op)].push_back(node(w.device, w.stream, w.op));
+    }
+  }
+}
+
+void Validator::checkSendRecvPairs() {
+  for (const auto &kv : sends_) {
+    auto it = recvs_.find(kv.first);
     const OpRef &o = kv.second;
-    if (it == recvs.end())
-      fail(loc(o.device, o.stream, o.op) + ": send to device " +
-           std::to_string(std::get<1>(kv.first)) + " with tag " +
+    if (it == recvs_.end())
+      fail(loc(o) + ": send to device " + std::to_string(std::get<1>(kv.first)) + " with tag " +
            std::to_string(std::get<2>(kv.first)) + " has no matching recv");
     const OpRef &r = it->second;
-    uint64_t sb = program.devices[o.device].streams[o.stream].ops[o.op].bytes;
-    uint64_t rb = program.devices[r.device].streams[r.stream].ops[r.op].bytes;
+    uint64_t sb = opAt(o).bytes, rb = opAt(r).bytes;
     if (sb != rb)
-      fail(loc(r.device, r.stream, r.op) + ": recv of " + std::to_string(rb) +
-           " bytes does not match the send of " + std::to_string(sb) + " bytes at " +
-           loc(o.device, o.stream, o.op));
-    edges[node(o.device, o.stream, o.op)].push_back(node(r.device, r.stream, r.op));
+      fail(loc(r) + ": recv of " + std::to_string(rb) + " bytes does not match the send of " +
+           std::to_string(sb) + " bytes at " + loc(o));
+    edges_[node(o.device, o.stream, o.op)].push_back(node(r.device, r.stream, r.op));
   }
-  for (const auto &kv : recvs)
-    if (!sends.count(kv.first)) {
-      const OpRef &o = kv.second;
-      fail(loc(o.device, o.stream, o.op) + ": recv from device " +
-           std::to_string(std::get<0>(kv.first)) + " with tag " +
-           std::to_string(std::get<2>(kv.first)) + " has no matching send");
-    }
+  for (const auto &kv : recvs_)
+    if (!sends_.count(kv.first))
+      fail(loc(kv.second) + ": recv from device " + std::to_string(std::get<0>(kv.first)) +
+           " with tag " + std::to_string(std::get<2>(kv.first)) + " has no matching send");
+}
 
-  // Deadlock: the dependency graph of one iteration must be acyclic (edges across iterations only
-  // follow stream order, so the unrolled run is then acyclic too).
-  {
-    std::vector<uint32_t> indeg(nodes.size(), 0);
-    for (const auto &out : edges)
-      for (uint32_t v : out)
-        ++indeg[v];
-    std::deque<uint32_t> ready;
-    for (uint32_t v = 0; v < nodes.size(); ++v)
-      if (!indeg[v])
-        ready.push_back(v);
-    size_t done = 0;
-    while (!ready.empty()) {
-      uint32_t u = ready.front();
-      ready.pop_front();
-      ++done;
-      for (uint32_t v : edges[u])
-        if (--indeg[v] == 0)
-          ready.push_back(v);
-    }
-    if (done != nodes.size()) {
-      // Report the first blocked op that waits on something (the head of a stream's stuck part).
-      for (uint32_t v = 0; v < nodes.size(); ++v) {
-        if (!indeg[v])
-          continue;
-        const OpRef &o = nodes[v];
-        if (o.op > 0 && indeg[node(o.device, o.stream, o.op - 1)])
-          continue;
-        fail(loc(o.device, o.stream, o.op) +
-             ": can never run: the waits/receives of one iteration form a dependency cycle "
-             "(deadlock)");
-      }
-      fail("the waits/receives of one iteration form a dependency cycle (deadlock)");
-    }
-  }
+void Validator::checkNoDeadlock() {
+  // Edges across iterations only follow stream order, so an acyclic graph of one iteration makes
+  // the unrolled run acyclic too.
+  int64_t blocked = pipefill::findBlockedNode(edges_, [&](uint32_t v) {
+    const OpRef &o = nodes_[v];
+    return o.op > 0 ? static_cast<int64_t>(node(o.device, o.stream, o.op - 1)) : int64_t(-1);
+  });
+  if (blocked >= 0)
+    fail(loc(nodes_[blocked]) +
+         ": can never run: the waits/receives of one iteration form a dependency cycle "
+         "(deadlock)");
+}
 
-  // Every free is ordered after its alloc (same stream later, or through waits/receives).
-  for (uint32_t d = 0; d < numDevices; ++d) {
-    const Device &dev = program.devices[d];
+void Validator::checkFreeAfterAlloc() {
+  for (uint32_t d = 0; d < program_.devices.size(); ++d) {
+    const Device &dev = program_.devices[d];
     std::map<uint32_t, OpRef> allocAt, freeAt;
     for (uint32_t s = 0; s < dev.streams.size(); ++s)
       for (uint32_t i = 0; i < dev.streams[s].ops.size(); ++i) {
@@ -474,14 +610,14 @@ ProgramInfo validate(const Program &program) {
       }
     for (const auto &kv : allocAt) {
       const OpRef &a = kv.second, &f = freeAt.at(kv.first);
-      std::vector<char> seen(nodes.size(), 0);
+      std::vector<char> seen(nodes_.size(), 0);
       std::deque<uint32_t> queue{node(a.device, a.stream, a.op)};
       const uint32_t target = node(f.device, f.stream, f.op);
       bool found = false;
       while (!queue.empty() && !found) {
         uint32_t u = queue.front();
         queue.pop_front();
-        for (uint32_t v : edges[u]) {
+        for (uint32_t v : edges_[u]) {
           if (v == target)
             found = true;
           if (!seen[v]) {
@@ -491,151 +627,203 @@ ProgramInfo validate(const Program &program) {
         }
       }
       if (!found)
-        fail(loc(f.device, f.stream, f.op) + ": frees buffer " + std::to_string(kv.first) +
-             " but is not ordered after its alloc at " + loc(a.device, a.stream, a.op) +
+        fail(loc(f) + ": frees buffer " + std::to_string(kv.first) +
+             " but is not ordered after its alloc at " + loc(a) +
              " (same stream, or a wait on an event recorded after the alloc)");
     }
   }
+}
 
-  // Fill never blocks main: no MAIN-stream op may be reachable from a FILL-stream op.
-  {
-    std::vector<char> reached(nodes.size(), 0);
-    std::vector<uint32_t> origin(nodes.size(), 0);
-    std::deque<uint32_t> queue;
-    for (uint32_t v = 0; v < nodes.size(); ++v) {
-      const OpRef &o = nodes[v];
-      if (program.devices[o.device].streams[o.stream].role == PFRT_STREAM_FILL) {
-        reached[v] = 1;
-        origin[v] = v;
-        queue.push_back(v);
-      }
+void Validator::checkFillNeverBlocksMain() {
+  std::vector<char> reached(nodes_.size(), 0);
+  std::vector<uint32_t> origin(nodes_.size(), 0);
+  std::deque<uint32_t> queue;
+  auto role = [&](uint32_t v) {
+    return program_.devices[nodes_[v].device].streams[nodes_[v].stream].role;
+  };
+  for (uint32_t v = 0; v < nodes_.size(); ++v)
+    if (role(v) == PFRT_STREAM_FILL) {
+      reached[v] = 1;
+      origin[v] = v;
+      queue.push_back(v);
     }
-    while (!queue.empty()) {
-      uint32_t u = queue.front();
-      queue.pop_front();
-      for (uint32_t v : edges[u]) {
-        if (reached[v])
-          continue;
-        reached[v] = 1;
-        origin[v] = origin[u];
-        const OpRef &o = nodes[v];
-        if (program.devices[o.device].streams[o.stream].role == PFRT_STREAM_MAIN) {
-          const OpRef &f = nodes[origin[v]];
-          fail(loc(o.device, o.stream, o.op) + ": the MAIN stream depends on " +
-               loc(f.device, f.stream, f.op) + "; fill work must never block the main stream");
-        }
-        queue.push_back(v);
+  while (!queue.empty()) {
+    uint32_t u = queue.front();
+    queue.pop_front();
+    for (uint32_t v : edges_[u]) {
+      if (reached[v])
+        continue;
+      reached[v] = 1;
+      origin[v] = origin[u];
+      if (role(v) == PFRT_STREAM_MAIN)
+        fail(loc(nodes_[v]) + ": the MAIN stream depends on " + loc(nodes_[origin[v]]) +
+             "; fill work must never block the main stream");
+      queue.push_back(v);
+    }
+  }
+}
+
+void Validator::checkBatchContinuity(uint32_t j) {
+  const FillJob &job = program_.jobs[j];
+  ProgramInfo::JobInfo &ji = info_.jobs[j];
+  std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
+  if (job.kind == PFRT_FILL_TRAINING && ji.streamOnDevice.size() > 1)
+    fail(where + ": a TRAINING job must be placed on one device (it is on devices " +
+         std::to_string(ji.streamOnDevice.begin()->first) + " and " +
+         std::to_string(std::next(ji.streamOnDevice.begin())->first) + ")");
+  // Chunks per device in stream order.
+  std::map<uint32_t, std::vector<std::pair<uint32_t, const pfrt_fill_chunk_desc *>>> chunks;
+  uint64_t derived = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> starts; // [begin, end) of batches begun
+  for (const auto &ds : ji.streamOnDevice) {
+    const Stream &st = program_.devices[ds.first].streams[ds.second];
+    for (uint32_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (op.kind != OpKind::Fill || op.fill.job != j)
+        continue;
+      chunks[ds.first].push_back({i, &op.fill});
+      if (op.fill.layer_begin == 0) {
+        derived += op.fill.batch;
+        starts.push_back({op.fill.sample_begin, op.fill.sample_begin + op.fill.batch});
       }
     }
   }
-
-  // Fill jobs: placement, sample stride, and batch continuity.
-  for (uint32_t j = 0; j < program.jobs.size(); ++j) {
-    const FillJob &job = program.jobs[j];
-    ProgramInfo::JobInfo &ji = info.jobs[j];
-    std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
-    if (job.kind == PFRT_FILL_TRAINING && ji.streamOnDevice.size() > 1)
-      fail(where + ": a TRAINING job must be placed on one device (it is on devices " +
-           std::to_string(ji.streamOnDevice.begin()->first) + " and " +
-           std::to_string(std::next(ji.streamOnDevice.begin())->first) + ")");
-    // Chunks per device in stream order.
-    std::map<uint32_t, std::vector<std::pair<uint32_t, const pfrt_fill_chunk_desc *>>> chunks;
-    uint64_t derived = 0;
-    std::vector<std::pair<uint64_t, uint64_t>> starts; // [begin, end) of batches begun
-    for (const auto &ds : ji.streamOnDevice) {
-      const Stream &st = program.devices[ds.first].streams[ds.second];
-      for (uint32_t i = 0; i < st.ops.size(); ++i) {
-        const Op &op = st.ops[i];
-        if (op.kind != OpKind::Fill || op.fill.job != j)
-          continue;
-        chunks[ds.first].push_back({i, &op.fill});
-        if (op.fill.layer_begin == 0) {
-          derived += op.fill.batch;
-          starts.push_back({op.fill.sample_begin, op.fill.sample_begin + op.fill.batch});
-        }
-      }
+  ji.stride = job.samplesPerIteration ? job.samplesPerIteration : derived;
+  std::sort(starts.begin(), starts.end());
+  for (size_t k = 0; k < starts.size(); ++k) {
+    if (starts[k].second > ji.stride)
+      fail(where + ": batch [" + std::to_string(starts[k].first) + ", " +
+           std::to_string(starts[k].second) + ") lies outside the " + std::to_string(ji.stride) +
+           " samples per iteration");
+    if (k && starts[k].first < starts[k - 1].second)
+      fail(where + ": batches [" + std::to_string(starts[k - 1].first) + ", " +
+           std::to_string(starts[k - 1].second) + ") and [" + std::to_string(starts[k].first) +
+           ", " + std::to_string(starts[k].second) + ") overlap");
+  }
+  // Simulate the cursor over enough iterations to see every batch begin and end. The limits
+  // bound span and period by kMaxIterationSpan, so this loop is bounded too.
+  const int64_t span = -static_cast<int64_t>(ji.minIterationOffset);
+  int64_t period = 1;
+  for (const auto &dc : chunks)
+    for (const auto &c : dc.second) {
+      int64_t p = c.second->period ? c.second->period : 1;
+      if (period != 1 && p != period)
+        fail(loc(dc.first, ji.streamOnDevice[dc.first], c.first) + ": " + where +
+             " mixes periods " + std::to_string(period) + " and " + std::to_string(p) +
+             "; all chunks of a job share one period");
+      period = p;
     }
-    ji.stride = job.samplesPerIteration ? job.samplesPerIteration : derived;
-    std::sort(starts.begin(), starts.end());
-    for (size_t k = 0; k < starts.size(); ++k) {
-      if (starts[k].second > ji.stride)
-        fail(where + ": batch [" + std::to_string(starts[k].first) + ", " +
-             std::to_string(starts[k].second) + ") lies outside the " +
-             std::to_string(ji.stride) + " samples per iteration");
-      if (k && starts[k].first < starts[k - 1].second)
-        fail(where + ": batches [" + std::to_string(starts[k - 1].first) + ", " +
-             std::to_string(starts[k - 1].second) + ") and [" + std::to_string(starts[k].first) +
-             ", " + std::to_string(starts[k].second) + ") overlap");
-    }
-    // Simulate the cursor over enough iterations to see every batch begin and end.
-    const int64_t span = -static_cast<int64_t>(ji.minIterationOffset);
-    int64_t period = 1;
-    for (const auto &dc : chunks)
+  const int64_t simIterations = (span + 2) * period;
+  for (const auto &dc : chunks) {
+    const uint32_t d = dc.first;
+    const uint32_t s = ji.streamOnDevice[d];
+    struct Flight {
+      uint32_t next;
+      uint32_t batch;
+      int64_t began;
+    };
+    std::map<int64_t, Flight> flights; // by absolute sample begin
+    for (int64_t it = 0; it < simIterations; ++it) {
       for (const auto &c : dc.second) {
-        int64_t p = c.second->period ? c.second->period : 1;
-        if (period != 1 && p != period)
-          fail(loc(dc.first, ji.streamOnDevice[dc.first], c.first) + ": " + where +
-               " mixes periods " + std::to_string(period) + " and " + std::to_string(p) +
-               "; all chunks of a job share one period");
-        period = p;
-      }
-    const int64_t simIterations = (span + 2) * period;
-    for (const auto &dc : chunks) {
-      const uint32_t d = dc.first;
-      const uint32_t s = ji.streamOnDevice[d];
-      struct Flight {
-        uint32_t next;
-        uint32_t batch;
-        int64_t began;
-      };
-      std::map<int64_t, Flight> flights; // by absolute sample begin
-      for (int64_t it = 0; it < simIterations; ++it) {
-        for (const auto &c : dc.second) {
-          const pfrt_fill_chunk_desc &f = *c.second;
-          int64_t logical = 0;
-          if (!chunkRunsIn(f, it, &logical) || logical < 0)
-            continue;
-          int64_t sb = static_cast<int64_t>(f.sample_begin) + logical * static_cast<int64_t>(ji.stride);
-          auto found = flights.find(sb);
-          if (f.layer_begin == 0) {
-            if (found != flights.end())
-              fail(loc(d, s, c.first) + ": begins samples [" + std::to_string(sb) + ", ...) of " +
-                   where + " again while that batch is still in flight at layer " +
-                   std::to_string(found->second.next));
-            flights[sb] = {f.layer_end, f.batch, it};
-          } else {
-            if (found == flights.end()) {
-              // The batch began before the simulated window only when this chunk continues a batch
-              // of an earlier iteration that was skipped (logical < 0); anything else is an error.
-              fail(loc(d, s, c.first) + ": continues layers [" + std::to_string(f.layer_begin) +
-                   ", " + std::to_string(f.layer_end) + ") of samples [" + std::to_string(sb) +
-                   ", ...) of " + where +
-                   " but no chunk on this device began that batch (check sample_begin and "
-                   "iteration_offset)");
-            }
-            if (found->second.next != f.layer_begin)
-              fail(loc(d, s, c.first) + ": continues " + where + " at layer " +
-                   std::to_string(f.layer_begin) + " but the batch is at layer " +
-                   std::to_string(found->second.next));
-            if (found->second.batch != f.batch)
-              fail(loc(d, s, c.first) + ": batch " + std::to_string(f.batch) +
-                   " differs from the batch " + std::to_string(found->second.batch) +
-                   " the chunk that began it used");
-            found->second.next = f.layer_end;
-          }
-          auto cur = flights.find(sb);
-          if (cur->second.next == ji.passes)
-            flights.erase(cur);
+        const pfrt_fill_chunk_desc &f = *c.second;
+        int64_t logical = 0;
+        if (!chunkRunsIn(f, it, &logical) || logical < 0)
+          continue;
+        int64_t sb =
+            static_cast<int64_t>(f.sample_begin) + logical * static_cast<int64_t>(ji.stride);
+        auto found = flights.find(sb);
+        if (f.layer_begin == 0) {
+          if (found != flights.end())
+            fail(loc(d, s, c.first) + ": begins samples [" + std::to_string(sb) + ", ...) of " +
+                 where + " again while that batch is still in flight at layer " +
+                 std::to_string(found->second.next));
+          flights[sb] = {f.layer_end, f.batch, it};
+        } else {
+          if (found == flights.end())
+            fail(loc(d, s, c.first) + ": continues layers [" + std::to_string(f.layer_begin) +
+                 ", " + std::to_string(f.layer_end) + ") of samples [" + std::to_string(sb) +
+                 ", ...) of " + where +
+                 " but no chunk on this device began that batch (check sample_begin and "
+                 "iteration_offset)");
+          if (found->second.next != f.layer_begin)
+            fail(loc(d, s, c.first) + ": continues " + where + " at layer " +
+                 std::to_string(f.layer_begin) + " but the batch is at layer " +
+                 std::to_string(found->second.next));
+          if (found->second.batch != f.batch)
+            fail(loc(d, s, c.first) + ": batch " + std::to_string(f.batch) +
+                 " differs from the batch " + std::to_string(found->second.batch) +
+                 " the chunk that began it used");
+          found->second.next = f.layer_end;
         }
+        auto cur = flights.find(sb);
+        if (cur->second.next == ji.passes)
+          flights.erase(cur);
       }
-      for (const auto &fl : flights)
-        if (fl.second.began + (span + 1) * period <= simIterations - 1)
-          fail(where + ": on device " + std::to_string(d) + " the batch beginning at sample " +
-               std::to_string(fl.first) + " never reaches the last layer (stuck at layer " +
-               std::to_string(fl.second.next) + ")");
     }
+    for (const auto &fl : flights)
+      if (fl.second.began + (span + 1) * period <= simIterations - 1)
+        fail(where + ": on device " + std::to_string(d) + " the batch beginning at sample " +
+             std::to_string(fl.first) + " never reaches the last layer (stuck at layer " +
+             std::to_string(fl.second.next) + ")");
   }
-  return info;
+}
+
+} // namespace
+
+ProgramInfo validate(const Program &program) { return Validator(program).run(); }
+
+void checkRunFits(const Program &program, uint64_t iterations) {
+  uint64_t ops = 0, streams = 0;
+  for (const Device &d : program.devices)
+    for (const Stream &s : d.streams) {
+      ops += s.ops.size();
+      ++streams;
+    }
+  // The executor keeps one 16-byte timeline slot per op per iteration (docs/runtime.md §11).
+  const uint64_t need = pipefill::satMulU(pipefill::satMulU(ops, iterations), 16);
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  const uint64_t have =
+      pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : uint64_t(1) << 34;
+  if (need > have / 2)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "the run's timeline needs " + std::to_string(need) + " bytes (" +
+                    std::to_string(ops) + " ops x " + std::to_string(iterations) +
+                    " iterations x 16 B) but the machine has " + std::to_string(have) +
+                    " bytes of memory; run fewer iterations and resume from the checkpoint");
+  // Fill workloads: the largest activation a chunk holds (batch x rows x width floats, plus the
+  // attention scores batch x heads x seq^2 of an encoder) and the job's weights.
+  for (const Device &d : program.devices)
+    for (const Stream &s : d.streams)
+      for (const Op &op : s.ops) {
+        if (op.kind != OpKind::Fill || op.fill.job >= program.jobs.size())
+          continue;
+        const FillJob &job = program.jobs[op.fill.job];
+        uint64_t floats = 0;
+        for (const FillLayer &l : job.layers) {
+          const pfrt_fill_layer_desc &ld = l.desc;
+          uint64_t width = std::max<uint64_t>({ld.hidden, ld.ffn, ld.in, ld.out, ld.width, 64});
+          uint64_t rows = ld.kind == PFRT_LAYER_ENCODER ? std::max<uint32_t>(ld.seq, 1) : 1;
+          uint64_t act = pipefill::satMulU(pipefill::satMulU(op.fill.batch, rows), width);
+          uint64_t scores = ld.kind == PFRT_LAYER_ENCODER
+                                ? pipefill::satMulU(pipefill::satMulU(op.fill.batch, ld.heads),
+                                                    pipefill::satMulU(ld.seq, ld.seq))
+                                : 0;
+          uint64_t weights = pipefill::satMulU(width, width);
+          floats = std::max(floats, pipefill::satAddU(pipefill::satMulU(act, 8),
+                                                      pipefill::satAddU(scores, weights)));
+        }
+        const uint64_t bytes = pipefill::satMulU(floats, 4);
+        if (bytes > have / 2)
+          throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                      "fill job '" + job.name + "' needs about " + std::to_string(bytes) +
+                          " bytes of host memory for one chunk of batch " +
+                          std::to_string(op.fill.batch) + " but the machine has " +
+                          std::to_string(have) + " bytes");
+      }
+  if (streams > kMaxStreams)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "the run needs " + std::to_string(streams) + " stream threads; at most " +
+                    std::to_string(kMaxStreams) + " are supported");
 }
 
 } // namespace pfrt

@@ -119,9 +119,25 @@ struct ProgramInfo {
   std::vector<JobInfo> jobs;
 };
 
+// Limits of the stream model (docs/reliability.md): what validate() accepts.
+constexpr uint32_t kMaxIterations = 1000000;  // per run; longer runs resume from checkpoints
+constexpr size_t kMaxDevices = 4096;
+constexpr size_t kMaxStreamsPerDevice = 16;
+constexpr size_t kMaxStreams = 4096;          // host backend: one thread per stream
+constexpr size_t kMaxOpsPerStream = size_t(1) << 22;
+constexpr size_t kMaxFillJobs = 4096;
+constexpr size_t kMaxFillLayers = 4096;
+constexpr int32_t kMaxIterationSpan = 1024;   // -iteration_offset, period, phase
+constexpr uint32_t kMaxFillBatch = 65536;
+constexpr uint32_t kMaxLayerDim = 65536;
+
 // Checks every rule of the stream model; throws Error(PFRT_ERROR_INVALID_PROGRAM) naming the
 // device/stream/op at fault.
 ProgramInfo validate(const Program &program);
+
+// Refuses a run of `iterations` whose memory (the timeline) or threads exceed what the machine
+// has, saying so (Error PFRT_ERROR_INVALID_ARGUMENT).
+void checkRunFits(const Program &program, uint64_t iterations);
 
 // Planned duration of an op: the op's own planned time, or the stage calibration / interconnect
 // figures when it is 0.

@@ -1,6 +1,8 @@
 #include "runtime/ProgramIO.h"
 
 #include "proto/stream_program.pb.h"
+#include "support/Limits.h"
+#include "support/ProtoText.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
@@ -32,25 +34,32 @@ bool looksLikeText(const std::string &data) {
   return true;
 }
 
-class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
-public:
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string &message) override {
-    if (first.empty())
-      first = std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
-  }
-  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string &) override {}
-  std::string first;
-};
-
-bool parseText(const std::string &data, pipefill::rt::StreamProgram *proto, std::string *error) {
-  google::protobuf::TextFormat::Parser parser;
-  FirstErrorCollector collector;
-  parser.RecordErrorsTo(&collector);
-  if (parser.ParseFromString(data, proto))
+// Text format through the project's one protobuf front end (support/ProtoText.h): the first
+// diagnostic as "LINE:COL: message" (the caller prefixes the source).
+bool parseText(const std::string &data, pipefill::rt::StreamProgram *proto, std::string *error,
+               google::protobuf::TextFormat::ParseInfoTree *tree = nullptr) {
+  pipefill::Diagnostics diags;
+  if (pipefill::parseTextProto("", data, *proto, tree, diags))
     return true;
-  *error = collector.first.empty() ? "malformed text format" : collector.first;
+  const pipefill::Diagnostic &d = diags.all().front();
+  *error = d.line > 0 ? std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message
+                      : " " + d.message;
   return false;
+}
+
+// The documented range of every numeric field and the count of every repeated one
+// (support/Limits.cpp), before any of it reaches the builder: no NaN/infinite times, no sizes
+// whose products overflow, no more streams than the host can run as threads.
+void checkProgramLimits(const pipefill::rt::StreamProgram &proto, const std::string &source,
+                        const google::protobuf::TextFormat::ParseInfoTree *tree) {
+  pipefill::Diagnostics diags;
+  if (pipefill::checkLimits(proto, tree, source, diags))
+    return;
+  const pipefill::Diagnostic &d = diags.all().front();
+  std::string where = source;
+  if (d.line > 0)
+    where += ":" + std::to_string(d.line) + ":" + std::to_string(d.column);
+  throw Error(PFRT_ERROR_INVALID_PROGRAM, where + ": " + d.message);
 }
 
 // Calls a builder function and rethrows its failure with the source and proto path prefixed.
@@ -299,21 +308,31 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
   pipefill::rt::StreamProgram proto;
   std::string error;
   bool text = isTextFormatPath(source) || (!isBinaryPath(source) && looksLikeText(data));
+  if (data.size() > pipefill::kMaxInputBytes)
+    throw Error(PFRT_ERROR_PARSE, source + ": file is " + std::to_string(data.size()) +
+                                      " bytes; the limit is " +
+                                      std::to_string(pipefill::kMaxInputBytes));
+  google::protobuf::TextFormat::ParseInfoTree tree;
+  bool haveTree = false;
   if (text) {
-    if (!parseText(data, &proto, &error))
+    if (!parseText(data, &proto, &error, &tree))
       throw Error(PFRT_ERROR_PARSE, source + ":" + error);
+    haveTree = true;
   } else {
     google::protobuf::io::ArrayInputStream raw(data.data(), static_cast<int>(data.size()));
     google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetRecursionLimit(64);
     if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
       std::string textError;
       proto.Clear();
-      if (!(looksLikeText(data) && parseText(data, &proto, &textError)))
+      haveTree = looksLikeText(data) && parseText(data, &proto, &textError, &tree);
+      if (!haveTree)
         throw Error(PFRT_ERROR_PARSE,
                     source + ": not a valid binary StreamProgram (protobuf parse failed; a "
                              "text-format program needs a .pbtxt extension)");
     }
   }
+  checkProgramLimits(proto, source, haveTree ? &tree : nullptr);
   return buildFromProto(proto, source);
 }
 
