@@ -4,6 +4,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Compare.h"
+#include "runtime/CheckpointFile.h"
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
@@ -471,6 +472,11 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.profile = o.profile != 0;
     cfg.timeScale = o.time_scale;
     cfg.checkpointPath = o.checkpoint_path ? o.checkpoint_path : "";
+    if (o.checkpoint_recovery < PFRT_CHECKPOINT_FAIL ||
+        o.checkpoint_recovery > PFRT_CHECKPOINT_RESTART)
+      invalid("checkpoint_recovery must be FAIL, PREVIOUS or RESTART");
+    cfg.checkpointRecovery = o.checkpoint_recovery;
+    pfrt::checkOutputPath(cfg.checkpointPath, "checkpoint");
     cfg.stage = o.stage;
     cfg.maxDim = o.max_dim;
     cfg.computeFn = o.compute_fn;

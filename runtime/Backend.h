@@ -36,6 +36,7 @@ struct RunConfig {
   bool profile = false;
   double timeScale = 1.0;
   std::string checkpointPath;
+  int checkpointRecovery = 0; // PFRT_CHECKPOINT_FAIL / _PREVIOUS / _RESTART
   int32_t stage = -1;
   uint32_t maxDim = 0;      // effective cap (backend default applied)
   pfrt_compute_fn computeFn = nullptr;

@@ -1,6 +1,8 @@
 #include "runtime/Executor.h"
 
 #include "runtime/FillPredictor.h"
+#include "runtime/CheckpointFile.h"
+
 #include "runtime/ProgramIO.h"
 #include "proto/stream_program.pb.h"
 
@@ -342,30 +344,99 @@ void Executor::planSamples() {
 
 void Executor::loadCheckpoint() {
   const std::string &path = config_.checkpointPath;
-  struct stat st;
-  if (path.empty() || ::stat(path.c_str(), &st) != 0)
+  if (path.empty())
     return;
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot be read");
+  const uint64_t fp = programFingerprint(program_);
   pipefill::rt::FillCheckpoint cp;
-  if (!cp.ParseFromIstream(&in))
-    throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": not a valid pipefill checkpoint");
-  uint64_t fp = programFingerprint(program_);
-  if (cp.program_fingerprint() != fp)
-    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                "checkpoint " + path + " was written for a different program (fingerprint " +
-                    std::to_string(cp.program_fingerprint()) + ", this program " +
-                    std::to_string(fp) + "); delete it or use another --checkpoint file");
+  std::string problem;
+  CheckpointStatus status = readCheckpointFile(path, fp, cp, problem);
+  if (status == CheckpointStatus::Ok)
+    problem = checkpointContentProblem(cp);
+  if (status == CheckpointStatus::Missing)
+    return;
+  if (status == CheckpointStatus::Ok && problem.empty()) {
+    restoreCheckpoint(cp);
+    return;
+  }
+  const std::string what = "checkpoint " + path + " " + problem;
+  if (config_.checkpointRecovery == PFRT_CHECKPOINT_RESTART) {
+    const std::string bad = path + ".bad";
+    if (std::rename(path.c_str(), bad.c_str()) != 0)
+      throw Error(PFRT_ERROR_IO, what + "; cannot move it to " + bad);
+    std::fprintf(stderr, "pipefill-run: warning: %s; moved to %s, starting clean\n", what.c_str(),
+                 bad.c_str());
+    return;
+  }
+  if (config_.checkpointRecovery == PFRT_CHECKPOINT_PREVIOUS) {
+    const std::string prev = path + ".prev";
+    pipefill::rt::FillCheckpoint older;
+    std::string why;
+    CheckpointStatus st = readCheckpointFile(prev, fp, older, why);
+    if (st == CheckpointStatus::Ok)
+      why = checkpointContentProblem(older);
+    if (st == CheckpointStatus::Ok && why.empty()) {
+      std::fprintf(stderr, "pipefill-run: warning: %s; resuming from %s (iteration %u)\n",
+                   what.c_str(), prev.c_str(), older.iterations_done());
+      restoreCheckpoint(older);
+      return;
+    }
+    throw Error(PFRT_ERROR_PARSE, what + "; the previous one (" + prev + ") " +
+                                      (st == CheckpointStatus::Missing ? "does not exist" : why));
+  }
+  const bool foreign = status == CheckpointStatus::Foreign ||
+                       (status == CheckpointStatus::Ok && cp.max_dim() != config_.maxDim);
+  throw Error(foreign ? PFRT_ERROR_INVALID_ARGUMENT : PFRT_ERROR_PARSE,
+              what + " (resume from the previous checkpoint or start clean with "
+                     "--on-bad-checkpoint previous|restart)");
+}
+
+std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const {
   if (cp.max_dim() != config_.maxDim)
-    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                "checkpoint " + path + " was written with workload dimension cap " +
-                    std::to_string(cp.max_dim()) + " but this run uses " +
-                    std::to_string(config_.maxDim));
+    return "was written with workload dimension cap " + std::to_string(cp.max_dim()) +
+           " but this run uses " + std::to_string(config_.maxDim);
   if (cp.jobs_size() != static_cast<int>(program_.jobs.size()))
-    throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": has " +
-                                      std::to_string(cp.jobs_size()) + " jobs, the program " +
-                                      std::to_string(program_.jobs.size()));
+    return "has " + std::to_string(cp.jobs_size()) + " jobs, the program " +
+           std::to_string(program_.jobs.size());
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
+    const FillJob &job = program_.jobs[j];
+    const std::string where = "job " + std::to_string(j) + " ('" + job.name + "')";
+    if (jc.name() != job.name)
+      return "names " + where + " '" + jc.name() + "'";
+    if (job.samples && jc.samples_done() > job.samples)
+      return where + " has " + std::to_string(jc.samples_done()) + " samples done of " +
+             std::to_string(job.samples);
+    const JobShape shape = makeJobShape(program_, j, config_.maxDim);
+    std::vector<size_t> weightSizes;
+    for (const LayerShape &ls : shape.layers)
+      for (size_t n : ls.weightSizes())
+        weightSizes.push_back(n);
+    for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
+      if (ds.device() >= program_.devices.size())
+        return where + " names device " + std::to_string(ds.device());
+      if (ds.weights_size()) {
+        if (static_cast<size_t>(ds.weights_size()) != weightSizes.size())
+          return where + " has " + std::to_string(ds.weights_size()) + " weight tensors, the job " +
+                 std::to_string(weightSizes.size());
+        for (int k = 0; k < ds.weights_size(); ++k)
+          if (static_cast<size_t>(ds.weights(k).values_size()) != weightSizes[k])
+            return where + " weight tensor " + std::to_string(k) + " has " +
+                   std::to_string(ds.weights(k).values_size()) + " values, expected " +
+                   std::to_string(weightSizes[k]);
+      }
+      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
+        std::string bad = checkInFlightShape(shape, b);
+        if (!bad.empty())
+          return where + " in-flight batch at sample " + std::to_string(b.sample_begin()) + ": " +
+                 bad;
+      }
+    }
+  }
+  return "";
+}
+
+void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
+  const std::string &path = config_.checkpointPath;
   first_ = cp.iterations_done();
   result_.resumed = true;
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
@@ -462,14 +533,7 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
       }
     }
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !cp.SerializeToOstream(&out))
-      throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": cannot rename " + tmp);
+  writeCheckpointFile(path, cp, cp.program_fingerprint());
 }
 
 void Executor::checkpointBarrier(StreamCtx &ctx, Backend &backend) {

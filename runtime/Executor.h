@@ -15,6 +15,10 @@
 #include <tuple>
 #include <vector>
 
+namespace pipefill::rt {
+class FillCheckpoint;
+}
+
 namespace pfrt {
 
 // Raw results of a run.
@@ -103,6 +107,9 @@ private:
   void chooseBackends();
   void setupJobs();
   void loadCheckpoint();
+  // Why a checkpoint read intact cannot be restored into this run (shapes, counts); empty if fine.
+  std::string checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const;
+  void restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp);
   void writeCheckpoint(int64_t iterationsDone);
   void planSamples();
   void streamThread(uint32_t device, uint32_t stream);

@@ -281,7 +281,14 @@ typedef struct pfrt_options {
   /* CUDA: the GPU ordinal of the first device; -1 (default): the local rank
    * (OMPI_COMM_WORLD_LOCAL_RANK, LOCAL_RANK) modulo the visible GPUs, else 0. */
   int32_t gpu;
+  /* What to do when the checkpoint file exists but is truncated, corrupted, of another program or
+     of the wrong shape: PFRT_CHECKPOINT_FAIL (default) stops with an error naming the problem;
+     PFRT_CHECKPOINT_PREVIOUS resumes from the last good one (PATH.prev); PFRT_CHECKPOINT_RESTART
+     moves the bad file to PATH.bad and starts clean. Never mixes states. */
+  int checkpoint_recovery;
 } pfrt_options;
+
+enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };
 
 void pfrt_options_init(pfrt_options *options);
 

@@ -3,12 +3,32 @@
 #include "runtime/pfrt.h"
 
 #include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 namespace {
+
+// True when `path` can be opened for writing; a file created by the check is removed again.
+bool writable(const std::string &path) {
+  struct stat st;
+  bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return false;
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0)
+    return false;
+  ::close(fd);
+  if (!existed)
+    ::unlink(path.c_str());
+  return true;
+}
 
 const char *kUsage =
     "usage: pipefill-run PROGRAM [options]\n"
@@ -25,6 +45,9 @@ const char *kUsage =
     "                            records measured fill-layer costs (closed loop for fill)\n"
     "  --no-fill                 run the main job only\n"
     "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
+    "  --on-bad-checkpoint M     when FILE is truncated, corrupted, of another program or of the\n"
+    "                            wrong shape: fail (default), previous (resume from FILE.prev,\n"
+    "                            the last good one) or restart (move it to FILE.bad, start clean)\n"
     "  --time-scale X            host backend: real us per planned us (default 1.0)\n"
     "  --time-model measured|modelled\n"
     "                            host backend: real main compute calibrated to the plan and\n"
@@ -152,6 +175,18 @@ int main(int argc, char **argv) {
     } else if (arg == "--checkpoint") {
       if (!next(checkpointPath) || checkpointPath.empty())
         return usageError("--checkpoint expects a file name");
+    } else if (arg == "--on-bad-checkpoint") {
+      std::string v;
+      if (!next(v))
+        return usageError("--on-bad-checkpoint expects fail, previous or restart");
+      if (v == "fail")
+        options.checkpoint_recovery = PFRT_CHECKPOINT_FAIL;
+      else if (v == "previous")
+        options.checkpoint_recovery = PFRT_CHECKPOINT_PREVIOUS;
+      else if (v == "restart")
+        options.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
+      else
+        return usageError("--on-bad-checkpoint expects fail, previous or restart, got '" + v + "'");
     } else if (arg == "--time-scale") {
       std::string v;
       double x = 0;
@@ -226,6 +261,15 @@ int main(int argc, char **argv) {
     return usageError("--compare-json needs --compare N");
   if (!checkpointPath.empty())
     options.checkpoint_path = checkpointPath.c_str();
+
+  // Output files are checked before the run, so a long run's measurements are never lost to a
+  // path that cannot be written.
+  for (const std::string *out : {&reportPath, &profilePath})
+    if (!out->empty() && !writable(*out)) {
+      std::fprintf(stderr, "pipefill-run: error: %s: cannot be written: %s (checked before the run)\n",
+                   out->c_str(), std::strerror(errno));
+      return 1;
+    }
 
   pfrt_program *program = nullptr;
   if (pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {

@@ -1,0 +1,257 @@
+#include "runtime/CheckpointFile.h"
+
+#include "proto/stream_program.pb.h"
+#include "support/Limits.h"
+#include "support/ProtoText.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pfrt {
+
+namespace {
+
+const char kMagic[8] = {'P', 'F', 'C', 'K', 'P', 'T', 0, 1};
+constexpr size_t kHeader = 32;
+
+void putU64(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t getU64(const std::string &in, size_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i)
+    v = (v << 8) | static_cast<unsigned char>(in[at + i]);
+  return v;
+}
+
+[[noreturn]] void ioFail(const std::string &path, const std::string &step) {
+  throw Error(PFRT_ERROR_IO, "checkpoint " + path + ": " + step + ": " + std::strerror(errno));
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void writeAll(int fd, const std::string &data, const std::string &path, const std::string &tmp) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int saved = errno ? errno : ENOSPC;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = saved;
+      ioFail(path, "cannot write " + tmp + " (the previous checkpoint is kept)");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+} // namespace
+
+uint64_t fnv1a64(const void *data, size_t size) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckpoint &cp,
+                         uint64_t fingerprint) {
+  std::string payload;
+  if (!cp.SerializeToString(&payload))
+    throw Error(PFRT_ERROR_INTERNAL, "checkpoint " + path + ": cannot serialize");
+  std::string data(kMagic, sizeof kMagic);
+  putU64(data, fingerprint);
+  putU64(data, payload.size());
+  putU64(data, fnv1a64(payload.data(), payload.size()));
+  data += payload;
+
+  std::string tmp = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmp.begin(), tmp.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    ioFail(path, "cannot create a temporary file in " + dirOf(path));
+  tmp = name.data();
+  writeAll(fd, data, path, tmp);
+  if (::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = saved;
+    ioFail(path, "fsync of " + tmp + " failed (the previous checkpoint is kept)");
+  }
+  if (::close(fd) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    ioFail(path, "closing " + tmp + " failed (the previous checkpoint is kept)");
+  }
+  // Keep the last complete checkpoint as PATH.prev (a hard link: PATH itself stays in place until
+  // the rename below replaces it atomically).
+  const std::string prev = path + ".prev";
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    ::unlink(prev.c_str());
+    if (::link(path.c_str(), prev.c_str()) != 0 && errno != EEXIST) {
+      // Not fatal (e.g. a file system without hard links): only the fallback is lost.
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    ioFail(path, "cannot rename " + tmp + " over it");
+  }
+  int dfd = ::open(dirOf(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    if (::fsync(dfd) != 0 && errno != EINVAL) {
+      ::close(dfd);
+      ioFail(path, "fsync of the directory failed");
+    }
+    ::close(dfd);
+  }
+}
+
+CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprint,
+                                    pipefill::rt::FillCheckpoint &cp, std::string &problem) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return CheckpointStatus::Missing;
+  if (static_cast<uint64_t>(st.st_size) > pipefill::kMaxInputBytes * 16ull) {
+    problem = "is " + std::to_string(st.st_size) + " bytes, larger than any checkpoint";
+    return CheckpointStatus::Bad;
+  }
+  pipefill::Diagnostics diags;
+  std::string data;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) {
+    problem = std::string("cannot be read: ") + std::strerror(errno);
+    return CheckpointStatus::Bad;
+  }
+  data.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < data.size()) {
+    ssize_t n = ::read(fd, &data[got], data.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
+  if (data.size() < kHeader || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
+    problem = data.size() < kHeader && data.size() >= 6 && data.compare(0, 6, "PFCKPT") == 0
+                  ? "is truncated (" + std::to_string(data.size()) + " bytes, header is 32)"
+                  : "is not a pipefill checkpoint (no PFCKPT header)";
+    return CheckpointStatus::Bad;
+  }
+  const uint64_t fileFingerprint = getU64(data, 8);
+  const uint64_t size = getU64(data, 16);
+  const uint64_t sum = getU64(data, 24);
+  if (size != data.size() - kHeader) {
+    problem = "is truncated or padded: the header announces " + std::to_string(size) +
+              " payload bytes, the file has " + std::to_string(data.size() - kHeader);
+    return CheckpointStatus::Bad;
+  }
+  if (fnv1a64(data.data() + kHeader, size) != sum) {
+    problem = "is corrupted (content checksum mismatch)";
+    return CheckpointStatus::Bad;
+  }
+  if (fileFingerprint != fingerprint) {
+    problem = "was written for a different program (fingerprint " +
+              std::to_string(fileFingerprint) + ", this program " + std::to_string(fingerprint) +
+              ")";
+    return CheckpointStatus::Foreign;
+  }
+  if (!pipefill::parseBinaryProto(path, data.substr(kHeader), cp, diags) ||
+      !pipefill::checkLimits(cp, nullptr, path, diags)) {
+    problem = "has invalid content: " + diags.all().front().message;
+    return CheckpointStatus::Bad;
+  }
+  if (cp.program_fingerprint() != fingerprint) {
+    problem = "has a payload of a different program";
+    return CheckpointStatus::Bad;
+  }
+  return CheckpointStatus::Ok;
+}
+
+std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlightBatch &b) {
+  const uint32_t L = shape.numLayers();
+  const bool training = shape.kind == PFRT_FILL_TRAINING;
+  const uint32_t passes = training ? 2 * L : L;
+  const uint32_t next = b.next_layer();
+  if (L == 0 || next == 0 || next >= passes)
+    return "next layer " + std::to_string(next) + " is not inside the job's " +
+           std::to_string(passes) + " passes";
+  if (b.batch() == 0)
+    return "batch is 0";
+  const uint64_t rows = uint64_t(b.batch()) * shape.rows;
+  uint64_t width;
+  if (next < L)
+    width = shape.layers[next].inWidth;
+  else if (next == L)
+    width = shape.layers[L - 1].outWidth;
+  else
+    width = shape.layers[2 * L - next].inWidth;
+  const size_t want = training ? 2 + 2 * size_t(L) : 2;
+  if (static_cast<size_t>(b.tensors_size()) != want)
+    return "has " + std::to_string(b.tensors_size()) + " tensors, expected " + std::to_string(want);
+  if (static_cast<uint64_t>(b.tensors(0).values_size()) != rows * width)
+    return "activation tensor has " + std::to_string(b.tensors(0).values_size()) +
+           " values, expected " + std::to_string(rows * width) + " (batch " +
+           std::to_string(b.batch()) + " at pass " + std::to_string(next) + ")";
+  if (b.tensors(1).values_size() > 1)
+    return "loss tensor has " + std::to_string(b.tensors(1).values_size()) + " values";
+  for (uint32_t l = 0; l + 2 < static_cast<uint32_t>(b.tensors_size()) && l < 2 * L; ++l) {
+    const uint32_t layer = l % L;
+    const bool isX = l < L;
+    const LayerShape &ls = shape.layers[layer];
+    const bool live = training && ls.kind == PFRT_LAYER_MLP && layer < next &&
+                      next <= 2 * L - 1 - layer;
+    const uint64_t expect = live ? rows * (isX ? ls.in : ls.mid) : 0;
+    const uint64_t have = static_cast<uint64_t>(b.tensors(2 + l).values_size());
+    if (have != expect)
+      return std::string(isX ? "stashed input" : "stashed hidden") + " of layer " +
+             std::to_string(layer) + " has " + std::to_string(have) + " values, expected " +
+             std::to_string(expect);
+  }
+  return "";
+}
+
+void checkOutputPath(const std::string &path, const std::string &what) {
+  if (path.empty() || path == "-")
+    return;
+  struct stat st;
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode))
+    throw Error(PFRT_ERROR_IO, what + " " + path + ": is a directory");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0)
+    throw Error(PFRT_ERROR_IO, what + " " + path + ": cannot be written: " + std::strerror(errno) +
+                                   " (checked before the run starts)");
+  ::close(fd);
+  if (!existed)
+    ::unlink(path.c_str());
+  // The checkpoint's temp files go into its directory.
+  if (::access(dirOf(path).c_str(), W_OK) != 0)
+    throw Error(PFRT_ERROR_IO, what + " " + path + ": its directory is not writable: " +
+                                   std::strerror(errno));
+}
+
+} // namespace pfrt

@@ -1,0 +1,49 @@
+// Crash-safe checkpoint files: what is on disk is always one complete checkpoint of this program,
+// or the reader says exactly why not.
+//
+// Layout: magic "PFCKPT" 0x00 0x01 | u64 program fingerprint | u64 payload size | u64 FNV-1a 64 of
+// the payload | payload (FillCheckpoint protobuf), integers little-endian.
+// Writing: a unique temp file in the checkpoint's directory, every write and the close checked,
+// fsync, the previous checkpoint kept as PATH.prev (hard link), rename over PATH, directory fsync.
+// A SIGKILL or a full disk at any point leaves PATH as the last complete checkpoint.
+#ifndef PFRT_CHECKPOINT_FILE_H
+#define PFRT_CHECKPOINT_FILE_H
+
+#include "runtime/Workload.h"
+
+#include <cstdint>
+#include <string>
+
+namespace pipefill::rt {
+class FillCheckpoint;
+class InFlightBatch;
+}
+
+namespace pfrt {
+
+// Writes `cp` to `path` as described above; throws Error(PFRT_ERROR_IO) naming the failing step.
+void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckpoint &cp,
+                         uint64_t fingerprint);
+
+// Foreign: intact, but written for another program.
+enum class CheckpointStatus { Ok, Missing, Bad, Foreign };
+
+// Reads and checks a checkpoint: header, size, checksum, program identity, the documented
+// limits of every field. On Bad, `problem` says what is wrong (no exception).
+CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprint,
+                                    pipefill::rt::FillCheckpoint &cp, std::string &problem);
+
+// Checks an in-flight batch against the job's shape (tensor count and every tensor's size for
+// the pass it is at) so that no kernel ever reads past a restored buffer. Empty when it fits.
+std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlightBatch &b);
+
+// Checks that `path` can be written (creating and removing it when it does not exist), before a
+// run starts; throws Error(PFRT_ERROR_IO) naming `what` and the reason.
+void checkOutputPath(const std::string &path, const std::string &what);
+
+// 64-bit FNV-1a.
+uint64_t fnv1a64(const void *data, size_t size);
+
+} // namespace pfrt
+
+#endif // PFRT_CHECKPOINT_FILE_H

@@ -1,0 +1,130 @@
+// Crash-safe checkpoint files (runtime/CheckpointFile.h): a failed write keeps the previous
+// checkpoint, and a checkpoint whose tensors do not fit the job is refused before any kernel
+// touches it.
+#include "runtime/CheckpointFile.h"
+#include "runtime/ProgramIO.h"
+#include "runtime/tests/TestUtil.h"
+
+#include "proto/stream_program.pb.h"
+
+#include <csignal>
+#include <sys/resource.h>
+
+namespace pfrt {
+namespace test {
+namespace {
+
+ProgramPtr spanning() {
+  pfrt_program *raw = nullptr;
+  EXPECT_EQ(pfrt_program_load(PFRT_TEST_DATA_DIR "/spanning.pbtxt", &raw), PFRT_OK)
+      << pfrt_last_error();
+  return ProgramPtr(raw);
+}
+
+pipefill::rt::FillCheckpoint readOk(const std::string &path, uint64_t fp) {
+  pipefill::rt::FillCheckpoint cp;
+  std::string problem;
+  EXPECT_EQ(readCheckpointFile(path, fp, cp, problem), CheckpointStatus::Ok) << problem;
+  return cp;
+}
+
+// A write that fails half-way (here: the file-size limit, as on a full disk) is reported and
+// leaves the previous checkpoint in place, byte for byte.
+TEST(CheckpointFileTest, FailedWriteKeepsThePreviousCheckpoint) {
+  ProgramPtr p = spanning();
+  const uint64_t fp = programFingerprint(p->program);
+  std::string path = tempPath("full-disk.ckpt");
+  pfrt_options o = hostOptions(3);
+  o.checkpoint_path = path.c_str();
+  o.time_scale = 0.1;
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  pipefill::rt::FillCheckpoint before = readOk(path, fp);
+  ASSERT_EQ(before.iterations_done(), 3u);
+
+  pipefill::rt::FillCheckpoint bigger = before;
+  bigger.set_iterations_done(4);
+  bigger.mutable_jobs(0)->mutable_devices(0)->add_in_flight()->add_tensors()->mutable_values()->Resize(
+      1 << 20, 1.0f);
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  struct rlimit small = old;
+  small.rlim_cur = 4096;
+  auto oldHandler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    writeCheckpointFile(path, bigger, fp);
+  } catch (const Error &e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, oldHandler);
+  EXPECT_NE(message.find("cannot write"), std::string::npos) << message;
+  EXPECT_NE(message.find("the previous checkpoint is kept"), std::string::npos) << message;
+  pipefill::rt::FillCheckpoint after = readOk(path, fp);
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+}
+
+// Wrong-shape tensors (a valid file, checksum and program, but an activation of the wrong size)
+// are refused with the reason; they used to overflow a heap buffer in the layer-norm kernel.
+TEST(CheckpointFileTest, WrongShapeInFlightBatchIsRefused) {
+  ProgramPtr p = spanning();
+  const uint64_t fp = programFingerprint(p->program);
+  std::string path = tempPath("shape.ckpt");
+  pfrt_options o = hostOptions(3);
+  o.checkpoint_path = path.c_str();
+  o.time_scale = 0.1;
+  ASSERT_TRUE(runOk(p.get(), o));
+  pipefill::rt::FillCheckpoint cp = readOk(path, fp);
+  auto *dev = cp.mutable_jobs(0)->mutable_devices(0);
+  ASSERT_GT(dev->in_flight_size(), 0);
+  auto *act = dev->mutable_in_flight(0)->mutable_tensors(0)->mutable_values();
+  const int good = act->size();
+  act->Resize(good - 7, 0.0f);
+  writeCheckpointFile(path, cp, fp);
+
+  o = hostOptions(5);
+  o.checkpoint_path = path.c_str();
+  o.time_scale = 0.1;
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_PARSE);
+  std::string message = pfrt_last_error();
+  EXPECT_NE(message.find("activation tensor has " + std::to_string(good - 7) +
+                         " values, expected " + std::to_string(good)),
+            std::string::npos)
+      << message;
+
+  // A batch size the job never uses is a wrong shape too (the sizes no longer agree).
+  act->Resize(good, 0.0f);
+  dev->mutable_in_flight(0)->set_batch(dev->in_flight(0).batch() + 1);
+  writeCheckpointFile(path, cp, fp);
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_PARSE);
+  // Restored, the same file resumes.
+  dev->mutable_in_flight(0)->set_batch(dev->in_flight(0).batch() - 1);
+  writeCheckpointFile(path, cp, fp);
+  ReportPtr ok = runOk(p.get(), o);
+  ASSERT_TRUE(ok);
+}
+
+TEST(CheckpointFileTest, ChecksumDetectsEveryByteFlipOfASmallFile) {
+  pipefill::rt::FillCheckpoint cp;
+  cp.set_program_fingerprint(42);
+  cp.set_iterations_done(7);
+  cp.add_jobs()->set_name("j");
+  std::string path = tempPath("flip.ckpt");
+  writeCheckpointFile(path, cp, 42);
+  std::string data = readFile(path);
+  for (size_t i = 0; i < data.size(); ++i) {
+    std::string bad = data;
+    bad[i] ^= 0x04;
+    writeFile(path, bad);
+    pipefill::rt::FillCheckpoint out;
+    std::string problem;
+    EXPECT_NE(readCheckpointFile(path, 42, out, problem), CheckpointStatus::Ok) << "byte " << i;
+  }
+}
+
+} // namespace
+} // namespace test
+} // namespace pfrt
