@@ -136,7 +136,6 @@ CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprin
     problem = "is " + std::to_string(st.st_size) + " bytes, larger than any checkpoint";
     return CheckpointStatus::Bad;
   }
-  pipefill::Diagnostics diags;
   std::string data;
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) {
@@ -155,6 +154,13 @@ CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprin
   }
   ::close(fd);
   data.resize(got);
+  return parseCheckpointData(data, path, fingerprint, cp, problem);
+}
+
+CheckpointStatus parseCheckpointData(const std::string &data, const std::string &path,
+                                     uint64_t fingerprint, pipefill::rt::FillCheckpoint &cp,
+                                     std::string &problem) {
+  pipefill::Diagnostics diags;
   if (data.size() < kHeader || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
     problem = data.size() < kHeader && data.size() >= 6 && data.compare(0, 6, "PFCKPT") == 0
                   ? "is truncated (" + std::to_string(data.size()) + " bytes, header is 32)"

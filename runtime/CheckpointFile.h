@@ -33,6 +33,11 @@ enum class CheckpointStatus { Ok, Missing, Bad, Foreign };
 CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprint,
                                     pipefill::rt::FillCheckpoint &cp, std::string &problem);
 
+// The same on the bytes of a checkpoint file (`path` only names it in messages).
+CheckpointStatus parseCheckpointData(const std::string &data, const std::string &path,
+                                     uint64_t fingerprint, pipefill::rt::FillCheckpoint &cp,
+                                     std::string &problem);
+
 // Checks an in-flight batch against the job's shape (tensor count and every tensor's size for
 // the pass it is at) so that no kernel ever reads past a restored buffer. Empty when it fits.
 std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlightBatch &b);

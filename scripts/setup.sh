@@ -9,6 +9,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()

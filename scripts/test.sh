@@ -3,6 +3,7 @@
 # test (lit suite, unit tests, the generated runtime binary) through ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
 bash scripts/build.sh
 
 # --- Python package: `pip install .` into the project venv (scripts/setup.sh made it) ---------
@@ -20,3 +21,8 @@ fi
 
 cd "$BUILD_DIR"
 ctest --output-on-failure -j"${PIPEFILL_JOBS:-$(nproc)}"
+# Sanitizers and fuzzers (docs/reliability.md): ASan+UBSan build of the plain-C++ code with its
+# unit tests and a few seconds of every libFuzzer target. PIPEFILL_SKIP_SANITIZE=1 skips it.
+if [ "${PIPEFILL_SKIP_SANITIZE:-0}" != 1 ]; then
+  bash "$ROOT/scripts/sanitize.sh"
+fi

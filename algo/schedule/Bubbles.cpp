@@ -1,6 +1,7 @@
 //===- Bubbles.cpp - Idle gaps of a simulated schedule --------------------===//
 
 #include "algo/schedule/Schedule.h"
+#include "support/Checked.h"
 
 #include <algorithm>
 
@@ -46,7 +47,7 @@ std::vector<Bubble> findBubbles(const PipelineSpec &spec,
       if (!(duration > 0) || duration < minDurationUs)
         return;
       int64_t live = prev < 0 ? staticBytes : list[size_t(prev)].liveBytesAfter;
-      int64_t free = gpuMemoryBytes - live - reserveBytes;
+      int64_t free = satSub(satSub(gpuMemoryBytes, live), reserveBytes);
       Bubble b;
       b.stage = s;
       b.startUs = start;

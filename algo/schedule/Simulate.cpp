@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "algo/schedule/Schedule.h"
+#include "support/Checked.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,9 @@
 #include <unordered_map>
 
 namespace pipefill::sched {
+
+using pipefill::satAdd;
+using pipefill::satSub;
 namespace {
 
 std::string where(int stage, size_t index, const Instr &instr) {
@@ -147,7 +151,7 @@ bool checkStage(const PipelineSpec &spec, int p, int s,
           std::floor(double(in.bytes) * spec.weightGradStashFraction));
       keep = std::min(std::max<int64_t>(keep, 0), in.bytes);
       passes.push_back({in.bytes, keep, PassState::Forwarded, i});
-      live += in.bytes;
+      live = satAdd(live, in.bytes);
       peak = std::max(peak, live);
       break;
     }
@@ -162,10 +166,10 @@ bool checkStage(const PipelineSpec &spec, int p, int s,
         return fail("follows an earlier backward of the same microbatch and "
                     "chunk.");
       if (in.kind == InstrKind::Backward) {
-        live -= ps.bytes;
+        live = satSub(live, ps.bytes);
         ps.state = PassState::Done;
       } else {
-        live -= ps.bytes - ps.keepBytes;
+        live = satSub(live, satSub(ps.bytes, ps.keepBytes));
         ps.state = PassState::InputDone;
       }
       break;
@@ -176,7 +180,7 @@ bool checkStage(const PipelineSpec &spec, int p, int s,
         return fail("has no earlier backward_input of the same microbatch "
                     "and chunk on this stage.");
       Pass &ps = passes[size_t(slot)];
-      live -= ps.keepBytes;
+      live = satSub(live, ps.keepBytes);
       ps.state = PassState::Done;
       break;
     }
