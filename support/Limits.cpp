@@ -257,10 +257,6 @@ const CountLimit *findCountLimit(const std::string &fullName) {
 }
 
 std::string formatBound(double v) {
-  if (v == kMaxBytes)
-    return "2^50";
-  if (v == 1099511627776.0)
-    return "2^40";
   if (v == 4294967295.0)
     return "2^32-1";
   if (v == 2147483647.0)
@@ -268,8 +264,13 @@ std::string formatBound(double v) {
   if (v == 18446744073709551615.0)
     return "2^64-1";
   char buf[40];
-  if (std::fabs(v) >= 1e7 && v == std::floor(v) && std::fabs(v) < 1e18) {
-    double l = std::log2(std::fabs(v));
+  const double a = std::fabs(v);
+  if (v == std::floor(v) && a < 1e6) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  if (v == std::floor(v) && a >= 1048576 && a < 1e19) {
+    double l = std::log2(a);
     if (l == std::floor(l)) {
       std::snprintf(buf, sizeof buf, "%s2^%d", v < 0 ? "-" : "", int(l));
       return buf;

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <set>
 
@@ -59,6 +61,22 @@ TEST(Limits, EveryEntryNamesARealField) {
     ASSERT_NE(f, nullptr) << c.field;
     EXPECT_TRUE(f->is_repeated()) << c.field;
   }
+}
+
+// docs/reliability.md lists every field of the table (the documented ranges are the checked ones).
+TEST(Limits, EveryFieldIsDocumented) {
+  std::ifstream in(PIPEFILL_SOURCE_DIR "/docs/reliability.md");
+  ASSERT_TRUE(in) << "docs/reliability.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  for (const FieldLimit &l : fieldLimits()) {
+    std::string row = std::string("| `") + l.field + "` | " + (l.positive ? "> " : "") +
+                      formatBound(l.min) + " | " + formatBound(l.max) + " |";
+    EXPECT_NE(doc.find(row), std::string::npos) << row;
+  }
+  for (const CountLimit &c : countLimits())
+    EXPECT_NE(doc.find(std::string("| `") + c.field + "` | "), std::string::npos) << c.field;
 }
 
 TEST(Limits, RejectsNonFiniteAndOutOfRangeValues) {
