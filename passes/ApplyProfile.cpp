@@ -1,6 +1,8 @@
 //===- ApplyProfile.cpp - pipefill-apply-profile --------------------------===//
 #include "passes/Passes.h"
 #include "proto/profile.pb.h"
+#include "support/Limits.h"
+#include "support/ProtoText.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -55,15 +57,22 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     bool text = StringRef(profile).ends_with(".pbtxt") ||
                 StringRef(profile).ends_with(".txtpb") ||
                 StringRef(profile).ends_with(".textproto");
-    bool parsed = text ? google::protobuf::TextFormat::ParseFromString(data, &measured)
-                       : measured.ParseFromString(data);
-    if (!parsed) {
-      module.emitError() << "'" << profile << "' is not a valid "
-                         << (text ? "text" : "binary") << " MeasuredProfile";
+    // The shared reader (support/ProtoText.h) and limits: errors carry the profile's own
+    // file:line:col.
+    Diagnostics diags;
+    google::protobuf::TextFormat::ParseInfoTree tree;
+    bool ok = text ? parseTextProto(profile, data, measured, &tree, diags)
+                   : parseBinaryProto(profile, data, measured, diags);
+    ok = ok && checkLimits(measured, text ? &tree : nullptr, profile, diags);
+    for (const Diagnostic &d : diags.all())
+      emitError(FileLineColLoc::get(&getContext(), d.file, d.line > 0 ? d.line : 1,
+                                    d.column > 0 ? d.column : 1))
+          << d.message;
+    if (!ok)
       return signalPassFailure();
-    }
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
-      if (failed(apply(pipeline, measured)))
+      if (failed(apply(pipeline, measured)) ||
+          failed(checkIdentity(pipeline, measured, text ? &tree : nullptr)))
         return signalPassFailure();
     applyFillCosts(module, measured);
   }
@@ -87,6 +96,21 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
           }
       });
     }
+  }
+
+  /// A profile of another program is refused (at the profile's `program` line).
+  LogicalResult checkIdentity(PipelineOp pipeline, const rt::MeasuredProfile &measured,
+                              const google::protobuf::TextFormat::ParseInfoTree *tree) {
+    // The runtime names the program after the lowered pfstream program, `<pipeline>_stream`.
+    std::string name = pipeline.getSymName().str();
+    if (measured.program().empty() || measured.program() == name ||
+        measured.program() == name + "_stream")
+      return success();
+    SourcePos p = fieldPos(measured, tree, "program");
+    return emitError(FileLineColLoc::get(&getContext(), profile, p.known() ? p.line : 1,
+                                         p.known() ? p.column : 1))
+           << "the profile was measured for program '" << measured.program() << "', not '"
+           << name << "'";
   }
 
   LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured) {
