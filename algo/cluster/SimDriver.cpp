@@ -368,7 +368,6 @@ bool loadJob(const std::string &path, LoadedJob &job, std::string &error) {
   Diagnostics d;
   bool ok = jobspec::loadJobSpec(path, job.src, d) &&
             jobspec::checkHardware(job.src, /*requireMemory=*/false, d);
-  ok = ok && jobspec::checkPlanner(job.src, d);
   ok = ok && jobspec::checkFillJobs(job.src, d);
   if (!ok)
     error = d.str();

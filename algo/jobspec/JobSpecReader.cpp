@@ -176,14 +176,6 @@ bool checkHardware(const JobSource &job, bool requireMemory, Diagnostics &diags)
   return err.ok;
 }
 
-bool checkPlanner(const JobSource &job, Diagnostics &diags) {
-  // Every planner field is a plain range (support/Limits.cpp); nothing
-  // cross-field yet. Kept as the one place for planner rules.
-  (void)job;
-  (void)diags;
-  return true;
-}
-
 bool checkFillJobs(const JobSource &job, Diagnostics &diags) {
   Emitter err{job, diags};
   const JobSpec &spec = job.spec;
@@ -368,7 +360,6 @@ bool checkCompileJob(JobSource &job, Diagnostics &diags) {
                            "data_parallel > 1 and grad_bytes > 0");
   }
   bool ok = err.ok;
-  ok &= checkPlanner(job, diags);
   ok &= checkFillJobs(job, diags);
   return ok;
 }

@@ -58,8 +58,8 @@ bool loadJobSpec(const std::string &path, JobSource &job, Diagnostics &diags);
 /// preset and tail it stands for (fields the user wrote win over the preset).
 bool expandModel(JobSource &job, Diagnostics &diags);
 
-/// Rules for the planner block and the fill jobs, shared by every consumer.
-bool checkPlanner(const JobSource &job, Diagnostics &diags);
+/// Rules for the fill jobs, shared by every consumer (the planner block has plain ranges only,
+/// checked by readJobSpec).
 bool checkFillJobs(const JobSource &job, Diagnostics &diags);
 /// Hardware fields that must be non-negative/positive when given.
 bool checkHardware(const JobSource &job, bool requireMemory, Diagnostics &diags);
