@@ -180,6 +180,12 @@ const std::vector<FieldLimit> &fieldLimits() {
       {"pipefill.rt.InFlightBatch.batch", 0, 65536, false, "fill batch up to 65536 samples"},
       {"pipefill.rt.InFlightBatch.next_layer", 0, 8192, false, "passes per job"},
       {"pipefill.rt.FloatTensor.values", -3.4e38, 3.4e38, false, "finite floats"},
+      {"pipefill.rt.DeferredChunk.sample_begin", 0, B, false, "sample indices below 2^50"},
+      {"pipefill.rt.DeferredChunk.batch", 0, 65536, false, "fill batch up to 65536 samples"},
+      {"pipefill.rt.DeferredChunk.layer_begin", 0, 8192, false, "passes per job (2 x 4096 layers)"},
+      {"pipefill.rt.DeferredChunk.layer_end", 0, 8192, false, "passes per job (2 x 4096 layers)"},
+      {"pipefill.rt.DeferredChunk.planned_us", 0, US, false, kTime},
+      {"pipefill.rt.DeferredChunk.peak_bytes", 0, B, false, kBytes},
 
       // --- MeasuredProfile (proto/profile.proto) -------------------------
       {"pipefill.rt.MeasuredProfile.iterations", 0, 1000000, false, "iterations per run"},
@@ -208,6 +214,15 @@ const std::vector<FieldLimit> &fieldLimits() {
       {"pipefill.rt.MeasuredBubble.measured_us", 0, US, false, kTime},
       {"pipefill.rt.MeasuredBubble.start_us", 0, CLOCK, false, kClock},
       {"pipefill.rt.MeasuredBubble.planned_free_bytes", 0, B, false, kBytes},
+      {"pipefill.rt.MeasuredInstruction.modelled_us", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredBubble.modelled_us", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredFillLayer.layer", 0, 8192, false, "layers per job"},
+      {"pipefill.rt.MeasuredFillLayer.planned_us_per_sample", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredFillLayer.measured_us_per_sample", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredFillLayer.planned_backward_us_per_sample", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredFillLayer.measured_backward_us_per_sample", 0, US, false, kTime},
+      {"pipefill.rt.MeasuredFillLayer.samples", 0, 1e15, false, "10^15 samples"},
+      {"pipefill.rt.MeasuredFillLayer.max_dim", 0, 262144, false, "widest layer"},
   };
   return table;
 }
@@ -229,6 +244,7 @@ const std::vector<CountLimit> &countLimits() {
       {"pipefill.rt.FillJobCheckpoint.devices", 4096, "devices per program"},
       {"pipefill.rt.FillDeviceState.weights", 16384, "weight tensors per device"},
       {"pipefill.rt.FillDeviceState.in_flight", 65536, "batches in flight"},
+      {"pipefill.rt.FillDeviceState.deferred", 4194304, "deferred chunks (2^22)"},
       {"pipefill.rt.InFlightBatch.tensors", 16384, "tensors per batch"},
       {"pipefill.rt.FloatTensor.values", 268435456, "2^28 floats (1 GiB) per tensor"},
       {"pipefill.rt.MeasuredProfile.stages", 4096, "devices per program"},

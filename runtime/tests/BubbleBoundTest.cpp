@@ -2,6 +2,8 @@
 // bubble, else it is deferred in order to a later bubble of its job. Costs are deliberately
 // mis-predicted (the plan says 200 us, the chunk lasts 2000 us); the modelled time model makes the
 // GEMM_CHAIN chunk last exactly its planned per-sample time, so the schedule is deterministic.
+#include "runtime/CheckpointFile.h"
+#include "runtime/ProgramIO.h"
 #include "runtime/tests/TestUtil.h"
 
 #include "proto/stream_program.pb.h"
@@ -139,8 +141,10 @@ TEST(BubbleBoundTest, DeferredWorkSurvivesCheckpointAndResume) {
   EXPECT_EQ(first->data.jobs[0].samplesPending, 4u);
   {
     pipefill::rt::FillCheckpoint cp;
-    std::ifstream in(path, std::ios::binary);
-    ASSERT_TRUE(cp.ParseFromIstream(&in));
+    std::string problem;
+    ASSERT_EQ(readCheckpointFile(path, programFingerprint(p->program), cp, problem),
+              CheckpointStatus::Ok)
+        << problem;
     ASSERT_EQ(cp.jobs_size(), 1);
     ASSERT_EQ(cp.jobs(0).devices_size(), 1);
     ASSERT_EQ(cp.jobs(0).devices(0).deferred_size(), 1);

@@ -22,6 +22,8 @@ import time
 run, program, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
 ITER, SCALE = "240", "10"
+# Deterministic modes: modelled time and unbounded fill, so an uninterrupted run is a fixed truth.
+MODE = ["--time-model", "modelled", "--fill-policy", "unbounded"]
 rng = random.Random(14)
 
 
@@ -35,7 +37,7 @@ def job(rep):
 
 
 ref_json = os.path.join(work, "ref.json")
-subprocess.run([run, program, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
+subprocess.run([run, program, *MODE, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
                 "--report", ref_json], check=True)
 ref = job(report(ref_json))
 
@@ -50,7 +52,7 @@ def done_iterations():
     if not os.path.exists(cp):
         return 0
     probe = os.path.join(work, "probe.json")
-    subprocess.run([run, program, "--iterations", "1", "--checkpoint", cp, "--quiet",
+    subprocess.run([run, program, *MODE, "--iterations", "1", "--checkpoint", cp, "--quiet",
                     "--report", probe], check=True)
     return report(probe)["first_iteration"]
 
@@ -58,7 +60,7 @@ def done_iterations():
 kills, last, attempts = 0, 0, 0
 while kills < 25 and attempts < 200:
     attempts += 1
-    p = subprocess.Popen([run, program, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
+    p = subprocess.Popen([run, program, *MODE, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
                           "--checkpoint", cp, "--report", os.path.join(work, "part.json")])
     time.sleep(rng.uniform(0.02, 0.25))
     if p.poll() is not None:
@@ -72,7 +74,7 @@ while kills < 25 and attempts < 200:
     last = now
 
 final_json = os.path.join(work, "final.json")
-subprocess.run([run, program, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
+subprocess.run([run, program, *MODE, "--iterations", ITER, "--time-scale", SCALE, "--quiet",
                 "--checkpoint", cp, "--report", final_json], check=True)
 fin = job(report(final_json))
 print(f"kills: {kills}, last checkpoint before the final run: {last} iterations")
