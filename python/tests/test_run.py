@@ -195,4 +195,9 @@ def test_quickstart_example_runs(repo, tiny_job):
                          check=True, capture_output=True, text=True, env=env, timeout=120).stdout
     planned = pipefill.compile_file(tiny_job).report()["iteration_time_us"] / 1e3
     assert f"tiny: planned iteration {planned:.2f} ms" in out
-    assert "host run: 2 iterations" in out and "recompiled from the measured profile" in out
+    assert "host run: 2 iterations" in out and "recompiled from the run's profile" in out
+    # The label follows the run's time model (modelled, set at the top of this
+    # module): a modelled run never prints its mean as measured.
+    assert env["PFRT_TIME_MODEL"] == "modelled"
+    host_line = next(line for line in out.splitlines() if line.startswith("host run:"))
+    assert "modelled mean" in host_line and "measured" not in host_line
