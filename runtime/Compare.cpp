@@ -129,12 +129,8 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   out.noise_floor = median(aa);
   if (!latencies.empty()) {
     std::sort(latencies.begin(), latencies.end());
-    auto pct = [&](double q) {
-      size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(latencies.size())));
-      return latencies[std::min(latencies.size() - 1, i ? i - 1 : 0)];
-    };
-    out.switch_latency_us_p50 = pct(0.5);
-    out.switch_latency_us_p99 = pct(0.99);
+    out.switch_latency_us_p50 = nearestRankPercentile(latencies, 0.5);
+    out.switch_latency_us_p99 = nearestRankPercentile(latencies, 0.99);
     out.switch_latency_count = latencies.size();
   }
   out.fill_samples_per_s = fillTimeUs > 0 ? fillSamples / (fillTimeUs * 1e-6) : 0;

@@ -439,6 +439,11 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
 
 } // namespace
 
+double nearestRankPercentile(const std::vector<double> &sorted, double q) {
+  size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, i ? i - 1 : 0)];
+}
+
 ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
   ReportData r;
   r.programName = program.name;
@@ -672,12 +677,8 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
 
   if (!idleLatencies.empty()) {
     std::sort(idleLatencies.begin(), idleLatencies.end());
-    auto pct = [&](double q) {
-      size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(idleLatencies.size())));
-      return idleLatencies[std::min(idleLatencies.size() - 1, i ? i - 1 : 0)];
-    };
-    r.switchIdleP50Us = pct(0.50);
-    r.switchIdleP99Us = pct(0.99);
+    r.switchIdleP50Us = nearestRankPercentile(idleLatencies, 0.50);
+    r.switchIdleP99Us = nearestRankPercentile(idleLatencies, 0.99);
     r.switchIdleCount = idleLatencies.size();
     r.switchIdleUs = idleLatencies;
   }

@@ -93,6 +93,9 @@ struct ReportData {
 
 ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run);
 
+// Nearest-rank percentile (q in (0, 1]) of an ascending, non-empty sample.
+double nearestRankPercentile(const std::vector<double> &sorted, double q);
+
 } // namespace pfrt
 
 struct pfrt_report {
