@@ -186,9 +186,28 @@ public:
     (void)end;
     return false;
   }
-  // True when the backend decides on the host whether a chunk fits its bubble (host); false when
-  // the device enforces it (CUDA: the enqueueing thread runs ahead of the GPU).
+  // True when the executor decides on the host whether a chunk fits its bubble (both backends:
+  // on CUDA the bubble's edges are GPU events resolved to the host clock, see markEdge, and the
+  // fill stream's thread waits for each chunk, so it never runs ahead of the GPU); false for a
+  // backend that would enforce the bound on the device itself.
   virtual bool boundsOnHost() const { return true; }
+  // A point on a stream's timeline (a bubble's begin or end on the main stream). When the host
+  // reaches it at the same time as the stream (host backend) the time is stored in nowUs and the
+  // result is -1; otherwise (CUDA: the enqueueing thread runs ahead of the GPU) the result is a
+  // token whose time edgeTimeUs resolves once the stream has passed that point.
+  virtual int64_t markEdge(StreamCtx &ctx, double &nowUs) {
+    nowUs = streamNowUs(ctx);
+    return -1;
+  }
+  // The host-clock time of an edge token of `device`. block: wait until the stream has passed it;
+  // otherwise false when it has not yet.
+  virtual bool edgeTimeUs(uint32_t device, int64_t token, bool block, double &us) {
+    (void)device;
+    (void)token;
+    (void)block;
+    (void)us;
+    return false;
+  }
   // How far (real us) the threads lagged behind the modelled clock at worst (host backend).
   virtual double lagUs() const { return 0; }
   // Measured minimum free device memory, or false when the backend does not measure it.

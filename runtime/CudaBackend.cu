@@ -9,6 +9,10 @@
 // ahead of its GPU stream). Main-job compute is a chain of square fp32 GEMMs whose length is
 // calibrated once at start to the planned duration.
 //
+// Bubble bound: the main stream's bubble edges are events from a per-device ring (markEdge); the
+// fill thread resolves them to the host clock and waits for each chunk (streamNowUs of a fill
+// stream synchronises it), so the executor's host-side bound sees the GPU's real progress.
+//
 // Replay mode (fewer GPUs than devices): the executor runs one device here and the others on the
 // host backend's modelled clock. A send to an emulated peer keeps the stream busy for the planned
 // transfer time and then publishes from a host callback; a receive from an emulated peer makes the
@@ -107,6 +111,19 @@ public:
         for (cudaEvent_t &ev : ring)
           PFRT_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
         g->events.push_back(ring);
+      }
+      // Edges: two per bubble of the main stream per iteration; the main thread runs at most
+      // kTimingLag iterations ahead of the GPU and the fill threads wait for the GPU, so a ring of
+      // many iterations' edges is never reused while a fill thread still needs a slot.
+      size_t bubbles = 0;
+      for (const Stream &st : dev.streams)
+        for (const Op &op : st.ops)
+          bubbles += op.kind == OpKind::Bubble;
+      if (bubbles) {
+        g->edges.resize(std::max<size_t>(64, 2 * bubbles * 32));
+        g->edgeOwner.assign(g->edges.size(), -1);
+        for (cudaEvent_t &ev : g->edges)
+          PFRT_CUDA(cudaEventCreate(&ev));
       }
       for (const Stream &st : dev.streams)
         for (const Op &op : st.ops)
@@ -378,6 +395,62 @@ public:
       st.dev->sampleMemory();
   }
 
+  // A fill stream's time: its thread waits for everything it enqueued (a bounded fill chunk is
+  // decided, run and measured one at a time, so the decision sees the GPU's real progress, not
+  // the enqueue position). A main stream's thread runs ahead of the GPU and never waits here.
+  double streamNowUs(StreamCtx &ctx) override {
+    CudaStreamState &st = streamState(ctx);
+    if (!st.main)
+      PFRT_CUDA(cudaStreamSynchronize(st.s));
+    return hostNowUs();
+  }
+
+  int64_t markEdge(StreamCtx &ctx, double &nowUs) override {
+    CudaStreamState &st = streamState(ctx);
+    GpuDevice &g = *st.dev;
+    if (g.edges.empty()) {
+      nowUs = hostNowUs();
+      return -1;
+    }
+    std::lock_guard<std::mutex> lock(g.edgeMutex);
+    const int64_t token = g.nextEdge++;
+    const size_t slot = static_cast<size_t>(token) % g.edges.size();
+    g.edgeOwner[slot] = token;
+    PFRT_CUDA(cudaEventRecord(g.edges[slot], st.s));
+    nowUs = -1;
+    return token;
+  }
+
+  bool edgeTimeUs(uint32_t device, int64_t token, bool block, double &us) override {
+    GpuDevice &g = *gpus_.at(device);
+    cudaEvent_t ev = nullptr;
+    const size_t slot = static_cast<size_t>(token) % g.edges.size();
+    {
+      std::lock_guard<std::mutex> lock(g.edgeMutex);
+      if (g.edgeOwner[slot] != token)
+        return false; // reused: long past
+      ev = g.edges[slot];
+    }
+    PFRT_CUDA(cudaSetDevice(g.gpu));
+    if (block) {
+      PFRT_CUDA(cudaEventSynchronize(ev));
+    } else {
+      const cudaError_t q = cudaEventQuery(ev);
+      if (q == cudaErrorNotReady)
+        return false;
+      PFRT_CUDA(q);
+    }
+    float ms = 0;
+    PFRT_CUDA(cudaEventElapsedTime(&ms, g.base, ev));
+    {
+      std::lock_guard<std::mutex> lock(g.edgeMutex);
+      if (g.edgeOwner[slot] != token)
+        return false; // reused while we waited
+    }
+    us = g.baseHostUs + 1000.0 * static_cast<double>(ms);
+    return true;
+  }
+
   void syncStream(StreamCtx &ctx) override {
     PFRT_CUDA(cudaStreamSynchronize(streamState(ctx).s));
   }
@@ -440,6 +513,8 @@ private:
       for (auto &ring : g.events)
         for (cudaEvent_t e : ring)
           cudaEventDestroy(e);
+      for (cudaEvent_t e : g.edges)
+        cudaEventDestroy(e);
       for (auto &b : g.buffers)
         cudaFree(b.second);
       cudaFree(g.gemmA);

@@ -81,6 +81,12 @@ struct GpuDevice {
   float *gemmA = nullptr, *gemmB = nullptr, *gemmC = nullptr;
   // record/wait events: [event][gen % ring]
   std::vector<std::vector<cudaEvent_t>> events;
+  // Bubble edges on the main stream (Backend::markEdge): token t lives in edges[t % size] until
+  // token t + size reuses the slot; edgeOwner says which token a slot holds now.
+  std::mutex edgeMutex;
+  std::vector<cudaEvent_t> edges;
+  std::vector<int64_t> edgeOwner;
+  int64_t nextEdge = 0;
   // Copy ops: one device and one pinned buffer of the largest copy.
   uint64_t copyBytes = 0;
   void *copyDevice = nullptr, *copyHost = nullptr;

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sys/stat.h>
 #include <thread>
 
@@ -102,11 +104,22 @@ struct Executor::JobRun {
 };
 
 // When each bubble of a device began and ended on its main stream (host clock), per iteration.
+// A bubble's edges on the main stream: host-clock times, or edge tokens (CUDA) that the fill
+// side resolves once the GPU has passed them (Backend::markEdge / edgeTimeUs).
 struct Executor::BubbleClock {
+  struct Edge {
+    double us = -1;      // host clock; -1: not known yet (token pending, or not reached)
+    int64_t token = -1;  // backend edge token, -1: none
+    bool set = false;    // the main stream has reached (enqueued) this edge
+  };
+  struct Times {
+    Edge begin, end;
+  };
   std::mutex m;
   std::condition_variable cv;
-  std::map<std::pair<uint32_t, int64_t>, std::pair<double, double>> times; // -> (begin, end|-1)
+  std::map<std::pair<uint32_t, int64_t>, Times> times;
   std::pair<uint32_t, int64_t> open{0, -1};
+  int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
   std::map<uint32_t, double> plannedUs; // bubble id -> planned duration
 };
 
@@ -145,42 +158,90 @@ void Executor::fail(const Error &error) {
     }
 }
 
-void Executor::bubbleBegins(uint32_t device, uint32_t bubbleId, int64_t iteration, double nowUs) {
-  BubbleClock &bc = *bubbleClocks_[device];
+void Executor::bubbleBegins(StreamCtx &ctx, Backend &backend, uint32_t bubbleId) {
+  BubbleClock &bc = *bubbleClocks_[ctx.device];
+  BubbleClock::Edge edge;
+  edge.token = backend.markEdge(ctx, edge.us);
+  edge.set = true;
   {
     std::lock_guard<std::mutex> lock(bc.m);
-    if (bc.open.second >= 0)
-      bc.times[bc.open].second = nowUs;
-    bc.times[{bubbleId, iteration}] = {nowUs, -1.0};
-    bc.open = {bubbleId, iteration};
+    if (bc.open.second >= 0 && bc.times.count(bc.open))
+      bc.times[bc.open].end = edge;
+    bc.times[{bubbleId, ctx.iteration}].begin = edge;
+    bc.open = {bubbleId, ctx.iteration};
+    // Keep the map small on long runs: a fill thread asking about a dropped bubble (it lags the
+    // main stream by more than kKeep iterations) learns that the bubble is long over.
+    constexpr int64_t kKeep = 64;
+    if (ctx.iteration - kKeep > bc.droppedBelow) {
+      bc.droppedBelow = ctx.iteration - kKeep;
+      bc.times.erase(bc.times.begin(), bc.times.lower_bound({0, bc.droppedBelow}));
+    }
   }
   bc.cv.notify_all();
 }
 
-void Executor::mainResumes(uint32_t device, double nowUs) {
-  BubbleClock &bc = *bubbleClocks_[device];
+void Executor::mainResumes(StreamCtx &ctx, Backend &backend) {
+  BubbleClock &bc = *bubbleClocks_[ctx.device];
   {
     std::lock_guard<std::mutex> lock(bc.m);
     if (bc.open.second < 0)
       return;
-    bc.times[bc.open].second = nowUs;
+  }
+  BubbleClock::Edge edge;
+  edge.token = backend.markEdge(ctx, edge.us);
+  edge.set = true;
+  {
+    std::lock_guard<std::mutex> lock(bc.m);
+    if (bc.times.count(bc.open))
+      bc.times[bc.open].end = edge;
     bc.open = {0, -1};
   }
   bc.cv.notify_all();
 }
 
-double Executor::bubbleDeadline(uint32_t device, uint32_t bubbleId, int64_t iteration) {
+double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId,
+                                int64_t iteration) {
   BubbleClock &bc = *bubbleClocks_[device];
-  std::unique_lock<std::mutex> lock(bc.m);
   const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
-  // The main stream never waits on fill, so it reaches the bubble marker.
-  bc.cv.wait(lock, [&] { return bc.times.count(key) || abort_.load(); });
-  if (abort_)
-    throw AbortRun{};
-  const std::pair<double, double> &t = bc.times[key];
-  double deadline = t.first + bc.plannedUs[bubbleId] * config_.timeScale;
-  if (t.second >= 0) // main already resumed: the bubble is over
-    deadline = std::min(deadline, t.second);
+  BubbleClock::Times t;
+  double planned = 0;
+  {
+    std::unique_lock<std::mutex> lock(bc.m);
+    // The main stream never waits on fill, so it reaches the bubble marker.
+    bc.cv.wait(lock, [&] {
+      return bc.times.count(key) || iteration < bc.droppedBelow || abort_.load();
+    });
+    if (abort_)
+      throw AbortRun{};
+    if (!bc.times.count(key))
+      return -std::numeric_limits<double>::infinity(); // long over: nothing fits
+    t = bc.times[key];
+    planned = bc.plannedUs[bubbleId];
+  }
+  // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
+  // there (fill must not start before its bubble), the end edge only if it has already passed.
+  bool resolved = false;
+  if (t.begin.us < 0 && t.begin.token >= 0) {
+    if (!backend.edgeTimeUs(device, t.begin.token, /*block=*/true, t.begin.us))
+      return -std::numeric_limits<double>::infinity(); // its edge was reused: long over
+    resolved = true;
+  }
+  if (t.end.set && t.end.us < 0 && t.end.token >= 0 &&
+      backend.edgeTimeUs(device, t.end.token, /*block=*/false, t.end.us))
+    resolved = true;
+  if (resolved) {
+    std::lock_guard<std::mutex> lock(bc.m);
+    auto it = bc.times.find(key);
+    if (it != bc.times.end()) {
+      if (t.begin.us >= 0)
+        it->second.begin.us = t.begin.us;
+      if (t.end.us >= 0 && it->second.end.token == t.end.token)
+        it->second.end.us = t.end.us;
+    }
+  }
+  double deadline = t.begin.us + planned * config_.timeScale;
+  if (t.end.us >= 0) // main already resumed: the bubble is over
+    deadline = std::min(deadline, t.end.us);
   return deadline;
 }
 
@@ -316,13 +377,17 @@ void Executor::setupJobs() {
 }
 
 void Executor::planSamples() {
-  // What the plan schedules in [first_, end_), assuming every chunk runs.
+  // What the plan schedules in [first_, end_) on the devices that run for real, assuming every
+  // chunk runs. Emulated devices (replay mode) run no fill: counting their plan would make a
+  // replay run's measured/planned ratio compare one stage's work with the whole pipeline's.
   result_.jobs.resize(program_.jobs.size());
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
     const FillJob &job = program_.jobs[j];
     const ProgramInfo::JobInfo &ji = info_.jobs[j];
     uint64_t planned = 0;
     for (const auto &ds : ji.streamOnDevice) {
+      if (ds.first < config_.emulated.size() && config_.emulated[ds.first])
+        continue;
       const Stream &st = program_.devices[ds.first].streams[ds.second];
       for (int64_t it = first_; it < end_; ++it)
         for (const Op &op : st.ops) {
@@ -607,7 +672,7 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
   if (!hasOwn && dj.backlog.empty())
     return;
   const bool bound = config_.fillBounded && backend.boundsOnHost();
-  const double deadline = bound ? bubbleDeadline(d, f.bubble_id, ctx.iteration) : 0.0;
+  double deadline = bound ? bubbleDeadline(backend, d, f.bubble_id, ctx.iteration) : 0.0;
   if (hasOwn)
     dj.backlog.push_back(own); // behind older deferred work: plan order is kept
   bool started = false;
@@ -616,6 +681,8 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
     const bool isOwn = hasOwn && dj.backlog.size() == 1;
     double predicted = -1;
     if (bound) {
+      if (started) // the main stream may have resumed while the last chunk ran
+        deadline = bubbleDeadline(backend, d, f.bubble_id, ctx.iteration);
       predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
       if (backend.streamNowUs(ctx) + predicted * config_.timeScale > deadline)
         break; // does not fit what is left of the bubble: wait for a later one
@@ -742,7 +809,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
         switch (op.kind) {
         case OpKind::Compute:
           if (clocked)
-            mainResumes(d, backend.streamNowUs(ctx));
+            mainResumes(ctx, backend);
           backend.markStart(ctx, slot);
           backend.compute(ctx, op, effectivePlannedUs(dev, op));
           backend.markEnd(ctx, slot);
@@ -808,7 +875,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
         }
         case OpKind::Bubble:
           if (clocked)
-            bubbleBegins(d, op.bubble.bubble_id, ctx.iteration, backend.streamNowUs(ctx));
+            bubbleBegins(ctx, backend, op.bubble.bubble_id);
           backend.markStart(ctx, slot);
           if (op.bubble.emulate_idle)
             backend.idle(ctx, op.bubble.planned_duration_us);

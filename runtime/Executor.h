@@ -119,10 +119,12 @@ private:
                 const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
                 const pfrt_fill_chunk_desc &slotChunk);
   // Main stream side of the bubble clock.
-  void bubbleBegins(uint32_t device, uint32_t bubbleId, int64_t iteration, double nowUs);
-  void mainResumes(uint32_t device, double nowUs);
-  // Fill side: waits until the bubble has begun; returns its predicted end (host clock).
-  double bubbleDeadline(uint32_t device, uint32_t bubbleId, int64_t iteration);
+  void bubbleBegins(StreamCtx &ctx, Backend &backend, uint32_t bubbleId);
+  void mainResumes(StreamCtx &ctx, Backend &backend);
+  // Fill side: waits until the bubble has begun (on the device's stream, not only on the host);
+  // returns its predicted end (host clock): begin + planned duration, or the time the main stream
+  // resumed if it already has.
+  double bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId, int64_t iteration);
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
   void fail(const Error &error);
   void memoryAdd(uint32_t device, int64_t bytes);

@@ -14,62 +14,10 @@ namespace pfrt {
 namespace test {
 namespace {
 
-constexpr uint64_t kSamples = 48;     // 6 iterations of 8 samples
-constexpr double kChunkRealUs = 2000; // 4 samples x 500 us
-constexpr double kChunkPlannedUs = 200;
+constexpr uint64_t kSamples = kMisPredictedSamples;
+constexpr double kChunkRealUs = kMisPredictedChunkUs;
 
-// main: F(1 ms) record(e1) bubble 1 (idles 20 ms) F(1 ms) record(e0) bubble 0 (idles 1 ms) B(1 ms)
-// fill: wait(e1) fill(bubble 1, samples [8i, 8i+4)) wait(e0) fill(bubble 0, samples [8i+4, 8i+8))
-ProgramPtr misPredicted() {
-  pfrt_program *raw = nullptr;
-  EXPECT_EQ(pfrt_program_create("bound", &raw), PFRT_OK);
-  ProgramPtr p(raw);
-  uint32_t dev = 0, main = 0, fill = 0, e0 = 0, e1 = 0, job = 0;
-  pfrt_device_desc dd{};
-  dd.planned_iteration_us = 24000;
-  EXPECT_EQ(pfrt_add_device(p.get(), &dd, &dev), PFRT_OK);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_create_event(p.get(), dev, "big", &e1);
-  pfrt_create_event(p.get(), dev, "small", &e0);
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  jd.samples = kSamples;
-  EXPECT_EQ(pfrt_add_fill_job(p.get(), &jd, &job), PFRT_OK);
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = kChunkRealUs / 4;
-  EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &ld), PFRT_OK);
-  auto bubble = [&](uint32_t id, uint32_t ev, double us) {
-    pfrt_enqueue_record(p.get(), dev, main, ev);
-    pfrt_bubble_desc b{};
-    b.bubble_id = id;
-    b.planned_duration_us = us;
-    b.emulate_idle = 1;
-    EXPECT_EQ(pfrt_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
-  };
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  bubble(1, e1, 20000);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0);
-  bubble(0, e0, 1000);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
-  auto chunk = [&](uint32_t ev, uint32_t id, uint64_t sample) {
-    pfrt_enqueue_wait(p.get(), dev, fill, ev);
-    pfrt_fill_chunk_desc c{};
-    c.job = job;
-    c.bubble_id = id;
-    c.layer_end = 1;
-    c.batch = 4;
-    c.sample_begin = sample;
-    c.planned_us = kChunkPlannedUs; // 10x too optimistic
-    EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK) << pfrt_last_error();
-  };
-  chunk(e1, 1, 0);
-  chunk(e0, 0, 4);
-  return p;
-}
+ProgramPtr misPredicted() { return misPredictedProgram(); }
 
 pfrt_options bounded(uint32_t iterations) {
   pfrt_options o = hostOptions(iterations);

@@ -31,6 +31,9 @@ pfrt_options cudaOptions(uint32_t iterations) {
   o.backend = PFRT_BACKEND_CUDA;
   o.iterations = iterations;
   o.max_dim = 4096; // the same (no) scaling on both backends
+  // Every planned chunk runs (numerics and timelines are compared with the host's); the
+  // bubble-bound tests below ask for PFRT_FILL_BOUNDED themselves.
+  o.fill_policy = PFRT_FILL_UNBOUNDED;
   return o;
 }
 
@@ -181,6 +184,44 @@ TEST_F(CudaBackendTest, LongFillChunkDoesNotBlockMain) {
   std::printf("overruns %llu (%.0f us), switch latency %.1f us\n",
               (unsigned long long)r->data.overrunCount, r->data.overrunUs,
               r->data.switchLatencyMeanUs);
+}
+
+// The bubble bound on the GPU (misPredictedProgram: each chunk planned at 200 us, really 2 ms of
+// GEMMs; bubble 1 idles 20 ms, bubble 0 idles 1 ms). The bubble's begin and end are GPU events
+// resolved to the host clock, and the fill thread decides each chunk against the GPU's real
+// progress. Once a chunk was measured, the 1 ms bubble's chunk never fits and is deferred to the
+// next 20 ms bubble: the same counts as the host backend's BubbleBoundTest, now with GPU time.
+TEST_F(CudaBackendTest, BoundedFillDefersWhatDoesNotFitItsBubble) {
+  ProgramPtr p = misPredictedProgram();
+  pfrt_options o = cudaOptions(7);
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  for (const auto &c : r->data.chunkRuns)
+    std::printf("it %lld bubble %u predicted %.0f us, ran %.0f .. %.0f us%s\n",
+                (long long)c.iteration, c.bubbleId, c.predictedUs, c.start, c.end,
+                c.deferred ? " (deferred)" : "");
+  EXPECT_EQ(j.chunksDeferred, 6u);
+  EXPECT_EQ(j.chunksRun, 12u);
+  EXPECT_EQ(j.chunksPending, 0u);
+  EXPECT_EQ(j.samplesCompleted, kMisPredictedSamples);
+  EXPECT_EQ(r->data.overrunCount, 0u) << r->data.overrunUs << " us over";
+  // The same samples, some in later bubbles: the outputs are those of the unbounded run.
+  ReportPtr all = runOk(p.get(), cudaOptions(7));
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->data.jobs[0].samplesCompleted, kMisPredictedSamples);
+  expectRel(j.checksum, all->data.jobs[0].checksum, 1e-5, "checksum");
+}
+
+// Without the bound the same plan overruns the 1 ms bubble every iteration on the GPU too, so the
+// test above can fail.
+TEST_F(CudaBackendTest, UnboundedFillOverrunsTheSmallBubble) {
+  ProgramPtr p = misPredictedProgram();
+  ReportPtr r = runOk(p.get(), cudaOptions(7));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->data.jobs[0].chunksDeferred, 0u);
+  EXPECT_GE(r->data.overrunCount, 6u);
 }
 
 // Fewer GPUs than devices: one stage runs on the GPU, its peers are emulated at planned times.

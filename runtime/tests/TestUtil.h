@@ -52,6 +52,16 @@ void enqueueChunkBubbles(pfrt_program *p, uint32_t dev, uint32_t main, uint32_t 
                          const std::vector<ChunkSpec> &chunks, double computeUs, double bubbleUs,
                          double plannedUs);
 
+// The bubble bound's test plan: costs deliberately mis-predicted (each chunk is planned at 200 us
+// and lasts 2000 us: 4 samples x 500 us of GEMM_CHAIN work, exact under the modelled time model,
+// calibrated real GPU work on CUDA). One job of 48 samples over 6 iterations:
+// main: F(1 ms) record(e1) bubble 1 (idles 20 ms) F(1 ms) record(e0) bubble 0 (idles 1 ms) B(1 ms)
+// fill: wait(e1) fill(bubble 1, samples [8i, 8i+4)) wait(e0) fill(bubble 0, samples [8i+4, 8i+8))
+constexpr uint64_t kMisPredictedSamples = 48;
+constexpr double kMisPredictedChunkUs = 2000;
+constexpr double kMisPredictedPlannedUs = 200;
+ProgramPtr misPredictedProgram();
+
 #define PFRT_ASSERT_OK(call)                                                                       \
   do {                                                                                             \
     pfrt_status pfrt_assert_status_ = (call);                                                      \
