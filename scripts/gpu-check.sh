@@ -13,7 +13,9 @@
 # side of the numerics) and exits 3 with "no GPU" after printing what it could.
 #
 # Environment: GPU_CHECK_OUT (default build-gpu/gpu-check), CUDA_ARCH (90), GPU_CHECK_BUILD_TIMEOUT
-# (seconds, 300), GPU_CHECK_PROGRAM
+# (seconds, 300), GPU_CHECK_PREBUILT (a folder made by scripts/gpu-bundle.sh and unpacked: bin/ with
+# the three binaries, lib/ with the libraries the GPU machine lacks, optional examples/; the configure
+# and build steps are skipped, for a GPU machine without protobuf/OpenBLAS headers), GPU_CHECK_PROGRAM
 # (a compiled StreamProgram; default build/examples/gpt40b-1f1b-run.pb when a full build made it,
 # else runtime/tests/data/two_stage.pbtxt), GPU_CHECK_REPS (ABBA blocks, 3).
 set -uo pipefail
@@ -38,18 +40,26 @@ fi
 echo "gpu-check: $gpus GPU(s) visible"
 export PATH="/usr/local/cuda/bin:$PATH"
 
-step "configure (runtime only, sm_$arch)"
-cuda_args=()
-[ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-timeout 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" >"$out/configure.log" 2>&1 ||
-  { cat "$out/configure.log"; fail "configure"; exit 1; }
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  step "prebuilt binaries from $GPU_CHECK_PREBUILT (configure and build skipped)"
+  build=$GPU_CHECK_PREBUILT
+  export LD_LIBRARY_PATH="$build/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  missing=$(ldd "$build/bin/pipefill-run" "$build/bin/pfrt-cuda-tests" | grep "not found" | sort -u)
+  [ -z "$missing" ] || { echo "$missing"; fail "prebuilt binaries miss libraries"; exit 1; }
+else
+  step "configure (runtime only, sm_$arch)"
+  cuda_args=()
+  [ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  timeout 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" >"$out/configure.log" 2>&1 ||
+    { cat "$out/configure.log"; fail "configure"; exit 1; }
 
-step "build ($(nproc) jobs)"
-timeout "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target pfrt-cuda-tests pfrt-tests pipefill-run \
-  >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; fail "build"; exit 1; }
+  step "build ($(nproc) jobs)"
+  timeout "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target pfrt-cuda-tests pfrt-tests pipefill-run \
+    >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; fail "build"; exit 1; }
+fi
 run=$build/bin/pipefill-run
 
 step "CUDA tests"
@@ -67,6 +77,8 @@ program=${GPU_CHECK_PROGRAM:-}
 if [ -z "$program" ]; then
   program=runtime/tests/data/two_stage.pbtxt
   [ -f build/examples/gpt40b-1f1b-run.pb ] && program=build/examples/gpt40b-1f1b-run.pb
+  [ -n "${GPU_CHECK_PREBUILT:-}" ] && [ -f "$GPU_CHECK_PREBUILT/examples/gpt40b-1f1b-run.pb" ] &&
+    program=$GPU_CHECK_PREBUILT/examples/gpt40b-1f1b-run.pb
 fi
 if [ "$gpus" -gt 0 ]; then
   step "slowdown: $program on the GPU, replay (stage 0), $reps ABBA blocks"
@@ -81,10 +93,10 @@ fi
 
 step "numerics: full-size layers, host (OpenBLAS) vs cuBLAS"
 num=runtime/tests/data/full_size_numerics.pbtxt
-timeout 120 "$run" "$num" --backend host --max-dim 0 --time-model modelled --fill-policy unbounded \
+timeout 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
   --quiet --report "$out/numerics.host.json" || fail "numerics (host)"
 if [ "$gpus" -gt 0 ]; then
-  timeout 120 "$run" "$num" --backend cuda --max-dim 0 --fill-policy unbounded --quiet \
+  timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 --fill-policy unbounded --quiet \
     --report "$out/numerics.cuda.json" || fail "numerics (cuda)"
 fi
 
