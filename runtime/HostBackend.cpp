@@ -180,6 +180,8 @@ public:
       }
     }
     st.workEnd = allChain ? st.intended : hostNowUs();
+    if (!allChain) // real work moves the stream's time to the clock now, not only at markEnd, so
+      st.intended = std::max(st.intended, st.workEnd); // the bound sees it before the next chunk
     if (ex.completes) {
       if (training) {
         lossSum_ += b.loss;
@@ -337,7 +339,12 @@ public:
     }
     hold(ctx, plannedUs);
   }
+  // Measured: the clock (or the intended time if that is later). Modelled: the intended time
+  // alone, so the bubble bound decides on the modelled clock and a loaded machine (threads
+  // lagging the clock) does not change which chunks run.
   double streamNowUs(StreamCtx &ctx) override {
+    if (config_.modelledTime)
+      return state(ctx).intended;
     return std::max(hostNowUs(), state(ctx).intended);
   }
   bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) override {
