@@ -307,16 +307,6 @@ bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
 
 namespace {
 
-bool readFile(const std::string &path, std::string &text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  text = ss.str();
-  return true;
-}
-
 bool writeFile(const std::string &path, const std::string &text) {
   if (path == "-") {
     std::cout << text;
