@@ -8,9 +8,8 @@
 #include <sstream>
 
 namespace pipefill::cost {
-namespace {
 
-std::string normalize(const std::string &name) {
+std::string normalizeModelName(const std::string &name) {
   std::string out;
   for (char c : name) {
     if (c == '_' || c == ' ')
@@ -19,6 +18,8 @@ std::string normalize(const std::string &name) {
   }
   return out;
 }
+
+namespace {
 
 bool fail(std::string &error, std::string *field, const std::string &f,
           const std::string &message) {
@@ -84,9 +85,9 @@ const std::vector<GpuPreset> &gpuPresets() {
 
 bool findGpuPreset(const std::string &name, GpuPreset &out,
                    std::string &error) {
-  std::string key = normalize(name);
+  std::string key = normalizeModelName(name);
   for (const GpuPreset &p : gpuPresets()) {
-    std::string full = normalize(p.name);
+    std::string full = normalizeModelName(p.name);
     std::string shortName = full.substr(0, full.find('-'));
     if (key == full || key == shortName) {
       out = p;

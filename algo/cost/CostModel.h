@@ -198,6 +198,9 @@ bool computeModelCosts(const TransformerConfig &cfg,
 /// Seconds per iteration -> model FLOP utilization of all GPUs.
 double modelFlopsUtilization(const ModelCosts &costs, double iterationUs);
 
+// A model or alias name as looked up: lower case, '_' and ' ' read as '-'.
+std::string normalizeModelName(const std::string &name);
+
 } // namespace pipefill::cost
 
 #endif // PIPEFILL_ALGO_COST_COSTMODEL_H

@@ -23,16 +23,6 @@
 namespace pipefill::cost {
 namespace {
 
-std::string normalize(const std::string &name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '_' || c == ' ')
-      c = '-';
-    out += char(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
 struct Builder {
   const ZooOptions &opts;
   fill::Job &job;
@@ -218,12 +208,12 @@ std::string zooNames() {
 }
 
 std::string canonicalZooName(const std::string &name) {
-  std::string key = normalize(name);
+  std::string key = normalizeModelName(name);
   for (const ZooEntry &e : zooEntries()) {
     if (key == e.name)
       return e.name;
     for (const std::string &alias : e.aliases)
-      if (key == normalize(alias))
+      if (key == normalizeModelName(alias))
         return e.name;
   }
   return "";
