@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchSchedule.h"
 #include "codegen/IRQueries.h"
+#include "codegen/TorchPlacement.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
@@ -33,23 +34,15 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
            << "has no instructions to export; run pipefill-opt "
               "--pipefill-expand-schedule (or --pipefill-compile) first";
   int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
+  torchsched::StagePlacement placement;
+  if (failed(readTorchPlacement(pipeline, placement)))
+    return failure();
+  std::vector<int64_t> stageOf(p * v); // [device * v + chunk] -> torch stage
+  for (int64_t s = 0; s < p * v; ++s)
+    stageOf[placement.deviceOfStage[s] * v + placement.chunkOfStage[s]] = s;
   std::vector<std::vector<torchsched::ExportOp>> rows;
-  std::vector<bool> named(p * v, false);
   for (StageOp stage : pipeline.getStages()) {
     int64_t d = stage.getIndex();
-    auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
-    if (mapping && (int64_t)mapping.size() != v)
-      return stage.emitOpError()
-             << "has torch_stages for " << mapping.size()
-             << " chunks but the pipeline has virtual_stages = " << v;
-    for (int64_t c = 0; c < v; ++c) {
-      int64_t s = mapping ? mapping[c] : c * p + d;
-      if (s < 0 || s >= p * v || named[s])
-        return stage.emitOpError() << "has torch_stages that do not number the "
-                                      "pipeline's stages 0.." << p * v - 1
-                                   << " once each";
-      named[s] = true;
-    }
     auto &row = rows.emplace_back();
     for (Operation &op : stage.getBody().front()) {
       torchsched::ExportOp out;
@@ -64,7 +57,7 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
                                    : sched::InstrKind::BackwardWeight;
                     out.microbatch = c.getMicrobatch();
                     int64_t chunk = c.getChunk();
-                    out.stage = mapping ? mapping[chunk] : chunk * p + d;
+                    out.stage = stageOf[d * v + chunk];
                     return true;
                   })
               .Default([](Operation *) { return false; });

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchTrace.h"
 #include "codegen/IRQueries.h"
+#include "codegen/TorchPlacement.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
@@ -171,27 +172,8 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
   MLIRContext *ctx = module.getContext();
   int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
   torchsched::StagePlacement placement;
-  placement.devices = p;
-  placement.chunks = v;
-  placement.deviceOfStage.assign(p * v, -1);
-  placement.chunkOfStage.assign(p * v, -1);
-  for (StageOp stage : pipeline.getStages()) {
-    int64_t d = stage.getIndex();
-    auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
-    if (mapping && (int64_t)mapping.size() != v)
-      return stage.emitOpError()
-             << "has torch_stages for " << mapping.size()
-             << " chunks but the pipeline has virtual_stages = " << v;
-    for (int64_t c = 0; c < v; ++c) {
-      int64_t s = mapping && (int64_t)mapping.size() == v ? mapping[c] : c * p + d;
-      if (s < 0 || s >= p * v || placement.deviceOfStage[s] >= 0)
-        return stage.emitOpError() << "has torch_stages that do not number the "
-                                      "pipeline's stages 0.." << p * v - 1
-                                   << " once each";
-      placement.deviceOfStage[s] = d;
-      placement.chunkOfStage[s] = c;
-    }
-  }
+  if (failed(readTorchPlacement(pipeline, placement)))
+    return failure();
 
   std::vector<torchsched::TraceFile> files(traces.size());
   for (size_t i = 0; i < traces.size(); ++i)

@@ -1,0 +1,25 @@
+//===- TorchPlacement.h - torch stage numbering of a pipeline ----*- C++ -*-===//
+//
+// Which torch.distributed.pipelining stage each (device, chunk) of a pipeline
+// is: the `torch_stages` an imported action table left on each stage op, else
+// torch's interleaved layout (chunk c of device d is stage c * p + d). Used by
+// --to-torch-schedule and --torch-trace-to-profile.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_CODEGEN_TORCHPLACEMENT_H
+#define PIPEFILL_CODEGEN_TORCHPLACEMENT_H
+
+#include "algo/torch/TorchTrace.h"
+#include "dialect/PipefillOps.h"
+
+namespace pipefill {
+
+/// Fills `placement` (deviceOfStage / chunkOfStage over p * v torch stages);
+/// an error on the stage op whose `torch_stages` has the wrong length or does
+/// not number the stages 0..p*v-1 once each.
+mlir::LogicalResult readTorchPlacement(PipelineOp pipeline,
+                                       torchsched::StagePlacement &placement);
+
+} // namespace pipefill
+
+#endif // PIPEFILL_CODEGEN_TORCHPLACEMENT_H
