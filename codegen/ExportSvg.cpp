@@ -72,28 +72,167 @@ std::string timeLabel(double us, bool ms) {
   return ms ? fmtNum(us / 1000.0) + " ms" : fmtNum(us) + " us";
 }
 
+
+/// The picture's geometry and the per-job colours, shared by its parts.
+struct Canvas {
+  double iteration = 1;   ///< us across the plot
+  double plotW = kWidth - kLeft - kRight;
+  double axisY = 0, legendY = 0;
+  int perRow = 8;         ///< legend items per row
+  bool ms = false;        ///< label times in ms
+  llvm::StringMap<const char *> jobColor;
+  SmallVector<StringRef> jobOrder;
+  double x(double us) const { return kLeft + us / iteration * plotW; }
+};
+
+/// A bubble's dashed outline and the fill chunks of the first steady-state
+/// iteration planned into it, at their planned offsets.
+void writeBubble(const Canvas &c, BubbleOp bubble, SteadyState &steady, double y,
+                 llvm::raw_ostream &os) {
+  const bool ms = c.ms;
+  auto x = [&](double us) { return c.x(us); };
+  double bx = x(bubble.getStartUs().convertToDouble());
+  double bw = x(bubble.getEndUs()) - bx;
+  os << llvm::formatv(
+      "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"none\" "
+      "stroke=\"#999\" stroke-dasharray=\"3,2\"><title>{4} bubble: {5} at "
+      "{6}, {7} free</title></rect>\n",
+      bx, y + 1, bw, kRow - 2, stringifyBubbleKind(bubble.getKind()),
+      timeLabel(bubble.getDurationUs().convertToDouble(), ms),
+      timeLabel(bubble.getStartUs().convertToDouble(), ms),
+      fmtBytes(bubble.getFreeBytes()));
+  // Fill work of the first steady-state iteration, at its planned offset.
+  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+    if (!steady.inFirstSteadyIteration(fill))
+      continue;
+    double t = bubble.getStartUs().convertToDouble() +
+               fill.getOffsetUs().convertToDouble();
+    double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    const char *color = c.jobColor.lookup(fill.getJob());
+    os << llvm::formatv(
+        "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
+        "fill=\"{4}\" fill-opacity=\"0.85\"><title>{5}: passes {6}-{7}, "
+        "batch {8}, {9}, {10}</title></rect>\n",
+        x(t), y + 5, std::max(0.5, x(t + d) - x(t)), kRow - 10,
+        color ? color : "#F58518", escape(fill.getJob()),
+        fill.getLayerBegin(), fill.getLayerEnd(), fill.getBatch(),
+        timeLabel(d, ms), fmtBytes(fill.getPeakBytes()));
+  }
+}
+
+/// One instruction's box, with its micro-batch as the label when it fits.
+void writeInstruction(const Canvas &c, PipelineOp pipeline, InstructionOpInterface instr,
+                      double y, llvm::raw_ostream &os) {
+  const bool ms = c.ms;
+  auto x = [&](double us) { return c.x(us); };
+  Style style = styleOf(instr.getInstrKind());
+  FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
+  if (!style.name || !start || !end)
+    return;
+  double ox = x(start.getValueAsDouble());
+  double ow = std::max(0.5, x(end.getValueAsDouble()) - ox);
+  bool mb = instr.getMicrobatchIndex() >= 0;
+  bool chunk = mb;
+  std::string label = mb ? std::to_string(instr.getMicrobatchIndex()) : "";
+  os << llvm::formatv(
+      "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"{4}\" "
+      "stroke=\"white\" stroke-width=\"0.5\"><title>{5}{6}{7}: {8} - {9}</title></rect>\n",
+      ox, y, ow, kRow, style.color, style.name,
+      mb ? " mb " + label : std::string(),
+      chunk && pipeline.getVirtualStages() > 1
+          ? " chunk " + std::to_string(instr.getChunkIndex())
+          : std::string(),
+      timeLabel(start.getValueAsDouble(), ms),
+      timeLabel(end.getValueAsDouble(), ms));
+  if (!label.empty() && ow >= 7.0 * label.size() + 4)
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
+                        "fill=\"white\" text-anchor=\"middle\">{2}</text>\n",
+                        ox + ow / 2, y + kRow / 2 + 4, label);
+}
+
+/// One stage's row: its label, background, bubbles (with fill) and instructions.
+void writeStage(const Canvas &c, PipelineOp pipeline, StageOp stage, llvm::raw_ostream &os) {
+  double y = kTop + stage.getIndex() * (kRow + kGap);
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\" "
+                      "text-anchor=\"end\">stage {2}</text>\n",
+                      kLeft - 8, y + kRow / 2 + 4, stage.getIndex());
+  os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
+                      "fill=\"#FAFAFA\" stroke=\"#EEE\"/>\n",
+                      kLeft, y, c.plotW, kRow);
+  SteadyState steady(stage);
+  for (Operation &op : stage.getBody().front()) {
+    if (auto bubble = dyn_cast<BubbleOp>(op))
+      writeBubble(c, bubble, steady, y, os);
+    else if (auto instr = dyn_cast<InstructionOpInterface>(op))
+      writeInstruction(c, pipeline, instr, y, os);
+  }
+}
+
+/// The time axis with "nice" ticks.
+void writeAxis(const Canvas &c, llvm::raw_ostream &os) {
+  const double iteration = c.iteration, plotW = c.plotW, axisY = c.axisY;
+  const bool ms = c.ms;
+  auto x = [&](double us) { return c.x(us); };
+  os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" "
+                      "stroke=\"#333\"/>\n",
+                      kLeft, axisY, kLeft + plotW);
+  double step = niceStep(iteration, 10);
+  for (double t = 0; t <= iteration + 1e-9; t += step) {
+    os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" "
+                        "stroke=\"#333\"/>\n",
+                        x(t), axisY, axisY + 5);
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
+                        "text-anchor=\"middle\">{2}</text>\n",
+                        x(t), axisY + 18, timeLabel(t, ms));
+  }
+}
+
+/// The legend: instruction kinds, the bubble outline and one entry per fill job.
+void writeLegend(const Canvas &c, llvm::raw_ostream &os) {
+  const double legendY = c.legendY;
+  const int perRow = c.perRow;
+  struct Item {
+    std::string label;
+    std::string color;
+    bool dashed;
+  };
+  std::vector<Item> items = {{"forward", "#4C78A8", false},
+                             {"backward", "#54A24B", false},
+                             {"weight grad", "#B279A2", false},
+                             {"all-reduce", "#72B7B2", false},
+                             {"optimizer", "#2F4B7C", false},
+                             {"bubble", "none", true}};
+  for (StringRef job : c.jobOrder)
+    items.push_back({("fill: " + job).str(), c.jobColor.lookup(job), false});
+  for (size_t i = 0; i < items.size(); ++i) {
+    double lx = kLeft + (i % perRow) * 180;
+    double ly = legendY + (i / perRow) * 22;
+    os << llvm::formatv(
+        "<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" fill=\"{2}\"{3}/>\n",
+        lx, ly, items[i].color,
+        items[i].dashed ? " stroke=\"#999\" stroke-dasharray=\"3,2\"" : "");
+    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\">{2}</text>\n",
+                        lx + 20, ly + 12, escape(items[i].label));
+  }
+}
+
 } // namespace
 
 LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
   PipelineOp pipeline = findSimulatedPipeline(module);
   if (!pipeline)
     return failure();
-  double iteration = pipeline.getIterationUs()->convertToDouble();
-  if (iteration <= 0)
-    iteration = 1;
+  Canvas c;
+  c.iteration = pipeline.getIterationUs()->convertToDouble();
+  if (c.iteration <= 0)
+    c.iteration = 1;
   int64_t numStages = pipeline.getNumStages();
-  double plotW = kWidth - kLeft - kRight;
-  auto x = [&](double us) { return kLeft + us / iteration * plotW; };
-  double rowsH = numStages * (kRow + kGap);
-  double axisY = kTop + rowsH + 4;
+  c.axisY = kTop + numStages * (kRow + kGap) + 4;
 
   // Fill jobs in module order get stable colours.
-  llvm::StringMap<const char *> jobColor;
-  SmallVector<StringRef> jobOrder;
   for (FillJobOp job : module.getOps<FillJobOp>()) {
-    jobColor[job.getSymName()] =
-        kFillPalette[jobOrder.size() % std::size(kFillPalette)];
-    jobOrder.push_back(job.getSymName());
+    c.jobColor[job.getSymName()] = kFillPalette[c.jobOrder.size() % std::size(kFillPalette)];
+    c.jobOrder.push_back(job.getSymName());
   }
 
   // Totals for the title.
@@ -107,12 +246,10 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
         filledUs += steady.weight(f) * f.getPredictedUs().convertToDouble();
     }
   }
-  bool ms = iteration >= 10000;
-
-  double legendY = axisY + 44;
-  int legendItems = 6 + jobOrder.size();
-  int perRow = 8;
-  double height = legendY + ((legendItems + perRow - 1) / perRow) * 22 + 16;
+  c.ms = c.iteration >= 10000;
+  c.legendY = c.axisY + 44;
+  int legendItems = 6 + c.jobOrder.size();
+  double height = c.legendY + ((legendItems + c.perRow - 1) / c.perRow) * 22 + 16;
 
   os << llvm::formatv(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
@@ -131,117 +268,13 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
   os << llvm::formatv(
       "<text x=\"{0}\" y=\"48\" font-size=\"13\" fill=\"#444\">iteration {1}, "
       "bubble fraction {2}%, bubble time planned with fill work {3}%</text>\n",
-      kLeft, timeLabel(iteration, ms),
-      fmtNum(std::round(1000 * idle / (numStages * iteration)) / 10),
+      kLeft, timeLabel(c.iteration, c.ms),
+      fmtNum(std::round(1000 * idle / (numStages * c.iteration)) / 10),
       fmtNum(bubbleUs > 0 ? std::round(1000 * filledUs / bubbleUs) / 10 : 0));
-
-  for (StageOp stage : pipeline.getStages()) {
-    double y = kTop + stage.getIndex() * (kRow + kGap);
-    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\" "
-                        "text-anchor=\"end\">stage {2}</text>\n",
-                        kLeft - 8, y + kRow / 2 + 4, stage.getIndex());
-    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
-                        "fill=\"#FAFAFA\" stroke=\"#EEE\"/>\n",
-                        kLeft, y, plotW, kRow);
-    SteadyState steady(stage);
-    for (Operation &op : stage.getBody().front()) {
-      if (auto bubble = dyn_cast<BubbleOp>(op)) {
-        double bx = x(bubble.getStartUs().convertToDouble());
-        double bw = x(bubble.getEndUs()) - bx;
-        os << llvm::formatv(
-            "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"none\" "
-            "stroke=\"#999\" stroke-dasharray=\"3,2\"><title>{4} bubble: {5} at "
-            "{6}, {7} free</title></rect>\n",
-            bx, y + 1, bw, kRow - 2, stringifyBubbleKind(bubble.getKind()),
-            timeLabel(bubble.getDurationUs().convertToDouble(), ms),
-            timeLabel(bubble.getStartUs().convertToDouble(), ms),
-            fmtBytes(bubble.getFreeBytes()));
-        // Fill work of the first steady-state iteration, at its planned offset.
-        for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-          if (!steady.inFirstSteadyIteration(fill))
-            continue;
-          double t = bubble.getStartUs().convertToDouble() +
-                     fill.getOffsetUs().convertToDouble();
-          double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-          const char *color = jobColor.lookup(fill.getJob());
-          os << llvm::formatv(
-              "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
-              "fill=\"{4}\" fill-opacity=\"0.85\"><title>{5}: passes {6}-{7}, "
-              "batch {8}, {9}, {10}</title></rect>\n",
-              x(t), y + 5, std::max(0.5, x(t + d) - x(t)), kRow - 10,
-              color ? color : "#F58518", escape(fill.getJob()),
-              fill.getLayerBegin(), fill.getLayerEnd(), fill.getBatch(),
-              timeLabel(d, ms), fmtBytes(fill.getPeakBytes()));
-        }
-        continue;
-      }
-      auto instr = dyn_cast<InstructionOpInterface>(op);
-      if (!instr)
-        continue;
-      Style style = styleOf(instr.getInstrKind());
-      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
-      if (!style.name || !start || !end)
-        continue;
-      double ox = x(start.getValueAsDouble());
-      double ow = std::max(0.5, x(end.getValueAsDouble()) - ox);
-      bool mb = instr.getMicrobatchIndex() >= 0;
-      bool chunk = mb;
-      std::string label = mb ? std::to_string(instr.getMicrobatchIndex()) : "";
-      os << llvm::formatv(
-          "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"{4}\" "
-          "stroke=\"white\" stroke-width=\"0.5\"><title>{5}{6}{7}: {8} - {9}</title></rect>\n",
-          ox, y, ow, kRow, style.color, style.name,
-          mb ? " mb " + label : std::string(),
-          chunk && pipeline.getVirtualStages() > 1
-              ? " chunk " + std::to_string(instr.getChunkIndex())
-              : std::string(),
-          timeLabel(start.getValueAsDouble(), ms),
-          timeLabel(end.getValueAsDouble(), ms));
-      if (!label.empty() && ow >= 7.0 * label.size() + 4)
-        os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
-                            "fill=\"white\" text-anchor=\"middle\">{2}</text>\n",
-                            ox + ow / 2, y + kRow / 2 + 4, label);
-    }
-  }
-
-  // Time axis.
-  os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" "
-                      "stroke=\"#333\"/>\n",
-                      kLeft, axisY, kLeft + plotW);
-  double step = niceStep(iteration, 10);
-  for (double t = 0; t <= iteration + 1e-9; t += step) {
-    os << llvm::formatv("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" "
-                        "stroke=\"#333\"/>\n",
-                        x(t), axisY, axisY + 5);
-    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
-                        "text-anchor=\"middle\">{2}</text>\n",
-                        x(t), axisY + 18, timeLabel(t, ms));
-  }
-
-  // Legend.
-  struct Item {
-    std::string label;
-    std::string color;
-    bool dashed;
-  };
-  std::vector<Item> items = {{"forward", "#4C78A8", false},
-                             {"backward", "#54A24B", false},
-                             {"weight grad", "#B279A2", false},
-                             {"all-reduce", "#72B7B2", false},
-                             {"optimizer", "#2F4B7C", false},
-                             {"bubble", "none", true}};
-  for (StringRef job : jobOrder)
-    items.push_back({("fill: " + job).str(), jobColor.lookup(job), false});
-  for (size_t i = 0; i < items.size(); ++i) {
-    double lx = kLeft + (i % perRow) * 180;
-    double ly = legendY + (i / perRow) * 22;
-    os << llvm::formatv(
-        "<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"14\" fill=\"{2}\"{3}/>\n",
-        lx, ly, items[i].color,
-        items[i].dashed ? " stroke=\"#999\" stroke-dasharray=\"3,2\"" : "");
-    os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"12\">{2}</text>\n",
-                        lx + 20, ly + 12, escape(items[i].label));
-  }
+  for (StageOp stage : pipeline.getStages())
+    writeStage(c, pipeline, stage, os);
+  writeAxis(c, os);
+  writeLegend(c, os);
   os << "</svg>\n";
   return success();
 }
