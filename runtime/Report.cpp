@@ -40,6 +40,119 @@ const char *fillKindName(pfrt_fill_kind k) {
   return k == PFRT_FILL_TRAINING ? "training" : "inference";
 }
 
+// The bubble bound's totals over the jobs.
+void writeFillBoundJson(JsonWriter &w, const ReportData &r) {
+  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
+  for (const RunResult::Job &j : r.jobs) {
+    run += j.chunksRun;
+    deferred += j.chunksDeferred;
+    skipped += j.chunksSkipped;
+    pending += j.chunksPending;
+  }
+  w.beginObject("fill_bound");
+  w.value("policy", r.fillBounded ? "bounded" : "unbounded");
+  w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
+  w.value("chunks_run", run);
+  w.value("chunks_deferred", deferred);
+  w.value("chunks_skipped", skipped);
+  w.value("chunks_pending", pending);
+  w.value("fill_us_run", r.fillUsRun);
+  w.value("overrun_us", r.overrunUs);
+  w.value("overrun_fraction_of_fill", r.fillUsRun > 0 ? r.overrunUs / r.fillUsRun : 0.0);
+  w.endObject();
+}
+
+// One device: identity, iteration, memory, streams and bubbles.
+void writeDeviceJson(JsonWriter &w, const DeviceReport &d, const Program &program) {
+  w.beginObject();
+  w.value("device", d.device);
+  w.value("stage", d.stage);
+  w.value("backend", d.backend);
+  w.value("time_source", d.timeSource);
+  w.value("fill", d.fill);
+  w.value("planned_iteration_us", d.plannedIterationUs);
+  w.value("iteration_us_mean", d.iterationUsMean);
+  w.value("main_busy_us_mean", d.mainBusyUsMean);
+  w.value("memory_bytes", d.memoryBytes);
+  if (d.minFreeKnown)
+    w.value("min_free_bytes", d.minFreeBytes);
+  else
+    w.null("min_free_bytes");
+  w.value("min_free_measured", d.minFreeMeasured);
+  w.beginArray("streams");
+  for (size_t s = 0; s < program.devices[d.device].streams.size(); ++s) {
+    const Stream &st = program.devices[d.device].streams[s];
+    w.beginObject();
+    w.value("name", st.name);
+    w.value("role", st.role == PFRT_STREAM_MAIN   ? "main"
+                    : st.role == PFRT_STREAM_FILL ? "fill"
+                                                  : "copy");
+    w.value("priority", st.effectivePriority() == PFRT_PRIORITY_HIGH  ? "high"
+                        : st.effectivePriority() == PFRT_PRIORITY_LOW ? "low"
+                                                                      : "normal");
+    if (s < d.streamPriority.size() && d.streamPriority[s] != INT32_MIN)
+      w.value("cuda_priority", d.streamPriority[s]);
+    w.endObject();
+  }
+  w.endArray();
+  w.beginArray("bubbles");
+  for (const BubbleReport &b : d.bubbles) {
+    w.beginObject();
+    w.value("bubble_id", b.bubbleId);
+    w.value("kind", bubbleKindName(b.kind));
+    w.value("op_index", b.opIndex);
+    w.value("planned_start_us", b.plannedStartUs);
+    w.value("planned_us", b.plannedUs);
+    w.value("free_bytes", b.freeBytes);
+    // The main-stream gap, in the device's time_source.
+    w.value("gap_us_mean", b.measuredMeanUs);
+    w.numbers("gap_us", b.measuredUs);
+    w.value("start_us_mean", b.startMeanUs);
+    w.value("planned_fill_us", b.plannedFillUs);
+    w.value("fill_us_mean", b.fillUsMean);
+    if (b.switchLatencyMeanUs >= 0)
+      w.value("switch_latency_us_mean", b.switchLatencyMeanUs);
+    else
+      w.null("switch_latency_us_mean");
+    w.value("overruns", b.overruns);
+    w.value("overrun_us", b.overrunUs);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+}
+
+// Fill jobs: samples, checksums and the bubble bound's counts.
+void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
+  w.beginObject("fill");
+  w.beginArray("jobs");
+  for (size_t j = 0; j < r.jobs.size(); ++j) {
+    const RunResult::Job &job = r.jobs[j];
+    w.beginObject();
+    w.value("name", job.name);
+    w.value("kind", fillKindName(job.kind));
+    w.value("samples_planned", job.samplesPlanned);
+    w.value("samples_completed", job.samplesCompleted);
+    w.value("samples_this_run", job.samplesThisRun);
+    w.value("total_samples", program.jobs[j].samples);
+    w.value("checksum", job.checksum);
+    if (job.kind == PFRT_FILL_TRAINING) {
+      w.value("steps", job.steps);
+      w.value("loss_mean", job.steps ? job.lossSum / job.steps : 0.0);
+      w.value("weights_checksum", job.weightsChecksum);
+    }
+    w.value("chunks_run", job.chunksRun);
+    w.value("chunks_deferred", job.chunksDeferred);
+    w.value("chunks_skipped", job.chunksSkipped);
+    w.value("chunks_pending", job.chunksPending);
+    w.value("samples_pending", job.samplesPending);
+    w.value("divisor", job.shape.divisor);
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+}
+
 void writeJson(ReportData &r, const Program &program) {
   JsonWriter w;
   w.beginObject();
@@ -98,113 +211,12 @@ void writeJson(ReportData &r, const Program &program) {
     w.null("p99_us");
   }
   w.endObject();
-  {
-    uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
-    for (const RunResult::Job &j : r.jobs) {
-      run += j.chunksRun;
-      deferred += j.chunksDeferred;
-      skipped += j.chunksSkipped;
-      pending += j.chunksPending;
-    }
-    w.beginObject("fill_bound");
-    w.value("policy", r.fillBounded ? "bounded" : "unbounded");
-    w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
-    w.value("chunks_run", run);
-    w.value("chunks_deferred", deferred);
-    w.value("chunks_skipped", skipped);
-    w.value("chunks_pending", pending);
-    w.value("fill_us_run", r.fillUsRun);
-    w.value("overrun_us", r.overrunUs);
-    w.value("overrun_fraction_of_fill", r.fillUsRun > 0 ? r.overrunUs / r.fillUsRun : 0.0);
-    w.endObject();
-  }
+  writeFillBoundJson(w, r);
   w.beginArray("devices");
-  for (const DeviceReport &d : r.devices) {
-    w.beginObject();
-    w.value("device", d.device);
-    w.value("stage", d.stage);
-    w.value("backend", d.backend);
-    w.value("time_source", d.timeSource);
-    w.value("fill", d.fill);
-    w.value("planned_iteration_us", d.plannedIterationUs);
-    w.value("iteration_us_mean", d.iterationUsMean);
-    w.value("main_busy_us_mean", d.mainBusyUsMean);
-    w.value("memory_bytes", d.memoryBytes);
-    if (d.minFreeKnown)
-      w.value("min_free_bytes", d.minFreeBytes);
-    else
-      w.null("min_free_bytes");
-    w.value("min_free_measured", d.minFreeMeasured);
-    w.beginArray("streams");
-    for (size_t s = 0; s < program.devices[d.device].streams.size(); ++s) {
-      const Stream &st = program.devices[d.device].streams[s];
-      w.beginObject();
-      w.value("name", st.name);
-      w.value("role", st.role == PFRT_STREAM_MAIN   ? "main"
-                      : st.role == PFRT_STREAM_FILL ? "fill"
-                                                    : "copy");
-      w.value("priority", st.effectivePriority() == PFRT_PRIORITY_HIGH  ? "high"
-                          : st.effectivePriority() == PFRT_PRIORITY_LOW ? "low"
-                                                                        : "normal");
-      if (s < d.streamPriority.size() && d.streamPriority[s] != INT32_MIN)
-        w.value("cuda_priority", d.streamPriority[s]);
-      w.endObject();
-    }
-    w.endArray();
-    w.beginArray("bubbles");
-    for (const BubbleReport &b : d.bubbles) {
-      w.beginObject();
-      w.value("bubble_id", b.bubbleId);
-      w.value("kind", bubbleKindName(b.kind));
-      w.value("op_index", b.opIndex);
-      w.value("planned_start_us", b.plannedStartUs);
-      w.value("planned_us", b.plannedUs);
-      w.value("free_bytes", b.freeBytes);
-      // The main-stream gap, in the device's time_source.
-      w.value("gap_us_mean", b.measuredMeanUs);
-      w.numbers("gap_us", b.measuredUs);
-      w.value("start_us_mean", b.startMeanUs);
-      w.value("planned_fill_us", b.plannedFillUs);
-      w.value("fill_us_mean", b.fillUsMean);
-      if (b.switchLatencyMeanUs >= 0)
-        w.value("switch_latency_us_mean", b.switchLatencyMeanUs);
-      else
-        w.null("switch_latency_us_mean");
-      w.value("overruns", b.overruns);
-      w.value("overrun_us", b.overrunUs);
-      w.endObject();
-    }
-    w.endArray();
-    w.endObject();
-  }
+  for (const DeviceReport &d : r.devices)
+    writeDeviceJson(w, d, program);
   w.endArray();
-  w.beginObject("fill");
-  w.beginArray("jobs");
-  for (size_t j = 0; j < r.jobs.size(); ++j) {
-    const RunResult::Job &job = r.jobs[j];
-    w.beginObject();
-    w.value("name", job.name);
-    w.value("kind", fillKindName(job.kind));
-    w.value("samples_planned", job.samplesPlanned);
-    w.value("samples_completed", job.samplesCompleted);
-    w.value("samples_this_run", job.samplesThisRun);
-    w.value("total_samples", program.jobs[j].samples);
-    w.value("checksum", job.checksum);
-    if (job.kind == PFRT_FILL_TRAINING) {
-      w.value("steps", job.steps);
-      w.value("loss_mean", job.steps ? job.lossSum / job.steps : 0.0);
-      w.value("weights_checksum", job.weightsChecksum);
-    }
-    w.value("chunks_run", job.chunksRun);
-    w.value("chunks_deferred", job.chunksDeferred);
-    w.value("chunks_skipped", job.chunksSkipped);
-    w.value("chunks_pending", job.chunksPending);
-    w.value("samples_pending", job.samplesPending);
-    w.value("divisor", job.shape.divisor);
-    w.endObject();
-  }
-  w.endArray();
-  w.endObject();
+  writeJobsJson(w, r, program);
   w.beginObject("checkpoint");
   w.value("path", r.checkpointPath);
   w.value("resumed", r.resumed);
@@ -444,9 +456,33 @@ double nearestRankPercentile(const std::vector<double> &sorted, double q) {
   return sorted[std::min(sorted.size() - 1, i ? i - 1 : 0)];
 }
 
-ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
-  ReportData r;
-  r.programName = program.name;
+namespace {
+
+// What every step of buildReport shares: the run, its iteration count, and the conversion of a
+// slot's host-clock instants to report time (from the run's start, divided by the time scale).
+struct ReportInputs {
+  const Program &program;
+  const ProgramInfo &info;
+  const RunResult &run;
+  size_t n;
+  double scale;
+  OpTime model(const TimeSlot &s) const {
+    OpTime t;
+    if (s.start >= 0)
+      t.start = (s.start - run.runStartUs) / scale;
+    if (s.end >= 0)
+      t.end = (s.end - run.runStartUs) / scale;
+    return t;
+  }
+  OpTime slot(uint32_t d, uint32_t s, size_t k, size_t i) const {
+    return model(run.slots[d][s][k * program.devices[d].streams[s].ops.size() + i]);
+  }
+};
+
+// Run-wide fields copied from the run.
+void reportHeader(const ReportInputs &in, ReportData &r) {
+  const RunResult &run = in.run;
+  r.programName = in.program.name;
   r.backend = run.backend;
   r.measuredTime = run.measuredTime;
   r.timeScale = run.timeScale;
@@ -456,249 +492,261 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
   r.maxDim = run.maxDim;
   r.firstIteration = run.firstIteration;
   r.iterations = run.iterations;
-  r.plannedIterationUs = plannedIterationUs(program);
+  r.plannedIterationUs = plannedIterationUs(in.program);
   r.jobs = run.jobs;
   r.resumed = run.resumed;
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
   r.chunkRuns = run.chunkRuns;
-  for (auto &c : r.chunkRuns) { c.start -= run.runStartUs; c.end -= run.runStartUs; }
+  for (auto &c : r.chunkRuns) {
+    c.start -= run.runStartUs;
+    c.end -= run.runStartUs;
+  }
   r.boundedOnHost = run.boundedOnHost;
-  const size_t n = run.iterations;
-  const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
-  r.hostLagUs = run.hostLagUs / scale;
-  auto model = [&](const TimeSlot &s) {
-    OpTime t;
-    if (s.start >= 0)
-      t.start = (s.start - run.runStartUs) / scale;
-    if (s.end >= 0)
-      t.end = (s.end - run.runStartUs) / scale;
-    return t;
-  };
+  r.hostLagUs = run.hostLagUs / in.scale;
+}
 
-  std::vector<double> switchLatencies, idleLatencies, overruns;
-  for (uint32_t d = 0; d < program.devices.size(); ++d) {
-    const Device &dev = program.devices[d];
-    const uint32_t m = info.devices[d].mainStream;
-    const Stream &main = dev.streams[m];
-    const size_t nops = main.ops.size();
-    DeviceReport dr;
-    dr.device = d;
-    dr.stage = dev.desc.stage;
-    dr.backend = run.deviceBackend[d];
-    dr.timeSource = dr.backend == "emulated" ? "emulated" : run.measuredTime ? "measured"
-                                                                             : "modelled";
-    dr.fill = run.deviceFill[d];
-    dr.memoryBytes = dev.desc.memory_bytes;
-    dr.plannedIterationUs = dev.desc.planned_iteration_us;
-    dr.minFreeKnown = run.minFreeKnown.size() > d && run.minFreeKnown[d];
-    dr.minFreeMeasured = run.minFreeMeasured.size() > d && run.minFreeMeasured[d];
-    dr.minFreeBytes = dr.minFreeKnown ? run.minFreeBytes[d] : 0;
-    dr.mainStream = m;
-    if (run.streamPriority.size() > d)
-      dr.streamPriority = run.streamPriority[d];
-    dr.streamOps.resize(dev.streams.size());
-    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-      const size_t sops = dev.streams[s].ops.size();
-      dr.streamOps[s].assign(n, std::vector<OpTime>(sops));
-      for (size_t k = 0; k < n; ++k)
-        for (size_t i = 0; i < sops; ++i)
-          dr.streamOps[s][k][i] = model(run.slots[d][s][k * sops + i]);
-    }
-    dr.mainOps.assign(n, std::vector<OpTime>(nops));
-    dr.iterationStart.assign(n, -1);
-    dr.iterationEnd.assign(n, -1);
-    std::vector<double> busy(n, 0), devIter(n, -1);
-    for (size_t k = 0; k < n; ++k) {
-      for (size_t i = 0; i < nops; ++i) {
-        OpTime t = model(run.slots[d][m][k * nops + i]);
-        dr.mainOps[k][i] = t;
-        if (t.start >= 0 && dr.iterationStart[k] < 0)
-          dr.iterationStart[k] = t.start;
-        if (t.end >= 0)
-          dr.iterationEnd[k] = std::max(dr.iterationEnd[k], t.end);
-        if (main.ops[i].kind == OpKind::Compute)
-          busy[k] += t.duration();
-      }
-      double from = k ? dr.iterationEnd[k - 1] : dr.iterationStart[0];
-      devIter[k] = dr.iterationEnd[k] - from;
-    }
-    dr.iterationUsMean = steadyMean(devIter);
-    dr.mainBusyUsMean = steadyMean(busy);
-
-    // Bubbles: the gap from the marker to the next main-stream compute (or the
-    // next bubble marker).
-    std::map<uint32_t, size_t> bubbleIndex;
+// A device's identity, every stream's op times and its main stream's iterations.
+DeviceReport deviceTimeline(const ReportInputs &in, uint32_t d) {
+  const RunResult &run = in.run;
+  const Device &dev = in.program.devices[d];
+  const uint32_t m = in.info.devices[d].mainStream;
+  const Stream &main = dev.streams[m];
+  const size_t n = in.n, nops = main.ops.size();
+  DeviceReport dr;
+  dr.device = d;
+  dr.stage = dev.desc.stage;
+  dr.backend = run.deviceBackend[d];
+  dr.timeSource = dr.backend == "emulated" ? "emulated" : run.measuredTime ? "measured"
+                                                                           : "modelled";
+  dr.fill = run.deviceFill[d];
+  dr.memoryBytes = dev.desc.memory_bytes;
+  dr.plannedIterationUs = dev.desc.planned_iteration_us;
+  dr.minFreeKnown = run.minFreeKnown.size() > d && run.minFreeKnown[d];
+  dr.minFreeMeasured = run.minFreeMeasured.size() > d && run.minFreeMeasured[d];
+  dr.minFreeBytes = dr.minFreeKnown ? run.minFreeBytes[d] : 0;
+  dr.mainStream = m;
+  if (run.streamPriority.size() > d)
+    dr.streamPriority = run.streamPriority[d];
+  dr.streamOps.resize(dev.streams.size());
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const size_t sops = dev.streams[s].ops.size();
+    dr.streamOps[s].assign(n, std::vector<OpTime>(sops));
+    for (size_t k = 0; k < n; ++k)
+      for (size_t i = 0; i < sops; ++i)
+        dr.streamOps[s][k][i] = in.slot(d, s, k, i);
+  }
+  dr.mainOps.assign(n, std::vector<OpTime>(nops));
+  dr.iterationStart.assign(n, -1);
+  dr.iterationEnd.assign(n, -1);
+  std::vector<double> busy(n, 0), devIter(n, -1);
+  for (size_t k = 0; k < n; ++k) {
     for (size_t i = 0; i < nops; ++i) {
-      const Op &op = main.ops[i];
-      if (op.kind != OpKind::Bubble)
-        continue;
-      BubbleReport b;
-      b.bubbleId = op.bubble.bubble_id;
-      b.kind = op.bubble.kind;
-      b.opIndex = static_cast<uint32_t>(i);
-      b.plannedStartUs = op.bubble.planned_start_us;
-      b.plannedUs = op.bubble.planned_duration_us;
-      b.freeBytes = op.bubble.free_bytes;
-      b.measuredUs.assign(n, -1);
-      std::vector<double> starts(n, -1);
-      for (size_t k = 0; k < n; ++k) {
-        double begin = dr.mainOps[k][i].start;
-        if (begin < 0)
-          continue;
-        starts[k] = begin - dr.iterationStart[k];
-        double end = -1;
-        for (size_t kk = k; kk < n && end < 0; ++kk)
-          for (size_t ii = (kk == k ? i + 1 : 0); ii < nops; ++ii)
-            // The gap ends at the next compute op, or where the next bubble
-            // begins (an end-of-iteration bubble and the next iteration's
-            // warm-up bubble are two bubbles, not one counted twice).
-            if ((main.ops[ii].kind == OpKind::Compute || main.ops[ii].kind == OpKind::Bubble) &&
-                dr.mainOps[kk][ii].start >= 0) {
-              end = dr.mainOps[kk][ii].start;
-              break;
-            }
-        if (end >= 0)
-          b.measuredUs[k] = end - begin;
-      }
-      b.measuredMeanUs = steadyMean(b.measuredUs);
-      b.startMeanUs = steadyMean(starts);
-      bubbleIndex[b.bubbleId] = dr.bubbles.size();
-      dr.bubbles.push_back(b);
+      OpTime t = dr.streamOps[m][k][i];
+      dr.mainOps[k][i] = t;
+      if (t.start >= 0 && dr.iterationStart[k] < 0)
+        dr.iterationStart[k] = t.start;
+      if (t.end >= 0)
+        dr.iterationEnd[k] = std::max(dr.iterationEnd[k], t.end);
+      if (main.ops[i].kind == OpKind::Compute)
+        busy[k] += t.duration();
     }
-    for (const BubbleReport &b : dr.bubbles)
-      r.plannedBubbleUsPerIteration += b.plannedUs;
+    double from = k ? dr.iterationEnd[k - 1] : dr.iterationStart[0];
+    devIter[k] = dr.iterationEnd[k] - from;
+  }
+  dr.iterationUsMean = steadyMean(devIter);
+  dr.mainBusyUsMean = steadyMean(busy);
+  return dr;
+}
 
-    // Fill chunks: time inside their bubble, switch latency, overruns.
-    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-      const Stream &st = dev.streams[s];
-      const size_t sops = st.ops.size();
-      for (size_t i = 0; i < sops; ++i) {
-        const Op &op = st.ops[i];
-        if (op.kind != OpKind::Fill)
-          continue;
-        auto bi = bubbleIndex.find(op.fill.bubble_id);
-        if (bi == bubbleIndex.end())
-          continue;
-        BubbleReport &b = dr.bubbles[bi->second];
-        // A chunk of a periodic plan runs once every `period` iterations.
-        const double perIteration =
-            op.fill.planned_us / static_cast<double>(op.fill.period ? op.fill.period : 1);
-        b.plannedFillUs += perIteration;
-        r.plannedFillUsPerIteration += perIteration;
-        for (size_t k = 0; k < n; ++k) {
-          OpTime t = model(run.slots[d][s][k * sops + i]);
-          if (t.start < 0)
-            continue;
-          b.fillUsMean += t.duration() / n;
-          double begin = dr.mainOps[k][b.opIndex].start;
-          double gap = b.measuredUs[k];
-          if (begin >= 0 && gap >= 0 && t.end > begin + gap + 1e-3) {
-            ++b.overruns;
-            b.overrunUs += t.end - (begin + gap);
-            overruns.push_back(t.end - (begin + gap));
+// Bubbles: the gap from the marker to the next main-stream compute, or to where the next bubble
+// begins (an end-of-iteration bubble and the next iteration's warm-up bubble are two bubbles, not
+// one counted twice). Returns bubble id -> index in dr.bubbles.
+std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &main,
+                                         DeviceReport &dr) {
+  const size_t n = in.n, nops = main.ops.size();
+  std::map<uint32_t, size_t> bubbleIndex;
+  for (size_t i = 0; i < nops; ++i) {
+    const Op &op = main.ops[i];
+    if (op.kind != OpKind::Bubble)
+      continue;
+    BubbleReport b;
+    b.bubbleId = op.bubble.bubble_id;
+    b.kind = op.bubble.kind;
+    b.opIndex = static_cast<uint32_t>(i);
+    b.plannedStartUs = op.bubble.planned_start_us;
+    b.plannedUs = op.bubble.planned_duration_us;
+    b.freeBytes = op.bubble.free_bytes;
+    b.measuredUs.assign(n, -1);
+    std::vector<double> starts(n, -1);
+    for (size_t k = 0; k < n; ++k) {
+      double begin = dr.mainOps[k][i].start;
+      if (begin < 0)
+        continue;
+      starts[k] = begin - dr.iterationStart[k];
+      double end = -1;
+      for (size_t kk = k; kk < n && end < 0; ++kk)
+        for (size_t ii = (kk == k ? i + 1 : 0); ii < nops; ++ii)
+          if ((main.ops[ii].kind == OpKind::Compute || main.ops[ii].kind == OpKind::Bubble) &&
+              dr.mainOps[kk][ii].start >= 0) {
+            end = dr.mainOps[kk][ii].start;
+            break;
           }
-        }
-      }
+      if (end >= 0)
+        b.measuredUs[k] = end - begin;
     }
-    // Fill slots per stream (all iterations), sorted by start: was the stream busy at an instant?
-    std::vector<std::vector<std::pair<double, double>>> busyFill(dev.streams.size());
-    for (uint32_t s2 = 0; s2 < dev.streams.size(); ++s2) {
-      const Stream &st = dev.streams[s2];
-      for (size_t k = 0; k < n; ++k)
-        for (size_t i = 0; i < st.ops.size(); ++i)
-          if (st.ops[i].kind == OpKind::Fill) {
-            OpTime t = model(run.slots[d][s2][k * st.ops.size() + i]);
-            if (t.start >= 0 && t.end >= t.start)
-              busyFill[s2].push_back({t.start, t.end});
-          }
-      std::sort(busyFill[s2].begin(), busyFill[s2].end());
-    }
-    auto busyAt = [&](uint32_t stream, double at) {
-      for (const auto &iv : busyFill[stream]) {
-        if (iv.first >= at)
-          break;
-        if (iv.second > at)
-          return true;
-      }
-      return false;
-    };
-    // Switch latency: bubble begin -> first fill chunk start in it, per iteration; the idle
-    // statistics keep only bubbles whose fill stream had nothing running when they began.
-    for (BubbleReport &b : dr.bubbles) {
-      double sum = 0;
-      int cnt = 0;
-      for (size_t k = 0; k < n; ++k) {
+    b.measuredMeanUs = steadyMean(b.measuredUs);
+    b.startMeanUs = steadyMean(starts);
+    bubbleIndex[b.bubbleId] = dr.bubbles.size();
+    dr.bubbles.push_back(b);
+  }
+  return bubbleIndex;
+}
+
+// Fill chunks: planned and run time inside their bubble, and overruns past its end.
+void fillInBubbles(const ReportInputs &in, uint32_t d,
+                   const std::map<uint32_t, size_t> &bubbleIndex, DeviceReport &dr,
+                   ReportData &r, std::vector<double> &overruns) {
+  const Device &dev = in.program.devices[d];
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (size_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (op.kind != OpKind::Fill)
+        continue;
+      auto bi = bubbleIndex.find(op.fill.bubble_id);
+      if (bi == bubbleIndex.end())
+        continue;
+      BubbleReport &b = dr.bubbles[bi->second];
+      // A chunk of a periodic plan runs once every `period` iterations.
+      const double perIteration =
+          op.fill.planned_us / static_cast<double>(op.fill.period ? op.fill.period : 1);
+      b.plannedFillUs += perIteration;
+      r.plannedFillUsPerIteration += perIteration;
+      for (size_t k = 0; k < in.n; ++k) {
+        OpTime t = dr.streamOps[s][k][i];
+        if (t.start < 0)
+          continue;
+        b.fillUsMean += t.duration() / in.n;
         double begin = dr.mainOps[k][b.opIndex].start;
-        double first = -1;
-        uint32_t firstStream = 0;
-        for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-          const Stream &st = dev.streams[s];
-          for (size_t i = 0; i < st.ops.size(); ++i) {
-            const Op &op = st.ops[i];
-            if (op.kind != OpKind::Fill || op.fill.bubble_id != b.bubbleId)
-              continue;
-            OpTime t = model(run.slots[d][s][k * st.ops.size() + i]);
-            if (t.start >= 0 && (first < 0 || t.start < first)) {
-              first = t.start;
-              firstStream = s;
-            }
-          }
-        }
-        if (begin >= 0 && first >= 0) {
-          double lat = std::max(0.0, first - begin);
-          sum += lat;
-          ++cnt;
-          switchLatencies.push_back(lat);
-          if (!busyAt(firstStream, begin))
-            idleLatencies.push_back(lat);
+        double gap = b.measuredUs[k];
+        if (begin >= 0 && gap >= 0 && t.end > begin + gap + 1e-3) {
+          ++b.overruns;
+          b.overrunUs += t.end - (begin + gap);
+          overruns.push_back(t.end - (begin + gap));
         }
       }
-      if (cnt)
-        b.switchLatencyMeanUs = sum / cnt;
+    }
+  }
+}
+
+// Switch latency: bubble begin -> first fill chunk start in it, per iteration; `idle` keeps only
+// bubbles whose fill stream had nothing running when they began.
+void switchLatencies(const ReportInputs &in, uint32_t d, DeviceReport &dr,
+                     std::vector<double> &all, std::vector<double> &idle) {
+  const Device &dev = in.program.devices[d];
+  // Fill slots per stream (all iterations), sorted by start: was the stream busy at an instant?
+  std::vector<std::vector<std::pair<double, double>>> busyFill(dev.streams.size());
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (size_t k = 0; k < in.n; ++k)
+      for (size_t i = 0; i < st.ops.size(); ++i)
+        if (st.ops[i].kind == OpKind::Fill) {
+          OpTime t = dr.streamOps[s][k][i];
+          if (t.start >= 0 && t.end >= t.start)
+            busyFill[s].push_back({t.start, t.end});
+        }
+    std::sort(busyFill[s].begin(), busyFill[s].end());
+  }
+  auto busyAt = [&](uint32_t stream, double at) {
+    for (const auto &iv : busyFill[stream]) {
+      if (iv.first >= at)
+        break;
+      if (iv.second > at)
+        return true;
+    }
+    return false;
+  };
+  for (BubbleReport &b : dr.bubbles) {
+    double sum = 0;
+    int cnt = 0;
+    for (size_t k = 0; k < in.n; ++k) {
+      double begin = dr.mainOps[k][b.opIndex].start;
+      double first = -1;
+      uint32_t firstStream = 0;
+      for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+        const Stream &st = dev.streams[s];
+        for (size_t i = 0; i < st.ops.size(); ++i) {
+          const Op &op = st.ops[i];
+          if (op.kind != OpKind::Fill || op.fill.bubble_id != b.bubbleId)
+            continue;
+          OpTime t = dr.streamOps[s][k][i];
+          if (t.start >= 0 && (first < 0 || t.start < first)) {
+            first = t.start;
+            firstStream = s;
+          }
+        }
+      }
+      if (begin >= 0 && first >= 0) {
+        double lat = std::max(0.0, first - begin);
+        sum += lat;
+        ++cnt;
+        all.push_back(lat);
+        if (!busyAt(firstStream, begin))
+          idle.push_back(lat);
+      }
+    }
+    if (cnt)
+      b.switchLatencyMeanUs = sum / cnt;
+  }
+}
+
+// Run-wide statistics over the devices: overruns, switch latency, real-stage iteration, fill run.
+void runStatistics(const ReportInputs &in, const std::vector<double> &overruns,
+                   const std::vector<double> &latencies, std::vector<double> idle,
+                   ReportData &r) {
+  for (const DeviceReport &dr : r.devices)
+    for (const BubbleReport &b : dr.bubbles) {
       r.bubbleUsPerIteration += b.measuredMeanUs;
       r.fillUsPerIteration += b.fillUsMean;
       r.overrunCount += b.overruns;
       r.overrunUs += b.overrunUs;
     }
-    r.devices.push_back(std::move(dr));
-  }
   for (double o : overruns)
     r.overrunMaxUs = std::max(r.overrunMaxUs, o);
-  if (!switchLatencies.empty()) {
+  if (!latencies.empty()) {
     double sum = 0, mx = 0;
-    for (double v : switchLatencies) {
+    for (double v : latencies) {
       sum += v;
       mx = std::max(mx, v);
     }
-    r.switchLatencyMeanUs = sum / switchLatencies.size();
+    r.switchLatencyMeanUs = sum / latencies.size();
     r.switchLatencyMaxUs = mx;
   }
-
-  if (!idleLatencies.empty()) {
-    std::sort(idleLatencies.begin(), idleLatencies.end());
-    r.switchIdleP50Us = nearestRankPercentile(idleLatencies, 0.50);
-    r.switchIdleP99Us = nearestRankPercentile(idleLatencies, 0.99);
-    r.switchIdleCount = idleLatencies.size();
-    r.switchIdleUs = idleLatencies;
+  if (!idle.empty()) {
+    std::sort(idle.begin(), idle.end());
+    r.switchIdleP50Us = nearestRankPercentile(idle, 0.50);
+    r.switchIdleP99Us = nearestRankPercentile(idle, 0.99);
+    r.switchIdleCount = idle.size();
+    r.switchIdleUs = std::move(idle);
   }
-  {
-    double sum = 0;
-    int cnt = 0;
-    for (const DeviceReport &dr : r.devices)
-      if (dr.timeSource != "emulated") {
-        sum += dr.iterationUsMean;
-        ++cnt;
-      }
-    r.realIterationUsMean = cnt ? sum / cnt : 0;
-  }
-  for (const RunResult::ChunkRun &c : run.chunkRuns)
+  double sum = 0;
+  int cnt = 0;
+  for (const DeviceReport &dr : r.devices)
+    if (dr.timeSource != "emulated") {
+      sum += dr.iterationUsMean;
+      ++cnt;
+    }
+  r.realIterationUsMean = cnt ? sum / cnt : 0;
+  for (const RunResult::ChunkRun &c : in.run.chunkRuns)
     if (c.start >= 0 && c.end >= c.start)
-      r.fillUsRun += (c.end - c.start) / scale;
+      r.fillUsRun += (c.end - c.start) / in.scale;
   if (!r.boundedOnHost) // device-timed chunks: their slots
-    r.fillUsRun = r.fillUsPerIteration * static_cast<double>(n);
+    r.fillUsRun = r.fillUsPerIteration * static_cast<double>(in.n);
+}
 
-  // Pipeline iteration times: between consecutive iteration ends (max over devices).
+// Pipeline iteration times: between consecutive iteration ends (max over devices).
+void pipelineIterations(size_t n, ReportData &r) {
   r.iterationUs.assign(n, 0);
   double prevEnd = -1;
   for (size_t k = 0; k < n; ++k) {
@@ -712,7 +760,28 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     prevEnd = end;
   }
   r.iterationUsMean = steadyMean(r.iterationUs);
+}
 
+} // namespace
+
+ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
+  const ReportInputs in{program, info, run, run.iterations,
+                        run.timeScale > 0 ? run.timeScale : 1.0};
+  ReportData r;
+  reportHeader(in, r);
+  std::vector<double> latencies, idleLatencies, overruns;
+  for (uint32_t d = 0; d < program.devices.size(); ++d) {
+    DeviceReport dr = deviceTimeline(in, d);
+    const Stream &main = program.devices[d].streams[dr.mainStream];
+    const std::map<uint32_t, size_t> bubbleIndex = deviceBubbles(in, main, dr);
+    for (const BubbleReport &b : dr.bubbles)
+      r.plannedBubbleUsPerIteration += b.plannedUs;
+    fillInBubbles(in, d, bubbleIndex, dr, r, overruns);
+    switchLatencies(in, d, dr, latencies, idleLatencies);
+    r.devices.push_back(std::move(dr));
+  }
+  runStatistics(in, overruns, latencies, std::move(idleLatencies), r);
+  pipelineIterations(in.n, r);
   writeJson(r, program);
   writeSummary(r);
   buildProfile(r, program, info, run);
