@@ -74,7 +74,7 @@ message(STATUS "pipefill: cmake --install exports ${pipefill_exported_libs}")
 install(TARGETS ${pipefill_exported_libs}
   EXPORT pipefillTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT pipefill)
-install(FILES ${PROJECT_SOURCE_DIR}/runtime/pfrt.h
+install(FILES ${PROJECT_SOURCE_DIR}/runtime/pfrt.h ${PROJECT_SOURCE_DIR}/runtime/pfrt_tables.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/pipefill/runtime COMPONENT pipefill)
 install(EXPORT pipefillTargets
   NAMESPACE pipefill::

@@ -37,8 +37,9 @@ mlir::LogicalResult exportSvg(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// or text format.
 mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
                                         llvm::raw_ostream &os, bool text);
-/// Writes C++ source that builds the same program with the runtime's builder
-/// API and runs it (a standalone runtime binary once compiled).
+/// Writes C++ source holding the program as the runtime's tables
+/// (runtime/pfrt_tables.h) and a main() that runs them (a standalone runtime
+/// binary once compiled).
 mlir::LogicalResult exportCpp(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 /// Reads a torch.distributed.pipelining action table (CSV) from the main

@@ -378,6 +378,17 @@ pfrt_status pfrt_program_load(const char *path, pfrt_program **out) {
   });
 }
 
+pfrt_status pfrt_program_from_tables(const pfrt_program_tables *tables, pfrt_program **out) {
+  return guard([&] {
+    if (!out)
+      invalid("out_program is NULL");
+    *out = nullptr;
+    if (!tables)
+      invalid("tables is NULL");
+    *out = pfrt::buildFromTables(*tables);
+  });
+}
+
 pfrt_status pfrt_program_load_memory(const void *bytes, size_t size, const char *source,
                                      pfrt_program **out) {
   return guard([&] {

@@ -104,6 +104,186 @@ void writeFile(const std::string &path, const std::string &data) {
     throw Error(PFRT_ERROR_IO, path + ": write error");
 }
 
+namespace {
+
+// One fill job and its layers.
+void addFillJob(pfrt_program *prog, const pipefill::rt::FillWorkload &fj, int j,
+                const std::string &source) {
+  std::string where = at("fill_jobs", j);
+  pfrt_fill_job_desc jd{};
+  jd.name = fj.name().c_str();
+  jd.kind = static_cast<pfrt_fill_kind>(fj.kind());
+  jd.samples = fj.samples();
+  jd.samples_per_iteration = fj.samples_per_iteration();
+  jd.seed = fj.seed();
+  jd.learning_rate = fj.learning_rate();
+  uint32_t job = 0;
+  check(pfrt_add_fill_job(prog, &jd, &job), source, where);
+  for (int l = 0; l < fj.layers_size(); ++l) {
+    const pipefill::rt::FillWorkloadLayer &fl = fj.layers(l);
+    std::string lwhere = where + "." + at("layers", l);
+    pfrt_fill_layer_desc ld{};
+    ld.name = fl.name().c_str();
+    switch (fl.workload_case()) {
+    case pipefill::rt::FillWorkloadLayer::kEncoder:
+      ld.kind = PFRT_LAYER_ENCODER;
+      ld.hidden = fl.encoder().hidden();
+      ld.heads = fl.encoder().heads();
+      ld.seq = fl.encoder().seq();
+      ld.ffn = fl.encoder().ffn();
+      break;
+    case pipefill::rt::FillWorkloadLayer::kMlp:
+      ld.kind = PFRT_LAYER_MLP;
+      ld.in = fl.mlp().in();
+      ld.hidden = fl.mlp().hidden();
+      ld.out = fl.mlp().out();
+      break;
+    case pipefill::rt::FillWorkloadLayer::kGemmChain:
+      ld.kind = PFRT_LAYER_GEMM_CHAIN;
+      ld.dim = fl.gemm_chain().dim();
+      ld.width = fl.gemm_chain().width();
+      break;
+    case pipefill::rt::FillWorkloadLayer::WORKLOAD_NOT_SET:
+      throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                  source + ": " + lwhere +
+                      ": layer has no workload (set encoder, mlp or gemm_chain)");
+    }
+    ld.planned_us_per_sample = fl.planned_us_per_sample();
+    ld.planned_backward_us_per_sample = fl.planned_backward_us_per_sample();
+    ld.weight_bytes = fl.weight_bytes();
+    ld.activation_bytes_per_sample = fl.activation_bytes_per_sample();
+    check(pfrt_fill_job_add_layer(prog, job, &ld), source, lwhere);
+  }
+}
+
+// One device, its streams and its events; returns the device id.
+uint32_t addDevice(pfrt_program *prog, const pipefill::rt::DeviceProgram &dp,
+                   const std::string &where, const std::string &source) {
+  pfrt_device_desc dd{};
+  dd.stage = dp.stage();
+  dd.memory_bytes = dp.memory_bytes();
+  dd.static_bytes = dp.static_bytes();
+  dd.planned_iteration_us = dp.planned_iteration_us();
+  dd.p2p_latency_us = dp.p2p_latency_us();
+  dd.p2p_bandwidth_gbps = dp.p2p_bandwidth_gbps();
+  dd.pcie_bandwidth_gbps = dp.pcie_bandwidth_gbps();
+  const pipefill::rt::StageCalibration &c = dp.calibration();
+  dd.forward_us = c.forward_us();
+  dd.backward_us = c.backward_us();
+  dd.backward_input_us = c.backward_input_us();
+  dd.backward_weight_us = c.backward_weight_us();
+  dd.allreduce_us = c.allreduce_us();
+  dd.optimizer_us = c.optimizer_us();
+  dd.gemm_dim = c.gemm_dim();
+  uint32_t dev = 0;
+  check(pfrt_add_device(prog, &dd, &dev), source, where);
+  for (int s = 0; s < dp.streams_size(); ++s) {
+    const pipefill::rt::ProgramStream &ps = dp.streams(s);
+    uint32_t id = 0;
+    check(pfrt_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
+                             static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
+                             &id),
+          source, where + "." + at("streams", s));
+  }
+  for (int e = 0; e < dp.events_size(); ++e) {
+    uint32_t id = 0;
+    check(pfrt_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
+          where + "." + at("events", e));
+  }
+  return dev;
+}
+
+// One op of stream st of device dev.
+void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt::StreamOp &op,
+               const std::string &owhere, const std::string &source) {
+  pfrt_status status = PFRT_OK;
+  switch (op.op_case()) {
+  case pipefill::rt::StreamOp::kCompute: {
+    const auto &o = op.compute();
+    status = pfrt_enqueue_compute(prog, dev, st, static_cast<pfrt_compute_kind>(o.kind()),
+                                  o.microbatch(), o.chunk(), o.planned_us(),
+                                  o.planned_start_us());
+    break;
+  }
+  case pipefill::rt::StreamOp::kSend: {
+    const auto &o = op.send();
+    status = pfrt_enqueue_send(prog, dev, st, o.peer(), o.bytes(), o.tag(),
+                               o.planned_us(), o.planned_start_us());
+    break;
+  }
+  case pipefill::rt::StreamOp::kRecv: {
+    const auto &o = op.recv();
+    status = pfrt_enqueue_recv(prog, dev, st, o.peer(), o.bytes(), o.tag(),
+                               o.planned_us(), o.planned_start_us());
+    break;
+  }
+  case pipefill::rt::StreamOp::kRecord:
+    status = pfrt_enqueue_record(prog, dev, st, op.record().event());
+    break;
+  case pipefill::rt::StreamOp::kWait:
+    status = pfrt_enqueue_wait(prog, dev, st, op.wait().event());
+    break;
+  case pipefill::rt::StreamOp::kBubble: {
+    const auto &o = op.bubble();
+    pfrt_bubble_desc b{};
+    b.bubble_id = o.bubble_id();
+    b.kind = static_cast<pfrt_bubble_kind>(o.kind());
+    b.planned_start_us = o.planned_start_us();
+    b.planned_duration_us = o.planned_duration_us();
+    b.free_bytes = o.free_bytes();
+    b.emulate_idle = o.emulate_idle();
+    status = pfrt_enqueue_bubble(prog, dev, st, &b);
+    break;
+  }
+  case pipefill::rt::StreamOp::kFill: {
+    const auto &o = op.fill();
+    pfrt_fill_chunk_desc f{};
+    f.job = o.job();
+    f.bubble_id = o.bubble_id();
+    f.layer_begin = o.layer_begin();
+    f.layer_end = o.layer_end();
+    f.batch = o.batch();
+    f.sample_begin = o.sample_begin();
+    f.iteration_offset = o.iteration_offset();
+    f.period = o.period();
+    f.phase = o.phase();
+    f.weights_streamed = o.weights() == pipefill::rt::FillChunkOp::WEIGHTS_STREAMED;
+    f.activations_on_host = o.activations() == pipefill::rt::FillChunkOp::ACTIVATIONS_HOST;
+    f.planned_us = o.planned_us();
+    f.peak_bytes = o.peak_bytes();
+    if (o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_STREAMED &&
+        o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT)
+      throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                  source + ": " + owhere + ": unknown weights placement " +
+                      std::to_string(o.weights()));
+    if (o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_HOST &&
+        o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE)
+      throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                  source + ": " + owhere + ": unknown activations placement " +
+                      std::to_string(o.activations()));
+    status = pfrt_enqueue_fill(prog, dev, st, &f);
+    break;
+  }
+  case pipefill::rt::StreamOp::kCopy:
+    status = pfrt_enqueue_copy(prog, dev, st,
+                               static_cast<pfrt_copy_direction>(op.copy().direction()),
+                               op.copy().bytes(), op.copy().planned_us());
+    break;
+  case pipefill::rt::StreamOp::kAlloc:
+    status = pfrt_enqueue_alloc(prog, dev, st, op.alloc().buffer(), op.alloc().bytes());
+    break;
+  case pipefill::rt::StreamOp::kFree:
+    status = pfrt_enqueue_free(prog, dev, st, op.free().buffer());
+    break;
+  case pipefill::rt::StreamOp::OP_NOT_SET:
+    throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                source + ": " + owhere + ": op has no instruction set");
+  }
+  check(status, source, owhere);
+}
+
+} // namespace
+
 pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &p, const std::string &source) {
   if (p.version() > 1)
     throw Error(PFRT_ERROR_PARSE, source + ": StreamProgram version " +
@@ -116,181 +296,17 @@ pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &p, const std::st
     check(pfrt_program_set_seed(prog, p.seed()), source, "seed");
     check(pfrt_program_set_planned_iteration_us(prog, p.planned_iteration_us()), source,
           "planned_iteration_us");
-
-    for (int j = 0; j < p.fill_jobs_size(); ++j) {
-      const pipefill::rt::FillWorkload &fj = p.fill_jobs(j);
-      std::string where = at("fill_jobs", j);
-      pfrt_fill_job_desc jd{};
-      jd.name = fj.name().c_str();
-      jd.kind = static_cast<pfrt_fill_kind>(fj.kind());
-      jd.samples = fj.samples();
-      jd.samples_per_iteration = fj.samples_per_iteration();
-      jd.seed = fj.seed();
-      jd.learning_rate = fj.learning_rate();
-      uint32_t job = 0;
-      check(pfrt_add_fill_job(prog, &jd, &job), source, where);
-      for (int l = 0; l < fj.layers_size(); ++l) {
-        const pipefill::rt::FillWorkloadLayer &fl = fj.layers(l);
-        std::string lwhere = where + "." + at("layers", l);
-        pfrt_fill_layer_desc ld{};
-        ld.name = fl.name().c_str();
-        switch (fl.workload_case()) {
-        case pipefill::rt::FillWorkloadLayer::kEncoder:
-          ld.kind = PFRT_LAYER_ENCODER;
-          ld.hidden = fl.encoder().hidden();
-          ld.heads = fl.encoder().heads();
-          ld.seq = fl.encoder().seq();
-          ld.ffn = fl.encoder().ffn();
-          break;
-        case pipefill::rt::FillWorkloadLayer::kMlp:
-          ld.kind = PFRT_LAYER_MLP;
-          ld.in = fl.mlp().in();
-          ld.hidden = fl.mlp().hidden();
-          ld.out = fl.mlp().out();
-          break;
-        case pipefill::rt::FillWorkloadLayer::kGemmChain:
-          ld.kind = PFRT_LAYER_GEMM_CHAIN;
-          ld.dim = fl.gemm_chain().dim();
-          ld.width = fl.gemm_chain().width();
-          break;
-        case pipefill::rt::FillWorkloadLayer::WORKLOAD_NOT_SET:
-          throw Error(PFRT_ERROR_INVALID_PROGRAM,
-                      source + ": " + lwhere +
-                          ": layer has no workload (set encoder, mlp or gemm_chain)");
-        }
-        ld.planned_us_per_sample = fl.planned_us_per_sample();
-        ld.planned_backward_us_per_sample = fl.planned_backward_us_per_sample();
-        ld.weight_bytes = fl.weight_bytes();
-        ld.activation_bytes_per_sample = fl.activation_bytes_per_sample();
-        check(pfrt_fill_job_add_layer(prog, job, &ld), source, lwhere);
-      }
-    }
-
+    for (int j = 0; j < p.fill_jobs_size(); ++j)
+      addFillJob(prog, p.fill_jobs(j), j, source);
     for (int d = 0; d < p.devices_size(); ++d) {
       const pipefill::rt::DeviceProgram &dp = p.devices(d);
-      std::string where = at("devices", d);
-      pfrt_device_desc dd{};
-      dd.stage = dp.stage();
-      dd.memory_bytes = dp.memory_bytes();
-      dd.static_bytes = dp.static_bytes();
-      dd.planned_iteration_us = dp.planned_iteration_us();
-      dd.p2p_latency_us = dp.p2p_latency_us();
-      dd.p2p_bandwidth_gbps = dp.p2p_bandwidth_gbps();
-      dd.pcie_bandwidth_gbps = dp.pcie_bandwidth_gbps();
-      const pipefill::rt::StageCalibration &c = dp.calibration();
-      dd.forward_us = c.forward_us();
-      dd.backward_us = c.backward_us();
-      dd.backward_input_us = c.backward_input_us();
-      dd.backward_weight_us = c.backward_weight_us();
-      dd.allreduce_us = c.allreduce_us();
-      dd.optimizer_us = c.optimizer_us();
-      dd.gemm_dim = c.gemm_dim();
-      uint32_t dev = 0;
-      check(pfrt_add_device(prog, &dd, &dev), source, where);
+      const std::string where = at("devices", d);
+      const uint32_t dev = addDevice(prog, dp, where, source);
       for (int s = 0; s < dp.streams_size(); ++s) {
         const pipefill::rt::ProgramStream &ps = dp.streams(s);
-        uint32_t id = 0;
-        check(pfrt_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
-                                 static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
-                                 &id),
-              source, where + "." + at("streams", s));
-      }
-      for (int e = 0; e < dp.events_size(); ++e) {
-        uint32_t id = 0;
-        check(pfrt_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
-              where + "." + at("events", e));
-      }
-      for (int s = 0; s < dp.streams_size(); ++s) {
-        const pipefill::rt::ProgramStream &ps = dp.streams(s);
-        const uint32_t st = static_cast<uint32_t>(s);
-        for (int i = 0; i < ps.ops_size(); ++i) {
-          const pipefill::rt::StreamOp &op = ps.ops(i);
-          std::string owhere = where + "." + at("streams", s) + "." + at("ops", i);
-          pfrt_status status = PFRT_OK;
-          switch (op.op_case()) {
-          case pipefill::rt::StreamOp::kCompute: {
-            const auto &o = op.compute();
-            status = pfrt_enqueue_compute(prog, dev, st, static_cast<pfrt_compute_kind>(o.kind()),
-                                          o.microbatch(), o.chunk(), o.planned_us(),
-                                          o.planned_start_us());
-            break;
-          }
-          case pipefill::rt::StreamOp::kSend: {
-            const auto &o = op.send();
-            status = pfrt_enqueue_send(prog, dev, st, o.peer(), o.bytes(), o.tag(),
-                                       o.planned_us(), o.planned_start_us());
-            break;
-          }
-          case pipefill::rt::StreamOp::kRecv: {
-            const auto &o = op.recv();
-            status = pfrt_enqueue_recv(prog, dev, st, o.peer(), o.bytes(), o.tag(),
-                                       o.planned_us(), o.planned_start_us());
-            break;
-          }
-          case pipefill::rt::StreamOp::kRecord:
-            status = pfrt_enqueue_record(prog, dev, st, op.record().event());
-            break;
-          case pipefill::rt::StreamOp::kWait:
-            status = pfrt_enqueue_wait(prog, dev, st, op.wait().event());
-            break;
-          case pipefill::rt::StreamOp::kBubble: {
-            const auto &o = op.bubble();
-            pfrt_bubble_desc b{};
-            b.bubble_id = o.bubble_id();
-            b.kind = static_cast<pfrt_bubble_kind>(o.kind());
-            b.planned_start_us = o.planned_start_us();
-            b.planned_duration_us = o.planned_duration_us();
-            b.free_bytes = o.free_bytes();
-            b.emulate_idle = o.emulate_idle();
-            status = pfrt_enqueue_bubble(prog, dev, st, &b);
-            break;
-          }
-          case pipefill::rt::StreamOp::kFill: {
-            const auto &o = op.fill();
-            pfrt_fill_chunk_desc f{};
-            f.job = o.job();
-            f.bubble_id = o.bubble_id();
-            f.layer_begin = o.layer_begin();
-            f.layer_end = o.layer_end();
-            f.batch = o.batch();
-            f.sample_begin = o.sample_begin();
-            f.iteration_offset = o.iteration_offset();
-            f.period = o.period();
-            f.phase = o.phase();
-            f.weights_streamed = o.weights() == pipefill::rt::FillChunkOp::WEIGHTS_STREAMED;
-            f.activations_on_host = o.activations() == pipefill::rt::FillChunkOp::ACTIVATIONS_HOST;
-            f.planned_us = o.planned_us();
-            f.peak_bytes = o.peak_bytes();
-            if (o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_STREAMED &&
-                o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT)
-              throw Error(PFRT_ERROR_INVALID_PROGRAM,
-                          source + ": " + owhere + ": unknown weights placement " +
-                              std::to_string(o.weights()));
-            if (o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_HOST &&
-                o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE)
-              throw Error(PFRT_ERROR_INVALID_PROGRAM,
-                          source + ": " + owhere + ": unknown activations placement " +
-                              std::to_string(o.activations()));
-            status = pfrt_enqueue_fill(prog, dev, st, &f);
-            break;
-          }
-          case pipefill::rt::StreamOp::kCopy:
-            status = pfrt_enqueue_copy(prog, dev, st,
-                                       static_cast<pfrt_copy_direction>(op.copy().direction()),
-                                       op.copy().bytes(), op.copy().planned_us());
-            break;
-          case pipefill::rt::StreamOp::kAlloc:
-            status = pfrt_enqueue_alloc(prog, dev, st, op.alloc().buffer(), op.alloc().bytes());
-            break;
-          case pipefill::rt::StreamOp::kFree:
-            status = pfrt_enqueue_free(prog, dev, st, op.free().buffer());
-            break;
-          case pipefill::rt::StreamOp::OP_NOT_SET:
-            throw Error(PFRT_ERROR_INVALID_PROGRAM,
-                        source + ": " + owhere + ": op has no instruction set");
-          }
-          check(status, source, owhere);
-        }
+        for (int i = 0; i < ps.ops_size(); ++i)
+          enqueueOp(prog, dev, static_cast<uint32_t>(s), ps.ops(i),
+                    where + "." + at("streams", s) + "." + at("ops", i), source);
       }
     }
     if (pfrt_program_validate(prog) != PFRT_OK)

@@ -3,6 +3,7 @@
 #define PFRT_PROGRAM_IO_H
 
 #include "runtime/Program.h"
+#include "runtime/pfrt_tables.h"
 
 #include <string>
 
@@ -19,6 +20,8 @@ pfrt_program *loadProgram(const std::string &data, const std::string &sourceName
 
 // Drives the builder API from a parsed StreamProgram.
 pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &proto, const std::string &sourceName);
+// Replays static tables (runtime/pfrt_tables.h, what --to-cpp generates); see Tables.cpp.
+pfrt_program *buildFromTables(const pfrt_program_tables &tables);
 
 // Converts the internal program back to the protobuf.
 void toProto(const Program &program, pipefill::rt::StreamProgram *proto);
