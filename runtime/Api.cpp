@@ -8,6 +8,8 @@
 #include "runtime/Executor.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
+#include "runtime/RankResult.h"
+#include "runtime/Transport.h"
 #include "runtime/Report.h"
 #include "proto/stream_program.pb.h"
 
@@ -86,6 +88,68 @@ pfrt::Op &append(pfrt_program *p, uint32_t d, uint32_t s, pfrt::OpKind kind) {
   st.ops.emplace_back();
   st.ops.back().kind = kind;
   return st.ops.back();
+}
+
+// One process per rank: checks rank/world against the program and MPI, runs this rank's device,
+// and gathers every rank's part on rank 0, which merges them into the run report.
+pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::RunConfig cfg,
+                     const pfrt_options &o) {
+  const int32_t devices = static_cast<int32_t>(pr.devices.size());
+  const std::string perDevice = " (one rank per device: start it with mpirun -n " +
+                                std::to_string(devices) + ")";
+  if (o.world < 0)
+    invalid("world must be >= 1 (0: the launcher's)");
+  if (o.world > 0 && o.world != devices)
+    invalid("world " + std::to_string(o.world) + " does not match the program's " +
+            std::to_string(devices) + " devices" + perDevice);
+  if (o.world > 0 && o.rank >= o.world)
+    invalid("rank " + std::to_string(o.rank) + " is out of range: world " +
+            std::to_string(o.world) + " has ranks 0 to " + std::to_string(o.world - 1));
+  if (o.rank >= devices)
+    invalid("rank " + std::to_string(o.rank) + " is out of range: the program has " +
+            std::to_string(devices) + " devices (ranks 0 to " + std::to_string(devices - 1) + ")");
+  if (o.peer_timeout_s < 0)
+    invalid("peer_timeout_s must be >= 0");
+  const double timeout = o.peer_timeout_s > 0 ? o.peer_timeout_s : 120.0;
+  std::unique_ptr<pfrt::Transport> transport;
+  if (devices == 1 && o.world <= 1 && o.rank <= 0 && !std::getenv("OMPI_COMM_WORLD_SIZE"))
+    transport = pfrt::createInProcessTransport(); // a one-device program is its own world
+  else
+    transport = pfrt::createMpiTransport(o.rank, o.world > 0 ? o.world : -1, timeout);
+  try {
+    if (transport->world() != devices)
+      invalid("MPI_COMM_WORLD has " + std::to_string(transport->world()) +
+              " processes but the program has " + std::to_string(devices) + " devices" +
+              perDevice);
+    cfg.rank = transport->rank();
+    cfg.transport = transport.get();
+    pfrt::Executor exec(pr, info, cfg);
+    pfrt::RunResult result = exec.run();
+    auto report = std::make_unique<pfrt_report>();
+    report->rank = transport->rank();
+    report->world = transport->world();
+    report->rankJson =
+        pfrt::rankResultJson(pr, result, report->rank, report->world, transport->name());
+    std::vector<std::string> parts = transport->gather(report->rankJson);
+    if (report->rank == 0) {
+      std::vector<std::string> names;
+      for (size_t k = 0; k < parts.size(); ++k)
+        names.push_back("rank " + std::to_string(k));
+      pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
+      report->data = pfrt::buildReport(pr, info, merged);
+    } else {
+      report->data.programName = pr.name;
+      report->data.json = report->rankJson;
+      report->data.summary = "rank " + std::to_string(report->rank) + " of " +
+                             std::to_string(report->world) + ": device " +
+                             std::to_string(report->rank) +
+                             " ran; rank 0 holds the merged report\n";
+    }
+    return report.release();
+  } catch (...) {
+    pfrt::mpiMarkFailed(); // at exit MPI aborts, so mpirun stops the peers
+    throw;
+  }
 }
 
 const pfrt::ReportData &data(const pfrt_report *r) {
@@ -432,6 +496,9 @@ void pfrt_options_init(pfrt_options *o) {
   o->fill_idle_priority = 1;
   o->cpu = -1;
   o->gpu = -1;
+  o->rank = -1;
+  o->world = 0;
+  o->peer_timeout_s = 0;
   // Defaults a process can be started with (generated binaries, scripts); explicit option
   // values set after this call win. Unknown values are ignored here and rejected nowhere else.
   if (const char *tm = std::getenv("PFRT_TIME_MODEL")) {
@@ -498,6 +565,10 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.fillIdlePriority = o.fill_idle_priority != 0;
     cfg.cpu = o.cpu;
     cfg.gpu = o.gpu;
+    if (o.rank >= 0 || o.world > 0) {
+      *out = runRank(pr, info, cfg, o);
+      return;
+    }
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();
@@ -614,6 +685,49 @@ pfrt_status pfrt_report_write_profile(const pfrt_report *r, const char *path) {
 }
 
 void pfrt_report_destroy(pfrt_report *r) { delete r; }
+
+const char *pfrt_report_rank_json(const pfrt_report *r) { return r ? r->rankJson.c_str() : ""; }
+
+pfrt_status pfrt_report_get_rank(const pfrt_report *r, int32_t *rank, int32_t *world) {
+  return guard([&] {
+    data(r);
+    if (rank)
+      *rank = r->rank;
+    if (world)
+      *world = r->world;
+  });
+}
+
+pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_t count,
+                              pfrt_report **out) {
+  return guard([&] {
+    if (!out)
+      invalid("out_report is NULL");
+    *out = nullptr;
+    if (!paths || count == 0)
+      invalid("no rank reports given");
+    std::vector<std::string> parts, names;
+    for (uint32_t i = 0; i < count; ++i) {
+      if (!paths[i])
+        invalid("path " + std::to_string(i) + " is NULL");
+      names.push_back(paths[i]);
+      parts.push_back(pfrt::readFile(paths[i]));
+    }
+    std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> embedded(nullptr,
+                                                                     pfrt_program_destroy);
+    if (!p) {
+      embedded.reset(pfrt::loadProgram(pfrt::embeddedProgram(parts[0], names[0]),
+                                       names[0] + " (its program).pb"));
+      p = embedded.get();
+    }
+    pfrt::Program &pr = prog(p);
+    pfrt::ProgramInfo info = pfrt::validate(pr);
+    pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
+    auto *report = new pfrt_report();
+    report->data = pfrt::buildReport(pr, info, merged);
+    *out = report;
+  });
+}
 
 pfrt_status pfrt_compare(pfrt_program *p, const pfrt_options *options, uint32_t repetitions,
                          pfrt_compare_result *out) {

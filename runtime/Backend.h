@@ -20,6 +20,7 @@
 namespace pfrt {
 
 class Executor;
+class Transport;
 
 // Microseconds since the run's start on the host clock (the time base of every slot).
 double hostNowUs();
@@ -49,6 +50,11 @@ struct RunConfig {
   int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0)
   // Set by the executor before prepare(): per device, true when it is emulated at planned times.
   std::vector<bool> emulated;
+  // One process per rank (a rank = a device): this process runs device `rank` only and reaches
+  // the others through `transport`. -1: every device runs in this process.
+  int32_t rank = -1;
+  // Carries the sends between devices; null: the in-process transport (the executor owns it).
+  Transport *transport = nullptr;
 };
 
 // A point-to-point message as published by a sender.

@@ -43,30 +43,19 @@ struct Executor::EventState {
   uint32_t waiters = 0;  // wait ops per iteration
 };
 
-struct Executor::Channel {
-  std::mutex m;
-  std::condition_variable cv;
-  std::map<int64_t, Message> messages; // by iteration
-  bool peerLocal = false;
-  int64_t consumed = 0; // generations whose receive the backend has enqueued
-};
-
+// Publishes a send's message through the transport (now or later, from a backend callback).
 class Executor::ChannelPublisher : public Publisher {
 public:
-  ChannelPublisher(Channel &channel, int64_t gen) : channel_(channel), gen_(gen) {}
-  void publish(const Message &message) override {
-    {
-      std::lock_guard<std::mutex> lock(channel_.m);
-      channel_.messages[gen_] = message;
-    }
-    channel_.cv.notify_all();
-  }
+  ChannelPublisher(Transport &transport, const ChannelKey &key, int64_t gen)
+      : transport_(transport), key_(key), gen_(gen) {}
+  void publish(const Message &message) override { transport_.publish(key_, gen_, message); }
   std::unique_ptr<Publisher> clone() const override {
-    return std::make_unique<ChannelPublisher>(channel_, gen_);
+    return std::make_unique<ChannelPublisher>(transport_, key_, gen_);
   }
 
 private:
-  Channel &channel_;
+  Transport &transport_;
+  ChannelKey key_;
   int64_t gen_;
 };
 
@@ -143,10 +132,8 @@ void Executor::fail(const Error &error) {
       std::lock_guard<std::mutex> lock(e->m);
       e->cv.notify_all();
     }
-  for (auto &c : channels_) {
-    std::lock_guard<std::mutex> lock(c.second->m);
-    c.second->cv.notify_all();
-  }
+  if (transport_)
+    transport_->wakeAll();
   {
     std::lock_guard<std::mutex> lock(cpMutex_);
     cpCv_.notify_all();
@@ -245,10 +232,6 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
   return deadline;
 }
 
-Executor::Channel &Executor::channel(uint32_t src, uint32_t dst, uint32_t tag) {
-  return *channels_.at(std::make_tuple(src, dst, tag));
-}
-
 void Executor::memoryAdd(uint32_t device, int64_t bytes) {
   int64_t now = used_[device].fetch_add(bytes) + bytes;
   int64_t peak = peak_[device].load();
@@ -270,12 +253,7 @@ void Executor::waitForEventConsumers(uint32_t device, uint32_t event, int64_t ge
 
 void Executor::waitForChannelConsumers(uint32_t src, uint32_t dst, uint32_t tag, int64_t gen,
                                        int64_t ring) {
-  if (gen < ring)
-    return;
-  Channel &c = channel(src, dst, tag);
-  std::unique_lock<std::mutex> lock(c.m);
-  c.cv.wait(lock, [&] { return c.consumed >= gen - ring + 1 || abort_.load(); });
-  if (abort_)
+  if (!transport_->waitConsumed(ChannelKey{src, dst, tag}, gen, ring, abort_))
     throw AbortRun{};
 }
 
@@ -319,13 +297,15 @@ void Executor::chooseBackends() {
     // Measured time on a machine smaller than the pipeline: replay (one real stage, the others
     // emulated at their planned times) is the default, so the real stage is measured honestly.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    if (!config_.modelledTime && config_.stage < 0 && numDevices > 1 && numDevices > cores)
+    if (!config_.modelledTime && config_.stage < 0 && config_.rank < 0 && numDevices > 1 &&
+        numDevices > cores)
       config_.stage = 0;
     if (config_.stage >= 0 && numDevices > 1)
       result_.replayDevice = config_.stage;
     for (uint32_t d = 0; d < numDevices; ++d) {
       backendOf_[d] = host_.get();
-      fillOn_[d] = fill && (config_.stage < 0 || static_cast<uint32_t>(config_.stage) == d);
+      fillOn_[d] = fill && isLocal(d) &&
+                   (config_.stage < 0 || static_cast<uint32_t>(config_.stage) == d);
       if (config_.stage >= 0 && static_cast<uint32_t>(config_.stage) != d) {
         result_.deviceBackend[d] = "emulated";
         config_.emulated[d] = true;
@@ -338,7 +318,15 @@ void Executor::chooseBackends() {
     result_.timeScale = 1.0;
     config_.timeScale = 1.0; // the CUDA backend measures real time; emulated peers follow it
     bool replay = config_.stage >= 0 || static_cast<uint32_t>(gpus) < numDevices;
-    if (!replay) {
+    if (config_.rank >= 0) {
+      // One process per rank: this rank's device on its GPU; the others are other processes.
+      result_.backend = "cuda";
+      for (uint32_t d = 0; d < numDevices; ++d) {
+        backendOf_[d] = isLocal(d) ? cuda_.get() : host_.get();
+        fillOn_[d] = fill && isLocal(d);
+        result_.deviceBackend[d] = "cuda";
+      }
+    } else if (!replay) {
       result_.backend = "cuda";
       for (uint32_t d = 0; d < numDevices; ++d) {
         backendOf_[d] = cuda_.get();
@@ -816,30 +804,26 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
           break;
         case OpKind::Send: {
           backend.markStart(ctx, slot);
-          ChannelPublisher pub(channel(d, op.peer, op.tag), gen);
-          backend.send(ctx, op, effectivePlannedUs(dev, op), backendOf_[op.peer] == &backend,
-                       pub);
+          ChannelPublisher pub(*transport_, ChannelKey{d, op.peer, op.tag}, gen);
+          backend.send(ctx, op, effectivePlannedUs(dev, op),
+                       isLocal(op.peer) && backendOf_[op.peer] == &backend, pub);
           backend.markEnd(ctx, slot);
           break;
         }
         case OpKind::Recv: {
           backend.markStart(ctx, slot);
-          Channel &c = channel(op.peer, d, op.tag);
+          const ChannelKey key{op.peer, d, op.tag};
           Message m;
-          {
-            std::unique_lock<std::mutex> lock(c.m);
-            c.cv.wait(lock, [&] { return c.messages.count(gen) || abort_.load(); });
-            if (abort_)
+          try {
+            if (!transport_->take(key, gen, m, abort_))
               throw AbortRun{};
-            m = c.messages[gen];
-            c.messages.erase(gen);
+          } catch (const Error &e) {
+            throw Error(e.status(), opLocation(program_, d, s, static_cast<uint32_t>(i)) +
+                                        " (recv from device " + std::to_string(op.peer) +
+                                        "): " + e.what());
           }
           backend.recv(ctx, op, m);
-          {
-            std::lock_guard<std::mutex> lock(c.m);
-            c.consumed = std::max(c.consumed, gen + 1);
-          }
-          c.cv.notify_all();
+          transport_->consumed(key, gen);
           backend.markEnd(ctx, slot);
           break;
         }
@@ -937,7 +921,28 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
 
 RunResult Executor::run() {
   const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  ownTransport_.reset();
+  transport_ = config_.transport;
+  if (!transport_) {
+    ownTransport_ = createInProcessTransport();
+    transport_ = ownTransport_.get();
+  }
+  if (config_.rank >= 0) {
+    if (static_cast<uint32_t>(config_.rank) >= numDevices)
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "rank " + std::to_string(config_.rank) + " is out of range: the program has " +
+                      std::to_string(numDevices) + " devices (one rank per device)");
+    if (config_.stage >= 0)
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "stage (replay) and one process per rank exclude each other");
+    if (!config_.checkpointPath.empty())
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "checkpoints are not supported with one process per rank yet");
+  }
   chooseBackends();
+  result_.local.assign(numDevices, false);
+  for (uint32_t d = 0; d < numDevices; ++d)
+    result_.local[d] = isLocal(d);
   result_.fillEnabled = config_.fill && !config_.profile;
   result_.profile = config_.profile;
   result_.maxDim = config_.maxDim;
@@ -946,7 +951,8 @@ RunResult Executor::run() {
   // Backends prepare their devices.
   std::vector<uint32_t> hostDevices, cudaDevices;
   for (uint32_t d = 0; d < numDevices; ++d)
-    (backendOf_[d] == host_.get() ? hostDevices : cudaDevices).push_back(d);
+    if (isLocal(d))
+      (backendOf_[d] == host_.get() ? hostDevices : cudaDevices).push_back(d);
   if (!hostDevices.empty())
     host_->prepare(program_, info_, config_, hostDevices);
   if (cuda_ && !cudaDevices.empty())
@@ -994,15 +1000,17 @@ RunResult Executor::run() {
       for (const Op &op : st.ops)
         if (op.kind == OpKind::Alloc)
           bufferBytes_[d][op.buffer] = op.bytes;
-  channels_.clear();
+  // Every channel of the program, in the same order in every process (MPI: its index is the tag).
+  std::vector<ChannelKey> channelKeys;
   for (uint32_t d = 0; d < numDevices; ++d)
     for (const Stream &st : program_.devices[d].streams)
       for (const Op &op : st.ops)
         if (op.kind == OpKind::Send) {
-          auto c = std::make_unique<Channel>();
-          c->consumed = first_;
-          channels_[std::make_tuple(d, op.peer, op.tag)] = std::move(c);
+          ChannelKey key{d, op.peer, op.tag};
+          if (std::find(channelKeys.begin(), channelKeys.end(), key) == channelKeys.end())
+            channelKeys.push_back(key);
         }
+  transport_->open(channelKeys, first_);
 
   used_.reset(new std::atomic<int64_t>[numDevices]);
   peak_.reset(new std::atomic<int64_t>[numDevices]);
@@ -1023,6 +1031,10 @@ RunResult Executor::run() {
         if (fillOn_[d] && info_.devices[d].streamHasFill[s])
           ++cpParticipants_;
 
+  // One process per rank: every rank starts its clock together (the modelled times of messages
+  // between ranks are relative to this common start).
+  if (config_.rank >= 0)
+    transport_->barrier();
   result_.runStartUs = hostNowUs();
   // Threads take a little while to start; the modelled clock starts when they all could have.
   size_t streams = 0;
@@ -1032,11 +1044,13 @@ RunResult Executor::run() {
   host_->begin(origin);
   if (cuda_)
     cuda_->begin(origin);
+  transport_->begin(origin);
   if (result_.iterations > 0) {
     std::vector<std::thread> threads;
     for (uint32_t d = 0; d < numDevices; ++d)
-      for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
-        threads.emplace_back(&Executor::streamThread, this, d, s);
+      if (isLocal(d))
+        for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
+          threads.emplace_back(&Executor::streamThread, this, d, s);
     for (std::thread &t : threads)
       t.join();
   }
@@ -1045,6 +1059,8 @@ RunResult Executor::run() {
       host_->finish();
     if (cuda_ && !cudaDevices.empty())
       cuda_->finish();
+    if (!hasError_)
+      transport_->finish();
   } catch (const Error &e) {
     fail(e);
   }
@@ -1067,6 +1083,8 @@ RunResult Executor::run() {
   result_.minFreeMeasured.assign(numDevices, false);
   for (uint32_t d = 0; d < numDevices; ++d) {
     uint64_t measured = 0;
+    if (!isLocal(d))
+      continue;
     if (backendOf_[d]->minFreeBytes(d, measured)) {
       result_.minFreeBytes[d] = measured;
       result_.minFreeKnown[d] = true;

@@ -6,6 +6,7 @@
 #define PFRT_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/Transport.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -32,6 +33,7 @@ struct RunResult {
   uint32_t maxDim = 0;
   std::vector<std::string> deviceBackend; // per device: "host", "cuda", "emulated"
   std::vector<bool> deviceFill;           // per device: fill chunks run there
+  std::vector<bool> local; // per device: ran in this process (false: another rank's device)
   // per device and stream: the priority the backend applied (CUDA), or INT32_MIN
   std::vector<std::vector<int32_t>> streamPriority;
   int64_t firstIteration = 0;
@@ -97,7 +99,6 @@ public:
 
 private:
   struct EventState;
-  struct Channel;
   struct DeviceJob;
   struct JobRun;
   struct WorkItem;
@@ -128,7 +129,8 @@ private:
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
   void fail(const Error &error);
   void memoryAdd(uint32_t device, int64_t bytes);
-  Channel &channel(uint32_t src, uint32_t dst, uint32_t tag);
+  // This process runs device d (every device unless one process runs per rank).
+  bool isLocal(uint32_t d) const { return config_.rank < 0 || d == static_cast<uint32_t>(config_.rank); }
 
   const Program &program_;
   const ProgramInfo &info_;
@@ -140,7 +142,8 @@ private:
   std::vector<bool> fillOn_;
 
   std::vector<std::vector<std::unique_ptr<EventState>>> events_;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::unique_ptr<Channel>> channels_;
+  std::unique_ptr<Transport> ownTransport_; // in-process, when the config brings none
+  Transport *transport_ = nullptr;
   std::vector<std::unique_ptr<JobRun>> jobs_;
   std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes
   std::vector<std::unique_ptr<BubbleClock>> bubbleClocks_; // per device

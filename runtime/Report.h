@@ -100,6 +100,9 @@ double nearestRankPercentile(const std::vector<double> &sorted, double q);
 
 struct pfrt_report {
   pfrt::ReportData data;
+  // Rank mode: this rank's part (RankResult JSON), its rank and the world; -1/0 otherwise.
+  std::string rankJson;
+  int32_t rank = -1, world = 0;
 };
 
 #endif // PFRT_REPORT_H

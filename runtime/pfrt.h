@@ -286,6 +286,16 @@ typedef struct pfrt_options {
      PFRT_CHECKPOINT_PREVIOUS resumes from the last good one (PATH.prev); PFRT_CHECKPOINT_RESTART
      moves the bad file to PATH.bad and starts clean. Never mixes states. */
   int checkpoint_recovery;
+  /* One process per rank (docs/runtime.md, "Ranks as processes"): a rank runs one device of the
+   * program (world must equal the device count) and reaches the other ranks through MPI.
+   * rank: -1 (default) runs every device in this process; >= 0 this process's rank, checked
+   * against MPI_COMM_WORLD. world: 0 (default) takes MPI_COMM_WORLD's size. Setting either one
+   * starts rank mode (MPI is initialised if the program has not). peer_timeout_s: how long a
+   * rank waits for a peer's message, the start barrier or the final gather before it fails
+   * (0 = 120 s). */
+  int32_t rank;
+  int32_t world;
+  double peer_timeout_s;
 } pfrt_options;
 
 enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };
@@ -351,6 +361,19 @@ pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
 /* Writes a pipefill.rt.MeasuredProfile (binary, or text for the text extensions). */
 pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
 void pfrt_report_destroy(pfrt_report *report);
+
+/* Rank mode: pfrt_run on rank 0 returns the merged report of every rank (gathered over MPI, the
+ * same keys as a single-process run); on the other ranks a report whose JSON is this rank's part
+ * only (a pipefill.rt.RankResult as JSON; its stats and jobs are empty). This rank's part, on any
+ * rank ("" for a single-process run): */
+const char *pfrt_report_rank_json(const pfrt_report *report);
+/* *rank = -1 and *world = 0 for a single-process run. Either pointer may be NULL. */
+pfrt_status pfrt_report_get_rank(const pfrt_report *report, int32_t *rank, int32_t *world);
+/* Merges rank parts (files written from pfrt_report_rank_json, one per rank, any order) of a run
+ * of `program` into one report; program NULL: the program the first part carries. Fails, naming
+ * the files, when they are not all of this program, with the same settings, one per rank. */
+pfrt_status pfrt_report_merge(pfrt_program *program, const char *const *paths, uint32_t count,
+                              pfrt_report **out_report);
 
 /* ---------------------------------------------------------------------------------------------
  * Slowdown: main-only (A) vs main + fill (B), alternated

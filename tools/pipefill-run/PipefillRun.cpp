@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -68,6 +69,16 @@ const char *kUsage =
     "                            switch latency p50/p99, fill throughput measured vs planned\n"
     "  --compare-json FILE       also write the comparison as JSON\n"
     "  --max-dim N               cap fill-workload dimensions (default: host 128, cuda none)\n"
+    "  --rank R --world P        one process per rank: run device R of a P-device program and\n"
+    "                            reach the other ranks over MPI (under mpirun both default to the\n"
+    "                            launcher's; P must equal the program's device count). --report\n"
+    "                            FILE: every rank writes its part to FILE with .rankR before the\n"
+    "                            extension (run.json -> run.rank1.json); rank 0 also writes the\n"
+    "                            merged report to FILE and prints the summary\n"
+    "  --peer-timeout S          rank mode: fail when a peer's message, the start or the final\n"
+    "                            gather takes longer than S seconds (default 120)\n"
+    "  --merge PART...           merge rank parts (run.rank0.json ...) into one report (--report\n"
+    "                            FILE, summary on stdout); PROGRAM is optional (the parts carry it)\n"
     "  --quiet                   no summary table\n"
     "  --verbose                 progress on stderr\n"
     "  --help                    this text\n";
@@ -102,6 +113,112 @@ bool parseDouble(const std::string &s, double &out) {
   return true;
 }
 
+// Rank mode: where rank `rank` writes its part of --report FILE (FILE with .rankR before a .json
+// extension, else FILE.rankR).
+std::string rankPartPath(const std::string &path, int rank) {
+  const std::string suffix = ".rank" + std::to_string(rank);
+  const std::string ext = ".json";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + suffix + ext;
+  return path + suffix;
+}
+
+// Rank mode from the launcher's environment when neither --rank nor --world was given: a world
+// of one is a plain single-process run.
+void rankFromLauncher(pfrt_options &options) {
+  if (options.rank >= 0 || options.world > 0)
+    return;
+  const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"}};
+  for (auto &p : pairs) {
+    const char *r = std::getenv(p[0]), *w = std::getenv(p[1]);
+    unsigned long long rank = 0, world = 0;
+    if (r && w && parseUnsigned(r, 1u << 30, rank) && parseUnsigned(w, 1u << 30, world)) {
+      if (world > 1) {
+        options.rank = static_cast<int32_t>(rank);
+        options.world = static_cast<int32_t>(world);
+      }
+      return;
+    }
+  }
+}
+
+// --merge: rank parts into one report.
+int runMerge(const std::string &programPath, const std::vector<std::string> &parts,
+             const std::string &reportPath, const std::string &profilePath, bool quiet) {
+  if (parts.empty())
+    return usageError("--merge expects the rank parts to merge (run.rank0.json ...)");
+  for (const std::string *out : {&reportPath, &profilePath})
+    if (!out->empty() && !writable(*out)) {
+      std::fprintf(stderr, "pipefill-run: error: %s: cannot be written: %s\n", out->c_str(),
+                   std::strerror(errno));
+      return 1;
+    }
+  pfrt_program *program = nullptr;
+  if (!programPath.empty() && pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    return 1;
+  }
+  std::vector<const char *> paths;
+  for (const std::string &p : parts)
+    paths.push_back(p.c_str());
+  pfrt_report *report = nullptr;
+  pfrt_status status =
+      pfrt_report_merge(program, paths.data(), static_cast<uint32_t>(paths.size()), &report);
+  pfrt_program_destroy(program);
+  if (status != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: --merge: %s\n", pfrt_last_error());
+    return 1;
+  }
+  int rc = 0;
+  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!quiet)
+    std::fputs(pfrt_report_summary(report), stdout);
+  pfrt_report_destroy(report);
+  return rc;
+}
+
+// Rank mode: every rank writes its part next to --report; rank 0 writes the merged report and
+// the profile and prints the summary. Returns the exit code.
+int writeRankOutputs(pfrt_report *report, const std::string &reportPath,
+                     const std::string &profilePath, bool quiet) {
+  int32_t rank = -1, world = 0;
+  pfrt_report_get_rank(report, &rank, &world);
+  int rc = 0;
+  if (!reportPath.empty()) {
+    const std::string part = rankPartPath(reportPath, rank);
+    FILE *f = std::fopen(part.c_str(), "w");
+    bool ok = f && std::fputs(pfrt_report_rank_json(report), f) >= 0;
+    if (f && std::fclose(f) != 0)
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "pipefill-run: error: rank %d: cannot write %s\n", rank, part.c_str());
+      rc = 1;
+    }
+  }
+  if (rank != 0)
+    return rc;
+  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!quiet)
+    std::printf("ranks: %d processes (one per device), merged on rank 0\n%s", world,
+                pfrt_report_summary(report));
+  return rc;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -112,6 +229,8 @@ int main(int argc, char **argv) {
   bool profileWithFill = false;
   unsigned long long compare = 0;
   std::string compareJson;
+  bool merge = false;
+  std::vector<std::string> positional;
 
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -233,20 +352,57 @@ int main(int argc, char **argv) {
     } else if (arg == "--compare-json") {
       if (!next(compareJson) || compareJson.empty())
         return usageError("--compare-json expects a file name");
+    } else if (arg == "--rank" || arg == "--world") {
+      std::string v;
+      unsigned long long n = 0;
+      if (!next(v) || !parseUnsigned(v, 1u << 20, n) || (arg == "--world" && n == 0))
+        return usageError(arg + (arg == "--rank" ? " expects a rank (0, 1, ...), got '"
+                                                 : " expects a number of ranks >= 1, got '") +
+                          v + "'");
+      (arg == "--rank" ? options.rank : options.world) = static_cast<int32_t>(n);
+    } else if (arg == "--peer-timeout") {
+      std::string v;
+      double x = 0;
+      if (!next(v) || !parseDouble(v, x) || !(x > 0))
+        return usageError("--peer-timeout expects seconds > 0, got '" + v + "'");
+      options.peer_timeout_s = x;
+    } else if (arg == "--merge") {
+      if (!flagNoValue())
+        return usageError("--merge takes the parts as arguments: --merge a.json b.json");
+      merge = true;
     } else if (arg == "--quiet") {
       quiet = true;
     } else if (arg == "--verbose") {
       options.verbose = 1;
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
       return usageError("unknown option '" + arg + "'");
-    } else if (programPath.empty()) {
-      programPath = arg;
     } else {
-      return usageError("more than one program given ('" + programPath + "' and '" + arg + "')");
+      positional.push_back(arg);
     }
   }
+  if (merge) {
+    if (options.rank >= 0 || options.world > 0 || compare)
+      return usageError("--merge does not run anything: no --rank, --world or --compare");
+    // The parts are JSON; a first argument that is not is the program they ran.
+    std::string program;
+    if (!positional.empty() && positional[0].size() > 5 &&
+        positional[0].compare(positional[0].size() - 5, 5, ".json") != 0) {
+      program = positional[0];
+      positional.erase(positional.begin());
+    }
+    return runMerge(program, positional, reportPath, profilePath, quiet);
+  }
+  if (positional.size() > 1)
+    return usageError("more than one program given ('" + positional[0] + "' and '" +
+                      positional[1] + "')");
+  if (!positional.empty())
+    programPath = positional[0];
   if (programPath.empty())
     return usageError("no PROGRAM given");
+  rankFromLauncher(options);
+  const bool rankMode = options.rank >= 0 || options.world > 0;
+  if (rankMode && compare)
+    return usageError("--compare runs in one process; it does not take --rank/--world or mpirun");
   if (profileWithFill) {
     if (profilePath.empty())
       return usageError("--profile-with-fill needs --profile-out FILE");
@@ -270,6 +426,14 @@ int main(int argc, char **argv) {
                    out->c_str(), std::strerror(errno));
       return 1;
     }
+  if (rankMode && options.rank >= 0 && !reportPath.empty()) {
+    const std::string part = rankPartPath(reportPath, options.rank);
+    if (!writable(part)) {
+      std::fprintf(stderr, "pipefill-run: error: %s: cannot be written: %s (checked before the run)\n",
+                   part.c_str(), std::strerror(errno));
+      return 1;
+    }
+  }
 
   pfrt_program *program = nullptr;
   if (pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
@@ -304,6 +468,12 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "pipefill-run: error: %s: %s\n", programPath.c_str(), pfrt_last_error());
     pfrt_program_destroy(program);
     return 1;
+  }
+  if (rankMode) {
+    int rc = writeRankOutputs(report, reportPath, profilePath, quiet);
+    pfrt_report_destroy(report);
+    pfrt_program_destroy(program);
+    return rc;
   }
   int rc = 0;
   if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {

@@ -1,0 +1,355 @@
+// The MPI transport: one rank per process, a rank runs one device of the program.
+//
+// Every MPI call goes through one mutex and is nonblocking (Isend, Irecv, Ibarrier, Igatherv
+// polled with MPI_Test), so any thread level from MPI_THREAD_SERIALIZED up works and no call ever
+// blocks without a timeout: a peer that exited or hung gives a clear error after `timeoutS`
+// instead of a hang. Channels whose both ends are in this process use the in-process transport.
+//
+// Wire message (MPI_BYTE, one per channel and iteration; the channel's index in the program-wide
+// channel list is the MPI tag, and MPI keeps the order of messages with the same source and tag):
+// the generation, the channel, and the ready time relative to the run's origin (modelled time is
+// therefore consistent across processes whose origins were aligned by the start barrier).
+#include "runtime/Transport.h"
+
+// The C API only (Open MPI would pull in its deprecated C++ bindings otherwise).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace pfrt {
+namespace {
+
+std::atomic<bool> gFailed{false};
+bool gInitializedByUs = false;
+
+void atExit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  if (gFailed)
+    MPI_Abort(MPI_COMM_WORLD, 1); // mpirun stops the peers (they may be waiting for this rank)
+  else if (gInitializedByUs)
+    MPI_Finalize();
+}
+
+struct Wire {
+  int64_t gen;
+  uint32_t src, dst, tag;
+  int32_t hasReady;
+  double readyRelUs;
+};
+
+std::string mpiError(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+class MpiTransport : public Transport {
+public:
+  MpiTransport(int rank, int world, double timeoutS) : timeoutS_(timeoutS) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+      if (rc != MPI_SUCCESS)
+        throw Error(PFRT_ERROR_UNAVAILABLE, "MPI_Init_thread failed: " + mpiError(rc));
+      gInitializedByUs = true;
+      std::atexit(atExit);
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw Error(PFRT_ERROR_UNAVAILABLE,
+                    "the MPI library gives thread level " + std::to_string(provided) +
+                        "; the MPI transport needs MPI_THREAD_SERIALIZED or higher");
+    } else {
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw Error(PFRT_ERROR_UNAVAILABLE,
+                    "MPI was initialised with thread level " + std::to_string(provided) +
+                        "; the MPI transport needs MPI_THREAD_SERIALIZED or higher "
+                        "(MPI_Init_thread)");
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &world_);
+    if (world >= 0 && world != world_)
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "world " + std::to_string(world) + " was asked for but MPI_COMM_WORLD has " +
+                      std::to_string(world_) + " process(es): start the ranks with mpirun -n " +
+                      std::to_string(world));
+    if (rank >= 0 && rank != rank_)
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "rank " + std::to_string(rank) + " was asked for but this process is MPI rank " +
+                      std::to_string(rank_));
+    int flag = 0;
+    int *ub = nullptr;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    tagUb_ = flag && ub ? *ub : 32767;
+  }
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  int rankOf(uint32_t device) const override { return static_cast<int>(device); }
+
+  void open(const std::vector<ChannelKey> &channels, int64_t firstGen) override {
+    if (static_cast<int64_t>(channels.size()) > tagUb_)
+      throw Error(PFRT_ERROR_UNAVAILABLE, "the program has " + std::to_string(channels.size()) +
+                                              " channels; MPI tags end at " +
+                                              std::to_string(tagUb_));
+    std::vector<ChannelKey> local;
+    index_.clear();
+    recv_.clear();
+    for (size_t i = 0; i < channels.size(); ++i) {
+      const ChannelKey &k = channels[i];
+      index_[k] = static_cast<int>(i);
+      if (isLocal(k))
+        local.push_back(k);
+      else if (rankOf(k.dst) == rank_)
+        recv_[k].next = firstGen;
+    }
+    inner_ = createInProcessTransport();
+    inner_->open(local, firstGen);
+  }
+  void begin(double originUs) override { originUs_ = originUs; }
+
+  void publish(const ChannelKey &key, int64_t gen, const Message &message) override {
+    if (isLocal(key))
+      return inner_->publish(key, gen, message);
+    auto send = std::make_unique<PendingSend>();
+    send->wire.gen = gen;
+    send->wire.src = key.src;
+    send->wire.dst = key.dst;
+    send->wire.tag = key.tag;
+    send->wire.hasReady = message.readyUs >= 0;
+    send->wire.readyRelUs = message.readyUs >= 0 ? message.readyUs - originUs_ : 0;
+    std::lock_guard<std::mutex> lock(mpi_);
+    reapSendsLocked();
+    int rc = MPI_Isend(&send->wire, sizeof(Wire), MPI_BYTE, rankOf(key.dst), index_.at(key), comm_,
+                       &send->request);
+    if (rc != MPI_SUCCESS)
+      throw Error(PFRT_ERROR_BACKEND, "MPI_Isend to rank " + std::to_string(rankOf(key.dst)) +
+                                          " failed: " + mpiError(rc));
+    sends_.push_back(std::move(send));
+  }
+
+  bool take(const ChannelKey &key, int64_t gen, Message &out,
+            const std::atomic<bool> &abort) override {
+    if (isLocal(key))
+      return inner_->take(key, gen, out, abort);
+    RecvChannel &rc = recv_.at(key);
+    const int peer = rankOf(key.src);
+    if (gen != rc.next)
+      throw Error(PFRT_ERROR_INTERNAL, "receive of iteration " + std::to_string(gen) +
+                                           " out of order (expected " + std::to_string(rc.next) +
+                                           ")");
+    const auto start = std::chrono::steady_clock::now();
+    bool posted = false;
+    Wire wire{};
+    MPI_Request request = MPI_REQUEST_NULL;
+    for (int spin = 0;; ++spin) {
+      if (abort) {
+        cancel(request);
+        return false;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        if (!posted) {
+          int err = MPI_Irecv(&wire, sizeof(Wire), MPI_BYTE, peer, index_.at(key), comm_,
+                              &request);
+          if (err != MPI_SUCCESS)
+            throw Error(PFRT_ERROR_BACKEND, "MPI_Irecv from rank " + std::to_string(peer) +
+                                                " failed: " + mpiError(err));
+          posted = true;
+        }
+        int done = 0;
+        MPI_Status status;
+        int err = MPI_Test(&request, &done, &status);
+        if (err != MPI_SUCCESS)
+          throw Error(PFRT_ERROR_BACKEND, "MPI_Test (receive from rank " + std::to_string(peer) +
+                                              ") failed: " + mpiError(err));
+        if (done)
+          break;
+      }
+      if (elapsedS(start) > timeoutS_) {
+        cancel(request);
+        throw Error(PFRT_ERROR_UNAVAILABLE,
+                    "no message from rank " + std::to_string(peer) + " (device " +
+                        std::to_string(key.src) + ", tag " + std::to_string(key.tag) +
+                        ") for iteration " + std::to_string(gen) + " after " +
+                        std::to_string(static_cast<int>(timeoutS_)) +
+                        " s: the peer exited, hung, or runs other options "
+                        "(--peer-timeout sets the limit)");
+      }
+      backoff(spin);
+    }
+    if (wire.gen != gen || wire.src != key.src || wire.dst != key.dst || wire.tag != key.tag)
+      throw Error(PFRT_ERROR_INTERNAL,
+                  "rank " + std::to_string(peer) + " sent iteration " + std::to_string(wire.gen) +
+                      " of channel " + std::to_string(wire.src) + "->" + std::to_string(wire.dst) +
+                      " tag " + std::to_string(wire.tag) + " where iteration " +
+                      std::to_string(gen) + " was expected: do all ranks run the same program?");
+    rc.next = gen + 1;
+    out = Message{};
+    out.readyUs = wire.hasReady ? originUs_ + wire.readyRelUs : -1;
+    return true;
+  }
+
+  void consumed(const ChannelKey &key, int64_t gen) override {
+    if (isLocal(key))
+      inner_->consumed(key, gen);
+  }
+  bool waitConsumed(const ChannelKey &key, int64_t gen, int64_t ring,
+                    const std::atomic<bool> &abort) override {
+    if (isLocal(key))
+      return inner_->waitConsumed(key, gen, ring, abort);
+    return !abort;
+  }
+  void wakeAll() override {
+    if (inner_)
+      inner_->wakeAll();
+  }
+
+  void finish() override {
+    const auto start = std::chrono::steady_clock::now();
+    for (int spin = 0;; ++spin) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        reapSendsLocked();
+        if (sends_.empty())
+          return;
+      }
+      if (elapsedS(start) > timeoutS_)
+        throw Error(PFRT_ERROR_UNAVAILABLE,
+                    std::to_string(sends_.size()) + " message(s) to other ranks not delivered after " +
+                        std::to_string(static_cast<int>(timeoutS_)) + " s: a peer exited or hung");
+      backoff(spin);
+    }
+  }
+
+  void barrier() override {
+    MPI_Request request;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Ibarrier(comm_, &request);
+    }
+    wait(request, "the start barrier (waiting for every rank to start the run)");
+  }
+
+  std::vector<std::string> gather(const std::string &mine) override {
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(rank_ == 0 ? world_ : 0);
+    MPI_Request request;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Igather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request);
+    }
+    wait(request, "gathering the ranks' results on rank 0");
+    std::vector<int> displs(sizes.size(), 0);
+    int total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      displs[i] = total;
+      total += sizes[i];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Igatherv(mine.data(), size, MPI_BYTE, &all[0], sizes.data(), displs.data(), MPI_BYTE,
+                   0, comm_, &request);
+    }
+    wait(request, "gathering the ranks' results on rank 0");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
+    return out;
+  }
+
+private:
+  struct PendingSend {
+    Wire wire{};
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  struct RecvChannel {
+    int64_t next = 0;
+  };
+
+  bool isLocal(const ChannelKey &k) const {
+    return rankOf(k.src) == rank_ && rankOf(k.dst) == rank_;
+  }
+  static double elapsedS(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  static void backoff(int spin) {
+    // Short sleeps first (a message usually comes soon), then 1 ms.
+    std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
+  }
+  void reapSendsLocked() {
+    while (!sends_.empty()) {
+      int done = 0;
+      MPI_Test(&sends_.front()->request, &done, MPI_STATUS_IGNORE);
+      if (!done)
+        break;
+      sends_.pop_front();
+    }
+  }
+  void cancel(MPI_Request &request) {
+    if (request == MPI_REQUEST_NULL)
+      return;
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Cancel(&request);
+    MPI_Request_free(&request);
+  }
+  void wait(MPI_Request &request, const std::string &what) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int spin = 0;; ++spin) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        int done = 0;
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (done)
+          return;
+      }
+      if (elapsedS(start) > timeoutS_)
+        throw Error(PFRT_ERROR_UNAVAILABLE,
+                    "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
+                        std::to_string(static_cast<int>(timeoutS_)) +
+                        " s: a peer exited, hung, or runs other options");
+      backoff(spin);
+    }
+  }
+
+  double timeoutS_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, world_ = 1;
+  int64_t tagUb_ = 32767;
+  double originUs_ = 0;
+  std::mutex mpi_;
+  std::map<ChannelKey, int> index_;
+  std::map<ChannelKey, RecvChannel> recv_;
+  std::deque<std::unique_ptr<PendingSend>> sends_;
+  std::unique_ptr<Transport> inner_;
+};
+
+} // namespace
+
+std::unique_ptr<Transport> createMpiTransport(int rank, int world, double timeoutS) {
+  return std::make_unique<MpiTransport>(rank, world, timeoutS);
+}
+
+bool mpiTransportCompiled() { return true; }
+
+void mpiMarkFailed() { gFailed = true; }
+
+} // namespace pfrt

@@ -1,0 +1,308 @@
+#include "runtime/RankResult.h"
+
+#include "runtime/ProgramIO.h"
+#include "proto/rank_result.pb.h"
+#include "proto/stream_program.pb.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace pfrt {
+namespace {
+
+constexpr const char *kFormat = "pipefill.rank_result.v1";
+
+double relative(double t, double origin) { return t >= 0 ? t - origin : -1; }
+
+[[noreturn]] void mismatch(const std::string &message) {
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT, "rank reports do not belong together: " + message);
+}
+
+} // namespace
+
+std::string rankResultJson(const Program &program, const RunResult &run, int rank, int world,
+                           const std::string &transport) {
+  pipefill::rt::RankResult r;
+  r.set_format(kFormat);
+  r.set_program(program.name);
+  r.set_program_fingerprint(programFingerprint(program));
+  r.set_rank(static_cast<uint32_t>(rank));
+  r.set_world(static_cast<uint32_t>(world));
+  r.set_transport(transport);
+  r.set_backend(run.backend);
+  r.set_measured_time(run.measuredTime);
+  r.set_time_scale(run.timeScale);
+  r.set_fill_enabled(run.fillEnabled);
+  r.set_profile(run.profile);
+  r.set_max_dim(run.maxDim);
+  r.set_first_iteration(run.firstIteration);
+  r.set_iterations(run.iterations);
+  r.set_fill_bounded(run.fillBounded);
+  r.set_bounded_on_host(run.boundedOnHost);
+  r.set_host_lag_us(run.hostLagUs);
+  {
+    pipefill::rt::StreamProgram proto;
+    toProto(program, &proto);
+    proto.SerializeToString(r.mutable_program_proto());
+  }
+  for (uint32_t d = 0; d < run.slots.size(); ++d) {
+    if (d < run.local.size() && !run.local[d])
+      continue;
+    pipefill::rt::RankDevice *dev = r.add_devices();
+    dev->set_device(d);
+    dev->set_backend(run.deviceBackend[d]);
+    dev->set_fill(run.deviceFill[d]);
+    for (uint32_t s = 0; s < run.slots[d].size(); ++s) {
+      pipefill::rt::RankStream *st = dev->add_streams();
+      for (const TimeSlot &t : run.slots[d][s]) {
+        st->add_start(relative(t.start, run.runStartUs));
+        st->add_end(relative(t.end, run.runStartUs));
+      }
+      int32_t prio = d < run.streamPriority.size() && s < run.streamPriority[d].size()
+                         ? run.streamPriority[d][s]
+                         : INT32_MIN;
+      st->set_has_priority(prio != INT32_MIN);
+      st->set_priority(prio != INT32_MIN ? prio : 0);
+    }
+    dev->set_min_free_bytes(run.minFreeBytes[d]);
+    dev->set_min_free_known(run.minFreeKnown[d]);
+    dev->set_min_free_measured(run.minFreeMeasured[d]);
+  }
+  for (const RunResult::Job &j : run.jobs) {
+    pipefill::rt::RankJob *out = r.add_jobs();
+    out->set_name(j.name);
+    out->set_samples_this_run(j.samplesThisRun);
+    out->set_samples_completed(j.samplesCompleted);
+    out->set_samples_planned(j.samplesPlanned);
+    out->set_steps(j.steps);
+    out->set_checksum(j.checksum);
+    out->set_loss_sum(j.lossSum);
+    out->set_weights_checksum(j.weightsChecksum);
+    out->set_chunks_run(j.chunksRun);
+    out->set_chunks_skipped(j.chunksSkipped);
+    out->set_chunks_deferred(j.chunksDeferred);
+    out->set_chunks_pending(j.chunksPending);
+    out->set_samples_pending(j.samplesPending);
+  }
+  for (const RunResult::ChunkRun &c : run.chunkRuns) {
+    pipefill::rt::RankChunkRun *out = r.add_chunk_runs();
+    out->set_device(c.device);
+    out->set_job(c.job);
+    out->set_stream(c.stream);
+    out->set_op(c.op);
+    out->set_bubble_id(c.bubbleId);
+    out->set_iteration(c.iteration);
+    out->set_pass_begin(c.passBegin);
+    out->set_pass_end(c.passEnd);
+    out->set_batch(c.batch);
+    out->set_planned_us(c.plannedUs);
+    out->set_predicted_us(c.predictedUs);
+    out->set_start(relative(c.start, run.runStartUs));
+    out->set_end(relative(c.end, run.runStartUs));
+    out->set_deferred(c.deferred);
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  auto status = google::protobuf::util::MessageToJsonString(r, &json, options);
+  if (!status.ok())
+    throw Error(PFRT_ERROR_INTERNAL, "cannot write the rank result: " + status.ToString());
+  return json;
+}
+
+std::string embeddedProgram(const std::string &part, const std::string &name) {
+  pipefill::rt::RankResult r;
+  google::protobuf::util::JsonParseOptions options;
+  auto status = google::protobuf::util::JsonStringToMessage(part, &r, options);
+  if (!status.ok())
+    throw Error(PFRT_ERROR_PARSE,
+                name + ": not a rank report (" + std::string(status.message()) + ")");
+  if (r.format() != kFormat)
+    throw Error(PFRT_ERROR_PARSE, name + ": not a rank report (format '" + r.format() +
+                                      "', expected '" + kFormat + "')");
+  if (r.program_proto().empty())
+    throw Error(PFRT_ERROR_PARSE, name + ": the rank report holds no program");
+  return r.program_proto();
+}
+
+RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
+                           const std::vector<std::string> &names) {
+  const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
+  const uint64_t fingerprint = programFingerprint(program);
+  if (parts.empty())
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "no rank reports to merge");
+  std::vector<pipefill::rt::RankResult> ranks(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    google::protobuf::util::JsonParseOptions options;
+    auto status = google::protobuf::util::JsonStringToMessage(parts[i], &ranks[i], options);
+    if (!status.ok())
+      throw Error(PFRT_ERROR_PARSE, names[i] + ": not a rank report (" +
+                                        std::string(status.message()) + ")");
+    if (ranks[i].format() != kFormat)
+      throw Error(PFRT_ERROR_PARSE, names[i] + ": not a rank report (format '" +
+                                        ranks[i].format() + "', expected '" + kFormat + "')");
+  }
+  const pipefill::rt::RankResult &first = ranks[0];
+  std::vector<int> byRank(first.world(), -1);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const pipefill::rt::RankResult &r = ranks[i];
+    if (r.program_fingerprint() != fingerprint || r.program() != program.name)
+      mismatch(names[i] + " is of program '" + r.program() + "' (fingerprint " +
+               std::to_string(r.program_fingerprint()) + "), not of the given program '" +
+               program.name + "' (fingerprint " + std::to_string(fingerprint) + ")");
+    auto same = [&](bool equal, const char *what) {
+      if (!equal)
+        mismatch(names[i] + " and " + names[0] + " differ in " + what);
+    };
+    same(r.world() == first.world(), "world (the number of ranks)");
+    same(r.backend() == first.backend(), "backend");
+    same(r.measured_time() == first.measured_time(), "time model");
+    same(r.time_scale() == first.time_scale(), "time scale");
+    same(r.fill_enabled() == first.fill_enabled(), "fill (--no-fill)");
+    same(r.profile() == first.profile(), "profile mode");
+    same(r.max_dim() == first.max_dim(), "workload max dim");
+    same(r.first_iteration() == first.first_iteration(), "first iteration");
+    same(r.iterations() == first.iterations(), "iterations");
+    same(r.fill_bounded() == first.fill_bounded(), "fill policy");
+    if (r.rank() >= first.world())
+      mismatch(names[i] + " is rank " + std::to_string(r.rank()) + " of a world of " +
+               std::to_string(first.world()));
+    if (byRank[r.rank()] >= 0)
+      mismatch(names[i] + " and " + names[byRank[r.rank()]] + " are both rank " +
+               std::to_string(r.rank()));
+    byRank[r.rank()] = static_cast<int>(i);
+    if (r.jobs_size() != static_cast<int>(program.jobs.size()))
+      mismatch(names[i] + " has " + std::to_string(r.jobs_size()) + " fill jobs, the program " +
+               std::to_string(program.jobs.size()));
+  }
+  for (uint32_t k = 0; k < byRank.size(); ++k)
+    if (byRank[k] < 0)
+      mismatch("rank " + std::to_string(k) + " of " + std::to_string(first.world()) +
+               " is missing (" + std::to_string(parts.size()) + " report(s) given)");
+
+  RunResult run;
+  run.backend = first.backend();
+  run.measuredTime = first.measured_time();
+  run.timeScale = first.time_scale();
+  run.replayDevice = -1;
+  run.fillEnabled = first.fill_enabled();
+  run.profile = first.profile();
+  run.maxDim = first.max_dim();
+  run.firstIteration = first.first_iteration();
+  run.iterations = first.iterations();
+  run.runStartUs = 0;
+  run.fillBounded = first.fill_bounded();
+  run.boundedOnHost = true;
+  run.deviceBackend.assign(numDevices, "");
+  run.deviceFill.assign(numDevices, false);
+  run.streamPriority.assign(numDevices, {});
+  run.slots.assign(numDevices, {});
+  run.minFreeBytes.assign(numDevices, 0);
+  run.minFreeKnown.assign(numDevices, false);
+  run.minFreeMeasured.assign(numDevices, false);
+  run.local.assign(numDevices, true);
+  std::vector<int> owner(numDevices, -1);
+  for (uint32_t k = 0; k < byRank.size(); ++k) {
+    const size_t i = static_cast<size_t>(byRank[k]);
+    const pipefill::rt::RankResult &r = ranks[i];
+    run.boundedOnHost = run.boundedOnHost && r.bounded_on_host();
+    run.hostLagUs = std::max(run.hostLagUs, r.host_lag_us());
+    for (const pipefill::rt::RankDevice &dev : r.devices()) {
+      const uint32_t d = dev.device();
+      if (d >= numDevices)
+        mismatch(names[i] + " has device " + std::to_string(d) + "; the program has " +
+                 std::to_string(numDevices));
+      if (owner[d] >= 0)
+        mismatch("device " + std::to_string(d) + " is in " + names[i] + " and in " +
+                 names[static_cast<size_t>(owner[d])]);
+      owner[d] = static_cast<int>(i);
+      const auto &streams = program.devices[d].streams;
+      if (dev.streams_size() != static_cast<int>(streams.size()))
+        mismatch(names[i] + ": device " + std::to_string(d) + " has " +
+                 std::to_string(dev.streams_size()) + " streams, the program " +
+                 std::to_string(streams.size()));
+      run.deviceBackend[d] = dev.backend();
+      run.deviceFill[d] = dev.fill();
+      run.minFreeBytes[d] = dev.min_free_bytes();
+      run.minFreeKnown[d] = dev.min_free_known();
+      run.minFreeMeasured[d] = dev.min_free_measured();
+      for (int s = 0; s < dev.streams_size(); ++s) {
+        const pipefill::rt::RankStream &st = dev.streams(s);
+        const size_t slots = streams[static_cast<size_t>(s)].ops.size() * run.iterations;
+        if (static_cast<size_t>(st.start_size()) != slots ||
+            static_cast<size_t>(st.end_size()) != slots)
+          mismatch(names[i] + ": device " + std::to_string(d) + " stream " + std::to_string(s) +
+                   " has " + std::to_string(st.start_size()) + " op times, expected " +
+                   std::to_string(slots));
+        std::vector<TimeSlot> times(slots);
+        for (size_t n = 0; n < slots; ++n) {
+          times[n].start = st.start(static_cast<int>(n));
+          times[n].end = st.end(static_cast<int>(n));
+        }
+        run.slots[d].push_back(std::move(times));
+        run.streamPriority[d].push_back(st.has_priority() ? st.priority() : INT32_MIN);
+      }
+    }
+    for (const pipefill::rt::RankChunkRun &c : r.chunk_runs()) {
+      RunResult::ChunkRun out;
+      out.device = c.device();
+      out.job = c.job();
+      out.stream = c.stream();
+      out.op = c.op();
+      out.bubbleId = c.bubble_id();
+      out.iteration = c.iteration();
+      out.passBegin = c.pass_begin();
+      out.passEnd = c.pass_end();
+      out.batch = c.batch();
+      out.plannedUs = c.planned_us();
+      out.predictedUs = c.predicted_us();
+      out.start = c.start();
+      out.end = c.end();
+      out.deferred = c.deferred();
+      run.chunkRuns.push_back(out);
+    }
+  }
+  for (uint32_t d = 0; d < numDevices; ++d)
+    if (owner[d] < 0)
+      mismatch("no rank report has device " + std::to_string(d) + " (the program has " +
+               std::to_string(numDevices) + " devices)");
+
+  run.jobs.resize(program.jobs.size());
+  for (uint32_t j = 0; j < program.jobs.size(); ++j) {
+    RunResult::Job &out = run.jobs[j];
+    out.name = program.jobs[j].name;
+    out.kind = program.jobs[j].kind;
+    out.shape = makeJobShape(program, j, run.maxDim);
+    for (uint32_t k = 0; k < byRank.size(); ++k) {
+      const size_t i = static_cast<size_t>(byRank[k]);
+      const pipefill::rt::RankJob &rj = ranks[i].jobs(static_cast<int>(j));
+      if (rj.name() != out.name)
+        mismatch(names[i] + ": fill job " + std::to_string(j) + " is '" + rj.name() +
+                 "', the program's '" + out.name + "'");
+      if (k == 0)
+        out.samplesPlanned = rj.samples_planned();
+      else if (rj.samples_planned() != out.samplesPlanned)
+        mismatch(names[i] + ": fill job '" + out.name + "' plans " +
+                 std::to_string(rj.samples_planned()) + " samples, rank 0's report " +
+                 std::to_string(out.samplesPlanned));
+      out.samplesThisRun += rj.samples_this_run();
+      out.samplesCompleted += rj.samples_completed();
+      out.steps += rj.steps();
+      out.checksum += rj.checksum();
+      out.lossSum += rj.loss_sum();
+      out.weightsChecksum += rj.weights_checksum();
+      out.chunksRun += rj.chunks_run();
+      out.chunksSkipped += rj.chunks_skipped();
+      out.chunksDeferred += rj.chunks_deferred();
+      out.chunksPending += rj.chunks_pending();
+      out.samplesPending += rj.samples_pending();
+    }
+  }
+  return run;
+}
+
+} // namespace pfrt

@@ -1,0 +1,31 @@
+// One rank's part of a multi-process run (pipefill.rt.RankResult, written as JSON) and the merge
+// of every rank's part into the RunResult a single-process run of the same program gives, so the
+// merged report has the same keys (docs/runtime.md, "Ranks as processes").
+#ifndef PFRT_RANK_RESULT_H
+#define PFRT_RANK_RESULT_H
+
+#include "runtime/Executor.h"
+
+#include <string>
+#include <vector>
+
+namespace pfrt {
+
+// This rank's devices of `run` (RunResult::local) as RankResult JSON; times relative to the run's
+// start.
+std::string rankResultJson(const Program &program, const RunResult &run, int rank, int world,
+                           const std::string &transport);
+
+// The binary StreamProgram a part carries (for merging without the program file).
+std::string embeddedProgram(const std::string &part, const std::string &name);
+
+// Merges the parts of ranks 0..world-1 (any order; `names` name them in messages). Throws
+// Error(PFRT_ERROR_PARSE) for a part that is not RankResult JSON and
+// Error(PFRT_ERROR_INVALID_ARGUMENT) for parts that do not belong together (another program, other
+// settings, a rank missing or twice, a device missing).
+RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
+                           const std::vector<std::string> &names);
+
+} // namespace pfrt
+
+#endif // PFRT_RANK_RESULT_H

@@ -1,0 +1,118 @@
+// The in-process transport (every device in one process) and the launcher-environment helper.
+#include "runtime/Transport.h"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace pfrt {
+namespace {
+
+class InProcessTransport : public Transport {
+public:
+  std::string name() const override { return "in-process"; }
+
+  void open(const std::vector<ChannelKey> &channels, int64_t firstGen) override {
+    channels_.clear();
+    for (const ChannelKey &k : channels) {
+      auto c = std::make_unique<Channel>();
+      c->consumed = firstGen;
+      channels_[k] = std::move(c);
+    }
+  }
+  void publish(const ChannelKey &key, int64_t gen, const Message &message) override {
+    Channel &c = channel(key);
+    {
+      std::lock_guard<std::mutex> lock(c.m);
+      c.messages[gen] = message;
+    }
+    c.cv.notify_all();
+  }
+  bool take(const ChannelKey &key, int64_t gen, Message &out,
+            const std::atomic<bool> &abort) override {
+    Channel &c = channel(key);
+    std::unique_lock<std::mutex> lock(c.m);
+    c.cv.wait(lock, [&] { return c.messages.count(gen) || abort.load(); });
+    if (abort)
+      return false;
+    out = c.messages[gen];
+    c.messages.erase(gen);
+    return true;
+  }
+  void consumed(const ChannelKey &key, int64_t gen) override {
+    Channel &c = channel(key);
+    {
+      std::lock_guard<std::mutex> lock(c.m);
+      c.consumed = std::max(c.consumed, gen + 1);
+    }
+    c.cv.notify_all();
+  }
+  bool waitConsumed(const ChannelKey &key, int64_t gen, int64_t ring,
+                    const std::atomic<bool> &abort) override {
+    if (gen < ring)
+      return true;
+    Channel &c = channel(key);
+    std::unique_lock<std::mutex> lock(c.m);
+    c.cv.wait(lock, [&] { return c.consumed >= gen - ring + 1 || abort.load(); });
+    return !abort;
+  }
+  void wakeAll() override {
+    for (auto &c : channels_) {
+      std::lock_guard<std::mutex> lock(c.second->m);
+      c.second->cv.notify_all();
+    }
+  }
+
+private:
+  struct Channel {
+    std::mutex m;
+    std::condition_variable cv;
+    std::map<int64_t, Message> messages; // by generation
+    int64_t consumed = 0; // generations whose receive the backend has enqueued
+  };
+  Channel &channel(const ChannelKey &key) {
+    auto it = channels_.find(key);
+    if (it == channels_.end())
+      throw Error(PFRT_ERROR_INTERNAL, "no channel from device " + std::to_string(key.src) +
+                                           " to device " + std::to_string(key.dst) + " tag " +
+                                           std::to_string(key.tag));
+    return *it->second;
+  }
+  std::map<ChannelKey, std::unique_ptr<Channel>> channels_;
+};
+
+bool envInt(const char *name, int &out) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return false;
+  char *end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end || x < 0 || x > (1 << 30))
+    return false;
+  out = static_cast<int>(x);
+  return true;
+}
+
+} // namespace
+
+std::unique_ptr<Transport> createInProcessTransport() {
+  return std::make_unique<InProcessTransport>();
+}
+
+bool launcherRank(int &rank, int &world) {
+  const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"},
+                            {"PMIX_RANK", "OMPI_COMM_WORLD_SIZE"}};
+  for (auto &p : pairs) {
+    int r = 0, w = 0;
+    if (envInt(p[0], r) && envInt(p[1], w)) {
+      rank = r;
+      world = w;
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace pfrt

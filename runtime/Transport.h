@@ -1,0 +1,98 @@
+// How a send reaches its receive: the transport behind the executor's point-to-point channels.
+//
+// A channel is (sender device, receiver device, tag); each iteration (generation) carries at most
+// one message on it. The executor publishes a sender's Message with publish() and takes it on the
+// receiving stream thread with take(); the backend then waits for the data (CUDA: the event in
+// the message; host: the modelled ready time).
+//
+// Implementations:
+//   - in-process (createInProcessTransport): every device in this process; condition variables.
+//   - MPI (createMpiTransport, MpiTransport.cpp): one rank per process (a rank is a device). A
+//     message between two ranks carries the sender's ready time relative to the run's origin, so
+//     modelled time stays consistent across processes. Built when CMake finds MPI.
+//   - NCCL (createNcclTransport): the CUDA backend's slot for moving the activations between GPUs
+//     of different processes; see docs/runtime.md, "Ranks as processes", for its state.
+#ifndef PFRT_TRANSPORT_H
+#define PFRT_TRANSPORT_H
+
+#include "runtime/Backend.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pfrt {
+
+struct ChannelKey {
+  uint32_t src = 0, dst = 0, tag = 0;
+  bool operator<(const ChannelKey &o) const {
+    return src != o.src ? src < o.src : dst != o.dst ? dst < o.dst : tag < o.tag;
+  }
+  bool operator==(const ChannelKey &o) const {
+    return src == o.src && dst == o.dst && tag == o.tag;
+  }
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+  virtual std::string name() const = 0;
+  // This process's rank and the number of ranks (in-process: 0 and 1).
+  virtual int rank() const { return 0; }
+  virtual int world() const { return 1; }
+  // The rank that runs `device` (in-process: this one).
+  virtual int rankOf(uint32_t device) const {
+    (void)device;
+    return rank();
+  }
+
+  // Called once before the stream threads start: every channel of the program (in the same order
+  // on every rank), the first generation of the run, and where to report errors of `take`.
+  virtual void open(const std::vector<ChannelKey> &channels, int64_t firstGen) = 0;
+  // The run's common time origin (host clock of this process); messages between processes carry
+  // times relative to it.
+  virtual void begin(double originUs) { (void)originUs; }
+  // Sender side: the message of generation `gen` on `key` (may be called from a CUDA callback).
+  virtual void publish(const ChannelKey &key, int64_t gen, const Message &message) = 0;
+  // Receiver side: blocks until the message of `gen` is there; false when `abort` was set. Throws
+  // Error when the peer cannot deliver it (timeout, a mismatched message).
+  virtual bool take(const ChannelKey &key, int64_t gen, Message &out,
+                    const std::atomic<bool> &abort) = 0;
+  // The receive of `gen` has been enqueued by the backend (its ring slot may be reused).
+  virtual void consumed(const ChannelKey &key, int64_t gen) = 0;
+  // Blocks until the receives of generations < gen - ring + 1 are enqueued; false on abort. Only
+  // meaningful for channels whose both ends are in this process.
+  virtual bool waitConsumed(const ChannelKey &key, int64_t gen, int64_t ring,
+                            const std::atomic<bool> &abort) = 0;
+  // Wakes every blocked call (after `abort` was set).
+  virtual void wakeAll() = 0;
+  // Completes outstanding sends (end of the run); throws Error on a timeout.
+  virtual void finish() {}
+  // Blocks until every rank has called it (the run's common start); throws Error on a timeout.
+  virtual void barrier() {}
+  // Rank 0 receives every rank's bytes (in rank order, its own included); the others get an
+  // empty vector. Throws Error on a timeout.
+  virtual std::vector<std::string> gather(const std::string &mine) { return {mine}; }
+};
+
+std::unique_ptr<Transport> createInProcessTransport();
+
+// The MPI transport. Initialises MPI (thread level at least MPI_THREAD_SERIALIZED) unless the
+// program already did, and finalises it at exit. `rank`/`world` < 0: taken from MPI_COMM_WORLD;
+// otherwise they must equal it. `timeoutS`: how long a receive, the start barrier or the final
+// gather waits for a peer before failing. Throws Error(PFRT_ERROR_UNAVAILABLE) when the runtime
+// was built without MPI.
+std::unique_ptr<Transport> createMpiTransport(int rank, int world, double timeoutS);
+// True when the runtime was built with MPI.
+bool mpiTransportCompiled();
+// The rank/world of a launcher's environment (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE,
+// PMIX_RANK with OMPI size); false when none is set.
+bool launcherRank(int &rank, int &world);
+// Marks the run as failed: at exit MPI is aborted (so mpirun stops the peers) instead of finalised.
+void mpiMarkFailed();
+
+} // namespace pfrt
+
+#endif // PFRT_TRANSPORT_H
