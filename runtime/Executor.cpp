@@ -818,9 +818,8 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
             if (!transport_->take(key, gen, m, abort_))
               throw AbortRun{};
           } catch (const Error &e) {
-            throw Error(e.status(), opLocation(program_, d, s, static_cast<uint32_t>(i)) +
-                                        " (recv from device " + std::to_string(op.peer) +
-                                        "): " + e.what());
+            throw Error(e.status(),
+                        opLocation(program_, d, s, static_cast<uint32_t>(i)) + ": " + e.what());
           }
           backend.recv(ctx, op, m);
           transport_->consumed(key, gen);

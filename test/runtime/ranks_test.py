@@ -1,0 +1,233 @@
+"""ctest's pipefill-run.ranks: one process per pipeline rank (mpirun) against one process.
+
+1. A 4-stage plan (test/runtime/Inputs/four_stage.pbtxt) runs once in one process and once as
+   4 MPI ranks (host backend, modelled time, unbounded fill: deterministic). The merged report of
+   the ranks has exactly the keys of the single-process report, and every number that does not
+   come from the fill kernels' clock is equal: the main streams' timeline (iteration times, every
+   bubble's start and gap per iteration, busy time) and the fill accounting (planned samples,
+   samples completed, chunks run/deferred/skipped/pending, checksums).
+2. `pipefill-run --merge` of the rank parts gives the report rank 0 gathered over MPI.
+3. The bundled example (16 stages) as 16 ranks against one process, likewise.
+4. Errors: world != device count, rank out of range, a rank that stops early (the others fail
+   with a timeout naming the silent rank, no hang), --merge of parts that do not belong together.
+
+Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
+MPI.
+
+usage: python3 ranks_test.py BIN_DIR FOUR_STAGE_PBTXT TINY_PBTXT EXAMPLE_PB WORKDIR
+"""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+# Common run options: deterministic main timeline and fill accounting.
+RUN = ["--backend", "host", "--time-model", "modelled", "--fill-policy", "unbounded",
+       "--time-scale", "0.2", "--quiet"]
+
+# Report values that come from the clock of the fill kernels (real work on a loaded machine),
+# as (where, key): present in both reports (their keys are compared) but not equal.
+CLOCK = {
+    ("", "host_lag_us_max"), ("", "fill_us_per_iteration"), ("", "overruns"),
+    ("", "switch_latency_us_mean"), ("", "switch_latency_us_max"),
+    ("", "switch_latency_idle_fill"),
+    (".fill_bound", "fill_us_run"), (".fill_bound", "overrun_us"),
+    (".fill_bound", "overrun_fraction_of_fill"),
+    (".devices[].bubbles[]", "fill_us_mean"), (".devices[].bubbles[]", "switch_latency_us_mean"),
+    (".devices[].bubbles[]", "overruns"), (".devices[].bubbles[]", "overrun_us"),
+}
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def mpirun_cmd(n):
+    cmd = [shutil.which("mpirun"), "-n", str(n), "--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def run(cmd, timeout=600):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    start = time.monotonic()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        print(f"FAIL: {' '.join(cmd)} did not finish in {timeout} s (hang)")
+        failures.append("hang: " + " ".join(cmd))
+        return None, timeout
+    return out, time.monotonic() - start
+
+
+def compare(a, b, path="", where="", keys_only=False):
+    """Same keys everywhere; equal values except the fill-clock ones. Returns the differences."""
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or set(a) != set(b):
+            return [f"{path}: keys {sorted(a)} vs {sorted(b) if isinstance(b, dict) else b!r}"]
+        bad = []
+        for k in a:
+            bad += compare(a[k], b[k], f"{path}.{k}", f"{where}.{k}",
+                           keys_only or (where, k) in CLOCK)
+        return bad
+    if isinstance(a, list):
+        if not isinstance(b, list) or (len(a) != len(b) and not keys_only):
+            return [f"{path}: {len(a)} items vs {len(b) if isinstance(b, list) else b!r}"]
+        bad = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            bad += compare(x, y, f"{path}[{i}]", f"{where}[]", keys_only)
+        return bad
+    if keys_only:
+        return []
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(b, (int, float)) or abs(a - b) > 1e-6 * max(1.0, abs(a)):
+            return [f"{path}: {a} vs {b}"]
+        return []
+    return [] if a == b else [f"{path}: {a!r} vs {b!r}"]
+
+
+def single_vs_ranks(bin_dir, program, n, extra, work, name):
+    exe = os.path.join(bin_dir, "pipefill-run")
+    single = os.path.join(work, f"{name}.single.json")
+    multi = os.path.join(work, f"{name}.ranks.json")
+    for f in glob.glob(os.path.join(work, f"{name}.ranks*.json")):
+        os.remove(f)
+    out, secs = run([exe, program, *RUN, *extra, "--report", single])
+    check(out is not None and out.returncode == 0, f"{name}: single-process run ({secs:.1f} s)")
+    if out is None or out.returncode:
+        print(out.stdout if out else "", out.stderr if out else "")
+        return None
+    out, secs = run(mpirun_cmd(n) + [exe, program, *RUN, *extra, "--report", multi,
+                                     "--peer-timeout", "120"])
+    ok = out is not None and out.returncode == 0
+    check(ok, f"{name}: mpirun -n {n} run ({secs:.1f} s)")
+    if not ok:
+        if out:
+            print(out.stdout[-4000:], out.stderr[-4000:])
+        return None
+    parts = sorted(glob.glob(os.path.join(work, f"{name}.ranks.rank*.json")))
+    check(len(parts) == n, f"{name}: every rank wrote its part ({len(parts)} of {n})")
+    a, b = json.load(open(single)), json.load(open(multi))
+    bad = compare(a, b)
+    for m in bad[:20]:
+        print("   ", m)
+    check(not bad, f"{name}: merged report has the single-process keys and equal planned, "
+                   f"modelled and fill-accounting numbers ({len(bad)} differences)")
+    # Independent of the report code: the totals a single process counted are the sums of what
+    # each rank counted on its own device.
+    sums = {}
+    for p in parts:
+        for j in json.load(open(p))["jobs"]:
+            s = sums.setdefault(j["name"], [0, 0])
+            s[0] += int(j["samples_this_run"])
+            s[1] += int(j["chunks_run"])
+    expected = {j["name"]: [j["samples_this_run"], j["chunks_run"]] for j in a["fill"]["jobs"]}
+    check(sums == expected, f"{name}: per-rank samples and chunks sum to the single run's {expected}")
+    check(all(j["samples_completed"] == j["samples_planned"] for j in a["fill"]["jobs"]) and
+          sum(j["samples_planned"] for j in a["fill"]["jobs"]) > 0,
+          f"{name}: unbounded fill completed every planned sample")
+    return parts, multi
+
+
+def expect_error(cmd, regex_parts, what, timeout=120):
+    out, secs = run(cmd, timeout)
+    if out is None:
+        return
+    text = out.stdout + out.stderr
+    ok = out.returncode != 0 and all(p in text for p in regex_parts)
+    check(ok, f"{what}: exit {out.returncode} in {secs:.1f} s, message names {regex_parts}")
+    if not ok:
+        print(text[-3000:])
+
+
+def main():
+    bin_dir, four_pbtxt, tiny_pbtxt, example_pb, work = sys.argv[1:6]
+    os.makedirs(work, exist_ok=True)
+    if shutil.which("mpirun") is None:
+        print("SKIP: mpirun not found (scripts/setup.sh installs openmpi-bin)")
+        return 77
+    exe = os.path.join(bin_dir, "pipefill-run")
+    compile_ = os.path.join(bin_dir, "pipefill-compile")
+    four = os.path.join(work, "four.pb")
+    tiny = os.path.join(work, "tiny.pb")
+    for src, dst in ((four_pbtxt, four), (tiny_pbtxt, tiny)):
+        subprocess.run([compile_, src, "--stream-program", dst], check=True,
+                       stdout=subprocess.DEVNULL)
+    probe, _ = run([exe, tiny, "--rank", "1", "--world", "2", "--quiet"], 60)
+    if probe is not None and "built without MPI" in probe.stderr:
+        print("SKIP: pipefill-run was built without MPI:", probe.stderr.strip())
+        return 77
+
+    # 1 + 2: the 4-stage plan.
+    got = single_vs_ranks(bin_dir, four, 4, ["--iterations", "3"], work, "four")
+    if got:
+        parts, multi = got
+        merged = os.path.join(work, "four.merged.json")
+        out, _ = run([exe, "--merge", *reversed(parts), "--report", merged, "--quiet"])
+        check(out is not None and out.returncode == 0 and
+              json.load(open(merged)) == json.load(open(multi)),
+              "--merge of the parts (any order) equals the report rank 0 gathered over MPI")
+        out, _ = run([exe, four, "--merge", *parts, "--report", merged, "--quiet"])
+        check(out is not None and out.returncode == 0 and
+              json.load(open(merged)) == json.load(open(multi)),
+              "--merge with the program given, likewise")
+
+        # --merge of parts that do not belong together.
+        expect_error([exe, "--merge", parts[0], parts[0], parts[2], parts[3]],
+                     ["are both rank 0"], "--merge with a rank twice")
+        expect_error([exe, "--merge", *parts[:3]], ["rank 3 of 4 is missing"],
+                     "--merge with a rank missing")
+        expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],
+                     "--merge with another program")
+        expect_error([exe, "--merge", os.path.join(work, "four.single.json"), *parts[1:]],
+                     ["not a rank report"], "--merge of a whole report")
+        other = os.path.join(work, "other.json")
+        run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--report", other])
+        other_part = os.path.join(work, "other.rank3.json")
+        expect_error([exe, "--merge", *parts[:3], other_part], ["differ in iterations"],
+                     "--merge of ranks of two runs with other iterations")
+
+    # 3: the bundled example, one rank per stage.
+    if os.path.exists(example_pb):
+        single_vs_ranks(bin_dir, example_pb, 16,
+                        ["--iterations", "1", "--max-dim", "16", "--time-scale", "0.05"],
+                        work, "example")
+    else:
+        check(False, f"the bundled example's plan {example_pb} exists (made by the build)")
+
+    # 4: errors.
+    expect_error([exe, four, *RUN, "--rank", "0", "--world", "3"],
+                 ["world 3 does not match the program's 4 devices", "mpirun -n 4"],
+                 "world != device count (--world)")
+    expect_error(mpirun_cmd(2) + [exe, four, *RUN],
+                 ["world 2 does not match the program's 4 devices"],
+                 "world != device count (mpirun -n 2)")
+    expect_error([exe, four, *RUN, "--rank", "4", "--world", "4"],
+                 ["rank 4 is out of range", "ranks 0 to 3"], "rank out of range")
+    # Rank 3 runs one iteration where the others run three: it stops sending early. The others
+    # must fail with a timeout naming the silent peer instead of waiting forever.
+    start = time.monotonic()
+    cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", "--peer-timeout", "3", ":",
+                           "-n", "1", exe, four, *RUN, "--iterations", "1", "--peer-timeout", "3"]
+    expect_error(cmd, ["no message from rank", "--peer-timeout"],
+                 "a rank that stops early: the others time out", timeout=120)
+    check(time.monotonic() - start < 100, "the missing peer was detected well before the hang limit")
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all rank checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
