@@ -10,8 +10,8 @@
 //   - MPI (createMpiTransport, MpiTransport.cpp): one rank per process (a rank is a device). A
 //     message between two ranks carries the sender's ready time relative to the run's origin, so
 //     modelled time stays consistent across processes. Built when CMake finds MPI.
-//   - NCCL (createNcclTransport): the CUDA backend's slot for moving the activations between GPUs
-//     of different processes; see docs/runtime.md, "Ranks as processes", for its state.
+//   - NCCL: not implemented. CUDA ranks use the MPI transport for the signal and the planned
+//     transfer time for the data (docs/runtime.md, §5b "Ranks as processes").
 #ifndef PFRT_TRANSPORT_H
 #define PFRT_TRANSPORT_H
 
