@@ -166,6 +166,10 @@ def main():
     if probe is not None and "built without MPI" in probe.stderr:
         print("SKIP: pipefill-run was built without MPI:", probe.stderr.strip())
         return 77
+    # Without a launcher MPI has one process: --world 2 cannot be honoured.
+    check(probe is not None and probe.returncode != 0 and
+          "world 2 was asked for but MPI_COMM_WORLD has 1 process(es)" in probe.stderr,
+          "--rank/--world without mpirun: a clear error")
 
     # 1 + 2: the 4-stage plan.
     got = single_vs_ranks(bin_dir, four, 4, ["--iterations", "3"], work, "four")
