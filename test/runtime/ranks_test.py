@@ -200,6 +200,25 @@ def main():
         expect_error([exe, "--merge", *parts[:3], other_part], ["differ in iterations"],
                      "--merge of ranks of two runs with other iterations")
 
+        # Measured time model: every rank runs its device's main compute for real and times it;
+        # the plan's numbers equal a single-process run's of the same iterations.
+        meas = os.path.join(work, "four.measured.json")
+        single2 = os.path.join(work, "four.single2.json")
+        run([exe, four, *RUN, "--iterations", "2", "--report", single2])
+        out, secs = run(mpirun_cmd(4) + [exe, four, "--backend", "host", "--iterations", "2",
+                                         "--time-scale", "0.2", "--quiet", "--report", meas])
+        ok = out is not None and out.returncode == 0 and os.path.exists(single2)
+        if ok:
+            m, one = json.load(open(meas)), json.load(open(single2))
+            ok = (m["time_model"] == "measured" and m["labels"]["main_compute"] == "measured" and
+                  [d["time_source"] for d in m["devices"]] == ["measured"] * 4 and
+                  len(m["iteration_us"]) == 2 and all(t > 0 for t in m["iteration_us"]) and
+                  m["planned_iteration_us"] == one["planned_iteration_us"] and
+                  [j["samples_planned"] for j in m["fill"]["jobs"]] ==
+                  [j["samples_planned"] for j in one["fill"]["jobs"]])
+        check(ok, f"measured time model as 4 ranks: every device measured and labelled so, "
+                  f"planned numbers as in one process ({secs:.1f} s)")
+
     # 3: the bundled example, one rank per stage.
     if os.path.exists(example_pb):
         single_vs_ranks(bin_dir, example_pb, 16,
