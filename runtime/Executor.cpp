@@ -918,36 +918,24 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
   }
 }
 
-RunResult Executor::run() {
-  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
-  ownTransport_.reset();
-  transport_ = config_.transport;
-  if (!transport_) {
-    ownTransport_ = createInProcessTransport();
-    transport_ = ownTransport_.get();
-  }
-  if (config_.rank >= 0) {
-    if (static_cast<uint32_t>(config_.rank) >= numDevices)
-      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                  "rank " + std::to_string(config_.rank) + " is out of range: the program has " +
-                      std::to_string(numDevices) + " devices (one rank per device)");
-    if (config_.stage >= 0)
-      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                  "stage (replay) and one process per rank exclude each other");
-    if (!config_.checkpointPath.empty())
-      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                  "checkpoints are not supported with one process per rank yet");
-  }
-  chooseBackends();
-  result_.local.assign(numDevices, false);
-  for (uint32_t d = 0; d < numDevices; ++d)
-    result_.local[d] = isLocal(d);
-  result_.fillEnabled = config_.fill && !config_.profile;
-  result_.profile = config_.profile;
-  result_.maxDim = config_.maxDim;
-  result_.checkpointPath = config_.checkpointPath;
+// One process per rank: the options that exclude it.
+void Executor::checkRankOptions(uint32_t numDevices) const {
+  if (config_.rank < 0)
+    return;
+  if (static_cast<uint32_t>(config_.rank) >= numDevices)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "rank " + std::to_string(config_.rank) + " is out of range: the program has " +
+                    std::to_string(numDevices) + " devices (one rank per device)");
+  if (config_.stage >= 0)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "stage (replay) and one process per rank exclude each other");
+  if (!config_.checkpointPath.empty())
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "checkpoints are not supported with one process per rank yet");
+}
 
-  // Backends prepare their devices.
+// Backends prepare the devices this process runs; true when one of them is on CUDA.
+bool Executor::prepareBackends(uint32_t numDevices) {
   std::vector<uint32_t> hostDevices, cudaDevices;
   for (uint32_t d = 0; d < numDevices; ++d)
     if (isLocal(d))
@@ -957,7 +945,11 @@ RunResult Executor::run() {
   if (cuda_ && !cudaDevices.empty())
     cuda_->prepare(program_, info_, config_, cudaDevices);
 
-  setupJobs();
+  return !cudaDevices.empty();
+}
+
+// Bubble clocks for devices whose fill the host bounds; the run's bound settings.
+void Executor::setupBubbleClocks(uint32_t numDevices) {
   bubbleClocks_.clear();
   bubbleClocks_.resize(numDevices);
   for (uint32_t d = 0; d < numDevices; ++d)
@@ -972,17 +964,11 @@ RunResult Executor::run() {
   for (uint32_t d = 0; d < numDevices; ++d)
     if (fillOn_[d] && !backendOf_[d]->boundsOnHost())
       result_.boundedOnHost = false;
-  first_ = 0;
-  end_ = config_.iterations;
-  loadCheckpoint();
-  // A checkpoint at or past the target: nothing to run, and the checkpoint stays as it is.
-  const bool nothingToDo = first_ >= end_;
-  result_.firstIteration = first_;
-  if (nothingToDo)
-    end_ = first_;
-  result_.iterations = static_cast<uint32_t>(end_ - first_);
-  planSamples();
+}
 
+// Per-run state: events, buffers, the transport's channels, memory, time slots, checkpoint
+// participants.
+void Executor::setupRunState(uint32_t numDevices) {
   events_.clear();
   events_.resize(numDevices);
   for (uint32_t d = 0; d < numDevices; ++d)
@@ -1029,7 +1015,10 @@ RunResult Executor::run() {
       for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
         if (fillOn_[d] && info_.devices[d].streamHasFill[s])
           ++cpParticipants_;
+}
 
+// Starts the clocks together and runs one thread per local stream.
+void Executor::runThreads(uint32_t numDevices) {
   // One process per rank: every rank starts its clock together (the modelled times of messages
   // between ranks are relative to this common start).
   if (config_.rank >= 0)
@@ -1053,23 +1042,10 @@ RunResult Executor::run() {
     for (std::thread &t : threads)
       t.join();
   }
-  try {
-    if (host_)
-      host_->finish();
-    if (cuda_ && !cudaDevices.empty())
-      cuda_->finish();
-    if (!hasError_)
-      transport_->finish();
-  } catch (const Error &e) {
-    fail(e);
-  }
-  if (hasError_)
-    throw Error(errorStatus_, errorMessage_);
-  result_.hostLagUs = host_ ? host_->lagUs() : 0;
-  if (!config_.checkpointPath.empty() && !nothingToDo && cpParticipants_ == 0)
-    writeCheckpoint(end_);
+}
 
-  // Results.
+// Stream priorities, free memory and per-job results after the threads joined.
+void Executor::collectResults(uint32_t numDevices) {
   result_.streamPriority.assign(numDevices, {});
   for (uint32_t d = 0; d < numDevices; ++d)
     for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s) {
@@ -1124,6 +1100,56 @@ RunResult Executor::run() {
         out.weightsChecksum += tensorsChecksum(dj.second.data->saveWeights());
     }
   }
+}
+
+RunResult Executor::run() {
+  const uint32_t numDevices = static_cast<uint32_t>(program_.devices.size());
+  ownTransport_.reset();
+  transport_ = config_.transport;
+  if (!transport_) {
+    ownTransport_ = createInProcessTransport();
+    transport_ = ownTransport_.get();
+  }
+  checkRankOptions(numDevices);
+  chooseBackends();
+  result_.local.assign(numDevices, false);
+  for (uint32_t d = 0; d < numDevices; ++d)
+    result_.local[d] = isLocal(d);
+  result_.fillEnabled = config_.fill && !config_.profile;
+  result_.profile = config_.profile;
+  result_.maxDim = config_.maxDim;
+  result_.checkpointPath = config_.checkpointPath;
+  const bool anyCuda = prepareBackends(numDevices);
+  setupJobs();
+  setupBubbleClocks(numDevices);
+  first_ = 0;
+  end_ = config_.iterations;
+  loadCheckpoint();
+  // A checkpoint at or past the target: nothing to run, and the checkpoint stays as it is.
+  const bool nothingToDo = first_ >= end_;
+  result_.firstIteration = first_;
+  if (nothingToDo)
+    end_ = first_;
+  result_.iterations = static_cast<uint32_t>(end_ - first_);
+  planSamples();
+  setupRunState(numDevices);
+  runThreads(numDevices);
+  try {
+    if (host_)
+      host_->finish();
+    if (cuda_ && anyCuda)
+      cuda_->finish();
+    if (!hasError_)
+      transport_->finish();
+  } catch (const Error &e) {
+    fail(e);
+  }
+  if (hasError_)
+    throw Error(errorStatus_, errorMessage_);
+  result_.hostLagUs = host_ ? host_->lagUs() : 0;
+  if (!config_.checkpointPath.empty() && !nothingToDo && cpParticipants_ == 0)
+    writeCheckpoint(end_);
+  collectResults(numDevices);
   return std::move(result_);
 }
 

@@ -106,6 +106,13 @@ private:
   class ChannelPublisher;
 
   void chooseBackends();
+  // Steps of run().
+  void checkRankOptions(uint32_t numDevices) const;
+  bool prepareBackends(uint32_t numDevices);
+  void setupBubbleClocks(uint32_t numDevices);
+  void setupRunState(uint32_t numDevices);
+  void runThreads(uint32_t numDevices);
+  void collectResults(uint32_t numDevices);
   void setupJobs();
   void loadCheckpoint();
   // Why a checkpoint read intact cannot be restored into this run (shapes, counts); empty if fine.
