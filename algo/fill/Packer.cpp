@@ -13,6 +13,8 @@
 #include "algo/fill/PlannerInternal.h"
 
 #include <cmath>
+#include <functional>
+#include <map>
 
 namespace pipefill::fill::detail {
 namespace {
@@ -606,6 +608,597 @@ private:
   std::vector<std::vector<std::vector<int>>> parent;
 };
 
+/// Joint packing of several jobs (and their tail chunks) on one stage: the
+/// state is the cursor of every member; inside a bubble each member runs the
+/// least-time split from its cursor to its new cursor (wrapping through op 0
+/// or not), and the time the members' partial batches leave goes to an
+/// unbounded knapsack of whole batches (of the members that wrap, at their
+/// least-time split) and tail chunks. Composing the bubbles gives the best
+/// value of one iteration between every pair of joint states; the best
+/// long-run value from all cursors at 0 is the maximum mean cycle (Karp).
+/// Ops are valued at valuePerBatch / ops each, which on a closed walk (every
+/// member back at its cursor, so whole batches) is exactly the value of the
+/// batches completed.
+class JointPacker {
+public:
+  JointPacker(const std::vector<JointMember> &members, double ctx,
+              const std::vector<double> &budget,
+              const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
+              int64_t persistent)
+      : members(members), ctx(ctx), budget(budget), mem(mem) {
+    for (const JointMember &m : members)
+      packers.emplace_back(*m.cfg, ctx, budget, mem, frontier, persistent);
+  }
+
+  /// Work of a packing (joint states x per-state options x bubbles, plus
+  /// the composition and Karp's algorithm), to decide whether it is run.
+  static double cost(const std::vector<JointMember> &members, size_t bubbles) {
+    double states = 1, options = 1, items = 0, masks = 1;
+    for (const JointMember &m : members) {
+      double n = double(m.cfg->ops.size());
+      states *= n;
+      options *= 2 * n + 1;
+      items += 1 + double(m.tails.size());
+      masks *= 2;
+    }
+    // Per bubble: the options of every state and the composition of the
+    // iteration; the knapsack frontiers are counted as they are built.
+    (void)items;
+    (void)masks;
+    return double(bubbles) * states * (options + states * states / 4) +
+           states * states * states;
+  }
+
+  JointResult run(std::vector<Chunk> *out, int stage,
+                  const std::vector<int> &bubbleIds) {
+    JointResult r;
+    const size_t m = members.size();
+    const size_t nb = budget.size();
+    radix.assign(m, 1);
+    numStates = 1;
+    for (size_t j = 0; j < m; ++j) {
+      radix[j] = numStates;
+      numStates *= int(members[j].cfg->ops.size());
+    }
+    if (numStates > kMaxStates)
+      return r;
+    // Split DPs from every cursor, per member and bubble.
+    dps.assign(m, std::vector<std::vector<SplitDpRef>>(nb));
+    for (size_t j = 0; j < m; ++j) {
+      int n = int(members[j].cfg->ops.size());
+      for (size_t k = 0; k < nb; ++k) {
+        dps[j][k].resize(n);
+        for (int c = 0; c < n; ++c)
+          packers[j].splitDp(c, budget[k], mem[k], dps[j][k][c]);
+      }
+    }
+    // Tail items: whole batches of a smaller batch size, per member.
+    for (size_t j = 0; j < m; ++j)
+      for (const JobConfig *t : members[j].tails)
+        tails.push_back({j, t, ctx + t->batchUs, t->valuePerBatch});
+    frontiers.assign(nb, std::vector<KnapFrontier>(size_t(1) << m));
+    // Per bubble and state, the best value of each reachable next state.
+    trans.assign(nb, std::vector<std::vector<std::pair<int, double>>>(numStates));
+    for (size_t k = 0; k < nb && !aborted; ++k)
+      for (int s = 0; s < numStates && !aborted; ++s)
+        trans[k][s] = bubbleMoves(k, s, nullptr, -1);
+    if (aborted)
+      return r;
+    // W[s0][s]: best value of one iteration; parent[s0][k][s]: the state
+    // before bubble k on that path.
+    std::vector<std::vector<double>> W(numStates);
+    parent.assign(numStates, {});
+    std::vector<char> seen(numStates, 0);
+    std::vector<int> order = {0};
+    seen[0] = 1;
+    for (size_t q = 0; q < order.size(); ++q) {
+      int s0 = order[q];
+      std::vector<double> reach(numStates, -kInf);
+      reach[s0] = 0;
+      parent[s0].assign(nb, std::vector<int>(numStates, -1));
+      for (size_t k = 0; k < nb; ++k) {
+        std::vector<double> next(numStates, -kInf);
+        for (int s = 0; s < numStates; ++s) {
+          if (reach[s] == -kInf)
+            continue;
+          for (const auto &[s2, v] : trans[k][s])
+            if (reach[s] + v > next[s2]) {
+              next[s2] = reach[s] + v;
+              parent[s0][k][s2] = s;
+            }
+        }
+        reach.swap(next);
+      }
+      W[s0] = reach;
+      for (int s = 0; s < numStates; ++s)
+        if (reach[s] != -kInf && !seen[s]) {
+          seen[s] = 1;
+          order.push_back(s);
+        }
+    }
+    // Karp: D[k][v] = best k-iteration walk from state 0 to v.
+    const int V = int(order.size());
+    std::vector<int> index(numStates, -1);
+    for (int i = 0; i < V; ++i)
+      index[order[i]] = i;
+    std::vector<std::vector<double>> D(V + 1, std::vector<double>(V, -kInf));
+    std::vector<std::vector<int>> pred(V + 1, std::vector<int>(V, -1));
+    D[0][0] = 0;
+    for (int len = 1; len <= V; ++len)
+      for (int u = 0; u < V; ++u) {
+        if (D[len - 1][u] == -kInf)
+          continue;
+        const std::vector<double> &row = W[order[u]];
+        for (int v = 0; v < V; ++v) {
+          double w = row[order[v]];
+          if (w != -kInf && D[len - 1][u] + w > D[len][v]) {
+            D[len][v] = D[len - 1][u] + w;
+            pred[len][v] = u;
+          }
+        }
+      }
+    double lambda = -kInf;
+    int critical = -1;
+    for (int v = 0; v < V; ++v) {
+      if (D[V][v] == -kInf)
+        continue;
+      double worst = kInf;
+      for (int len = 0; len < V; ++len)
+        if (D[len][v] != -kInf)
+          worst = std::min(worst, (D[V][v] - D[len][v]) / double(V - len));
+      if (worst > lambda) {
+        lambda = worst;
+        critical = v;
+      }
+    }
+    if (critical < 0 || !(lambda > 1e-12))
+      return r.ok = true, r;
+    // The walk to the critical state holds a best cycle: the segment
+    // between two visits of one state with the best mean.
+    std::vector<int> walk(V + 1);
+    walk[V] = critical;
+    for (int len = V; len > 0; --len)
+      walk[len - 1] = pred[len][walk[len]];
+    int first = -1, last = -1;
+    double bestMean = -kInf;
+    for (int i = 0; i <= V; ++i)
+      for (int j = i + 1; j <= V; ++j)
+        if (walk[i] == walk[j]) {
+          double mean = (D[j][walk[j]] - D[i][walk[i]]) / double(j - i);
+          if (mean > bestMean * (1 + 1e-12) + 1e-12 || first < 0) {
+            bestMean = mean;
+            first = i;
+            last = j;
+          }
+          break;
+        }
+    if (first < 0 || !(bestMean > 1e-12))
+      return r.ok = true, r;
+    r.ok = true;
+    r.prefix = first;
+    r.period = last - first;
+    std::vector<int> states(last + 1);
+    for (int i = 0; i <= last; ++i)
+      states[i] = order[walk[i]];
+    // Replay (and emit) every iteration of the prefix and the period.
+    r.opsPeriod.assign(m, 0);
+    r.tailSamplesPeriod.assign(m, 0);
+    r.tailUsefulPeriod.assign(m, 0);
+    r.tailValuePeriod.assign(m, 0);
+    r.filledPeriod.assign(m, 0);
+    std::vector<int64_t> batchIndex(m, 0), tailSample(m, 0);
+    cursor.assign(m, 0);
+    for (int t = 0; t < last; ++t) {
+      int a = states[t], b = states[t + 1];
+      std::vector<int> before(nb + 1);
+      before[nb] = b;
+      for (size_t k = nb; k-- > 0;)
+        before[k] = parent[a][k][before[k + 1]];
+      for (size_t k = 0; k < nb; ++k) {
+        Step step;
+        bubbleMoves(k, before[k], &step, before[k + 1]);
+        emitStep(k, t, step, out, stage, bubbleIds, batchIndex, tailSample,
+                 t >= first ? &r : nullptr);
+      }
+    }
+    double value = 0;
+    for (size_t j = 0; j < m; ++j)
+      value += (double(r.opsPeriod[j] / int64_t(members[j].cfg->ops.size())) *
+                    members[j].cfg->valuePerBatch +
+                r.tailValuePeriod[j]) /
+               r.period;
+    r.value = value;
+    return r;
+  }
+
+private:
+  static constexpr int kMaxStates = 1024;
+  static constexpr size_t kMaxFrontier = 512;
+
+  /// Packer with its split DP exposed.
+  class Member : public Packer {
+  public:
+    using Packer::Packer;
+    void splitDp(int p, double limit, int64_t memLimit, SplitDp &dp) {
+      runSplitDp(p, limit, memLimit, 0, dp);
+    }
+    using Packer::ChunkCost;
+    using Packer::SplitDp;
+    using Packer::emitChunk;
+    using Packer::evalChunk;
+    using Packer::runPath;
+  };
+  using SplitDpRef = Member::SplitDp;
+
+  struct Tail {
+    size_t member;
+    const JobConfig *cfg;
+    double time, value;
+  };
+
+  /// Pareto points (time, value) of the unbounded knapsack of one bubble's
+  /// items, by increasing time and value, with the counts of each item.
+  struct KnapFrontier {
+    bool built = false;
+    std::vector<int> items; // -1 - j: whole batch of member j; t >= 0: tail t
+    std::vector<double> time, value;
+    std::vector<std::vector<int64_t>> counts;
+  };
+
+  /// What one bubble does: per member its new cursor, whether it wraps, and
+  /// the knapsack point taken.
+  struct Step {
+    std::vector<int> to;
+    std::vector<char> wrap;
+    int mask = 0;
+    int point = -1;
+  };
+
+  const KnapFrontier &frontierOf(size_t k, int mask) {
+    KnapFrontier &f = frontiers[k][mask];
+    if (f.built)
+      return f;
+    f.built = true;
+    std::vector<double> itemTime, itemValue;
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (!(mask >> j & 1))
+        continue;
+      const SplitDpRef &zero = dps[j][k][0];
+      double whole = zero.time[members[j].cfg->ops.size()];
+      if (whole > 0 && whole <= budget[k]) {
+        f.items.push_back(-1 - int(j));
+        itemTime.push_back(whole);
+        itemValue.push_back(members[j].cfg->valuePerBatch);
+      }
+    }
+    for (size_t t = 0; t < tails.size(); ++t)
+      if (tails[t].time > 0 && tails[t].time <= budget[k] &&
+          tails[t].cfg->batchTransient <= mem[k]) {
+        f.items.push_back(int(t));
+        itemTime.push_back(tails[t].time);
+        itemValue.push_back(tails[t].value);
+      }
+    const size_t ni = f.items.size();
+    if (!exactFrontier(f, k, itemTime, itemValue))
+      gridFrontier(f, k, itemTime, itemValue);
+    (void)ni;
+    return f;
+  }
+
+  /// Exact Pareto frontier of the knapsack, item by item; false when it
+  /// grows past kMaxFrontier points (many short items).
+  bool exactFrontier(KnapFrontier &f, size_t k,
+                     const std::vector<double> &itemTime,
+                     const std::vector<double> &itemValue) {
+    const size_t ni = itemTime.size();
+    f.time = {0};
+    f.value = {0};
+    f.counts = {std::vector<int64_t>(ni, 0)};
+    struct P {
+      double time, value;
+      size_t from;
+      int64_t count;
+    };
+    std::vector<P> cand;
+    for (size_t i = 0; i < ni; ++i) {
+      cand.clear();
+      for (size_t p = 0; p < f.time.size(); ++p)
+        for (int64_t c = 0;; ++c) {
+          double t = f.time[p] + double(c) * itemTime[i];
+          if (t > budget[k])
+            break;
+          cand.push_back({t, f.value[p] + double(c) * itemValue[i], p, c});
+          ++work;
+          if (cand.size() > 4 * kMaxFrontier)
+            return false;
+        }
+      std::sort(cand.begin(), cand.end(), [](const P &a, const P &b) {
+        return a.time < b.time || (a.time == b.time && a.value > b.value);
+      });
+      std::vector<double> time, value;
+      std::vector<std::vector<int64_t>> counts;
+      for (const P &c : cand) {
+        if (!value.empty() && c.value <= value.back() * (1 + 1e-12))
+          continue;
+        time.push_back(c.time);
+        value.push_back(c.value);
+        counts.push_back(f.counts[c.from]);
+        counts.back()[i] = c.count;
+      }
+      if (time.size() > kMaxFrontier)
+        return false;
+      f.time.swap(time);
+      f.value.swap(value);
+      f.counts.swap(counts);
+    }
+    return true;
+  }
+
+  /// Many short items: an unbounded knapsack over kGrid steps of the budget,
+  /// each item's time rounded up to whole steps (so every point found fits;
+  /// rounding loses at most one step per item taken), then its points with
+  /// their exact times.
+  void gridFrontier(KnapFrontier &f, size_t k,
+                    const std::vector<double> &itemTime,
+                    const std::vector<double> &itemValue) {
+    constexpr int kGrid = 1024;
+    const size_t ni = itemTime.size();
+    const double step = budget[k] / kGrid;
+    std::vector<int> size(ni);
+    for (size_t i = 0; i < ni; ++i)
+      size[i] = std::max(1, int(std::ceil(itemTime[i] / step - 1e-9)));
+    work += double(kGrid) * double(ni + 4);
+    std::vector<double> best(kGrid + 1, 0), time(kGrid + 1, 0);
+    std::vector<int> last(kGrid + 1, -1);
+    for (int g = 1; g <= kGrid; ++g) {
+      best[g] = best[g - 1];
+      time[g] = time[g - 1];
+      last[g] = -2; // same as g - 1
+      for (size_t i = 0; i < ni; ++i)
+        if (size[i] <= g) {
+          double v = best[g - size[i]] + itemValue[i];
+          double t = time[g - size[i]] + itemTime[i];
+          if (v > best[g] * (1 + 1e-12) && t <= budget[k]) {
+            best[g] = v;
+            time[g] = t;
+            last[g] = int(i);
+          }
+        }
+    }
+    f.time = {0};
+    f.value = {0};
+    f.counts = {std::vector<int64_t>(ni, 0)};
+    std::vector<std::pair<double, int>> points;
+    for (int g = 1; g <= kGrid; ++g)
+      if (last[g] >= 0)
+        points.push_back({time[g], g});
+    std::sort(points.begin(), points.end());
+    for (auto &[t, g] : points) {
+      if (!(best[g] > f.value.back() * (1 + 1e-12)))
+        continue;
+      std::vector<int64_t> counts(ni, 0);
+      for (int h = g; h > 0;) {
+        if (last[h] == -2) {
+          --h;
+          continue;
+        }
+        if (last[h] < 0)
+          break;
+        ++counts[last[h]];
+        h -= size[last[h]];
+      }
+      f.time.push_back(t);
+      f.value.push_back(best[g]);
+      f.counts.push_back(counts);
+    }
+  }
+
+  /// The best value of every state reachable in bubble k from state s; when
+  /// `step` is set, the choice that reaches `target` instead.
+  std::vector<std::pair<int, double>> bubbleMoves(size_t k, int s, Step *step,
+                                                  int target) {
+    const size_t m = members.size();
+    // Per member: (new cursor, wraps, time, value) options.
+    struct Option {
+      int to;
+      bool wrap;
+      double time, value;
+    };
+    std::vector<std::vector<Option>> options(m);
+    for (size_t j = 0; j < m; ++j) {
+      int n = int(members[j].cfg->ops.size());
+      int c = (s / radix[j]) % n;
+      double perOp = members[j].cfg->valuePerBatch / n;
+      const SplitDpRef &dp = dps[j][k][c], &zero = dps[j][k][0];
+      options[j].push_back({c, false, 0, 0});
+      for (int c2 = c + 1; c2 < n; ++c2)
+        if (dp.time[c2] <= budget[k])
+          options[j].push_back({c2, false, dp.time[c2], perOp * (c2 - c)});
+      double end = dp.time[n];
+      if (!(end <= budget[k]))
+        continue;
+      for (int c2 = 0; c2 < n; ++c2) {
+        double t = end + (c2 == 0 ? 0 : zero.time[c2]);
+        if (t <= budget[k])
+          options[j].push_back({c2, true, t, perOp * (n - c + c2)});
+      }
+    }
+    std::map<int, double> best;
+    std::vector<size_t> pick(m, 0);
+    double bestTarget = -kInf;
+    std::function<void(size_t, int, int, double, double)> rec =
+        [&](size_t j, int state, int mask, double time, double value) {
+          if (aborted)
+            return;
+          if (j == m) {
+            if (step && state != target)
+              return;
+            const KnapFrontier &f = frontierOf(k, mask);
+            if (aborted)
+              return;
+            double left = budget[k] - time;
+            size_t p = std::upper_bound(f.time.begin(), f.time.end(), left) -
+                       f.time.begin();
+            if (p == 0)
+              return;
+            double v = value + f.value[p - 1];
+            if (step) {
+              if (v > bestTarget) {
+                bestTarget = v;
+                step->to.assign(m, 0);
+                step->wrap.assign(m, 0);
+                for (size_t i = 0; i < m; ++i) {
+                  step->to[i] = options[i][pick[i]].to;
+                  step->wrap[i] = options[i][pick[i]].wrap;
+                }
+                step->mask = mask;
+                step->point = int(p - 1);
+              }
+              return;
+            }
+            auto it = best.find(state);
+            if (it == best.end() || v > it->second)
+              best[state] = v;
+            return;
+          }
+          int n = int(members[j].cfg->ops.size());
+          int c = (s / radix[j]) % n;
+          for (size_t o = 0; o < options[j].size(); ++o) {
+            const Option &opt = options[j][o];
+            if (time + opt.time > budget[k])
+              continue;
+            pick[j] = o;
+            rec(j + 1, state + (opt.to - c) * radix[j],
+                mask | (opt.wrap ? 1 << j : 0), time + opt.time,
+                value + opt.value);
+          }
+        };
+    rec(0, s, 0, 0, 0);
+    return {best.begin(), best.end()};
+  }
+
+  /// Emits one bubble's chunks: every member's partial batch, its whole
+  /// batches, its head of the next batch, then the tail chunks.
+  void emitStep(size_t k, int iteration, const Step &step,
+                std::vector<Chunk> *out, int stage,
+                const std::vector<int> &bubbleIds,
+                std::vector<int64_t> &batchIndex,
+                std::vector<int64_t> &tailSample, JointResult *period) {
+    const KnapFrontier &f = frontierOf(k, step.mask);
+    const std::vector<int64_t> &counts = f.counts[step.point];
+    std::vector<double> zeros(budget.size(), 0);
+    double used = 0;
+    for (size_t j = 0; j < members.size(); ++j) {
+      const JobConfig &cfg = *members[j].cfg;
+      int n = int(cfg.ops.size());
+      Member &pk = packers[j];
+      Emitter emit;
+      emit.chunks = out;
+      emit.stage = stage;
+      emit.bubbleIds = &bubbleIds;
+      emit.offsetBase = &zeros;
+      emit.iteration = iteration;
+      emit.maxUse.assign(budget.size(), 0);
+      emit.maxTransient.assign(budget.size(), -1);
+      int c = cursor[j]; // the member's cursor before this bubble
+      int c2 = step.to[j];
+      const SplitDpRef &dp = dps[j][k][c], &zero = dps[j][k][0];
+      double start = used;
+      int64_t ops = 0;
+      if (!step.wrap[j]) {
+        if (c2 > c)
+          pk.runPath(&emit, int(k), dp, c, c2, batchIndex[j], used);
+        ops = c2 - c;
+      } else {
+        pk.runPath(&emit, int(k), dp, c, n, batchIndex[j], used);
+        ++batchIndex[j];
+        int64_t whole = 0;
+        for (size_t i = 0; i < f.items.size(); ++i)
+          if (f.items[i] == -1 - int(j))
+            whole = counts[i];
+        if (whole > 0 && zero.from[n] == 0) {
+          Member::ChunkCost cc = pk.evalChunk(0, n);
+          pk.emitChunk(&emit, int(k), 0, n, batchIndex[j], cc.computeUs,
+                       cc.copyUs, cc.time, cc.bytes, whole, used);
+          used += double(whole) * (ctx + cc.time);
+          batchIndex[j] += whole;
+        } else {
+          for (int64_t w = 0; w < whole; ++w) {
+            pk.runPath(&emit, int(k), zero, 0, n, batchIndex[j], used);
+            ++batchIndex[j];
+          }
+        }
+        if (c2 > 0)
+          pk.runPath(&emit, int(k), zero, 0, c2, batchIndex[j], used);
+        ops = (n - c) + whole * n + c2;
+      }
+      cursor[j] = c2;
+      if (period) {
+        period->opsPeriod[j] += ops;
+        period->filledPeriod[j] += used - start;
+      }
+    }
+    for (size_t i = 0; i < f.items.size(); ++i) {
+      if (f.items[i] < 0 || counts[i] == 0)
+        continue;
+      const Tail &t = tails[f.items[i]];
+      const JobConfig &cfg = *t.cfg;
+      if (out) {
+        Chunk c;
+        c.stage = stage;
+        c.bubbleId = bubbleIds[k];
+        c.job = cfg.job;
+        c.layerBegin = 0;
+        c.layerEnd = int(cfg.ops.size());
+        c.batch = cfg.knobs.batch;
+        c.sampleBegin = tailSample[t.member];
+        c.weights = cfg.knobs.weights;
+        c.acts = cfg.knobs.acts;
+        c.optimizer = cfg.knobs.optimizer;
+        c.checkpoint = cfg.knobs.checkpoint;
+        c.computeUs = cfg.batchComputeUs;
+        c.copyUs = cfg.batchCopyUs;
+        c.predictedUs = t.time;
+        c.peakBytes = cfg.batchTransient;
+        c.iteration = iteration;
+        c.repeat = int(counts[i]);
+        c.offsetUs = used;
+        out->push_back(c);
+      }
+      tailSample[t.member] += counts[i] * cfg.knobs.batch;
+      used += double(counts[i]) * t.time;
+      if (period) {
+        period->tailSamplesPeriod[t.member] += counts[i] * cfg.knobs.batch;
+        period->tailUsefulPeriod[t.member] +=
+            double(counts[i]) * cfg.usefulPerBatch;
+        period->tailValuePeriod[t.member] += double(counts[i]) * t.value;
+        period->filledPeriod[t.member] += double(counts[i]) * t.time;
+      }
+    }
+  }
+
+public:
+  std::vector<int> cursor; // per member, during the replay
+
+private:
+  const std::vector<JointMember> &members;
+  double ctx;
+  const std::vector<double> &budget;
+  const std::vector<int64_t> &mem;
+  std::vector<Member> packers;
+  std::vector<int> radix;
+  int numStates = 1;
+  std::vector<std::vector<std::vector<SplitDpRef>>> dps;
+  std::vector<Tail> tails;
+  std::vector<std::vector<KnapFrontier>> frontiers;
+  std::vector<std::vector<std::vector<std::pair<int, double>>>> trans;
+  std::vector<std::vector<std::vector<int>>> parent;
+  bool aborted = false;
+
+public:
+  double work = 0; // knapsack candidates and grid steps, counted as built
+};
+
 } // namespace
 
 /// The packings to try for a configuration: the exact one when it has
@@ -632,6 +1225,22 @@ std::vector<Method> packingMethods(const JobConfig &cfg,
     out.push_back(Method{false, p});
   }
   return out;
+}
+
+double jointPackCost(const std::vector<JointMember> &members, size_t bubbles) {
+  return JointPacker::cost(members, bubbles);
+}
+
+JointResult jointPack(const std::vector<JointMember> &members, double ctx,
+                      const std::vector<double> &budget,
+                      const std::vector<int64_t> &mem,
+                      const BubbleFrontier &frontier, int64_t persistent,
+                      std::vector<Chunk> *out, int stage,
+                      const std::vector<int> &bubbleIds) {
+  JointPacker packer(members, ctx, budget, mem, frontier, persistent);
+  JointResult r = packer.run(out, stage, bubbleIds);
+  r.work = JointPacker::cost(members, budget.size()) + packer.work;
+  return r;
 }
 
 SimResult pack(const JobConfig &cfg, double ctx,

@@ -131,6 +131,13 @@ struct Config {
   /// Whole-batch chunks of a smaller batch size (tail chunks) fill the time
   /// each bubble has left after the jobs' windows.
   bool tailChunks = true;
+  /// Exact joint packing of small stages (docs/planner.md section 4): the
+  /// cursors of all jobs on the stage as one state, so a job's time can go
+  /// to another in some iterations and not others. Per stage at most this
+  /// much work (joint states x options x bubbles); 0 = off.
+  double jointExactWorkLimit = 4e6;
+  /// Settings per job (its best alone) combined with the other jobs'.
+  int jointExactSettings = 4;
 };
 
 /// One contiguous range of ops of one batch of one job, run in one bubble.

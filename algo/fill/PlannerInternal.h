@@ -248,6 +248,42 @@ SimResult pack(const JobConfig &cfg, double ctx,
                const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
                int64_t persistent, const Method &method, Emitter *emit);
 
+/// One job of a joint packing: its setting and the settings of its tail
+/// chunks (smaller batch sizes, same placements).
+struct JointMember {
+  const JobConfig *cfg = nullptr;
+  std::vector<const JobConfig *> tails;
+};
+
+/// A joint packing of a stage (docs/planner.md section 4): one prefix and
+/// one period shared by all members; per member, over one period.
+struct JointResult {
+  bool ok = false;  // false: too large, not run to the end
+  double value = 0; // priority-weighted useful us per iteration, steady state
+  int prefix = 0, period = 1;
+  std::vector<int64_t> opsPeriod; // main-stream ops (whole batches x ops)
+  std::vector<int64_t> tailSamplesPeriod;
+  std::vector<double> tailUsefulPeriod, tailValuePeriod;
+  std::vector<double> filledPeriod; // main stream and tails
+  double work = 0; // what the packing took (see jointPackCost)
+};
+
+/// Work of jointPack() for these members on `bubbles` bubbles.
+double jointPackCost(const std::vector<JointMember> &members, size_t bubbles);
+
+/// Packs several jobs jointly on one stage: cursors of all members as the
+/// state, a knapsack of whole batches and tail chunks per bubble, Karp's
+/// maximum mean cycle over iterations. mem[k]: transient bytes bubble k
+/// leaves (free bytes less the members' persistent bytes). Emits the chunks
+/// into `out` when set (offsets from the bubble start; peakBytes without the
+/// persistent bytes).
+JointResult jointPack(const std::vector<JointMember> &members, double ctx,
+                      const std::vector<double> &budget,
+                      const std::vector<int64_t> &mem,
+                      const BubbleFrontier &frontier, int64_t persistent,
+                      std::vector<Chunk> *out, int stage,
+                      const std::vector<int> &bubbleIds);
+
 /// All bubbles of all stages, for the diagnostics of unplaced jobs.
 struct AllBubbles {
   BubbleFrontier frontier;

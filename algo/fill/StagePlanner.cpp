@@ -15,6 +15,7 @@
 #include "algo/fill/PlannerInternal.h"
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -140,6 +141,8 @@ public:
 
     bestTotal = -1;
     search(start);
+    if (small && config.jointExactWorkLimit > 0 && exactJoint())
+      return;
     if (bestTotal <= 0)
       return;
 
@@ -175,6 +178,189 @@ public:
   }
 
 private:
+  /// The tail settings of a job's setting: smaller batches, same placements.
+  std::vector<const JobConfig *> tailsOf(const JobConfig &main) const {
+    std::vector<const JobConfig *> out;
+    if (!config.tailChunks)
+      return out;
+    for (const JobConfig &cfg : infos[main.job].configs) {
+      const Knobs &a = cfg.knobs, &b = main.knobs;
+      if (a.batch < b.batch && a.weights == b.weights && a.acts == b.acts &&
+          a.optimizer == b.optimizer && a.checkpoint == b.checkpoint)
+        out.push_back(&cfg);
+    }
+    return out;
+  }
+
+  JointResult runJoint(const std::vector<JointMember> &members,
+                       std::vector<Chunk> *out) {
+    int64_t persistent = 0;
+    for (const JointMember &m : members)
+      persistent += m.cfg->persistentBytes;
+    std::vector<int64_t> mem(stage.mem.size());
+    for (size_t k = 0; k < mem.size(); ++k)
+      mem[k] = stage.mem[k] - persistent;
+    frontier.build(stage.budget, stage.mem);
+    return jointPack(members, config.contextSwitchUs, stage.budget, mem,
+                     frontier, persistent, out, stageId, stage.bubbleIds);
+  }
+
+  /// Exact joint packing of small stages (docs/planner.md section 4): every
+  /// setting of every job alone (with its tail chunks), then sets of jobs
+  /// from each job's jointExactSettings best settings, in decreasing order
+  /// of the sum of their values alone (an upper bound: a job shares the
+  /// stage's time and memory with the others) until the bound cannot beat
+  /// the best plan found, or jointExactWorkLimit is spent. If the best beats
+  /// the slot search, its chunks and assignments are emitted; returns
+  /// whether it did.
+  bool exactJoint() {
+    const size_t nb = stage.budget.size();
+    double spent = 0;
+    const double limit = config.jointExactWorkLimit;
+    struct Choice {
+      const JobConfig *cfg;
+      double value;
+    };
+    std::vector<std::vector<Choice>> perJob(jobs.size());
+    double best = std::max(0.0, bestTotal);
+    std::vector<JointMember> bestMembers;
+    frontier.build(stage.budget, stage.mem);
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (!infos[j].reason.empty())
+        continue;
+      const std::vector<JobConfig> &cfgs = infos[j].configs;
+      std::vector<double> alone(cfgs.size(), -1);
+      for (size_t c = 0; c < cfgs.size(); ++c) {
+        const JobConfig &cfg = cfgs[c];
+        if (cfg.persistentBytes > stage.minFree)
+          continue;
+        frontier.build(stage.budget, stage.mem);
+        if (!everyOpFits(cfg, cfg.persistentBytes))
+          continue;
+        std::vector<JointMember> members = {{&cfg, tailsOf(cfg)}};
+        double cost = jointPackCost(members, nb);
+        if (spent + cost > limit)
+          continue;
+        JointResult r = runJoint(members, nullptr);
+        spent += r.work;
+        if (!r.ok || !(r.value > 0))
+          continue;
+        alone[c] = r.value;
+        if (r.value > best * (1 + 1e-9) + 1e-12) {
+          best = r.value;
+          bestMembers = members;
+        }
+      }
+      std::vector<Choice> packed;
+      for (size_t c = 0; c < cfgs.size(); ++c)
+        if (alone[c] > 0)
+          packed.push_back({&cfgs[c], alone[c]});
+      std::stable_sort(packed.begin(), packed.end(),
+                       [](const Choice &x, const Choice &y) {
+                         return x.value > y.value;
+                       });
+      if (int(packed.size()) > config.jointExactSettings)
+        packed.resize(std::max(0, config.jointExactSettings));
+      perJob[j] = packed;
+    }
+    // Sets of two or more jobs, one setting each.
+    struct Combo {
+      double bound;
+      std::vector<const JobConfig *> cfgs;
+    };
+    std::vector<Combo> combos;
+    std::vector<int> live;
+    for (size_t j = 0; j < jobs.size(); ++j)
+      if (!perJob[j].empty())
+        live.push_back(int(j));
+    std::function<void(size_t, Combo &, int64_t)> grow =
+        [&](size_t i, Combo &cur, int64_t persistent) {
+          if (cur.cfgs.size() >= 2)
+            combos.push_back(cur);
+          if (int(cur.cfgs.size()) >= maxSlots || combos.size() > 100000)
+            return;
+          for (size_t q = i; q < live.size(); ++q)
+            for (const Choice &c : perJob[live[q]]) {
+              if (persistent + c.cfg->persistentBytes > stage.minFree)
+                continue;
+              cur.cfgs.push_back(c.cfg);
+              cur.bound += c.value;
+              grow(q + 1, cur, persistent + c.cfg->persistentBytes);
+              cur.bound -= c.value;
+              cur.cfgs.pop_back();
+            }
+        };
+    Combo empty{0, {}};
+    if (maxSlots >= 2)
+      grow(0, empty, 0);
+    std::stable_sort(combos.begin(), combos.end(),
+                     [](const Combo &x, const Combo &y) { return x.bound > y.bound; });
+    for (const Combo &combo : combos) {
+      if (combo.bound <= best * (1 + 1e-9) + 1e-12)
+        break;
+      std::vector<JointMember> members;
+      for (const JobConfig *cfg : combo.cfgs)
+        members.push_back({cfg, tailsOf(*cfg)});
+      double cost = jointPackCost(members, nb);
+      if (spent + cost > limit)
+        continue;
+      JointResult r = runJoint(members, nullptr);
+      spent += r.work;
+      if (r.ok && r.value > best * (1 + 1e-9) + 1e-12) {
+        best = r.value;
+        bestMembers = members;
+      }
+    }
+    if (bestMembers.empty())
+      return false;
+    // Emit the best joint plan.
+    size_t firstChunk = plan.chunks.size();
+    size_t firstAssignment = plan.assignments.size();
+    JointResult r = runJoint(bestMembers, &plan.chunks);
+    int64_t persistent = 0;
+    for (size_t j = 0; j < bestMembers.size(); ++j) {
+      const JobConfig &cfg = *bestMembers[j].cfg;
+      int64_t batches = r.opsPeriod[j] / int64_t(cfg.ops.size());
+      if (batches == 0 && r.tailSamplesPeriod[j] == 0)
+        continue; // placed but never run: drop it
+      Assignment a;
+      a.stage = stageId;
+      a.job = cfg.job;
+      a.batch = cfg.knobs.batch;
+      a.weights = cfg.knobs.weights;
+      a.acts = cfg.knobs.acts;
+      a.optimizer = cfg.knobs.optimizer;
+      a.checkpoint = cfg.knobs.checkpoint;
+      a.prefixIterations = r.prefix;
+      a.periodIterations = r.period;
+      a.batchesPerPeriod = batches;
+      a.tailSamplesPerIteration = r.tailSamplesPeriod[j] / r.period;
+      a.samplesPerIteration =
+          double(batches * cfg.knobs.batch + r.tailSamplesPeriod[j]) / r.period;
+      a.usefulUs = (double(batches) * cfg.usefulPerBatch + r.tailUsefulPeriod[j]) /
+                   r.period;
+      a.filledUs = r.filledPeriod[j] / r.period;
+      a.persistentBytes = cfg.persistentBytes;
+      persistent += cfg.persistentBytes;
+      plan.assignments.push_back(a);
+    }
+    // A member that never runs in the period (only in the prefix, if at
+    // all) is dropped with its chunks.
+    plan.chunks.erase(
+        std::remove_if(plan.chunks.begin() + firstChunk, plan.chunks.end(),
+                       [&](const Chunk &c) {
+                         for (size_t i = firstAssignment;
+                              i < plan.assignments.size(); ++i)
+                           if (plan.assignments[i].job == c.job)
+                             return false;
+                         return true;
+                       }),
+        plan.chunks.end());
+    for (size_t i = firstChunk; i < plan.chunks.size(); ++i)
+      plan.chunks[i].peakBytes += persistent;
+    return true;
+  }
+
   /// Depth-first over slot choices; a leaf is a whole stage plan, scored by
   /// its main streams plus the tails its leftover time takes.
   void search(const Layout &layout) {

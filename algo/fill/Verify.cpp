@@ -334,11 +334,87 @@ std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
     byBubble[{c.stage, k}][{windowKey, c.iteration}].push_back(i);
   }
 
-  // Per bubble: chunks of one (job, iteration) do not overlap, the jobs'
-  // windows do not overlap, and the per-iteration totals fit.
+  // Per bubble and iteration of the run: the fill ops of every job (and
+  // the tail chunks) that run then do not overlap. Iteration i of the run is
+  // the listed iteration i < prefix ? i : prefix + (i - prefix) % period of
+  // each assignment, so all of them repeat after max prefix + lcm(periods)
+  // iterations; where that is over kMaxHorizon, the stricter check below
+  // (every job's window, over all its iterations, apart from the others').
   for (auto &[key, groups] : byBubble) {
     const Bubble &bubble = stageById[key.first]->bubbles[key.second];
     double limit = bubble.durationUs * (1 - config.safetyMargin);
+    constexpr int64_t kMaxHorizon = 4096;
+    int64_t maxPrefix = 0, lcm = 1;
+    bool bounded = true;
+    std::map<int, const Assignment *> owner; // window key -> assignment
+    for (auto &[jobIter, list] : groups) {
+      int job = jobIter.first % int(jobs.size());
+      const Assignment &a = *assignment[{key.first, job}];
+      owner[jobIter.first] = &a;
+      maxPrefix = std::max<int64_t>(maxPrefix, a.prefixIterations);
+      int64_t p = std::max(1, a.periodIterations);
+      int64_t g = p, h = lcm;
+      while (h) {
+        int64_t t = g % h;
+        g = h;
+        h = t;
+      }
+      lcm = lcm / g * p;
+      if (lcm > kMaxHorizon)
+        bounded = false;
+    }
+    if (bounded && maxPrefix + lcm <= kMaxHorizon) {
+      bool reported = false;
+      for (int64_t t = 0; t < maxPrefix + lcm && !reported; ++t) {
+        std::vector<std::pair<double, size_t>> active;
+        for (auto &[windowKey, a] : owner) {
+          int64_t listed =
+              t < a->prefixIterations
+                  ? t
+                  : a->prefixIterations +
+                        (t - a->prefixIterations) % a->periodIterations;
+          auto it = groups.find({windowKey, int(listed)});
+          if (it == groups.end())
+            continue;
+          for (size_t idx : it->second)
+            active.push_back({plan.chunks[idx].offsetUs, idx});
+        }
+        std::sort(active.begin(), active.end());
+        double prevEnd = -1e300, total = 0;
+        size_t prev = 0;
+        for (auto &[offset, idx] : active) {
+          const Chunk &c = plan.chunks[idx];
+          if (offset < prevEnd - tol) {
+            if (plan.chunks[prev].job == c.job &&
+                (plan.chunks[prev].batch < c.batch) ==
+                    (c.batch < assignment[{key.first, c.job}]->batch))
+              onChunk(idx, format("overlaps the previous fill op of its job in "
+                                  "bubble %d, iteration %lld",
+                                  bubble.id, static_cast<long long>(t)));
+            else
+              onStage(key.first,
+                      format("bubble %d: the fill ops of different jobs "
+                             "overlap in time in iteration %lld",
+                             bubble.id, static_cast<long long>(t)));
+            reported = true;
+          }
+          if (offset + c.repeat * c.predictedUs > prevEnd) {
+            prevEnd = offset + c.repeat * c.predictedUs;
+            prev = idx;
+          }
+          total += c.repeat * c.predictedUs;
+        }
+        if (!reported && total > limit + tol) {
+          onStage(key.first, format("bubble %d: its fill ops take %.3f us in "
+                                    "iteration %lld, more than the %.3f us it "
+                                    "allows",
+                                    bubble.id, total, static_cast<long long>(t),
+                                    limit));
+          reported = true;
+        }
+      }
+      continue;
+    }
     std::map<int, std::pair<double, double>> span; // job -> [start, end)
     std::map<int, double> maxTotal;                 // job -> max sum of time
     for (auto &[jobIter, list] : groups) {
