@@ -189,9 +189,9 @@ struct Assignment {
   int prefixIterations = 0;
   int periodIterations = 1;
   int64_t batchesPerPeriod = 0;
-  /// Samples per iteration run as tail chunks: whole batches of a smaller
-  /// batch size than `batch` (same placement knobs) in the time each bubble
-  /// has left after every job's window, the same in every iteration. Their
+  /// Samples per iteration run as tail chunks (over the period, rounded
+  /// down): whole batches of a smaller batch size than `batch` (same
+  /// placement knobs) in the time each bubble has left. Their
   /// chunks have `batch` below the assignment's and number their samples
   /// along a stream of their own (Chunk::sampleBegin from 0).
   int64_t tailSamplesPerIteration = 0;
