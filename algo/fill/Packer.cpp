@@ -813,7 +813,7 @@ public:
 
 private:
   static constexpr int kMaxStates = 1024;
-  static constexpr size_t kMaxFrontier = 512;
+  static constexpr size_t kMaxFrontier = 64;
 
   /// Packer with its split DP exposed.
   class Member : public Packer {
@@ -941,8 +941,14 @@ private:
   void gridFrontier(KnapFrontier &f, size_t k,
                     const std::vector<double> &itemTime,
                     const std::vector<double> &itemValue) {
-    constexpr int kGrid = 1024;
     const size_t ni = itemTime.size();
+    double shortest = budget[k];
+    for (double t : itemTime)
+      shortest = std::min(shortest, t);
+    // A step of at most 1/16 of the shortest item (so rounding up loses at
+    // most 1/16 of the time taken), at least 256 and at most 4096 steps.
+    const int kGrid = int(std::min(
+        4096.0, std::max(256.0, std::ceil(16 * budget[k] / shortest))));
     const double step = budget[k] / kGrid;
     std::vector<int> size(ni);
     for (size_t i = 0; i < ni; ++i)
