@@ -135,9 +135,12 @@ struct Config {
   /// cursors of all jobs on the stage as one state, so a job's time can go
   /// to another in some iterations and not others. Per stage at most this
   /// much work (joint states x options x bubbles); 0 = off.
-  double jointExactWorkLimit = 4e6;
+  double jointExactWorkLimit = 3e5;
   /// Settings per job (its best alone) combined with the other jobs'.
   int jointExactSettings = 4;
+  /// Only jobs of at most this many ops per batch are packed jointly (the
+  /// joint states multiply the jobs' ops); larger ones keep the slot plan.
+  int jointExactMaxOps = 8;
 };
 
 /// One contiguous range of ops of one batch of one job, run in one bubble.

@@ -226,7 +226,7 @@ private:
     std::vector<JointMember> bestMembers;
     frontier.build(stage.budget, stage.mem);
     for (size_t j = 0; j < jobs.size(); ++j) {
-      if (!infos[j].reason.empty())
+      if (!infos[j].reason.empty() || numOps(jobs[j]) > config.jointExactMaxOps)
         continue;
       const std::vector<JobConfig> &cfgs = infos[j].configs;
       std::vector<double> alone(cfgs.size(), -1);
