@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -158,6 +159,101 @@ void BM_PlanFillOneJobPerStage(benchmark::State &state) {
   report(state, plan);
 }
 BENCHMARK(BM_PlanFillOneJobPerStage)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+// Small stages, as in JointExactTest (2-4 stages of 2-4 bubbles of 40 us to
+// 1 ms, 1-3 jobs of 1-3 layers, a quarter training, PCIe 0-32 GB/s, tight
+// memory; bubbles drawn directly instead of simulated): 200 instances per
+// iteration. Arg 0: the slot search only (jointExactWorkLimit = 0); arg 1:
+// with the exact joint packing (the default). Counter `value` is the sum of
+// priority-weighted useful us per iteration over the 200 instances.
+struct SmallInstance {
+  std::vector<StageBubbles> stages;
+  std::vector<Job> jobs;
+  Hardware hw;
+  Config config;
+};
+
+const std::vector<SmallInstance> &smallInstances() {
+  static std::vector<SmallInstance> all = [] {
+    std::mt19937_64 rng(13);
+    auto uni = [&](double lo, double hi) {
+      return std::uniform_real_distribution<double>(lo, hi)(rng);
+    };
+    auto pick = [&](int lo, int hi) {
+      return std::uniform_int_distribution<int>(lo, hi)(rng);
+    };
+    std::vector<SmallInstance> out;
+    for (int i = 0; i < 200; ++i) {
+      SmallInstance in;
+      int stages = pick(2, 4);
+      for (int s = 0; s < stages; ++s) {
+        StageBubbles sb;
+        sb.stage = s;
+        int nb = pick(2, 4);
+        int64_t minFree = int64_t(uni(2e6, 40e6));
+        for (int k = 0; k < nb; ++k) {
+          Bubble b;
+          b.id = k;
+          b.durationUs = std::round(uni(40, 1000));
+          b.freeBytes = minFree + int64_t(uni(0, 20e6));
+          sb.bubbles.push_back(b);
+        }
+        sb.minFreeBytes = minFree;
+        in.stages.push_back(sb);
+      }
+      const double pcie[] = {0, 8, 16, 32};
+      in.hw.pcieGBps = pcie[pick(0, 3)];
+      in.config.contextSwitchUs = pick(0, 1) ? 10 : 20;
+      in.config.batchSizes = {4, 8};
+      in.config.maxJobsPerStage = 3;
+      int numJobs = pick(1, 3);
+      for (int j = 0; j < numJobs; ++j) {
+        Job job;
+        job.name = "job" + std::to_string(j);
+        job.kind = pick(0, 3) == 0 ? JobKind::Training : JobKind::Inference;
+        job.samples = 1000000;
+        job.priority = pick(0, 2) == 0 ? uni(0.5, 2) : 1;
+        int layers = job.kind == JobKind::Training ? pick(1, 2) : pick(1, 3);
+        double scale = uni(0.3, 3);
+        for (int l = 0; l < layers; ++l) {
+          Layer layer;
+          layer.name = "l" + std::to_string(l);
+          layer.forwardUsPerSample = std::round(scale * uni(5, 40));
+          layer.weightBytes = pick(0, 3) == 0 ? 0 : int64_t(uni(0.5e6, 10e6));
+          layer.activationBytesPerSample = int64_t(uni(0.1e6, 1.5e6));
+          if (job.kind == JobKind::Training) {
+            layer.backwardUsPerSample = std::round(layer.forwardUsPerSample * 1.5);
+            layer.gradBytes = layer.weightBytes;
+            layer.optimizerBytes = 2 * layer.weightBytes;
+          }
+          job.layers.push_back(layer);
+        }
+        in.jobs.push_back(job);
+      }
+      out.push_back(in);
+    }
+    return out;
+  }();
+  return all;
+}
+
+void BM_PlanFillSmallStages(benchmark::State &state) {
+  double value = 0;
+  for (auto _ : state) {
+    value = 0;
+    for (const SmallInstance &in : smallInstances()) {
+      Config config = in.config;
+      if (state.range(0) == 0)
+        config.jointExactWorkLimit = 0;
+      Plan plan = planFill(in.stages, in.jobs, in.hw, config);
+      for (const Assignment &a : plan.assignments)
+        value += a.usefulUs * in.jobs[a.job].priority;
+      benchmark::DoNotOptimize(plan.chunks.data());
+    }
+  }
+  state.counters["value"] = value;
+}
+BENCHMARK(BM_PlanFillSmallStages)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2);
 
 // The planner's inner loop alone: the greedy packing (GreedyPacker, whose
 // per-bubble step is packBubble) of one knob setting of every job on stage
