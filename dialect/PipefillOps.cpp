@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <map>
+#include <numeric>
 #include <tuple>
 
 using namespace mlir;
@@ -211,8 +212,12 @@ LogicalResult BubbleOp::verify() {
   if (getBody().empty())
     return success();
   // Plans repeat over iterations and several jobs may share a bubble: in each
-  // iteration a job uses the time of its chunks there, and the jobs' largest
-  // per-iteration totals must fit together.
+  // iteration of the run a job uses the time of its chunks there, and the
+  // jobs' totals in that iteration must fit together. Iteration t of the run
+  // is a job's listed iteration t < prefix ? t : prefix + (t - prefix) %
+  // period (its pipefill.assignment), so all repeat after max prefix + lcm
+  // of the periods; past kMaxHorizon iterations (or without assignments),
+  // the jobs' largest per-iteration totals must fit together.
   std::map<std::pair<StringRef, int64_t>, double> perIteration;
   for (Operation &op : getBody().front())
     if (auto fill = dyn_cast<FillOp>(op))
@@ -224,6 +229,40 @@ LogicalResult BubbleOp::verify() {
   double planned = 0;
   for (auto &[job, total] : perJob)
     planned += total;
+  std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
+  if (auto stage = (*this)->getParentOfType<StageOp>())
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+      schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+  constexpr int64_t kMaxHorizon = 4096;
+  int64_t maxPrefix = 0, lcm = 1;
+  bool bounded = true;
+  for (auto &[job, total] : perJob) {
+    auto it = schedule.find(job);
+    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0) {
+      bounded = false;
+      break;
+    }
+    maxPrefix = std::max(maxPrefix, it->second.first);
+    lcm = std::lcm(lcm, it->second.second);
+    if (lcm > kMaxHorizon) {
+      bounded = false;
+      break;
+    }
+  }
+  if (bounded && maxPrefix + lcm <= kMaxHorizon) {
+    planned = 0;
+    for (int64_t t = 0; t < maxPrefix + lcm; ++t) {
+      double sum = 0;
+      for (auto &[job, total] : perJob) {
+        auto [prefix, period] = schedule[job];
+        int64_t listed = t < prefix ? t : prefix + (t - prefix) % period;
+        auto it = perIteration.find({job, listed});
+        if (it != perIteration.end())
+          sum += it->second;
+      }
+      planned = std::max(planned, sum);
+    }
+  }
   double duration = getDurationUs().convertToDouble();
   if (planned > duration * (1 + 1e-9) + 1e-6)
     return emitOpError() << "holds " << fmtNum(planned)

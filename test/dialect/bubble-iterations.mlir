@@ -1,0 +1,72 @@
+// RUN: pipefill-opt %s --split-input-file --verify-diagnostics | FileCheck %s
+// A bubble's fill work must fit in every iteration of the run: two jobs with
+// the same prefix and period may share it differently in each iteration
+// (6 + 4 us, then 3 + 7 us, in a 10 us bubble; their largest totals, 6 and
+// 7 us, would not fit side by side, and need not).
+
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.fill_job @b inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+// CHECK-LABEL: pipefill.pipeline @p
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
+    pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
+    // CHECK: pipefill.bubble
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 3.0 mem 1 {iteration = 1 : i64}
+      pipefill.fill @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
+    }
+  }
+}
+
+// -----
+
+// The same with 4 us of @a in the second iteration: 11 us in a 10 us bubble.
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.fill_job @b inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
+    pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
+    // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 4.0 mem 1 {iteration = 1 : i64}
+      pipefill.fill @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
+    }
+  }
+}
+
+// -----
+
+// Different periods: @a's iteration 1 (period 2) meets @b's iteration 0
+// (period 3) in iteration 3 of the run: 7 + 4 = 11 us.
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.fill_job @b inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
+    pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 3 batches 1 samples 0.333 persistent 1
+    // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 3.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
+      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
+    }
+  }
+}
