@@ -218,6 +218,7 @@ LogicalResult BubbleOp::verify() {
   // period (its pipefill.assignment), so all repeat after max prefix + lcm
   // of the periods; past kMaxHorizon iterations (or without assignments),
   // the jobs' largest per-iteration totals must fit together.
+  double duration = getDurationUs().convertToDouble();
   std::map<std::pair<StringRef, int64_t>, double> perIteration;
   for (Operation &op : getBody().front())
     if (auto fill = dyn_cast<FillOp>(op))
@@ -230,12 +231,13 @@ LogicalResult BubbleOp::verify() {
   for (auto &[job, total] : perJob)
     planned += total;
   std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
-  if (auto stage = (*this)->getParentOfType<StageOp>())
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
-      schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+  if (perJob.size() > 1 && planned > duration * (1 + 1e-9) + 1e-6)
+    if (auto stage = (*this)->getParentOfType<StageOp>())
+      for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+        schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
   constexpr int64_t kMaxHorizon = 4096;
   int64_t maxPrefix = 0, lcm = 1;
-  bool bounded = true;
+  bool bounded = !schedule.empty();
   for (auto &[job, total] : perJob) {
     auto it = schedule.find(job);
     if (it == schedule.end() || it->second.second < 1 || it->second.first < 0) {
@@ -263,7 +265,6 @@ LogicalResult BubbleOp::verify() {
       planned = std::max(planned, sum);
     }
   }
-  double duration = getDurationUs().convertToDouble();
   if (planned > duration * (1 + 1e-9) + 1e-6)
     return emitOpError() << "holds " << fmtNum(planned)
                          << " us of fill work but lasts only " << fmtNum(duration)
