@@ -11,6 +11,7 @@
 #include "runtime/RankResult.h"
 #include "runtime/Transport.h"
 #include "runtime/Report.h"
+#include "runtime/Session.h"
 #include "proto/stream_program.pb.h"
 
 #include <google/protobuf/text_format.h>
@@ -750,3 +751,8 @@ const char *pfrt_compare_format(const pfrt_compare_result *result, int json) {
 }
 
 } // extern "C"
+
+namespace pfrt {
+// Lets the session entry points (Session.cpp) report through pfrt_last_error().
+void setLastError(const std::string &message) { tlsError = message; }
+} // namespace pfrt

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 2
+#define PFRT_API_VERSION 3
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -405,6 +405,167 @@ pfrt_status pfrt_compare(pfrt_program *program, const pfrt_options *options, uin
 /* The result as a text table (json = 0) or a JSON object (json = 1); the string stays valid until
  * the next call on this thread. */
 const char *pfrt_compare_format(const pfrt_compare_result *result, int json);
+
+/* ---------------------------------------------------------------------------------------------
+ * Sessions: one rank's fill, driven by a framework that owns its training loop (API version 3)
+ *
+ * A rank is one device of the stream program (one pipeline stage, one process). The framework
+ * runs its own forward/backward/sends; where the plan has a bubble it calls
+ * pfrt_session_bubble_begin, runs its own work (or waits for a peer), then
+ * pfrt_session_bubble_end. The session runs that bubble's planned fill chunks on a worker thread
+ * under the bubble bound (a chunk starts only if its predicted time fits what is left of the
+ * bubble; otherwise it is deferred, in plan order, to a later bubble of its job). Calls of one
+ * session must not overlap (one thread at a time); different sessions are independent.
+ * Calls in the wrong order get PFRT_ERROR_INVALID_ARGUMENT and a message, never a hang.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct pfrt_session pfrt_session;
+
+typedef struct pfrt_session_options {
+  pfrt_backend backend;       /* HOST (default through AUTO without a GPU); CUDA: not yet */
+  uint32_t world_size;        /* nonzero: the launcher's world size; the plan must have exactly
+                                 this many ranks (devices), else the plan is for another job */
+  double time_scale;          /* real us per planned us (planned bubble durations and chunk
+                                 predictions are scaled by it); 0 = 1.0 */
+  uint32_t max_dim;           /* fill workload dimension cap; 0 = host default (128) */
+  pfrt_fill_policy fill_policy; /* BOUNDED (default) or UNBOUNDED (every chunk runs) */
+  int fill_idle_priority;     /* 1: the worker thread runs at SCHED_IDLE (else nice 19); 0: not */
+} pfrt_session_options;
+
+void pfrt_session_options_init(pfrt_session_options *options);
+
+/* Creates a session for `rank` of a loaded program (copied; the program can be destroyed after),
+ * of a program file, or of a program in memory. options may be NULL (defaults). */
+pfrt_status pfrt_session_create(const pfrt_program *program, uint32_t rank,
+                                const pfrt_session_options *options, pfrt_session **out_session);
+pfrt_status pfrt_session_create_file(const char *path, uint32_t rank,
+                                     const pfrt_session_options *options,
+                                     pfrt_session **out_session);
+pfrt_status pfrt_session_create_memory(const void *data, size_t size, const char *source_name,
+                                       uint32_t rank, const pfrt_session_options *options,
+                                       pfrt_session **out_session);
+/* Ends an open bubble (waits for its chunk in flight) and frees the session. NULL is a no-op. */
+void pfrt_session_destroy(pfrt_session *session);
+
+/* The rank's main-stream work in plan order (compute, send, recv): what the framework runs. */
+typedef enum pfrt_session_op_kind {
+  PFRT_SESSION_OP_COMPUTE = 1,
+  PFRT_SESSION_OP_SEND = 2,
+  PFRT_SESSION_OP_RECV = 3
+} pfrt_session_op_kind;
+
+typedef struct pfrt_session_op {
+  pfrt_session_op_kind kind;
+  pfrt_compute_kind compute; /* COMPUTE */
+  uint32_t microbatch, chunk; /* COMPUTE */
+  uint32_t peer, tag;         /* SEND, RECV: the peer rank and the transfer's tag */
+  uint64_t bytes;             /* SEND, RECV */
+  double planned_us, planned_start_us;
+} pfrt_session_op;
+
+pfrt_status pfrt_session_rank_info(const pfrt_session *session, uint32_t *out_rank,
+                                   uint32_t *out_ranks, uint32_t *out_ops, uint32_t *out_bubbles);
+pfrt_status pfrt_session_op_get(const pfrt_session *session, uint32_t index,
+                                pfrt_session_op *out_op);
+
+typedef struct pfrt_session_bubble {
+  uint32_t bubble_id;         /* what bubble_begin takes */
+  pfrt_bubble_kind kind;
+  int32_t after_op;           /* index (pfrt_session_op_get) of the main op it follows; -1: first */
+  double planned_start_us, planned_duration_us;
+  uint64_t free_bytes;
+  uint32_t chunks;            /* planned fill chunks in it (all iterations of a periodic plan) */
+  double planned_fill_us;     /* their planned time (likewise) */
+} pfrt_session_bubble;
+
+/* The index-th bubble of the rank in schedule order (index < out_bubbles of rank_info). */
+pfrt_status pfrt_session_bubble_get(const pfrt_session *session, uint32_t index,
+                                    pfrt_session_bubble *out_bubble);
+
+/* bubble_id of pfrt_session_unplanned_begin's bubble in pfrt_session_bubble_end. */
+#define PFRT_SESSION_UNPLANNED 0xFFFFFFFFu
+
+/* Starts filling planned bubble `bubble_id` of this iteration: its deadline is now + its planned
+ * duration x time_scale, or now + duration_us when duration_us > 0 (the framework's own timer).
+ * Bubbles of one iteration must be begun in schedule order; the chunks of bubbles skipped before
+ * it are deferred. main_stream must be NULL on the host backend (CUDA: the cudaStream_t the
+ * bubble follows). Returns at once; the fill runs on the session's worker thread. */
+pfrt_status pfrt_session_bubble_begin(pfrt_session *session, uint32_t bubble_id,
+                                      void *main_stream, double duration_us);
+/* A bubble the plan did not predict (a slow peer, a data-loader stall), bounded by duration_us
+ * (> 0): runs the rank's deferred work, then pulls the current iteration's not yet begun planned
+ * chunks forward, in plan order. */
+pfrt_status pfrt_session_unplanned_begin(pfrt_session *session, double duration_us,
+                                         void *main_stream);
+
+typedef struct pfrt_session_bubble_result {
+  uint32_t chunks_run;       /* chunks that ran in this bubble */
+  uint32_t chunks_deferred;  /* chunks left for a later bubble (did not fit) */
+  uint64_t samples_completed;
+  double fill_us;            /* measured time of the chunks that ran (real us) */
+  double overrun_us;         /* measured: last chunk end past the deadline, 0 if none */
+  double end_wait_us;        /* measured: how long bubble_end waited for a chunk in flight */
+} pfrt_session_bubble_result;
+
+/* Blocks until the open bubble's fill has nothing more to start: every chunk ran or (bounded) was
+ * deferred because it did not fit before the deadline. Bounded by the deadline plus the chunk in
+ * flight; unbounded fill runs every chunk first. For a framework whose bubble is idle time it can
+ * give away entirely (and for deterministic tests); the bubble stays open. */
+pfrt_status pfrt_session_bubble_wait(pfrt_session *session);
+/* Ends the open bubble: no further chunk starts; waits for the chunk in flight. bubble_id must be
+ * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL. */
+pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble_id,
+                                    pfrt_session_bubble_result *out_result);
+
+/* Ends the rank's iteration (not inside a bubble): chunks of bubbles not begun are deferred. */
+pfrt_status pfrt_session_iteration_end(pfrt_session *session);
+
+/* Fill progress (samples, checksums, training weights, batches in flight, deferred chunks) as a
+ * FillCheckpoint file (the crash-safe format of pfrt_options.checkpoint_path), outside bubbles.
+ * load: the file must be of the same program and rank's jobs; the session resumes from it. */
+pfrt_status pfrt_session_checkpoint_save(pfrt_session *session, const char *path);
+pfrt_status pfrt_session_checkpoint_load(pfrt_session *session, const char *path);
+
+typedef struct pfrt_session_stats {
+  uint32_t rank;
+  uint64_t iterations;        /* iteration_end calls, plus those restored from a checkpoint */
+  uint64_t bubbles, unplanned_bubbles;
+  uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending;
+  uint64_t samples_completed; /* all jobs, on this rank */
+  double fill_us;             /* measured, all chunks */
+  uint64_t overrun_count;     /* chunks that ended past their bubble's deadline (measured) */
+  double overrun_us;
+  double end_wait_us, end_wait_us_max; /* measured time bubble_end waited for chunks in flight */
+} pfrt_session_stats;
+
+pfrt_status pfrt_session_get_stats(const pfrt_session *session, pfrt_session_stats *out_stats);
+
+/* The last chunks that ran (up to 4096, oldest first), each timed on the host clock. */
+typedef struct pfrt_session_chunk {
+  uint32_t job;
+  uint32_t bubble_id;         /* PFRT_SESSION_UNPLANNED for an unplanned bubble */
+  uint64_t iteration;
+  uint32_t layer_begin, layer_end, batch;
+  uint64_t sample_begin;
+  int deferred;               /* it ran later than the bubble it was planned for */
+  double planned_us;          /* the plan's time */
+  double predicted_us;        /* what the bound used, real us (planned x time_scale, corrected
+                                 by the measured times); -1 when unbounded */
+  /* Measured, real us since the bubble's begin: when the bound let it start (the clock reading
+   * it compared, admitted_us + predicted_us <= deadline_us), when its work started and ended. */
+  double admitted_us, start_us, end_us, deadline_us;
+} pfrt_session_chunk;
+
+pfrt_status pfrt_session_chunk_count(const pfrt_session *session, uint32_t *out_count);
+pfrt_status pfrt_session_chunk_get(const pfrt_session *session, uint32_t index,
+                                   pfrt_session_chunk *out_chunk);
+/* Fill job `job` of the program as this rank ran it (samples, checksum, steps; all fields of
+ * pfrt_report_job; samples_planned: what the plan schedules on this rank in the iterations ended). */
+pfrt_status pfrt_session_get_job(const pfrt_session *session, uint32_t job,
+                                 pfrt_report_job *out_job);
+/* The session report as JSON (stats, per job, per chunk shape: planned, predicted and measured
+ * times). Valid until the next call on the session; NULL on error (see pfrt_last_error). */
+const char *pfrt_session_report_json(pfrt_session *session);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,1289 @@
+// Sessions: one rank of a stream program, filled bubble by bubble by a framework that owns its
+// training loop (pfrt_session_* in pfrt.h, docs/integration.md).
+//
+// The session keeps the rank's fill state the executor keeps per device (job data, batches in
+// flight, the bounded backlog, the chunk predictor) and applies the same chunk rules: a planned
+// chunk's samples follow the periodic plan (chunkRunsIn), a continuation runs only after the pass
+// before it, deferred work runs before newer work of its job, and under the bubble bound a chunk
+// starts only when its predicted time fits what is left of the bubble. What differs is who says
+// when a bubble begins and ends: the framework, through bubble_begin / bubble_end, instead of the
+// main stream's bubble op; the chunks run on one worker thread per session.
+#include "runtime/Session.h"
+
+#include "runtime/Backend.h"
+#include "runtime/CheckpointFile.h"
+#include "runtime/FillPredictor.h"
+#include "runtime/Json.h"
+#include "runtime/Program.h"
+#include "runtime/ProgramIO.h"
+#include "runtime/pfrt.h"
+#include "proto/stream_program.pb.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace pfrt {
+namespace {
+
+constexpr uint32_t kHostDefaultMaxDim = 128; // as pfrt_run's host backend
+
+[[noreturn]] void invalid(const std::string &message) {
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT, message);
+}
+
+// One planned chunk's work (as the executor's WorkItem).
+struct WorkItem {
+  uint64_t sampleBegin = 0;
+  uint32_t batch = 0, passBegin = 0, passEnd = 0;
+  double plannedUs = 0;
+  bool weightsStreamed = false, activationsHost = false;
+  uint64_t peakBytes = 0;
+};
+
+struct Flight {
+  uint32_t next = 0;
+  uint32_t batch = 0;
+  std::unique_ptr<BatchData> data;
+};
+
+// Measured times of one chunk shape of one job.
+struct ShapeStats {
+  uint64_t runs = 0;
+  double plannedUs = 0, predictedUsLast = -1, measuredUsSum = 0, measuredUsMax = 0;
+};
+
+struct JobState {
+  JobShape shape;
+  uint32_t passes = 0;
+  uint64_t stride = 0;
+  bool onRank = false; // the job has chunks on this rank
+  std::unique_ptr<JobData> data;
+  std::map<uint64_t, Flight> flights;
+  std::deque<WorkItem> backlog;
+  ChunkPredictor predictor;
+  uint64_t baseSamples = 0, baseSteps = 0;
+  double baseChecksum = 0, baseLoss = 0;
+  uint64_t samples = 0, steps = 0, samplesPlanned = 0;
+  uint64_t chunksRun = 0, chunksDeferred = 0, chunksSkipped = 0;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, ShapeStats> shapes;
+};
+
+struct BubbleInfo {
+  pfrt_session_bubble desc{};
+  uint32_t slotBegin = 0, slotEnd = 0; // into Session::slots_
+};
+
+// A planned fill chunk op of this rank: device stream s, op i.
+struct Slot {
+  uint32_t stream = 0, op = 0, bubble = 0; // bubble: index into bubbles_
+};
+
+// The open bubble as the worker sees it.
+struct BubbleTask {
+  bool unplanned = false;
+  uint32_t bubble = 0; // index into bubbles_
+  uint32_t bubbleId = PFRT_SESSION_UNPLANNED;
+  double beginUs = 0, deadlineUs = 0;
+  pfrt_session_bubble_result result{};
+};
+
+} // namespace
+
+class Session {
+public:
+  Session(const Program &program, uint32_t rank, const pfrt_session_options &options);
+  ~Session();
+
+  uint32_t rank() const { return rank_; }
+  uint32_t ranks() const { return static_cast<uint32_t>(program_.devices.size()); }
+  const std::vector<pfrt_session_op> &ops() const { return ops_; }
+  const std::vector<BubbleInfo> &bubbles() const { return bubbles_; }
+  size_t chunkCount() const {
+    std::lock_guard<std::mutex> lock(logMutex_);
+    return chunkLog_.size();
+  }
+  pfrt_session_chunk chunkAt(uint32_t index) const {
+    std::lock_guard<std::mutex> lock(logMutex_);
+    if (index >= chunkLog_.size())
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "chunk " + std::to_string(index) + " does not exist (the log holds " +
+                      std::to_string(chunkLog_.size()) + ")");
+    return chunkLog_[index];
+  }
+
+  void begin(uint32_t bubbleId, void *mainStream, double durationUs);
+  void beginUnplanned(double durationUs, void *mainStream);
+  void wait();
+  pfrt_session_bubble_result end(uint32_t bubbleId);
+  void iterationEnd();
+  void saveCheckpoint(const std::string &path);
+  void loadCheckpoint(const std::string &path);
+  pfrt_session_stats stats() const;
+  pfrt_report_job job(uint32_t j) const;
+  const std::string &reportJson();
+  // Ends an open bubble without the caller's checks (destroy).
+  void close();
+
+private:
+  void createJobData();
+  void checkNoBubble(const char *call) const;
+  void checkMainStream(void *mainStream) const;
+  void startTask();
+  void worker();
+  void runTask(BubbleTask &task);
+  // The slot's own planned work this iteration (false: nothing to do, counted as skipped).
+  bool ownWork(const pfrt_fill_chunk_desc &f, JobState &js, WorkItem &own);
+  // Runs the slot like the executor's runFill: backlog first, then the slot's own chunk.
+  void runSlot(const Slot &slot, BubbleTask &task);
+  // Queues the slot's own chunk as deferred without running anything.
+  void deferSlot(const Slot &slot);
+  // Runs the job's backlog while it fits; false when a chunk did not fit (or the bubble ended).
+  bool drain(JobState &js, uint32_t job, BubbleTask &task);
+  bool fits(JobState &js, const WorkItem &item, const BubbleTask &task, double *predicted);
+  void exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
+            BubbleTask &task, bool deferred);
+
+  Program program_;
+  ProgramInfo info_;
+  uint32_t rank_ = 0;
+  uint32_t fillStream_ = 0; // the stream context chunks run in
+  RunConfig config_;
+  std::unique_ptr<Backend> backend_;
+  std::vector<pfrt_session_op> ops_;
+  std::vector<BubbleInfo> bubbles_;
+  std::map<uint32_t, uint32_t> bubbleIndex_; // bubble id -> index
+  std::vector<Slot> slots_;
+  std::vector<JobState> jobs_;
+
+  // Loop position.
+  int64_t iteration_ = 0;
+  uint32_t nextBubble_ = 0;     // bubbles below this index are over in this iteration
+  std::vector<bool> slotDone_;  // per slot, this iteration
+  bool open_ = false;
+  bool openUnplanned_ = false;
+  uint32_t openBubble_ = 0;
+
+  // Worker handshake.
+  std::thread thread_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool hasTask_ = false, taskDone_ = true, quit_ = false;
+  BubbleTask task_;
+  std::atomic<bool> stop_{false};
+  std::string workerError_;
+  pfrt_status workerStatus_ = PFRT_OK;
+  StreamCtx ctx_;
+  TimeSlot dummySlot_;
+
+  // Totals.
+  uint64_t bubblesRun_ = 0, unplannedRun_ = 0, overrunCount_ = 0;
+  double fillUs_ = 0, overrunUs_ = 0, endWaitUs_ = 0, endWaitUsMax_ = 0;
+  std::deque<pfrt_session_chunk> chunkLog_;
+  mutable std::mutex logMutex_;
+  double admittedUs_ = 0; // worker: the clock reading of the last bound decision
+  bool ownLast_ = false; // worker: the backlog being drained ends with the slot's own chunk
+  std::string json_;
+};
+
+Session::Session(const Program &program, uint32_t rank, const pfrt_session_options &options)
+    : program_(program) {
+  info_ = validate(program_);
+  const uint32_t n = static_cast<uint32_t>(program_.devices.size());
+  if (options.world_size && options.world_size != n)
+    invalid("the plan has " + std::to_string(n) + " ranks (devices) but the world has " +
+            std::to_string(options.world_size) + ": it is a plan for another job");
+  if (rank >= n)
+    invalid("rank " + std::to_string(rank) + " is out of range: the plan has " +
+            std::to_string(n) + " ranks (devices 0.." + std::to_string(n - 1) + ")");
+  rank_ = rank;
+  if (options.backend == PFRT_BACKEND_CUDA)
+    throw Error(PFRT_ERROR_UNAVAILABLE,
+                "sessions run on the host backend only in this version (backend CUDA asked)");
+  if (options.backend != PFRT_BACKEND_AUTO && options.backend != PFRT_BACKEND_HOST)
+    invalid("unknown backend " + std::to_string(static_cast<int>(options.backend)));
+  if (!(options.time_scale >= 0) || std::isinf(options.time_scale))
+    invalid("time_scale must be >= 0 (0: 1.0)");
+  if (options.fill_policy != PFRT_FILL_BOUNDED && options.fill_policy != PFRT_FILL_UNBOUNDED)
+    invalid("unknown fill_policy " + std::to_string(static_cast<int>(options.fill_policy)));
+
+  config_.backend = PFRT_BACKEND_HOST;
+  config_.fill = true;
+  config_.timeScale = options.time_scale > 0 ? options.time_scale : 1.0;
+  config_.maxDim = options.max_dim ? options.max_dim : kHostDefaultMaxDim;
+  config_.modelledTime = false; // fill chunks are real work timed on the clock
+  config_.fillBounded = options.fill_policy == PFRT_FILL_BOUNDED;
+  config_.fillIdlePriority = options.fill_idle_priority != 0;
+  config_.emulated.assign(n, false);
+
+  const Device &dev = program_.devices[rank_];
+  const ProgramInfo::DeviceInfo &di = info_.devices[rank_];
+  // The rank's main work and bubbles.
+  const Stream &main = dev.streams[di.mainStream];
+  int32_t lastOp = -1;
+  for (const Op &op : main.ops) {
+    if (op.kind == OpKind::Compute || op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+      pfrt_session_op o{};
+      o.kind = op.kind == OpKind::Compute ? PFRT_SESSION_OP_COMPUTE
+               : op.kind == OpKind::Send  ? PFRT_SESSION_OP_SEND
+                                          : PFRT_SESSION_OP_RECV;
+      o.compute = op.compute;
+      o.microbatch = op.microbatch;
+      o.chunk = op.chunk;
+      o.peer = op.peer;
+      o.tag = op.tag;
+      o.bytes = op.bytes;
+      o.planned_us = effectivePlannedUs(dev, op);
+      o.planned_start_us = op.plannedStartUs;
+      ops_.push_back(o);
+      lastOp = static_cast<int32_t>(ops_.size()) - 1;
+    } else if (op.kind == OpKind::Bubble) {
+      BubbleInfo b;
+      b.desc.bubble_id = op.bubble.bubble_id;
+      b.desc.kind = op.bubble.kind;
+      b.desc.after_op = lastOp;
+      b.desc.planned_start_us = op.bubble.planned_start_us;
+      b.desc.planned_duration_us = op.bubble.planned_duration_us;
+      b.desc.free_bytes = op.bubble.free_bytes;
+      bubbleIndex_[b.desc.bubble_id] = static_cast<uint32_t>(bubbles_.size());
+      bubbles_.push_back(b);
+    }
+  }
+  // The rank's fill chunks, grouped by bubble (schedule order), in stream order inside one.
+  std::vector<std::vector<Slot>> byBubble(bubbles_.size());
+  bool haveFill = false;
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (uint32_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (op.kind != OpKind::Fill)
+        continue;
+      if (!haveFill) {
+        fillStream_ = s;
+        haveFill = true;
+      }
+      auto it = bubbleIndex_.find(op.fill.bubble_id);
+      if (it == bubbleIndex_.end())
+        continue; // validate() refuses this; kept defensive
+      Slot slot;
+      slot.stream = s;
+      slot.op = i;
+      slot.bubble = it->second;
+      byBubble[it->second].push_back(slot);
+      BubbleInfo &b = bubbles_[it->second];
+      ++b.desc.chunks;
+      b.desc.planned_fill_us += op.fill.planned_us;
+    }
+  }
+  for (uint32_t k = 0; k < bubbles_.size(); ++k) {
+    bubbles_[k].slotBegin = static_cast<uint32_t>(slots_.size());
+    slots_.insert(slots_.end(), byBubble[k].begin(), byBubble[k].end());
+    bubbles_[k].slotEnd = static_cast<uint32_t>(slots_.size());
+  }
+  if (!haveFill)
+    fillStream_ = di.mainStream;
+  slotDone_.assign(slots_.size(), false);
+
+  backend_ = createHostBackend();
+  backend_->prepare(program_, info_, config_, {rank_});
+  jobs_.resize(program_.jobs.size());
+  for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
+    JobState &js = jobs_[j];
+    js.shape = makeJobShape(program_, j, config_.maxDim);
+    js.passes = info_.jobs[j].passes;
+    js.stride = info_.jobs[j].stride;
+    js.onRank = info_.jobs[j].streamOnDevice.count(rank_) != 0;
+  }
+  createJobData();
+
+  ctx_.device = rank_;
+  ctx_.stream = fillStream_;
+  ctx_.program = &program_;
+  ctx_.dev = &program_.devices[rank_];
+  ctx_.s = &program_.devices[rank_].streams[fillStream_];
+  ctx_.slot = &dummySlot_;
+  // The worker starts its backend thread state before the first bubble so that bubble_begin
+  // only hands over a task.
+  {
+    std::unique_lock<std::mutex> lock(m_);
+    taskDone_ = false;
+  }
+  thread_ = std::thread(&Session::worker, this);
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return taskDone_; });
+  if (workerStatus_ != PFRT_OK) {
+    lock.unlock();
+    close();
+    throw Error(workerStatus_, workerError_);
+  }
+}
+
+Session::~Session() { close(); }
+
+void Session::close() {
+  if (!thread_.joinable())
+    return;
+  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Session::createJobData() {
+  for (uint32_t j = 0; j < jobs_.size(); ++j) {
+    JobState &js = jobs_[j];
+    js.flights.clear();
+    js.backlog.clear();
+    js.data = js.onRank ? backend_->createJob(rank_, j, js.shape) : nullptr;
+  }
+}
+
+void Session::checkNoBubble(const char *call) const {
+  if (!open_)
+    return;
+  const std::string which = openUnplanned_ ? std::string("an unplanned bubble")
+                                           : "bubble " + std::to_string(openBubble_);
+  invalid(std::string(call) + " inside a bubble: " + which +
+          " is open; call pfrt_session_bubble_end first");
+}
+
+void Session::checkMainStream(void *mainStream) const {
+  if (mainStream)
+    invalid("main_stream must be NULL on the host backend (a cudaStream_t is for CUDA sessions)");
+}
+
+void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
+  if (open_)
+    checkNoBubble(("pfrt_session_bubble_begin(" + std::to_string(bubbleId) + ")").c_str());
+  checkMainStream(mainStream);
+  if (!(durationUs >= 0) || std::isinf(durationUs))
+    invalid("duration_us must be >= 0 and finite (0: the planned duration)");
+  auto it = bubbleIndex_.find(bubbleId);
+  if (it == bubbleIndex_.end()) {
+    std::string ids;
+    for (size_t k = 0; k < bubbles_.size() && k < 8; ++k)
+      ids += (k ? ", " : "") + std::to_string(bubbles_[k].desc.bubble_id);
+    if (bubbles_.size() > 8)
+      ids += ", ...";
+    invalid("bubble " + std::to_string(bubbleId) + " is not a bubble of rank " +
+            std::to_string(rank_) + " (it has " + std::to_string(bubbles_.size()) +
+            " bubbles" + (bubbles_.empty() ? "" : ": " + ids) + ")");
+  }
+  const uint32_t k = it->second;
+  if (k < nextBubble_)
+    invalid("bubble " + std::to_string(bubbleId) + " of iteration " + std::to_string(iteration_) +
+            " is out of order: it was begun already or a later bubble (" +
+            std::to_string(bubbles_[nextBubble_ - 1].desc.bubble_id) +
+            ") was; call pfrt_session_iteration_end to start the next iteration");
+  const double now = hostNowUs();
+  BubbleTask task;
+  task.bubble = k;
+  task.bubbleId = bubbleId;
+  task.beginUs = now;
+  task.deadlineUs =
+      now + (durationUs > 0 ? durationUs
+                            : bubbles_[k].desc.planned_duration_us * config_.timeScale);
+  task_ = task;
+  // Chunks of the bubbles skipped before this one wait for a later bubble, in plan order.
+  for (uint32_t s = bubbles_[nextBubble_].slotBegin; s < bubbles_[k].slotBegin; ++s)
+    if (!slotDone_[s]) {
+      slotDone_[s] = true;
+      deferSlot(slots_[s]);
+    }
+  nextBubble_ = k + 1;
+  open_ = true;
+  openUnplanned_ = false;
+  openBubble_ = bubbleId;
+  ++bubblesRun_;
+  startTask();
+}
+
+void Session::beginUnplanned(double durationUs, void *mainStream) {
+  if (open_)
+    checkNoBubble("pfrt_session_unplanned_begin");
+  checkMainStream(mainStream);
+  if (!(durationUs > 0) || std::isinf(durationUs))
+    invalid("an unplanned bubble needs its duration: duration_us must be > 0 and finite");
+  BubbleTask task;
+  task.unplanned = true;
+  task.beginUs = hostNowUs();
+  task.deadlineUs = task.beginUs + durationUs;
+  task_ = task;
+  open_ = true;
+  openUnplanned_ = true;
+  ++unplannedRun_;
+  startTask();
+}
+
+void Session::startTask() {
+  // Nothing to run (no chunk and no deferred work): no handoff to the worker.
+  bool work = false;
+  if (task_.unplanned) {
+    for (uint32_t s = 0; s < slots_.size() && !work; ++s)
+      work = !slotDone_[s];
+  } else {
+    for (uint32_t s = bubbles_[task_.bubble].slotBegin; s < bubbles_[task_.bubble].slotEnd; ++s)
+      work = work || !slotDone_[s];
+  }
+  for (const JobState &js : jobs_)
+    work = work || !js.backlog.empty();
+  if (!work)
+    return;
+  stop_ = false;
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    hasTask_ = true;
+    taskDone_ = false;
+  }
+  cv_.notify_all();
+}
+
+void Session::wait() {
+  if (!open_)
+    invalid("pfrt_session_bubble_wait without an open bubble (call pfrt_session_bubble_begin "
+            "first)");
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return taskDone_; });
+}
+
+pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
+  if (!open_)
+    invalid("pfrt_session_bubble_end(" +
+            (bubbleId == PFRT_SESSION_UNPLANNED ? std::string("PFRT_SESSION_UNPLANNED")
+                                                : std::to_string(bubbleId)) +
+            ") without an open bubble (call pfrt_session_bubble_begin first)");
+  if (openUnplanned_ != (bubbleId == PFRT_SESSION_UNPLANNED) ||
+      (!openUnplanned_ && bubbleId != openBubble_))
+    invalid("pfrt_session_bubble_end(" +
+            (bubbleId == PFRT_SESSION_UNPLANNED ? std::string("PFRT_SESSION_UNPLANNED")
+                                                : std::to_string(bubbleId)) +
+            "): the open bubble is " +
+            (openUnplanned_ ? std::string("an unplanned one (end it with PFRT_SESSION_UNPLANNED)")
+                            : std::to_string(openBubble_)));
+  const double t0 = hostNowUs();
+  stop_ = true;
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return taskDone_; });
+  const double waited = hostNowUs() - t0;
+  open_ = false;
+  pfrt_session_bubble_result r = task_.result;
+  r.end_wait_us = waited;
+  if (workerStatus_ != PFRT_OK) {
+    pfrt_status st = workerStatus_;
+    workerStatus_ = PFRT_OK;
+    throw Error(st, workerError_);
+  }
+  endWaitUs_ += r.end_wait_us;
+  endWaitUsMax_ = std::max(endWaitUsMax_, r.end_wait_us);
+  fillUs_ += r.fill_us;
+  return r;
+}
+
+void Session::worker() {
+  auto fail = [&](pfrt_status st, const std::string &msg) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (workerStatus_ == PFRT_OK) {
+      workerStatus_ = st;
+      workerError_ = msg;
+    }
+  };
+  bool began = false;
+  try {
+    backend_->threadBegin(ctx_);
+    began = true;
+  } catch (const Error &e) {
+    fail(e.status(), e.what());
+  } catch (const std::exception &e) {
+    fail(PFRT_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    taskDone_ = true;
+  }
+  cv_.notify_all();
+  if (!began)
+    return;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return hasTask_ || quit_; });
+      if (quit_)
+        break;
+      hasTask_ = false;
+    }
+    try {
+      runTask(task_);
+    } catch (const Error &e) {
+      fail(e.status(), e.what());
+    } catch (const std::exception &e) {
+      fail(PFRT_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      taskDone_ = true;
+    }
+    cv_.notify_all();
+  }
+  try {
+    backend_->threadEnd(ctx_);
+  } catch (...) {
+  }
+}
+
+void Session::runTask(BubbleTask &task) {
+  ctx_.iteration = iteration_;
+  if (!task.unplanned) {
+    const BubbleInfo &b = bubbles_[task.bubble];
+    for (uint32_t s = b.slotBegin; s < b.slotEnd; ++s) {
+      if (slotDone_[s])
+        continue; // an unplanned bubble took it forward
+      slotDone_[s] = true;
+      if (stop_ && config_.fillBounded)
+        deferSlot(slots_[s]); // the framework ended the bubble: the rest waits
+      else
+        runSlot(slots_[s], task);
+    }
+    return;
+  }
+  // Unplanned: deferred work first (every job), then this iteration's planned chunks that no
+  // bubble has taken yet, pulled forward in plan order until one does not fit.
+  for (uint32_t j = 0; j < jobs_.size(); ++j)
+    if (!drain(jobs_[j], j, task))
+      return;
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    if (slotDone_[s])
+      continue;
+    const Op &op = program_.devices[rank_].streams[slots_[s].stream].ops[slots_[s].op];
+    JobState &js = jobs_[op.fill.job];
+    WorkItem own;
+    if (!ownWork(op.fill, js, own)) {
+      slotDone_[s] = true;
+      continue;
+    }
+    double predicted = -1;
+    if (!fits(js, own, task, &predicted))
+      return; // stays for its planned bubble
+    slotDone_[s] = true;
+    exec(js, op.fill.job, own, predicted, task, false);
+  }
+}
+
+bool Session::ownWork(const pfrt_fill_chunk_desc &f, JobState &js, WorkItem &own) {
+  const FillJob &job = program_.jobs[f.job];
+  int64_t logical = 0;
+  if (!chunkRunsIn(f, iteration_, &logical))
+    return false; // not this iteration's part of a periodic plan (not a skip)
+  if (logical < 0) {
+    ++js.chunksSkipped;
+    return false;
+  }
+  const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * js.stride;
+  if (job.samples && sb >= job.samples) {
+    ++js.chunksSkipped;
+    return false;
+  }
+  own.sampleBegin = sb;
+  own.batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
+                          : f.batch;
+  own.passBegin = f.layer_begin;
+  own.passEnd = f.layer_end;
+  own.plannedUs = f.planned_us;
+  own.weightsStreamed = f.weights_streamed != 0;
+  own.activationsHost = f.activations_on_host != 0;
+  own.peakBytes = f.peak_bytes;
+  if (f.layer_begin > 0) {
+    // A continuation needs its batch in flight or queued before it (as in the executor).
+    bool known = js.flights.count(sb) != 0;
+    for (const WorkItem &w : js.backlog)
+      known = known || w.sampleBegin == sb;
+    if (!known) {
+      ++js.chunksSkipped;
+      return false;
+    }
+    auto fl = js.flights.find(sb);
+    if (fl != js.flights.end() && js.backlog.empty() && fl->second.next != f.layer_begin) {
+      ++js.chunksSkipped;
+      return false;
+    }
+  }
+  return true;
+}
+
+void Session::deferSlot(const Slot &slot) {
+  const Op &op = program_.devices[rank_].streams[slot.stream].ops[slot.op];
+  JobState &js = jobs_[op.fill.job];
+  WorkItem own;
+  if (!ownWork(op.fill, js, own))
+    return;
+  js.backlog.push_back(own);
+  ++js.chunksDeferred;
+  ++task_.result.chunks_deferred;
+}
+
+bool Session::fits(JobState &js, const WorkItem &item, const BubbleTask &task,
+                   double *predicted) {
+  *predicted = js.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
+  admittedUs_ = hostNowUs();
+  if (!config_.fillBounded)
+    return true;
+  if (stop_)
+    return false;
+  return admittedUs_ + *predicted * config_.timeScale <= task.deadlineUs;
+}
+
+bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
+  while (!js.backlog.empty()) {
+    const WorkItem item = js.backlog.front();
+    double predicted = -1;
+    if (!fits(js, item, task, &predicted))
+      return false;
+    js.backlog.pop_front();
+    // The slot's own chunk is the last item of its backlog (runSlot); everything before it, and
+    // all of an unplanned bubble's backlog, is deferred work.
+    exec(js, job, item, predicted, task, !(ownLast_ && js.backlog.empty()));
+  }
+  return true;
+}
+
+void Session::runSlot(const Slot &slot, BubbleTask &task) {
+  const Op &op = program_.devices[rank_].streams[slot.stream].ops[slot.op];
+  const uint32_t job = op.fill.job;
+  JobState &js = jobs_[job];
+  WorkItem own;
+  const bool hasOwn = ownWork(op.fill, js, own);
+  if (!hasOwn && js.backlog.empty())
+    return;
+  if (hasOwn)
+    js.backlog.push_back(own); // behind older deferred work: plan order is kept
+  ownLast_ = hasOwn;
+  drain(js, job, task);
+  ownLast_ = false;
+  if (hasOwn && !js.backlog.empty()) {
+    ++js.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
+    ++task.result.chunks_deferred;
+  }
+}
+
+void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
+                   BubbleTask &task, bool deferred) {
+  const FillJob &fj = program_.jobs[job];
+  auto found = js.flights.find(item.sampleBegin);
+  if (item.passBegin == 0) {
+    if (found != js.flights.end())
+      throw Error(PFRT_ERROR_INTERNAL, "session rank " + std::to_string(rank_) +
+                                           ": fill batch at sample " +
+                                           std::to_string(item.sampleBegin) + " begun twice");
+    Flight fl;
+    fl.batch = item.batch;
+    found = js.flights.emplace(item.sampleBegin, std::move(fl)).first;
+  } else if (found == js.flights.end() || found->second.next != item.passBegin) {
+    ++js.chunksSkipped;
+    return;
+  }
+  FillExec ex;
+  ex.job = job;
+  ex.device = rank_;
+  ex.shape = &js.shape;
+  ex.passBegin = item.passBegin;
+  ex.passEnd = item.passEnd;
+  ex.batch = found->second.batch;
+  ex.sampleBegin = item.sampleBegin;
+  ex.weightsStreamed = item.weightsStreamed;
+  ex.activationsHost = item.activationsHost;
+  ex.begins = item.passBegin == 0;
+  ex.completes = item.passEnd == js.passes;
+  ex.plannedUs = item.plannedUs;
+  ex.timeScale = config_.timeScale;
+  ex.bounded = config_.fillBounded;
+  ex.deadlineUs = task.deadlineUs;
+  ex.predictedUs = predicted > 0 ? predicted * config_.timeScale : 0;
+  double t0 = backend_->streamNowUs(ctx_);
+  js.data->run(ctx_, found->second.data, ex);
+  double t1 = backend_->streamNowUs(ctx_);
+  backend_->lastWorkSpan(ctx_, t0, t1);
+  ++js.chunksRun;
+  found->second.next = item.passEnd;
+  if (ex.completes) {
+    js.samples += found->second.batch;
+    task.result.samples_completed += found->second.batch;
+    if (fj.kind == PFRT_FILL_TRAINING)
+      ++js.steps;
+    js.flights.erase(found);
+  }
+  const double measured = (t1 - t0) / config_.timeScale;
+  js.predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs, measured);
+  ShapeStats &ss = js.shapes[std::make_tuple(item.passBegin, item.passEnd, item.batch)];
+  ++ss.runs;
+  ss.plannedUs = item.plannedUs;
+  ss.predictedUsLast = predicted;
+  ss.measuredUsSum += measured;
+  ss.measuredUsMax = std::max(ss.measuredUsMax, measured);
+  ++task.result.chunks_run;
+  task.result.fill_us += t1 - t0;
+  pfrt_session_chunk c{};
+  c.job = job;
+  c.bubble_id = task.bubbleId;
+  c.iteration = static_cast<uint64_t>(iteration_);
+  c.layer_begin = item.passBegin;
+  c.layer_end = item.passEnd;
+  c.batch = item.batch;
+  c.sample_begin = item.sampleBegin;
+  c.deferred = deferred ? 1 : 0;
+  c.planned_us = item.plannedUs;
+  c.predicted_us = config_.fillBounded ? predicted * config_.timeScale : -1;
+  c.admitted_us = admittedUs_ - task.beginUs;
+  c.start_us = t0 - task.beginUs;
+  c.end_us = t1 - task.beginUs;
+  c.deadline_us = task.deadlineUs - task.beginUs;
+  {
+    std::lock_guard<std::mutex> lock(logMutex_);
+    chunkLog_.push_back(c);
+    if (chunkLog_.size() > 4096)
+      chunkLog_.pop_front();
+  }
+  if (t1 > task.deadlineUs) {
+    const double over = t1 - task.deadlineUs;
+    if (over > task.result.overrun_us)
+      task.result.overrun_us = over;
+    ++overrunCount_;
+    overrunUs_ += over;
+  }
+}
+
+void Session::iterationEnd() {
+  checkNoBubble("pfrt_session_iteration_end");
+  // Chunks of bubbles not begun this iteration wait for later bubbles, in plan order.
+  for (uint32_t s = 0; s < slots_.size(); ++s)
+    if (!slotDone_[s]) {
+      slotDone_[s] = true;
+      deferSlot(slots_[s]);
+    }
+  // What the plan scheduled on this rank in the iteration that ends.
+  for (const Slot &slot : slots_) {
+    const pfrt_fill_chunk_desc &f =
+        program_.devices[rank_].streams[slot.stream].ops[slot.op].fill;
+    JobState &js = jobs_[f.job];
+    int64_t logical = 0;
+    if (f.layer_end != js.passes || !chunkRunsIn(f, iteration_, &logical) || logical < 0)
+      continue;
+    const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * js.stride;
+    const uint64_t total = program_.jobs[f.job].samples;
+    if (total && sb >= total)
+      continue;
+    js.samplesPlanned += total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
+  }
+  slotDone_.assign(slots_.size(), false);
+  nextBubble_ = 0;
+  ++iteration_;
+}
+
+void Session::saveCheckpoint(const std::string &path) {
+  checkNoBubble("pfrt_session_checkpoint_save");
+  if (path.empty())
+    invalid("checkpoint path is empty");
+  pipefill::rt::FillCheckpoint cp;
+  cp.set_program_fingerprint(programFingerprint(program_));
+  cp.set_iterations_done(static_cast<uint32_t>(iteration_));
+  cp.set_max_dim(config_.maxDim);
+  for (uint32_t j = 0; j < jobs_.size(); ++j) {
+    JobState &js = jobs_[j];
+    pipefill::rt::FillJobCheckpoint *jc = cp.add_jobs();
+    jc->set_name(program_.jobs[j].name);
+    JobData::Accum a = js.data ? js.data->accumulators() : JobData::Accum{};
+    jc->set_samples_done(js.baseSamples + js.samples);
+    jc->set_steps_done(js.baseSteps + js.steps);
+    jc->set_checksum(js.baseChecksum + a.checksum);
+    jc->set_loss_sum(js.baseLoss + a.lossSum);
+    if (!js.data)
+      continue;
+    pipefill::rt::FillDeviceState *ds = jc->add_devices();
+    ds->set_device(rank_);
+    if (program_.jobs[j].kind == PFRT_FILL_TRAINING)
+      for (const auto &w : js.data->saveWeights())
+        ds->add_weights()->mutable_values()->Add(w.begin(), w.end());
+    for (auto &fl : js.flights) {
+      pipefill::rt::InFlightBatch *b = ds->add_in_flight();
+      b->set_sample_begin(fl.first);
+      b->set_batch(fl.second.batch);
+      b->set_next_layer(fl.second.next);
+      if (fl.second.data)
+        for (const auto &t : fl.second.data->save())
+          b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
+    }
+    for (const WorkItem &w : js.backlog) {
+      pipefill::rt::DeferredChunk *dc = ds->add_deferred();
+      dc->set_sample_begin(w.sampleBegin);
+      dc->set_batch(w.batch);
+      dc->set_layer_begin(w.passBegin);
+      dc->set_layer_end(w.passEnd);
+      dc->set_planned_us(w.plannedUs);
+      dc->set_weights_streamed(w.weightsStreamed);
+      dc->set_activations_on_host(w.activationsHost);
+      dc->set_peak_bytes(w.peakBytes);
+    }
+  }
+  writeCheckpointFile(path, cp, cp.program_fingerprint());
+}
+
+void Session::loadCheckpoint(const std::string &path) {
+  checkNoBubble("pfrt_session_checkpoint_load");
+  if (path.empty())
+    invalid("checkpoint path is empty");
+  pipefill::rt::FillCheckpoint cp;
+  std::string problem;
+  switch (readCheckpointFile(path, programFingerprint(program_), cp, problem)) {
+  case CheckpointStatus::Ok:
+    break;
+  case CheckpointStatus::Missing:
+    throw Error(PFRT_ERROR_IO, "checkpoint " + path + " does not exist");
+  case CheckpointStatus::Foreign:
+    invalid("checkpoint " + path + " " + problem);
+  case CheckpointStatus::Bad:
+    throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + " " + problem);
+  }
+  const std::string what = "checkpoint " + path + " ";
+  if (cp.max_dim() != config_.maxDim)
+    invalid(what + "was written with workload dimension cap " + std::to_string(cp.max_dim()) +
+            " but this session uses " + std::to_string(config_.maxDim));
+  if (cp.jobs_size() != static_cast<int>(jobs_.size()))
+    throw Error(PFRT_ERROR_PARSE, what + "has " + std::to_string(cp.jobs_size()) +
+                                      " jobs, the program " + std::to_string(jobs_.size()));
+  for (uint32_t j = 0; j < jobs_.size(); ++j) {
+    const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
+    if (jc.name() != program_.jobs[j].name)
+      throw Error(PFRT_ERROR_PARSE, what + "names job " + std::to_string(j) + " '" + jc.name() +
+                                        "', the program '" + program_.jobs[j].name + "'");
+    for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
+      if (ds.device() != rank_ || !jobs_[j].onRank)
+        invalid(what + "holds job '" + jc.name() + "' state of device " +
+                std::to_string(ds.device()) + ": it is not a session checkpoint of rank " +
+                std::to_string(rank_));
+      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
+        std::string bad = checkInFlightShape(jobs_[j].shape, b);
+        if (!bad.empty())
+          throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' batch at sample " +
+                                            std::to_string(b.sample_begin()) + ": " + bad);
+      }
+      for (const pipefill::rt::DeferredChunk &dc : ds.deferred())
+        if (dc.layer_end() <= dc.layer_begin() || dc.layer_end() > jobs_[j].passes ||
+            dc.batch() == 0)
+          throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() +
+                                            "' has a deferred chunk outside the job's passes");
+    }
+  }
+  // Checked: replace the state.
+  createJobData();
+  auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
+    std::vector<std::vector<float>> out;
+    for (const auto &t : ts)
+      out.emplace_back(t.values().begin(), t.values().end());
+    return out;
+  };
+  for (uint32_t j = 0; j < jobs_.size(); ++j) {
+    const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
+    JobState &js = jobs_[j];
+    js.baseSamples = jc.samples_done();
+    js.baseSteps = jc.steps_done();
+    js.baseChecksum = jc.checksum();
+    js.baseLoss = jc.loss_sum();
+    js.samples = js.steps = 0;
+    for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
+      if (ds.weights_size())
+        js.data->loadWeights(toVectors(ds.weights()));
+      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
+        Flight f;
+        f.next = b.next_layer();
+        f.batch = b.batch();
+        f.data = js.data->loadBatch(toVectors(b.tensors()), b.batch());
+        js.flights[b.sample_begin()] = std::move(f);
+      }
+      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
+        WorkItem w;
+        w.sampleBegin = dc.sample_begin();
+        w.batch = dc.batch();
+        w.passBegin = dc.layer_begin();
+        w.passEnd = dc.layer_end();
+        w.plannedUs = dc.planned_us();
+        w.weightsStreamed = dc.weights_streamed();
+        w.activationsHost = dc.activations_on_host();
+        w.peakBytes = dc.peak_bytes();
+        js.backlog.push_back(w);
+      }
+    }
+  }
+  iteration_ = cp.iterations_done();
+  nextBubble_ = 0;
+  slotDone_.assign(slots_.size(), false);
+}
+
+pfrt_session_stats Session::stats() const {
+  pfrt_session_stats s{};
+  s.rank = rank_;
+  s.iterations = static_cast<uint64_t>(iteration_);
+  s.bubbles = bubblesRun_;
+  s.unplanned_bubbles = unplannedRun_;
+  for (const JobState &js : jobs_) {
+    s.chunks_run += js.chunksRun;
+    s.chunks_deferred += js.chunksDeferred;
+    s.chunks_skipped += js.chunksSkipped;
+    s.chunks_pending += js.backlog.size();
+    s.samples_completed += js.baseSamples + js.samples;
+  }
+  s.fill_us = fillUs_;
+  s.overrun_count = overrunCount_;
+  s.overrun_us = overrunUs_;
+  s.end_wait_us = endWaitUs_;
+  s.end_wait_us_max = endWaitUsMax_;
+  return s;
+}
+
+pfrt_report_job Session::job(uint32_t j) const {
+  if (j >= jobs_.size())
+    invalid("job " + std::to_string(j) + " does not exist (the program has " +
+            std::to_string(jobs_.size()) + " fill jobs)");
+  const JobState &js = jobs_[j];
+  pfrt_report_job out{};
+  out.name = program_.jobs[j].name.c_str();
+  out.kind = program_.jobs[j].kind;
+  out.samples_completed = js.baseSamples + js.samples;
+  out.samples_this_run = js.samples;
+  out.samples_planned = js.samplesPlanned;
+  JobData::Accum a = js.data ? js.data->accumulators() : JobData::Accum{};
+  out.checksum = js.baseChecksum + a.checksum;
+  out.steps = js.baseSteps + js.steps;
+  out.weights_checksum = js.data && out.kind == PFRT_FILL_TRAINING
+                             ? tensorsChecksum(js.data->saveWeights())
+                             : 0;
+  return out;
+}
+
+const std::string &Session::reportJson() {
+  const pfrt_session_stats s = stats();
+  JsonWriter w;
+  w.beginObject();
+  w.value("rank", s.rank);
+  w.value("ranks", ranks());
+  w.value("time_measured", true);
+  w.value("time_scale", config_.timeScale);
+  w.value("fill_policy", config_.fillBounded ? "bounded" : "unbounded");
+  w.value("iterations", s.iterations);
+  w.value("bubbles", s.bubbles);
+  w.value("unplanned_bubbles", s.unplanned_bubbles);
+  w.value("chunks_run", s.chunks_run);
+  w.value("chunks_deferred", s.chunks_deferred);
+  w.value("chunks_skipped", s.chunks_skipped);
+  w.value("chunks_pending", s.chunks_pending);
+  w.value("samples_completed", s.samples_completed);
+  w.value("fill_us", s.fill_us);
+  w.value("overrun_count", s.overrun_count);
+  w.value("overrun_us", s.overrun_us);
+  w.value("end_wait_us", s.end_wait_us);
+  w.value("end_wait_us_max", s.end_wait_us_max);
+  w.beginArray("jobs");
+  for (uint32_t j = 0; j < jobs_.size(); ++j) {
+    const pfrt_report_job rj = job(j);
+    const JobState &js = jobs_[j];
+    w.beginObject();
+    w.value("name", rj.name);
+    w.value("kind", rj.kind == PFRT_FILL_TRAINING ? "training" : "inference");
+    w.value("on_rank", js.onRank);
+    w.value("samples_completed", rj.samples_completed);
+    w.value("samples_this_run", rj.samples_this_run);
+    w.value("samples_planned", rj.samples_planned);
+    w.value("checksum", rj.checksum);
+    w.value("steps", rj.steps);
+    w.value("chunks_run", js.chunksRun);
+    w.value("chunks_deferred", js.chunksDeferred);
+    w.value("chunks_skipped", js.chunksSkipped);
+    w.value("chunks_pending", static_cast<uint64_t>(js.backlog.size()));
+    w.beginArray("chunk_shapes");
+    for (const auto &kv : js.shapes) {
+      w.beginObject();
+      w.value("layer_begin", std::get<0>(kv.first));
+      w.value("layer_end", std::get<1>(kv.first));
+      w.value("batch", std::get<2>(kv.first));
+      w.value("runs", kv.second.runs);
+      w.value("planned_us", kv.second.plannedUs);
+      w.value("predicted_us_last", kv.second.predictedUsLast);
+      w.value("measured_us_mean", kv.second.measuredUsSum / static_cast<double>(kv.second.runs));
+      w.value("measured_us_max", kv.second.measuredUsMax);
+      w.endObject();
+    }
+    w.endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.endObject();
+  json_ = w.str();
+  return json_;
+}
+
+} // namespace pfrt
+
+// The opaque handle.
+struct pfrt_session {
+  std::unique_ptr<pfrt::Session> impl;
+};
+
+namespace {
+
+using pfrt::Error;
+
+// Live sessions: a call on a destroyed (or never created) handle is an error, not a crash.
+std::mutex liveMutex;
+std::set<const pfrt_session *> &live() {
+  static std::set<const pfrt_session *> set;
+  return set;
+}
+
+template <class F> pfrt_status guard(F &&f) {
+  try {
+    f();
+    return PFRT_OK;
+  } catch (const Error &e) {
+    pfrt::setLastError(e.what());
+    return e.status();
+  } catch (const std::bad_alloc &) {
+    pfrt::setLastError("out of memory");
+    return PFRT_ERROR_INTERNAL;
+  } catch (const std::exception &e) {
+    pfrt::setLastError(std::string("internal error: ") + e.what());
+    return PFRT_ERROR_INTERNAL;
+  } catch (...) {
+    pfrt::setLastError("internal error: unknown exception");
+    return PFRT_ERROR_INTERNAL;
+  }
+}
+
+pfrt::Session &sess(const pfrt_session *s) {
+  if (!s)
+    pfrt::invalid("session is NULL");
+  {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    if (!live().count(s))
+      pfrt::invalid("session is not a live session (destroyed, or not made by "
+                    "pfrt_session_create)");
+  }
+  return *s->impl;
+}
+
+void create(const pfrt::Program &program, uint32_t rank, const pfrt_session_options *options,
+            pfrt_session **out) {
+  pfrt_session_options o;
+  pfrt_session_options_init(&o);
+  if (options)
+    o = *options;
+  auto s = std::make_unique<pfrt_session>();
+  s->impl = std::make_unique<pfrt::Session>(program, rank, o);
+  std::lock_guard<std::mutex> lock(liveMutex);
+  live().insert(s.get());
+  *out = s.release();
+}
+
+struct ProgramOwner {
+  pfrt_program *p = nullptr;
+  ~ProgramOwner() { pfrt_program_destroy(p); }
+};
+
+} // namespace
+
+extern "C" {
+
+void pfrt_session_options_init(pfrt_session_options *options) {
+  if (!options)
+    return;
+  *options = pfrt_session_options{};
+  options->backend = PFRT_BACKEND_AUTO;
+  options->time_scale = 1.0;
+  options->fill_policy = PFRT_FILL_BOUNDED;
+  options->fill_idle_priority = 1;
+}
+
+pfrt_status pfrt_session_create(const pfrt_program *program, uint32_t rank,
+                                const pfrt_session_options *options, pfrt_session **out) {
+  return guard([&] {
+    if (!out)
+      pfrt::invalid("out_session is NULL");
+    *out = nullptr;
+    if (!program)
+      pfrt::invalid("program is NULL");
+    create(program->program, rank, options, out);
+  });
+}
+
+pfrt_status pfrt_session_create_file(const char *path, uint32_t rank,
+                                     const pfrt_session_options *options, pfrt_session **out) {
+  return guard([&] {
+    if (!out)
+      pfrt::invalid("out_session is NULL");
+    *out = nullptr;
+    if (!path || !*path)
+      pfrt::invalid("program path is empty");
+    ProgramOwner p;
+    p.p = pfrt::loadProgram(pfrt::readFile(path), path);
+    create(p.p->program, rank, options, out);
+  });
+}
+
+pfrt_status pfrt_session_create_memory(const void *data, size_t size, const char *source,
+                                       uint32_t rank, const pfrt_session_options *options,
+                                       pfrt_session **out) {
+  return guard([&] {
+    if (!out)
+      pfrt::invalid("out_session is NULL");
+    *out = nullptr;
+    if (!data && size)
+      pfrt::invalid("data is NULL");
+    ProgramOwner p;
+    p.p = pfrt::loadProgram(std::string(static_cast<const char *>(data), size),
+                            source ? source : "<memory>");
+    create(p.p->program, rank, options, out);
+  });
+}
+
+void pfrt_session_destroy(pfrt_session *session) {
+  if (!session)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(liveMutex);
+    if (!live().erase(session))
+      return; // not live: destroyed twice, or never ours
+  }
+  delete session;
+}
+
+pfrt_status pfrt_session_rank_info(const pfrt_session *session, uint32_t *rank, uint32_t *ranks,
+                                   uint32_t *ops, uint32_t *bubbles) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (rank)
+      *rank = s.rank();
+    if (ranks)
+      *ranks = s.ranks();
+    if (ops)
+      *ops = static_cast<uint32_t>(s.ops().size());
+    if (bubbles)
+      *bubbles = static_cast<uint32_t>(s.bubbles().size());
+  });
+}
+
+pfrt_status pfrt_session_op_get(const pfrt_session *session, uint32_t index,
+                                pfrt_session_op *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_op is NULL");
+    if (index >= s.ops().size())
+      pfrt::invalid("op " + std::to_string(index) + " does not exist (rank " +
+                    std::to_string(s.rank()) + " has " + std::to_string(s.ops().size()) +
+                    " main ops)");
+    *out = s.ops()[index];
+  });
+}
+
+pfrt_status pfrt_session_bubble_get(const pfrt_session *session, uint32_t index,
+                                    pfrt_session_bubble *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_bubble is NULL");
+    if (index >= s.bubbles().size())
+      pfrt::invalid("bubble index " + std::to_string(index) + " does not exist (rank " +
+                    std::to_string(s.rank()) + " has " + std::to_string(s.bubbles().size()) +
+                    " bubbles)");
+    *out = s.bubbles()[index].desc;
+  });
+}
+
+pfrt_status pfrt_session_bubble_begin(pfrt_session *session, uint32_t bubble, void *main_stream,
+                                      double duration_us) {
+  return guard([&] { sess(session).begin(bubble, main_stream, duration_us); });
+}
+
+pfrt_status pfrt_session_unplanned_begin(pfrt_session *session, double duration_us,
+                                         void *main_stream) {
+  return guard([&] { sess(session).beginUnplanned(duration_us, main_stream); });
+}
+
+pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble,
+                                    pfrt_session_bubble_result *out) {
+  return guard([&] {
+    pfrt_session_bubble_result r = sess(session).end(bubble);
+    if (out)
+      *out = r;
+  });
+}
+
+pfrt_status pfrt_session_bubble_wait(pfrt_session *session) {
+  return guard([&] { sess(session).wait(); });
+}
+
+pfrt_status pfrt_session_iteration_end(pfrt_session *session) {
+  return guard([&] { sess(session).iterationEnd(); });
+}
+
+pfrt_status pfrt_session_checkpoint_save(pfrt_session *session, const char *path) {
+  return guard([&] { sess(session).saveCheckpoint(path ? path : ""); });
+}
+
+pfrt_status pfrt_session_checkpoint_load(pfrt_session *session, const char *path) {
+  return guard([&] { sess(session).loadCheckpoint(path ? path : ""); });
+}
+
+pfrt_status pfrt_session_get_stats(const pfrt_session *session, pfrt_session_stats *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_stats is NULL");
+    *out = s.stats();
+  });
+}
+
+pfrt_status pfrt_session_chunk_count(const pfrt_session *session, uint32_t *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_count is NULL");
+    *out = static_cast<uint32_t>(s.chunkCount());
+  });
+}
+
+pfrt_status pfrt_session_chunk_get(const pfrt_session *session, uint32_t index,
+                                   pfrt_session_chunk *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_chunk is NULL");
+    *out = s.chunkAt(index);
+  });
+}
+
+pfrt_status pfrt_session_get_job(const pfrt_session *session, uint32_t job,
+                                 pfrt_report_job *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_job is NULL");
+    *out = s.job(job);
+  });
+}
+
+const char *pfrt_session_report_json(pfrt_session *session) {
+  const char *out = nullptr;
+  guard([&] { out = sess(session).reportJson().c_str(); });
+  return out;
+}
+
+} // extern "C"
