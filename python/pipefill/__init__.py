@@ -15,6 +15,9 @@ Example::
     run = pipefill.run(plan, iterations=2, time_scale=0.1)
     print(run.summary())
 
+:class:`Session` hands one rank's bubbles to pipefill from a training loop
+that owns its schedule (``with session.bubble(k): ...``).
+
 Numbers from :class:`Plan` are planned; numbers from :class:`RunReport` are
 measured (keys that say ``planned`` excepted).
 """
@@ -36,13 +39,16 @@ from ._core import (
     run_file as _run_file,
 )
 from ._errors import CompileError, RunError
+from ._session import BubbleScope, Session
 
 __all__ = [
+    "BubbleScope",
     "CompileError",
     "PFRT_API_VERSION",
     "Plan",
     "RunError",
     "RunReport",
+    "Session",
     "backend_compiled",
     "compile",
     "compile_file",

@@ -247,6 +247,244 @@ nb::dict stageTable(const CompiledPlan &plan) {
   return d;
 }
 
+
+/// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
+class Session {
+public:
+  explicit Session(pfrt_session *session) : session(session) {}
+  ~Session() { close(); }
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  void close() {
+    if (!session)
+      return;
+    pfrt_session *s = session;
+    session = nullptr;
+    nb::gil_scoped_release release;
+    pfrt_session_destroy(s);
+  }
+
+  pfrt_session *get() const {
+    if (!session)
+      throw RunFailure("the session is closed", "PFRT_ERROR_INVALID_ARGUMENT");
+    return session;
+  }
+
+  nb::dict info() const {
+    uint32_t rank = 0, ranks = 0, ops = 0, bubbles = 0;
+    check(pfrt_session_rank_info(get(), &rank, &ranks, &ops, &bubbles), "session");
+    nb::dict d;
+    d["rank"] = rank;
+    d["ranks"] = ranks;
+    d["ops"] = ops;
+    d["bubbles"] = bubbles;
+    return d;
+  }
+
+  nb::list bubbles() const {
+    uint32_t n = 0;
+    check(pfrt_session_rank_info(get(), nullptr, nullptr, nullptr, &n), "session");
+    nb::list out;
+    for (uint32_t k = 0; k < n; ++k) {
+      pfrt_session_bubble b{};
+      check(pfrt_session_bubble_get(get(), k, &b), "session");
+      nb::dict d;
+      d["bubble_id"] = b.bubble_id;
+      d["kind"] = bubbleKind(b.kind);
+      d["after_op"] = b.after_op;
+      d["planned_start_us"] = b.planned_start_us;
+      d["planned_duration_us"] = b.planned_duration_us;
+      d["free_bytes"] = b.free_bytes;
+      d["chunks"] = b.chunks;
+      d["planned_fill_us"] = b.planned_fill_us;
+      out.append(d);
+    }
+    return out;
+  }
+
+  nb::list ops() const {
+    uint32_t n = 0;
+    check(pfrt_session_rank_info(get(), nullptr, nullptr, &n, nullptr), "session");
+    nb::list out;
+    for (uint32_t i = 0; i < n; ++i) {
+      pfrt_session_op o{};
+      check(pfrt_session_op_get(get(), i, &o), "session");
+      nb::dict d;
+      d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? computeKind(o.compute)
+                  : o.kind == PFRT_SESSION_OP_SEND  ? "send"
+                                                    : "recv";
+      d["microbatch"] = o.microbatch;
+      d["chunk"] = o.chunk;
+      d["peer"] = o.peer;
+      d["tag"] = o.tag;
+      d["bytes"] = o.bytes;
+      d["planned_us"] = o.planned_us;
+      d["planned_start_us"] = o.planned_start_us;
+      out.append(d);
+    }
+    return out;
+  }
+
+  void begin(uint32_t bubble, double durationUs) {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_begin(s, bubble, nullptr, durationUs);
+    }
+    check(st, "bubble_begin");
+  }
+  void beginUnplanned(double durationUs) {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_unplanned_begin(s, durationUs, nullptr);
+    }
+    check(st, "unplanned_begin");
+  }
+  void wait() {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_wait(s);
+    }
+    check(st, "bubble_wait");
+  }
+  nb::dict end(int64_t bubble) {
+    pfrt_session *s = get();
+    pfrt_session_bubble_result r{};
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_end(
+          s, bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble), &r);
+    }
+    check(st, "bubble_end");
+    nb::dict d;
+    d["chunks_run"] = r.chunks_run;
+    d["chunks_deferred"] = r.chunks_deferred;
+    d["samples_completed"] = r.samples_completed;
+    d["fill_us"] = r.fill_us;
+    d["overrun_us"] = r.overrun_us;
+    d["end_wait_us"] = r.end_wait_us;
+    return d;
+  }
+  void iterationEnd() { check(pfrt_session_iteration_end(get()), "iteration_end"); }
+  void save(const std::filesystem::path &path) {
+    check(pfrt_session_checkpoint_save(get(), path.c_str()), "checkpoint_save");
+  }
+  void load(const std::filesystem::path &path) {
+    check(pfrt_session_checkpoint_load(get(), path.c_str()), "checkpoint_load");
+  }
+  nb::object report() {
+    const char *json = pfrt_session_report_json(get());
+    if (!json)
+      check(PFRT_ERROR_INTERNAL, "report");
+    return jsonLoads(json);
+  }
+  nb::list chunks() const {
+    uint32_t n = 0;
+    check(pfrt_session_chunk_count(get(), &n), "session");
+    nb::list out;
+    for (uint32_t i = 0; i < n; ++i) {
+      pfrt_session_chunk c{};
+      check(pfrt_session_chunk_get(get(), i, &c), "session");
+      nb::dict d;
+      d["job"] = c.job;
+      if (c.bubble_id == PFRT_SESSION_UNPLANNED)
+        d["bubble_id"] = nb::none();
+      else
+        d["bubble_id"] = c.bubble_id;
+      d["iteration"] = c.iteration;
+      d["layer_begin"] = c.layer_begin;
+      d["layer_end"] = c.layer_end;
+      d["batch"] = c.batch;
+      d["sample_begin"] = c.sample_begin;
+      d["deferred"] = c.deferred != 0;
+      d["planned_us"] = c.planned_us;
+      d["predicted_us"] = c.predicted_us;
+      d["admitted_us"] = c.admitted_us;
+      d["start_us"] = c.start_us;
+      d["end_us"] = c.end_us;
+      d["deadline_us"] = c.deadline_us;
+      out.append(d);
+    }
+    return out;
+  }
+  nb::list jobs() const {
+    nb::object report = jsonLoads(pfrt_session_report_json(get()));
+    return nb::list(report["jobs"]);
+  }
+
+private:
+  static const char *bubbleKind(pfrt_bubble_kind k) {
+    switch (k) {
+    case PFRT_BUBBLE_WARMUP: return "warmup";
+    case PFRT_BUBBLE_STEADY: return "steady";
+    case PFRT_BUBBLE_COOLDOWN: return "cooldown";
+    case PFRT_BUBBLE_TAIL: return "tail";
+    default: return "unspecified";
+    }
+  }
+  static const char *computeKind(pfrt_compute_kind k) {
+    switch (k) {
+    case PFRT_COMPUTE_FORWARD: return "forward";
+    case PFRT_COMPUTE_BACKWARD: return "backward";
+    case PFRT_COMPUTE_BACKWARD_INPUT: return "backward_input";
+    case PFRT_COMPUTE_BACKWARD_WEIGHT: return "backward_weight";
+    case PFRT_COMPUTE_ALLREDUCE: return "allreduce";
+    case PFRT_COMPUTE_OPTIMIZER: return "optimizer";
+    }
+    return "compute";
+  }
+
+  pfrt_session *session;
+};
+
+pfrt_session_options sessionOptions(int64_t worldSize, double timeScale, int64_t maxDim,
+                                    const std::string &policy, bool idle) {
+  pfrt_session_options o;
+  pfrt_session_options_init(&o);
+  o.backend = PFRT_BACKEND_HOST;
+  if (worldSize < 0)
+    throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
+  o.world_size = static_cast<uint32_t>(worldSize);
+  if (!(timeScale > 0))
+    throw std::invalid_argument("time_scale must be a positive number");
+  o.time_scale = timeScale;
+  if (maxDim < 0)
+    throw std::invalid_argument("max_dim must be >= 0");
+  o.max_dim = static_cast<uint32_t>(maxDim);
+  if (policy == "bounded")
+    o.fill_policy = PFRT_FILL_BOUNDED;
+  else if (policy == "unbounded")
+    o.fill_policy = PFRT_FILL_UNBOUNDED;
+  else
+    throw std::invalid_argument("unknown fill_policy '" + policy +
+                                "' (expected bounded or unbounded)");
+  o.fill_idle_priority = idle ? 1 : 0;
+  return o;
+}
+
+std::unique_ptr<Session> openSession(nb::bytes data, const std::string &name, int64_t rank,
+                                     const pfrt_session_options &o) {
+  if (rank < 0 || rank > 0xFFFFFFFFll)
+    throw std::invalid_argument("rank must be >= 0");
+  pfrt_session *s = nullptr;
+  pfrt_status st;
+  {
+    std::string bytes(data.c_str(), data.size());
+    nb::gil_scoped_release release;
+    st = pfrt_session_create_memory(bytes.data(), bytes.size(), name.c_str(),
+                                    static_cast<uint32_t>(rank), &o, &s);
+  }
+  check(st, "creating the session");
+  return std::make_unique<Session>(s);
+}
+
 void translateException(const std::exception_ptr &p, void *) {
   try {
     std::rethrow_exception(p);
@@ -398,6 +636,60 @@ NB_MODULE(_core, m) {
       "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
       "checkpoint"_a = "", "verbose"_a = false,
       "Runs the StreamProgram file at `path` through pfrt_run.");
+
+
+  nb::class_<Session>(m, "Session",
+                      "One rank's fill, driven by a training loop that owns its schedule "
+                      "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
+                      "`with session.bubble(k): ...` where the plan has bubble k.")
+      .def("info", &Session::info, nb::sig("def info(self) -> dict[str, int]"),
+           "rank, ranks (the plan's), ops and bubbles (this rank's counts).")
+      .def("bubbles", &Session::bubbles,
+           nb::sig("def bubbles(self) -> list[dict[str, typing.Any]]"),
+           "This rank's bubbles in schedule order: bubble_id, kind, after_op (index into ops(), "
+           "-1: before the first), planned_start_us, planned_duration_us, free_bytes, chunks, "
+           "planned_fill_us (all planned).")
+      .def("ops", &Session::ops, nb::sig("def ops(self) -> list[dict[str, typing.Any]]"),
+           "This rank's main work in plan order: kind (forward, backward, ..., send, recv), "
+           "microbatch, chunk, peer, tag, bytes, planned_us, planned_start_us.")
+      .def("begin", &Session::begin, "bubble"_a, "duration_us"_a = 0.0,
+           "pfrt_session_bubble_begin: starts filling bubble `bubble` of this iteration "
+           "(deadline: now + its planned duration, or duration_us when > 0). Returns at once.")
+      .def("begin_unplanned", &Session::beginUnplanned, "duration_us"_a,
+           "pfrt_session_unplanned_begin: a bubble the plan did not predict, bounded by "
+           "duration_us.")
+      .def("wait", &Session::wait,
+           "pfrt_session_bubble_wait: blocks until the open bubble has nothing more to start.")
+      .def("end", &Session::end, "bubble"_a,
+           nb::sig("def end(self, bubble: int) -> dict[str, typing.Any]"),
+           "pfrt_session_bubble_end (bubble -1: the unplanned one): no further chunk starts; "
+           "waits for the one in flight. Returns chunks_run, chunks_deferred, "
+           "samples_completed and the measured fill_us, overrun_us, end_wait_us.")
+      .def("iteration_end", &Session::iterationEnd, "pfrt_session_iteration_end.")
+      .def("save_checkpoint", &Session::save, "path"_a,
+           "Writes the fill progress (pfrt_session_checkpoint_save).")
+      .def("load_checkpoint", &Session::load, "path"_a,
+           "Resumes from a checkpoint of the same plan and rank.")
+      .def("report", &Session::report, nb::sig("def report(self) -> dict[str, typing.Any]"),
+           "The session report (pfrt_session_report_json) as a dict.")
+      .def("jobs", &Session::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
+           "One dict per fill job: samples, checksum, chunk counts, measured chunk shapes.")
+      .def("chunks", &Session::chunks,
+           nb::sig("def chunks(self) -> list[dict[str, typing.Any]]"),
+           "The last chunks that ran (up to 4096) with their measured times.")
+      .def("close", &Session::close, "Ends an open bubble and frees the session.");
+  m.def(
+      "open_session",
+      [](nb::bytes data, const std::string &name, int64_t rank, int64_t worldSize,
+         double timeScale, int64_t maxDim, const std::string &policy, bool idle) {
+        return openSession(data, name, rank,
+                           sessionOptions(worldSize, timeScale, maxDim, policy, idle));
+      },
+      "program"_a, "name"_a = "<memory>", "rank"_a = 0, "world_size"_a = 0,
+      "time_scale"_a = 1.0, "max_dim"_a = 0, "fill_policy"_a = "bounded",
+      "fill_idle_priority"_a = true,
+      "Creates a session for `rank` of a StreamProgram held in memory (pfrt_session_create_memory).");
+  m.attr("SESSION_UNPLANNED") = -1;
 
   m.def("cuda_device_count", &pfrt_cuda_device_count,
         "Number of CUDA devices the runtime sees (0 without a GPU or without the CUDA "

@@ -1,0 +1,168 @@
+"""pipefill.Session: one rank's bubbles driven from Python (pfrt_session_*).
+
+The reference for the fill work is pipefill.run (pfrt_run, every planned chunk
+run, modelled time): sessions of both ranks driven bubble by bubble must give
+the same samples and checksums."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import pipefill
+
+os.environ["PFRT_TIME_MODEL"] = "modelled"
+os.environ["PFRT_FILL_POLICY"] = "unbounded"
+
+
+@pytest.fixture(scope="module")
+def tiny_plan(tiny_job):
+    return pipefill.compile_file(tiny_job)
+
+
+def drive(session, iterations, duration_us=10e6):
+    for _ in range(iterations):
+        for b in session.bubbles():
+            with session.bubble(b["bubble_id"], duration_us, wait=True):
+                pass
+        session.iteration_end()
+
+
+def test_sessions_of_every_rank_match_the_executor(tiny_plan):
+    ref = pipefill.run(tiny_plan, iterations=3, time_scale=0.05).jobs()[0]
+    samples, checksum = 0, 0.0
+    for rank in range(2):
+        with pipefill.Session(tiny_plan, rank, world_size=2) as s:
+            drive(s, 3)
+            job = s.jobs()[0]
+            samples += job["samples_completed"]
+            checksum += job["checksum"]
+            assert s.report()["chunks_pending"] == 0
+    assert ref["samples_completed"] > 0
+    assert samples == ref["samples_completed"]
+    assert checksum == pytest.approx(ref["checksum"], rel=1e-9)
+
+
+def test_bubbles_and_ops_follow_the_plan(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    bubbles, ops = s.bubbles(), s.ops()
+    # The plan's own bubble table for stage 0, in the same order.
+    table = tiny_plan.bubbles()
+    mine = table["stage"] == 0
+    assert [b["planned_duration_us"] for b in bubbles] == pytest.approx(
+        list(table["duration_us"][mine]))
+    assert [b["kind"] for b in bubbles] == list(table["kind"][mine])
+    assert sum(o["kind"] == "forward" for o in ops) == 4  # 4 micro-batches
+    assert all(-1 <= b["after_op"] < len(ops) for b in bubbles)
+    assert s.rank == 0 and s.ranks == 2
+    assert "rank 0 of 2" in repr(s)
+
+
+def test_a_too_short_bubble_defers_and_the_result_says_so(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    first = s.bubbles()[0]
+    assert first["chunks"] > 0
+    with s.bubble(first["bubble_id"], 1.0, wait=True) as b:
+        pass
+    assert b.result["chunks_run"] == 0 and b.result["chunks_deferred"] > 0
+    assert s.report()["chunks_pending"] == b.result["chunks_deferred"]
+    with s.unplanned(10e6, wait=True) as u:  # a bubble the plan did not predict runs them
+        pass
+    assert u.result["chunks_run"] >= b.result["chunks_deferred"]
+    assert s.report()["chunks_pending"] == 0
+    assert s.report()["unplanned_bubbles"] == 1
+    assert all(c["end_us"] >= c["start_us"] for c in s.chunks())
+
+
+def test_checkpoint_round_trip(tiny_plan, tmp_path):
+    path = tmp_path / "rank1.ckpt"
+    a = pipefill.Session(tiny_plan, 1)
+    drive(a, 1)
+    a.save_checkpoint(path)
+    drive(a, 1)
+    b = pipefill.Session(tiny_plan, 1)
+    b.load_checkpoint(path)
+    drive(b, 1)
+    assert b.report()["iterations"] == 2
+    assert b.jobs()[0]["checksum"] == pytest.approx(a.jobs()[0]["checksum"], rel=1e-9)
+
+
+# ---- every bad call raises, with the runtime's message ----
+
+def test_unknown_bubble(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    with pytest.raises(pipefill.RunError, match="bubble 9 is not a bubble of rank 0") as e:
+        with s.bubble(9):
+            pass
+    assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
+
+
+def test_bubble_begun_twice(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    with s.bubble(0):
+        with pytest.raises(pipefill.RunError, match="bubble 0 is open"):
+            s.begin(1)
+
+
+def test_end_without_begin(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    with pytest.raises(pipefill.RunError, match="without an open bubble"):
+        s.end(0)
+
+
+def test_iteration_end_inside_a_bubble(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    with s.bubble(0):
+        with pytest.raises(pipefill.RunError, match="iteration_end inside a bubble"):
+            s.iteration_end()
+
+
+def test_bubbles_out_of_order(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    with s.bubble(1):
+        pass
+    with pytest.raises(pipefill.RunError, match="out of order"):
+        s.begin(0)
+
+
+def test_rank_out_of_range_and_plan_for_another_world(tiny_plan):
+    with pytest.raises(pipefill.RunError, match="rank 2 is out of range"):
+        pipefill.Session(tiny_plan, 2)
+    with pytest.raises(pipefill.RunError, match="world has 4"):
+        pipefill.Session(tiny_plan, 0, world_size=4)
+
+
+def test_bad_options_and_inputs(tiny_plan, tmp_path):
+    with pytest.raises(ValueError, match="fill_policy"):
+        pipefill.Session(tiny_plan, 0, fill_policy="sometimes")
+    with pytest.raises(ValueError, match="time_scale"):
+        pipefill.Session(tiny_plan, 0, time_scale=0)
+    with pytest.raises(ValueError, match="rank must be >= 0"):
+        pipefill.Session(tiny_plan, -1)
+    with pytest.raises(FileNotFoundError):
+        pipefill.Session(tmp_path / "missing.pb", 0)
+    with pytest.raises(TypeError):
+        pipefill.Session(42, 0)
+    s = pipefill.Session(tiny_plan, 0)
+    with pytest.raises(pipefill.RunError, match="unplanned bubble needs its duration"):
+        with s.unplanned(0):
+            pass
+
+
+def test_calls_after_close(tiny_plan):
+    s = pipefill.Session(tiny_plan, 0)
+    s.close()
+    s.close()  # twice: fine
+    with pytest.raises(pipefill.RunError, match="closed"):
+        s.begin(0)
+
+
+def test_checkpoint_of_another_rank(tiny_plan, tmp_path):
+    path = tmp_path / "rank1.ckpt"
+    s1 = pipefill.Session(tiny_plan, 1)
+    drive(s1, 1)
+    s1.save_checkpoint(path)
+    s0 = pipefill.Session(tiny_plan, 0)
+    with pytest.raises(pipefill.RunError, match="not a session checkpoint of rank 0"):
+        s0.load_checkpoint(path)
