@@ -422,7 +422,8 @@ const char *pfrt_compare_format(const pfrt_compare_result *result, int json);
 typedef struct pfrt_session pfrt_session;
 
 typedef struct pfrt_session_options {
-  pfrt_backend backend;       /* HOST (default through AUTO without a GPU); CUDA: not yet */
+  pfrt_backend backend;       /* AUTO (default) and HOST: the host backend; CUDA: not yet
+                                 (PFRT_ERROR_UNAVAILABLE) */
   uint32_t world_size;        /* nonzero: the launcher's world size; the plan must have exactly
                                  this many ranks (devices), else the plan is for another job */
   double time_scale;          /* real us per planned us (planned bubble durations and chunk

@@ -501,6 +501,24 @@ TEST(SessionErrorTest, CudaSessionsAreUnavailable) {
   expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_UNAVAILABLE, "host backend");
 }
 
+// C callers can pass any int for an enum.
+TEST(SessionErrorTest, UnknownEnumOptions) {
+  ProgramPtr p = tinyPlan();
+  pfrt_session_options o = sessionOptions(PFRT_FILL_BOUNDED);
+  o.fill_policy = static_cast<pfrt_fill_policy>(7);
+  pfrt_session *s = nullptr;
+  expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
+              "unknown fill_policy 7");
+  o = sessionOptions(PFRT_FILL_BOUNDED);
+  o.backend = static_cast<pfrt_backend>(9);
+  expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
+              "unknown backend 9");
+  o = sessionOptions(PFRT_FILL_BOUNDED);
+  o.time_scale = -1;
+  expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
+              "time_scale must be >= 0");
+}
+
 TEST(SessionErrorTest, UnknownBubble) {
   ProgramPtr p = tinyPlan();
   SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
