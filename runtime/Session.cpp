@@ -929,6 +929,8 @@ void Session::loadCheckpoint(const std::string &path) {
 }
 
 pfrt_session_stats Session::stats() const {
+  // The worker updates the counters while a bubble is open: read them between bubbles.
+  checkNoBubble("pfrt_session_get_stats");
   pfrt_session_stats s{};
   s.rank = rank_;
   s.iterations = static_cast<uint64_t>(iteration_);
@@ -950,6 +952,7 @@ pfrt_session_stats Session::stats() const {
 }
 
 pfrt_report_job Session::job(uint32_t j) const {
+  checkNoBubble("pfrt_session_get_job");
   if (j >= jobs_.size())
     invalid("job " + std::to_string(j) + " does not exist (the program has " +
             std::to_string(jobs_.size()) + " fill jobs)");
@@ -970,6 +973,7 @@ pfrt_report_job Session::job(uint32_t j) const {
 }
 
 const std::string &Session::reportJson() {
+  checkNoBubble("pfrt_session_report_json");
   const pfrt_session_stats s = stats();
   JsonWriter w;
   w.beginObject();

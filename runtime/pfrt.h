@@ -539,6 +539,8 @@ typedef struct pfrt_session_stats {
   double end_wait_us, end_wait_us_max; /* measured time bubble_end waited for chunks in flight */
 } pfrt_session_stats;
 
+/* Stats, jobs and the JSON report are read between bubbles (an error inside one: the worker is
+ * updating them). */
 pfrt_status pfrt_session_get_stats(const pfrt_session *session, pfrt_session_stats *out_stats);
 
 /* The last chunks that ran (up to 4096, oldest first), each timed on the host clock. */

@@ -588,6 +588,23 @@ TEST(SessionErrorTest, IterationEndInsideABubble) {
   PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
 }
 
+TEST(SessionErrorTest, ReportsInsideABubble) {
+  ProgramPtr p = tinyPlan();
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), 0, nullptr, 0));
+  pfrt_session_stats st{};
+  expectError(pfrt_session_get_stats(s.get(), &st), PFRT_ERROR_INVALID_ARGUMENT,
+              "pfrt_session_get_stats inside a bubble");
+  pfrt_report_job j{};
+  expectError(pfrt_session_get_job(s.get(), 0, &j), PFRT_ERROR_INVALID_ARGUMENT,
+              "pfrt_session_get_job inside a bubble");
+  EXPECT_EQ(pfrt_session_report_json(s.get()), nullptr);
+  EXPECT_NE(std::string(pfrt_last_error()).find("pfrt_session_report_json inside a bubble"),
+            std::string::npos);
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), 0, nullptr));
+  PFRT_ASSERT_OK(pfrt_session_get_stats(s.get(), &st));
+}
+
 TEST(SessionErrorTest, BadDurations) {
   ProgramPtr p = tinyPlan();
   SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
