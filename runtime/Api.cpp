@@ -16,6 +16,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,6 +27,10 @@ using pfrt::Error;
 namespace {
 
 thread_local std::string tlsError;
+
+// pfrt_request_stop's flag: a lock-free atomic, so a signal handler may set it.
+std::atomic<int> gStopRequest{0};
+static_assert(std::atomic<int>::is_always_lock_free, "pfrt_request_stop must be signal-safe");
 
 template <class F> pfrt_status guard(F &&f) {
   try {
@@ -570,6 +575,9 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       *out = runRank(pr, info, cfg, o);
       return;
     }
+    cfg.stopRequest = &gStopRequest;
+    cfg.progressFn = o.progress;
+    cfg.progressUser = o.progress_user;
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();
@@ -577,6 +585,10 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     *out = report;
   });
 }
+
+void pfrt_request_stop(void) { gStopRequest.store(1); }
+void pfrt_clear_stop(void) { gStopRequest.store(0); }
+int pfrt_stop_requested(void) { return gStopRequest.load(); }
 
 int pfrt_cuda_device_count(void) {
   try {
@@ -729,6 +741,8 @@ pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_
     *out = report;
   });
 }
+
+int pfrt_report_incomplete(const pfrt_report *r) { return r && r->data.stopped ? 1 : 0; }
 
 pfrt_status pfrt_compare(pfrt_program *p, const pfrt_options *options, uint32_t repetitions,
                          pfrt_compare_result *out) {

@@ -12,6 +12,7 @@
 #include "runtime/Program.h"
 #include "runtime/Workload.h"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +49,10 @@ struct RunConfig {
   bool fillIdlePriority = true;  // host: fill/copy threads at SCHED_IDLE
   int32_t cpu = -1;              // host, measured: pin real devices' threads here
   int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0)
+  // Clean stop: when *stopRequest becomes nonzero the run stops at the next iteration boundary.
+  const std::atomic<int> *stopRequest = nullptr;
+  pfrt_progress_fn progressFn = nullptr; // called after each iteration of the last main stream
+  void *progressUser = nullptr;
   // Set by the executor before prepare(): per device, true when it is emulated at planned times.
   std::vector<bool> emulated;
   // One process per rank (a rank = a device): this process runs device `rank` only and reaches

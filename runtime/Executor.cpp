@@ -606,6 +606,29 @@ void Executor::checkpointBarrier(StreamCtx &ctx, Backend &backend) {
     throw AbortRun{};
 }
 
+bool Executor::stopBefore(int64_t iteration) {
+  if (!config_.stopRequest)
+    return false;
+  std::lock_guard<std::mutex> lock(stopMutex_);
+  // The first stream to see the request fixes the stop point past every iteration begun so far,
+  // so no stream waits on a peer that has already stopped.
+  if (stopAt_ == INT64_MAX && config_.stopRequest->load())
+    stopAt_ = std::max(maxBegun_ + 1, first_);
+  if (iteration >= stopAt_)
+    return true;
+  maxBegun_ = std::max(maxBegun_, iteration);
+  return false;
+}
+
+void Executor::iterationDone(uint32_t d, uint32_t s, int64_t iteration) {
+  if (!config_.progressFn || d + 1 != program_.devices.size() ||
+      s != info_.devices[d].mainStream)
+    return;
+  config_.progressFn(config_.progressUser, static_cast<uint32_t>(iteration + 1 - first_),
+                     static_cast<uint32_t>(end_ - first_),
+                     (hostNowUs() - result_.runStartUs) * 1e-6);
+}
+
 void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot) {
   const uint32_t d = ctx.device;
   if (!fillOn_[d])
@@ -785,7 +808,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
     const size_t nops = st.ops.size();
     const bool participant = fillOn_[d] && info_.devices[d].streamHasFill[s] && cpParticipants_;
     const bool clocked = st.role == PFRT_STREAM_MAIN && bubbleClocks_[d] != nullptr;
-    for (int64_t k = 0; first_ + k < end_; ++k) {
+    for (int64_t k = 0; first_ + k < end_ && !stopBefore(first_ + k); ++k) {
       ctx.iteration = first_ + k;
       const int64_t gen = ctx.iteration;
       for (size_t i = 0; i < nops; ++i) {
@@ -891,6 +914,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
       backend.iterationEnd(ctx);
       if (participant)
         checkpointBarrier(ctx, backend);
+      iterationDone(d, s, ctx.iteration);
       if (config_.verbose && st.role == PFRT_STREAM_MAIN && d + 1 == program_.devices.size()) {
         std::lock_guard<std::mutex> lock(logMutex_);
         std::fprintf(stderr, "pfrt: iteration %lld enqueued on the last device\n",
@@ -1147,7 +1171,15 @@ RunResult Executor::run() {
   if (hasError_)
     throw Error(errorStatus_, errorMessage_);
   result_.hostLagUs = host_ ? host_->lagUs() : 0;
-  if (!config_.checkpointPath.empty() && !nothingToDo && cpParticipants_ == 0)
+  result_.iterationsRequested = result_.iterations;
+  if (stopAt_ < end_) {
+    // Stopped on request: every stream finished [first_, stopAt_) and nothing after it.
+    end_ = stopAt_;
+    result_.stopped = true;
+    result_.iterations = static_cast<uint32_t>(end_ - first_);
+    planSamples();
+  }
+  if (!config_.checkpointPath.empty() && !nothingToDo && (cpParticipants_ == 0 || end_ == first_))
     writeCheckpoint(end_);
   collectResults(numDevices);
   return std::move(result_);

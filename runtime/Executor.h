@@ -60,6 +60,9 @@ struct RunResult {
   };
   std::vector<Job> jobs;
   bool resumed = false;
+  // Stopped early on a stop request: `iterations` < iterationsRequested.
+  bool stopped = false;
+  uint32_t iterationsRequested = 0;
   std::string checkpointPath;
   double hostLagUs = 0; // real us the host threads lagged behind the modelled clock at worst
   bool fillBounded = true;
@@ -134,6 +137,11 @@ private:
   // resumed if it already has.
   double bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId, int64_t iteration);
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
+  // Clean stop: true when the stream must not begin `iteration` (a stop was requested and some
+  // stream has not begun it; every stream then finishes the iterations before stopAt_).
+  bool stopBefore(int64_t iteration);
+  // Progress callback after each iteration of the last device's main stream.
+  void iterationDone(uint32_t device, uint32_t stream, int64_t iteration);
   void fail(const Error &error);
   void memoryAdd(uint32_t device, int64_t bytes);
   // This process runs device d (every device unless one process runs per rank).
@@ -166,6 +174,10 @@ private:
   std::condition_variable cpCv_;
   uint32_t cpParticipants_ = 0, cpArrived_ = 0;
   int64_t cpGeneration_ = 0;
+
+  // clean stop (stopBefore)
+  std::mutex stopMutex_;
+  int64_t maxBegun_ = -1, stopAt_ = INT64_MAX;
 
   std::atomic<bool> abort_{false};
   std::mutex errorMutex_;

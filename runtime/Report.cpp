@@ -178,6 +178,8 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("workload_max_dim", r.maxDim);
   w.value("first_iteration", r.firstIteration);
   w.value("iterations", r.iterations);
+  w.value("iterations_requested", r.iterationsRequested);
+  w.value("incomplete", r.stopped);
   w.value("planned_iteration_us", r.plannedIterationUs);
   w.value("iteration_us_mean", r.iterationUsMean);
   w.numbers("iteration_us", r.iterationUs);
@@ -235,6 +237,9 @@ void writeSummary(ReportData &r) {
      << r.devices.size() << " device(s), " << r.iterations << " iteration(s)";
   if (r.firstIteration > 0)
     os << " resumed at iteration " << r.firstIteration;
+  if (r.stopped)
+    os << ", INCOMPLETE: stopped on request after " << r.iterations << " of "
+       << r.iterationsRequested << " iteration(s)";
   if (!r.fillEnabled)
     os << (r.profileMode ? ", profile mode (no fill)" : ", fill disabled");
   os << "\n";
@@ -495,6 +500,8 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   r.plannedIterationUs = plannedIterationUs(in.program);
   r.jobs = run.jobs;
   r.resumed = run.resumed;
+  r.stopped = run.stopped;
+  r.iterationsRequested = run.iterationsRequested;
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
   r.chunkRuns = run.chunkRuns;

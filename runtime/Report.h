@@ -85,6 +85,8 @@ struct ReportData {
   std::vector<DeviceReport> devices;
   std::vector<RunResult::Job> jobs;
   bool resumed = false;
+  bool stopped = false; // stopped early on a stop request
+  uint32_t iterationsRequested = 0;
   std::string checkpointPath;
   double hostLagUs = 0; // modelled us
   std::string json, summary;

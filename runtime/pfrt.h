@@ -256,6 +256,11 @@ typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind k
                                 uint32_t microbatch, uint32_t chunk, double planned_us,
                                 void *stream);
 
+/* Progress of a run: called on a runtime thread after each iteration of the last device's main
+ * stream (enqueued, on CUDA), with the iterations this call has done and will do (a resumed run
+ * counts from its checkpoint) and the seconds since the run began. Keep it short. */
+typedef void (*pfrt_progress_fn)(void *user, uint32_t done, uint32_t total, double elapsed_s);
+
 typedef struct pfrt_options {
   pfrt_backend backend;        /* default AUTO */
   uint32_t iterations;         /* 0 = the program's */
@@ -296,6 +301,9 @@ typedef struct pfrt_options {
   int32_t rank;
   int32_t world;
   double peer_timeout_s;
+  /* Appended in API version 3. */
+  pfrt_progress_fn progress; /* optional, see above */
+  void *progress_user;
 } pfrt_options;
 
 enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };
@@ -305,6 +313,15 @@ void pfrt_options_init(pfrt_options *options);
 /* Runs the program. On success *out_report holds the report (free with pfrt_report_destroy). */
 pfrt_status pfrt_run(pfrt_program *program, const pfrt_options *options,
                      pfrt_report **out_report);
+
+/* Clean stop. pfrt_request_stop() asks every run in this process (and any started later, until
+ * pfrt_clear_stop()) to stop at the next iteration boundary: every stream finishes the iteration it
+ * is in, the checkpoint (if any) is written for the iterations done, and pfrt_run returns PFRT_OK
+ * with a report marked incomplete (pfrt_report_incomplete). Async-signal-safe: it only stores an
+ * atomic flag, so a SIGINT/SIGTERM handler may call it. */
+void pfrt_request_stop(void);
+void pfrt_clear_stop(void);
+int pfrt_stop_requested(void);
 
 /* Number of CUDA devices (0 without a GPU/driver or when the runtime was built without CUDA). */
 int pfrt_cuda_device_count(void);
@@ -361,6 +378,8 @@ pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
 /* Writes a pipefill.rt.MeasuredProfile (binary, or text for the text extensions). */
 pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
 void pfrt_report_destroy(pfrt_report *report);
+/* 1 when the run stopped early on pfrt_request_stop (fewer iterations than asked), else 0. */
+int pfrt_report_incomplete(const pfrt_report *report);
 
 /* Rank mode: pfrt_run on rank 0 returns the merged report of every rank (gathered over MPI, the
  * same keys as a single-process run); on the other ranks a report whose JSON is this rank's part

@@ -3,9 +3,11 @@
 #include "runtime/pfrt.h"
 
 #include <cerrno>
+#include <csignal>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +31,79 @@ bool writable(const std::string &path) {
   if (!existed)
     ::unlink(path.c_str());
   return true;
+}
+
+// --- Progress line and clean stop (SIGINT/SIGTERM) -------------------------------------------
+
+struct Progress {
+  bool tty = false;       // stderr is a terminal: one line rewritten in place
+  double lastPrintS = -1; // elapsed seconds of the last line printed
+};
+
+// "12.3 s", "4 min 05 s", "3 h 20 min", "41 d 7 h" (a run of years still reads sensibly).
+std::string formatSeconds(double s) {
+  char buf[64];
+  if (!(s < 1e12))
+    return "unknown";
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.1f s", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%d min %02d s", int(s / 60), int(s) % 60);
+  else if (s < 86400)
+    std::snprintf(buf, sizeof buf, "%d h %02d min", int(s / 3600), int(s / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f d %d h", std::floor(s / 86400), int(s / 3600) % 24);
+  return buf;
+}
+
+// pfrt_progress_fn: at most one line a second, plus the last iteration's.
+void printProgress(void *user, uint32_t done, uint32_t total, double elapsedS) {
+  Progress &p = *static_cast<Progress *>(user);
+  if (done < total && p.lastPrintS >= 0 && elapsedS - p.lastPrintS < 1.0)
+    return;
+  p.lastPrintS = elapsedS;
+  std::string eta = done ? formatSeconds(elapsedS / done * (total - done)) : "unknown";
+  std::fprintf(stderr, "%spipefill-run: iteration %u/%u, elapsed %s, ETA %s%s", p.tty ? "\r" : "",
+               done, total, formatSeconds(elapsedS).c_str(), eta.c_str(),
+               p.tty ? (done == total ? "\n" : "\033[K") : "\n");
+  std::fflush(stderr);
+}
+
+volatile std::sig_atomic_t gStopSignal = 0;
+
+void onStopSignal(int sig) {
+  gStopSignal = sig;
+  pfrt_request_stop();
+  const char msg[] = "\npipefill-run: stopping at the next iteration boundary (again to kill)\n";
+  ssize_t ignored = ::write(2, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+// SIGINT/SIGTERM ask the runtime to stop cleanly; a second one kills (SA_RESETHAND).
+void installStopHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+// After the run: exit code 128 + signal when a stop signal cut the run short, else 0.
+int stopExitCode(const pfrt_report *report, const std::string &checkpointPath) {
+  if (!pfrt_report_incomplete(report))
+    return 0;
+  pfrt_report_stats stats;
+  pfrt_report_get_stats(report, &stats);
+  int sig = gStopSignal ? static_cast<int>(gStopSignal) : SIGTERM;
+  std::fprintf(stderr,
+               "pipefill-run: stopped by %s after %u iteration(s) (through iteration %u); the "
+               "report is marked incomplete%s\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", stats.iterations,
+               stats.first_iteration + stats.iterations,
+               checkpointPath.empty() ? "" : "; the checkpoint is written: rerun to resume");
+  return 128 + sig;
 }
 
 const char *kUsage =
@@ -79,9 +154,16 @@ const char *kUsage =
     "                            gather takes longer than S seconds (default 120)\n"
     "  --merge PART...           merge rank parts (run.rank0.json ...) into one report (--report\n"
     "                            FILE, summary on stdout); PROGRAM is optional (the parts carry it)\n"
-    "  --quiet                   no summary table\n"
-    "  --verbose                 progress on stderr\n"
-    "  --help                    this text\n";
+    "  --quiet                   no summary table (and no progress line on a terminal)\n"
+    "  --progress                progress line on stderr (iteration k/N, elapsed, ETA), at most\n"
+    "                            one a second; the default when stderr is a terminal\n"
+    "  --verbose                 runtime details on stderr\n"
+    "  --help                    this text\n"
+    "\n"
+    "SIGINT (Ctrl-C) or SIGTERM stops the run at the next iteration boundary: the checkpoint is\n"
+    "written, the report and profile are written marked incomplete, and the exit code is 130\n"
+    "(SIGINT) or 143 (SIGTERM). A second signal kills at once. Other exit codes: 0 done, 1 error,\n"
+    "2 usage.\n";
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "pipefill-run: error: %s\n%s", message.c_str(),
@@ -227,6 +309,7 @@ int main(int argc, char **argv) {
   pfrt_options_init(&options);
   bool quiet = false;
   bool profileWithFill = false;
+  bool progress = false;
   unsigned long long compare = 0;
   std::string compareJson;
   bool merge = false;
@@ -372,6 +455,10 @@ int main(int argc, char **argv) {
       merge = true;
     } else if (arg == "--quiet") {
       quiet = true;
+    } else if (arg == "--progress") {
+      if (!flagNoValue())
+        return usageError("--progress takes no value");
+      progress = true;
     } else if (arg == "--verbose") {
       options.verbose = 1;
     } else if (arg.rfind("-", 0) == 0 && arg != "-") {
@@ -462,6 +549,14 @@ int main(int argc, char **argv) {
     pfrt_program_destroy(program);
     return rc;
   }
+  Progress progressState;
+  progressState.tty = ::isatty(2) != 0;
+  if (progress || (progressState.tty && !quiet)) {
+    options.progress = printProgress;
+    options.progress_user = &progressState;
+  }
+  if (!rankMode) // the ranks of a run would stop at different iterations
+    installStopHandlers();
   pfrt_report *report = nullptr;
   pfrt_status status = pfrt_run(program, &options, &report);
   if (status != PFRT_OK) {
@@ -486,6 +581,8 @@ int main(int argc, char **argv) {
   }
   if (!quiet)
     std::fputs(pfrt_report_summary(report), stdout);
+  if (int stopRc = stopExitCode(report, checkpointPath))
+    rc = rc ? rc : stopRc;
   pfrt_report_destroy(report);
   pfrt_program_destroy(program);
   return rc;
