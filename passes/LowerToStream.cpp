@@ -68,6 +68,10 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       return pipeline.emitError()
              << "has no simulated timeline to lower; run pipefill-simulate "
                 "(or --pipefill-compile) first";
+    // The runtime rejects an order that deadlocks; so does the compiler,
+    // with the same rule, before handing the program on.
+    if (failed(verifyDeadlockFree(pipeline)))
+      return failure();
     OpBuilder b(pipeline);
     auto program = b.create<ps::ProgramOp>(
         pipeline.getLoc(), (pipeline.getSymName() + "_stream").str(),

@@ -108,7 +108,9 @@ def VerifyPlan : Pass<"pipefill-verify-plan", "mlir::ModuleOp"> {
     bubbles fits the stage's minimum free memory, each job's layer cursor and
     sample counter continue correctly across bubbles and iterations, and the
     period closes. Any violation is an error: a plan that does not verify is
-    never handed on.
+    never handed on. It also checks that the instruction order cannot
+    deadlock, with the rule the runtime validator uses (support/Graph.h):
+    stage order plus every send to its matching recv must be acyclic.
   }];
 }
 
@@ -123,7 +125,9 @@ def LowerToStream : Pass<"pipefill-lower-to-stream", "mlir::ModuleOp"> {
     fill stream a wait on that event followed by the bubble's fill chunks. The
     main stream never waits on the fill stream. Transfers get tags that are
     unique per (sender, receiver) pair. `pipefill.fill_job` declarations stay
-    in the module; fill chunks refer to them.
+    in the module; fill chunks refer to them. An instruction order that
+    deadlocks is an error on the instruction that can never run (the
+    runtime validator's rule, support/Graph.h), never a program.
   }];
   let options = [
     Option<"iterations", "iterations", "int64_t", "1",

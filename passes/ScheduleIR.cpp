@@ -143,6 +143,20 @@ Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
   return nullptr;
 }
 
+LogicalResult verifyDeadlockFree(PipelineOp pipeline) {
+  sched::Schedule schedule;
+  SmallVector<SmallVector<Operation *>> ops;
+  scheduleFromIR(pipeline, schedule, ops);
+  int stage = -1;
+  size_t index = 0;
+  std::string error;
+  if (sched::checkDeadlockFree(schedule, stage, index, error))
+    return success();
+  if (stage >= 0)
+    return ops[stage][index]->emitOpError() << error;
+  return pipeline.emitOpError() << error;
+}
+
 std::string describeBytes(int64_t bytes) { return fmtBytes(bytes); }
 
 } // namespace pipefill

@@ -27,6 +27,12 @@ sched::PipelineSpec specFromIR(PipelineOp pipeline);
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops);
 
+/// The shared deadlock rule (sched::checkDeadlockFree, support/Graph.h) on
+/// a pipeline's instruction order, whatever its timing attributes say: an
+/// error on the instruction that can never run (its file:line), or on the
+/// pipeline when no single instruction is to blame.
+mlir::LogicalResult verifyDeadlockFree(PipelineOp pipeline);
+
 /// f64 and i64 attributes uniqued once per distinct value. Instruction
 /// fields repeat (durations, byte counts, neighbouring times), and going
 /// through the context's uniquer for every op costs more than building the

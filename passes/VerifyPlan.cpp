@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/FillIR.h"
 #include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
 
 #include <map>
 
@@ -30,7 +31,7 @@ fill::ActPlacement toPlan(ActPlacement a) {
 struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
   void runOnOperation() override {
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
-      if (failed(verify(pipeline)))
+      if (failed(verifyDeadlockFree(pipeline)) || failed(verify(pipeline)))
         return signalPassFailure();
   }
 

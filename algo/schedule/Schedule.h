@@ -118,6 +118,16 @@ struct SimResult {
 bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
               std::string &error);
 
+/// The stream model's one deadlock rule (support/Graph.h, shared with the
+/// runtime validator) on a schedule: nodes are the instructions, edges follow
+/// each stage's order and each send to the recv it matches (matched as
+/// simulate() matches them). Returns true when every instruction can run.
+/// Otherwise `error` says why and, when one instruction is to blame, `stage`
+/// and `index` name it (the head of a stuck stage, or an unmatched
+/// transfer); else stage is -1. Needs no timings.
+bool checkDeadlockFree(const Schedule &schedule, int &stage, size_t &index,
+                       std::string &error);
+
 struct Bubble {
   int stage = 0;
   double startUs = 0, durationUs = 0;

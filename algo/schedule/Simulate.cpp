@@ -14,6 +14,7 @@
 
 #include "algo/schedule/Schedule.h"
 #include "support/Checked.h"
+#include "support/Graph.h"
 
 #include <algorithm>
 #include <cmath>
@@ -335,6 +336,57 @@ bool matchTransfers(const Schedule &schedule,
 }
 
 } // namespace
+
+bool checkDeadlockFree(const Schedule &schedule, int &stage, size_t &index,
+                       std::string &error) {
+  stage = -1;
+  index = 0;
+  const int p = static_cast<int>(schedule.size());
+  std::vector<size_t> offsets(p + 1, 0);
+  for (int s = 0; s < p; ++s) {
+    if (schedule[s].size() > size_t(INT32_MAX)) {
+      error = "stage " + std::to_string(s) + " has too many instructions.";
+      return false;
+    }
+    offsets[s + 1] = offsets[s] + schedule[s].size();
+  }
+  std::vector<Ref> partner(offsets[p], Ref{-1, -1});
+  if (!matchTransfers(schedule, offsets, partner, error))
+    return false;
+  std::vector<std::vector<uint32_t>> edges(offsets[p]);
+  std::vector<Ref> nodes(offsets[p]);
+  for (int s = 0; s < p; ++s)
+    for (size_t i = 0; i < schedule[s].size(); ++i) {
+      size_t v = offsets[s] + i;
+      nodes[v] = {s, static_cast<int>(i)};
+      if (i + 1 < schedule[s].size())
+        edges[v].push_back(static_cast<uint32_t>(v + 1));
+      if (schedule[s][i].kind == InstrKind::Send && partner[v].stage >= 0)
+        edges[v].push_back(static_cast<uint32_t>(offsets[partner[v].stage] +
+                                                 size_t(partner[v].index)));
+    }
+  int64_t blocked = findBlockedNode(edges, [&](uint32_t v) {
+    return nodes[v].index > 0 ? int64_t(v) - 1 : int64_t(-1);
+  });
+  if (blocked < 0)
+    return true;
+  Ref b = nodes[size_t(blocked)];
+  stage = b.stage;
+  index = size_t(b.index);
+  std::ostringstream os;
+  os << where(b.stage, index, schedule[b.stage][index])
+     << " can never run: the sends and receives of one iteration wait on "
+        "each other in a cycle (deadlock)";
+  if (schedule[b.stage][index].kind == InstrKind::Recv &&
+      partner[size_t(blocked)].stage >= 0) {
+    Ref r = partner[size_t(blocked)];
+    os << "; it waits for "
+       << where(r.stage, size_t(r.index), schedule[r.stage][r.index]);
+  }
+  os << '.';
+  error = os.str();
+  return false;
+}
 
 bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
               std::string &error) {
