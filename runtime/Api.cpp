@@ -561,6 +561,8 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       invalid("checkpoint_recovery must be FAIL, PREVIOUS or RESTART");
     cfg.checkpointRecovery = o.checkpoint_recovery;
     pfrt::checkOutputPath(cfg.checkpointPath, "checkpoint");
+    if (!cfg.checkpointPath.empty())
+      pfrt::removeStaleCheckpointTemps(cfg.checkpointPath);
     cfg.stage = o.stage;
     cfg.maxDim = o.max_dim;
     cfg.computeFn = o.compute_fn;

@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <dirent.h>
+#include <vector>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -125,6 +127,27 @@ void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckp
     }
     ::close(dfd);
   }
+}
+
+int removeStaleCheckpointTemps(const std::string &path) {
+  const std::string dir = dirOf(path);
+  size_t slash = path.rfind('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return 0;
+  std::vector<std::string> stale;
+  while (const dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    // Exactly the mkstemp pattern: the prefix and six more characters.
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0)
+      stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  int removed = 0;
+  for (const std::string &f : stale)
+    removed += ::unlink(f.c_str()) == 0;
+  return removed;
 }
 
 CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprint,

@@ -46,6 +46,11 @@ std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlig
 // run starts; throws Error(PFRT_ERROR_IO) naming `what` and the reason.
 void checkOutputPath(const std::string &path, const std::string &what);
 
+// Removes what a writer killed mid-write leaves behind: PATH.tmp.XXXXXX files (mkstemp names) next
+// to the checkpoint. Called before a run starts (one writer per checkpoint path). Returns how many
+// were removed.
+int removeStaleCheckpointTemps(const std::string &path);
+
 // 64-bit FNV-1a.
 uint64_t fnv1a64(const void *data, size_t size);
 

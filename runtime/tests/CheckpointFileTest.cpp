@@ -7,7 +7,10 @@
 
 #include "proto/stream_program.pb.h"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
+#include <dirent.h>
 #include <sys/resource.h>
 
 namespace pfrt {
@@ -19,6 +22,22 @@ ProgramPtr spanning() {
   EXPECT_EQ(pfrt_program_load(PFRT_TEST_DATA_DIR "/spanning.pbtxt", &raw), PFRT_OK)
       << pfrt_last_error();
   return ProgramPtr(raw);
+}
+
+// Files named PATH.tmp.* next to the checkpoint, sorted.
+std::vector<std::string> tempFilesOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  std::string prefix = path.substr(slash + 1) + ".tmp.";
+  std::vector<std::string> out;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (const dirent *e = ::readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0)
+        out.push_back(dir + "/" + e->d_name);
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 pipefill::rt::FillCheckpoint readOk(const std::string &path, uint64_t fp) {
@@ -64,6 +83,25 @@ TEST(CheckpointFileTest, FailedWriteKeepsThePreviousCheckpoint) {
   EXPECT_NE(message.find("the previous checkpoint is kept"), std::string::npos) << message;
   pipefill::rt::FillCheckpoint after = readOk(path, fp);
   EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+  // The half-written temporary file is gone too.
+  EXPECT_EQ(tempFilesOf(path), std::vector<std::string>{});
+}
+
+// A writer killed mid-write leaves PATH.tmp.XXXXXX; the next run removes it (and nothing else).
+TEST(CheckpointFileTest, NextRunRemovesStaleTemporaryFiles) {
+  ProgramPtr p = spanning();
+  std::string path = tempPath("stale.ckpt");
+  const std::string stale = path + ".tmp.Ab12Cd", other = path + ".tmp.keep-me";
+  for (const std::string &f : {stale, other})
+    std::fclose(std::fopen(f.c_str(), "w"));
+  ASSERT_EQ(tempFilesOf(path).size(), 2u);
+  pfrt_options o = hostOptions(2);
+  o.checkpoint_path = path.c_str();
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(tempFilesOf(path), std::vector<std::string>{other});
+  readOk(path, programFingerprint(p->program));
+  std::remove(other.c_str());
 }
 
 // Wrong-shape tensors (a valid file, checksum and program, but an activation of the wrong size)
