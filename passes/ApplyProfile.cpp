@@ -70,9 +70,14 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
           << d.message;
     if (!ok)
       return signalPassFailure();
+    // Everything is checked before anything is changed: the profile's program first (a profile
+    // of another program is named as such, whatever else differs), then its shape and entries.
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
-      if (failed(apply(pipeline, measured)) ||
-          failed(checkIdentity(pipeline, measured, text ? &tree : nullptr)))
+      if (failed(checkIdentity(pipeline, measured, text ? &tree : nullptr)) ||
+          failed(apply(pipeline, measured, /*dryRun=*/true)))
+        return signalPassFailure();
+    for (PipelineOp pipeline : module.getOps<PipelineOp>())
+      if (failed(apply(pipeline, measured, /*dryRun=*/false)))
         return signalPassFailure();
     applyFillCosts(module, measured);
   }
@@ -113,7 +118,8 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
            << name << "'";
   }
 
-  LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured) {
+  /// Replaces the instruction times by the measured ones; with dryRun, only checks that it can.
+  LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured, bool dryRun) {
     if (!pipeline.isExpanded())
       return pipeline.emitError()
              << "has no instructions to apply a profile to; run "
@@ -122,8 +128,8 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       return pipeline.emitError()
              << "has " << pipeline.getNumStages() << " stages but profile '"
              << profile << "' measured " << measured.stages_size();
-    Builder b(&getContext());
-    pipeline.removeIterationUsAttr();
+    if (!dryRun)
+      pipeline.removeIterationUsAttr();
     int s = 0;
     for (StageOp stage : pipeline.getStages()) {
       const rt::MeasuredStage &ms = measured.stages(s++);
@@ -138,18 +144,21 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
         else
           unmeasured.insert(key);
       }
-      if (ms.forward_us() > 0)
-        stage.setForwardUs(llvm::APFloat(ms.forward_us() * pipeline.getVirtualStages()));
-      if (ms.backward_us() > 0)
-        stage.setBackwardUs(llvm::APFloat(ms.backward_us() * pipeline.getVirtualStages()));
-      stage.removeBusyUsAttr();
-      stage.removeIdleUsAttr();
-      stage.removePeakBytesAttr();
+      if (!dryRun) {
+        if (ms.forward_us() > 0)
+          stage.setForwardUs(llvm::APFloat(ms.forward_us() * pipeline.getVirtualStages()));
+        if (ms.backward_us() > 0)
+          stage.setBackwardUs(llvm::APFloat(ms.backward_us() * pipeline.getVirtualStages()));
+        stage.removeBusyUsAttr();
+        stage.removeIdleUsAttr();
+        stage.removePeakBytesAttr();
+      }
       for (Operation &op : stage.getBody().front()) {
         auto instr = dyn_cast<InstructionOpInterface>(op);
         if (!instr)
           continue;
-        instr.clearTiming();
+        if (!dryRun)
+          instr.clearTiming();
         std::optional<Kind> kind = measuredKind(instr.getInstrKind());
         if (!kind)
           continue; // transfers take their time from the interconnect model
@@ -161,7 +170,8 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
         if (it == byKey.end())
           return op.emitOpError() << "has no measurement in profile '" << profile
                                   << "' (stage " << stage.getIndex() << ")";
-        instr.setDeviceUs(it->second);
+        if (!dryRun)
+          instr.setDeviceUs(it->second);
       }
     }
     return success();

@@ -15,8 +15,9 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// The profile's program (p_stream) names this pipeline; its shape differs.
 // expected-error @+1 {{has 2 stages but profile}}
-pipefill.pipeline @two schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
     pipefill.forward mb 0 chunk 0 duration 1.0
     pipefill.send activation mb 0 chunk 0 to 1 bytes 8
@@ -29,7 +30,7 @@ pipefill.pipeline @two schedule gpipe attributes {num_stages = 2 : i64, num_micr
 
 // -----
 
-pipefill.pipeline @missing schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
     pipefill.forward mb 0 chunk 0 duration 1.0
     // expected-error @+1 {{has no measurement in profile}}
@@ -40,7 +41,7 @@ pipefill.pipeline @missing schedule gpipe attributes {num_stages = 1 : i64, num_
 // -----
 
 // expected-error @+1 {{has no instructions to apply a profile to; run pipefill-expand-schedule first}}
-pipefill.pipeline @empty schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
   }
 }

@@ -5,6 +5,12 @@
 // RUN: sed 's/program: "p_stream"/program: "other_stream"/' %S/../passes/Inputs/one-stage.profile.pbtxt > %t.other.pbtxt
 // RUN: not pipefill-opt %s "--pipefill-apply-profile=profile=%t.other.pbtxt" 2>&1 | FileCheck %s --check-prefix=OTHER
 // OTHER: other.pbtxt:1:1: error: the profile was measured for program 'other_stream', not 'p'
+// A profile of another program with another shape is refused as another program's, before any
+// of its entries is compared or applied (it used to report the stage count).
+// RUN: cp %t.other.pbtxt %t.other2.pbtxt && sed -n '4,$p' %t.other.pbtxt >> %t.other2.pbtxt
+// RUN: not pipefill-opt %s "--pipefill-apply-profile=profile=%t.other2.pbtxt" 2>&1 | FileCheck %s --check-prefix=OTHER2
+// OTHER2: other2.pbtxt:1:1: error: the profile was measured for program 'other_stream', not 'p'
+// OTHER2-NOT: stages but profile
 // RUN: sed 's/measured_us: 3/measured_us: 1e300/' %S/../passes/Inputs/one-stage.profile.pbtxt > %t.huge.pbtxt
 // RUN: not timeout 20 pipefill-opt %s "--pipefill-apply-profile=profile=%t.huge.pbtxt" 2>&1 | FileCheck %s --check-prefix=HUGE
 // HUGE: huge.pbtxt:6:32: error: stages[0].instructions[0].measured_us must be at most 1e+09 (got 1e+300)
