@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Long fuzzing runs of every libFuzzer target (fuzz/targets), one after another (never two at
 # once), from the seed corpora into build-san/corpus/NAME; crashes, hangs and OOMs are written to
-# build-san/findings/NAME. Usage: scripts/fuzz.sh [RUNS_PER_TARGET (default 1000000)] [TARGET...]
+# build-san/findings/NAME (the MLIR targets mlir_parse and compile: build-fuzz-mlir, see
+# scripts/sanitize.sh). Usage: scripts/fuzz.sh [RUNS_PER_TARGET (default 1000000)] [TARGET...]
 # Prints the inputs each target survived; docs/reliability.md records a run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,21 +11,38 @@ RUNS=${1:-1000000}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(jobspec program_text program_binary checkpoint profile trace)
+  TARGETS=(jobspec program_text program_binary checkpoint profile trace mlir_parse compile)
 fi
-if [ ! -f "$SAN_DIR/build.ninja" ]; then
-  CC=clang CXX=clang++ cmake -S fuzz -B "$SAN_DIR" -G Ninja >/dev/null
-fi
-ninja -C "$SAN_DIR" -j"${PIPEFILL_JOBS:-2}" $(printf 'fuzz-%s ' "${TARGETS[@]}")
+FUZZ_MLIR_DIR=${PIPEFILL_FUZZ_MLIR_DIR:-build-fuzz-mlir}
+dir_of() { case "$1" in mlir_parse|compile) echo "$FUZZ_MLIR_DIR" ;; *) echo "$SAN_DIR" ;; esac; }
+PLAIN=() MLIR=()
 for t in "${TARGETS[@]}"; do
-  mkdir -p "$SAN_DIR/corpus/$t" "$SAN_DIR/findings/$t"
+  if [ "$(dir_of "$t")" = "$SAN_DIR" ]; then PLAIN+=("fuzz-$t"); else MLIR+=("fuzz-$t"); fi
+done
+if [ ${#PLAIN[@]} -gt 0 ]; then
+  if [ ! -f "$SAN_DIR/build.ninja" ]; then
+    CC=clang CXX=clang++ cmake -S fuzz -B "$SAN_DIR" -G Ninja >/dev/null
+  fi
+  ninja -C "$SAN_DIR" -j"${PIPEFILL_JOBS:-2}" "${PLAIN[@]}"
+fi
+if [ ${#MLIR[@]} -gt 0 ]; then
+  if [ ! -f "$FUZZ_MLIR_DIR/build.ninja" ]; then
+    CC=clang CXX=clang++ cmake -S . -B "$FUZZ_MLIR_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DPIPEFILL_MLIR_FUZZERS=ON -DPIPEFILL_ENABLE_CUDA=OFF -DPIPEFILL_PYTHON=OFF \
+      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
+  fi
+  ninja -C "$FUZZ_MLIR_DIR" -j"${PIPEFILL_JOBS:-2}" "${MLIR[@]}"
+fi
+for t in "${TARGETS[@]}"; do
+  DIR=$(dir_of "$t")
+  mkdir -p "$DIR/corpus/$t" "$DIR/findings/$t"
   start=$(date +%s)
   set +e
-  nice "$SAN_DIR/bin/fuzz-$t" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 \
-    -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$SAN_DIR/findings/$t/" \
-    "$SAN_DIR/corpus/$t" "fuzz/corpus/$t" >"$SAN_DIR/findings/$t.log" 2>&1
+  nice "$DIR/bin/fuzz-$t" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 \
+    -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$DIR/findings/$t/" \
+    "$DIR/corpus/$t" "fuzz/corpus/$t" >"$DIR/findings/$t.log" 2>&1
   rc=$?
   set -e
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$SAN_DIR/findings/$t.log" | grep -o '[0-9]*$' || echo '?')
-  echo "fuzz $t: exit $rc, $runs inputs, $(( $(date +%s) - start )) s, findings: $(ls "$SAN_DIR/findings/$t" | wc -l)"
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$DIR/findings/$t.log" | grep -o '[0-9]*$' || echo '?')
+  echo "fuzz $t: exit $rc, $runs inputs, $(( $(date +%s) - start )) s, findings: $(ls "$DIR/findings/$t" | wc -l)"
 done

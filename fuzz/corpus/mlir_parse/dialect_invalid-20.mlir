@@ -1,0 +1,4 @@
+pipefill.fill_job @j inference samples 1 {
+  builtin.module {
+  }
+}

@@ -1,0 +1,2 @@
+pipefill.fill_job @j inference samples 1 {
+}

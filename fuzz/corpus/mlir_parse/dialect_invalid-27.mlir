@@ -1,0 +1,5 @@
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+  }
+}

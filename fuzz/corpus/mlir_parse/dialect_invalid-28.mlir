@@ -1,0 +1,1 @@
+pipefill.forward mb 0 chunk 0 duration 1.0

@@ -1,0 +1,8 @@
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    builtin.module {
+    }
+    pfstream.stream 0 main priority high {
+    }
+  }
+}

@@ -1,0 +1,9 @@
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+  }
+}

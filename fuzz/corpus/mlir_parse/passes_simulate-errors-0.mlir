@@ -1,0 +1,15 @@
+// Each stage waits for the other before sending: the order deadlocks.
+pipefill.pipeline @deadlock schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 8
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8
+    pipefill.backward mb 0 chunk 0 duration 2.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 8
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+    pipefill.send gradient mb 0 chunk 0 to 0 bytes 8
+  }
+}

@@ -1,0 +1,55 @@
+// libFuzzer target: the whole compiler on a JobSpec text, as pipefill-compile runs it: import
+// (front end and IR construction), --pipefill-compile (expand, simulate, bubbles, plan fill,
+// verify plan), verify the IR, lower to stream programs and export the StreamProgram. Errors
+// are diagnostics; any crash, sanitizer report, hang (-timeout) or memory blow-up is a finding.
+// Pipelines of more than 256 instructions' worth (stages x micro-batches x virtual stages) are
+// skipped after import: their time is benchmarked (bench/), and under ASan a large one would
+// read as a hang; the jobspec target covers their front end.
+#include "codegen/Translate.h"
+#include "dialect/PipefillDialect.h"
+#include "dialect/stream/PfstreamOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  mlir::DialectRegistry registry;
+  registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(reinterpret_cast<const char *>(data), size), "fuzz.pbtxt"),
+      llvm::SMLoc());
+  mlir::OwningOpRef<mlir::ModuleOp> module = pipefill::importJobSpec(sourceMgr, &ctx);
+  if (!module)
+    return 0;
+  for (pipefill::PipelineOp p : module->getOps<pipefill::PipelineOp>())
+    if (int64_t(p.getNumStages()) * p.getNumMicrobatches() * p.getVirtualStages() > 256)
+      return 0;
+  mlir::PassManager pm(&ctx);
+  pipefill::CompileOptions options;
+  pipefill::buildCompilePipeline(pm, options);
+  if (mlir::failed(pm.run(*module)) || mlir::failed(mlir::verify(*module)))
+    return 0;
+  mlir::PassManager lower(&ctx);
+  lower.addPass(pipefill::createLowerToStream());
+  if (mlir::failed(lower.run(*module)))
+    return 0;
+  std::string program;
+  llvm::raw_string_ostream os(program);
+  (void)pipefill::exportStreamProgram(*module, os, /*text=*/false);
+  return 0;
+}
