@@ -222,8 +222,14 @@ def test_malformed_profile_is_a_compile_error(tmp_path):
 
 
 def test_profile_for_another_pipeline_is_a_compile_error(tmp_path):
+    # Another program's profile is named as such (checked before its shape).
     one = tmp_path / "one.pbtxt"
     one.write_text('program: "x" stages { instructions { kind: FORWARD measured_us: 3 } }\n')
+    with pytest.raises(pipefill.CompileError,
+                       match=r"one\.pbtxt:1:1: error: the profile was measured for program 'x', not 't'"):
+        pipefill.compile(job_text(2, 2), profile=one)
+    # This program's profile of the wrong shape.
+    one.write_text('program: "t_stream" stages { instructions { kind: FORWARD measured_us: 3 } }\n')
     with pytest.raises(pipefill.CompileError, match=r"has 2 stages but profile"):
         pipefill.compile(job_text(2, 2), profile=one)
 
