@@ -501,7 +501,7 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   r.jobs = run.jobs;
   r.resumed = run.resumed;
   r.stopped = run.stopped;
-  r.iterationsRequested = run.iterationsRequested;
+  r.iterationsRequested = run.stopped ? run.iterationsRequested : run.iterations;
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
   r.chunkRuns = run.chunkRuns;
