@@ -1,8 +1,10 @@
 //===- PlanFill.cpp - pipefill-plan-fill ----------------------------------===//
 #include "passes/FillIR.h"
 #include "passes/Passes.h"
+#include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 
 #include <algorithm>
 #include <map>
@@ -110,7 +112,12 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
           }));
     }
 
-    // Chunks go into their bubbles in execution order.
+    // Chunks go into their bubbles in execution order. 10^5 chunks at 64 x
+    // 512: each stage's chunks are written on their own thread (stages are
+    // isolated) with per-thread attribute caches, since most fields repeat
+    // (layer ranges, batches, byte counts, the same few jobs) and going
+    // through the context's uniquer for each of a chunk's 13 fields cost more
+    // than the op itself.
     std::vector<const fill::Chunk *> chunks;
     for (const fill::Chunk &c : plan.chunks)
       chunks.push_back(&c);
@@ -121,25 +128,50 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
                               std::make_tuple(y->stage, y->bubbleId, y->iteration,
                                               y->offsetUs);
                      });
-    for (const fill::Chunk *c : chunks) {
-      BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
-      b.setInsertionPointToEnd(&bubble.getBody().front());
-      auto op = b.create<FillOp>(bubble.getLoc(), TypeRange{}, ValueRange{},
-                                 ArrayRef<NamedAttribute>{});
-      op.setJobAttr(jobRef(c->job));
-      op.setLayerBegin(c->layerBegin);
-      op.setLayerEnd(c->layerEnd);
-      op.setBatch(c->batch);
-      op.setSampleBegin(c->sampleBegin);
-      op.setWeights(toIR(c->weights));
-      op.setActs(toIR(c->acts));
-      op.setPredictedUs(llvm::APFloat(c->predictedUs));
-      op.setPeakBytes(c->peakBytes);
-      op.setCopyUs(llvm::APFloat(c->copyUs));
-      op.setIteration(c->iteration);
-      op.setRepeat(c->repeat);
-      op.setOffsetUs(llvm::APFloat(c->offsetUs));
-    }
+    // [stageBegin[s], stageBegin[s + 1]) are stage s's chunks.
+    SmallVector<size_t> stageBegin(stages.size() + 1, chunks.size());
+    for (size_t i = chunks.size(); i-- > 0;)
+      stageBegin[chunks[i]->stage] = i;
+    for (size_t s = stages.size(); s-- > 0;)
+      stageBegin[s] = std::min(stageBegin[s], stageBegin[s + 1]);
+    SmallVector<FlatSymbolRefAttr> jobRefs;
+    for (size_t j = 0; j < problem.jobOps.size(); ++j)
+      jobRefs.push_back(jobRef(j));
+    MLIRContext *ctx = &getContext();
+    WeightPlacementAttr weightAttrs[] = {
+        WeightPlacementAttr::get(ctx, WeightPlacement::Resident),
+        WeightPlacementAttr::get(ctx, WeightPlacement::Streamed)};
+    ActPlacementAttr actAttrs[] = {ActPlacementAttr::get(ctx, ActPlacement::Device),
+                                   ActPlacementAttr::get(ctx, ActPlacement::Host)};
+    mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
+      OpBuilder sb(ctx);
+      AttrCache attrs(ctx);
+      for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i) {
+        const fill::Chunk *c = chunks[i];
+        BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
+        // All fields, defaults included, go in as properties, so creating the
+        // op uniques no default attributes.
+        OperationState state(bubble.getLoc(), FillOp::getOperationName());
+        auto &props = state.getOrAddProperties<FillOp::Properties>();
+        props.job = jobRefs[c->job];
+        props.layer_begin = attrs.i64(c->layerBegin);
+        props.layer_end = attrs.i64(c->layerEnd);
+        props.batch = attrs.i64(c->batch);
+        props.sample_begin = attrs.i64(c->sampleBegin);
+        props.weights =
+            weightAttrs[toIR(c->weights) == WeightPlacement::Streamed ? 1 : 0];
+        props.acts = actAttrs[toIR(c->acts) == ActPlacement::Host ? 1 : 0];
+        props.predicted_us = attrs.f64(c->predictedUs);
+        props.peak_bytes = attrs.i64(c->peakBytes);
+        props.copy_us = attrs.f64(c->copyUs);
+        props.iteration_offset = attrs.i64(0);
+        props.iteration = attrs.i64(c->iteration);
+        props.repeat = attrs.i64(c->repeat);
+        props.offset_us = attrs.f64(c->offsetUs);
+        sb.setInsertionPointToEnd(&bubble.getBody().front());
+        sb.create(state);
+      }
+    });
 
     std::map<std::string, std::string> unscheduled;
     for (const fill::Unscheduled &u : plan.unscheduled)
