@@ -3,6 +3,7 @@
 #include "support/Format.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Threading.h"
 
 using namespace mlir;
 
@@ -66,12 +67,15 @@ static sched::InstrKind toSched(InstrKind kind) {
 
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     SmallVectorImpl<SmallVector<Operation *>> &ops) {
-  schedule.clear();
-  ops.clear();
   int64_t v = pipeline.getVirtualStages();
-  for (StageOp stage : pipeline.getStages()) {
-    auto &list = schedule.emplace_back();
-    auto &opList = ops.emplace_back();
+  SmallVector<StageOp> stages(pipeline.getStages());
+  schedule.assign(stages.size(), {});
+  ops.assign(stages.size(), {});
+  // Stages are isolated from above: each is read on its own thread.
+  mlir::parallelFor(pipeline->getContext(), 0, stages.size(), [&](size_t s) {
+    StageOp stage = stages[s];
+    auto &list = schedule[s];
+    auto &opList = ops[s];
     int64_t stashPerChunk = static_cast<int64_t>(stage.getStashBytes()) / v;
     Block &body = stage.getBody().front();
     list.reserve(body.getOperations().size());
@@ -104,7 +108,7 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
       list.push_back(instr);
       opList.push_back(&op);
     }
-  }
+  });
 }
 
 Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,

@@ -29,6 +29,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <sys/resource.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -245,6 +248,14 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
 } // namespace
 
 int main(int argc, char **argv) {
+#ifdef __GLIBC__
+  // The per-stage passes build 10^5-10^6 ops on MLIR's worker threads. glibc
+  // gives each thread its own arena, which grows one mprotect call per page;
+  // one shared arena (small allocations still come from per-thread caches)
+  // measured 15% lower peak RSS and less system time on interleaved
+  // 64x512x100 (docs/compiler.md).
+  mallopt(M_ARENA_MAX, 1);
+#endif
   llvm::InitLLVM init(argc, argv);
   pipefill::hideLLVMBackendOptions();
   registerMLIRContextCLOptions();
