@@ -73,20 +73,35 @@ LogicalResult PipelineOp::verifyRegions() {
     return emitOpError() << "has " << position << " stages but num_stages = "
                          << numStages;
 
-  // Keys are also kept in program order so diagnostics are deterministic.
-  // Transfers are matched through a dense 64-bit packing of their key
-  // (indices are range-checked before packing).
+  // Transfers are identified by a dense 64-bit packing of their key (indices
+  // are range-checked before packing). A send's sender is its own stage and a
+  // recv's receiver is its own stage, so a repeated transfer can only repeat
+  // one on the same stage: repeats are found with a per-stage set, and sends
+  // are matched to recvs afterwards by sorting (no pipeline-wide hash table;
+  // at 64 x 512 x 4 chunks these tables held 500k entries). Diagnostics are
+  // those of a program-order scan: the first repeat, then the first send (in
+  // program order) without its recv, then the first recv without its send.
   auto pack = [&](const TransferKey &k) -> uint64_t {
     auto [from, to, payload, mb, chunk] = k;
     return ((((uint64_t)from * numStages + to) * 2 + payload) * numChunks + chunk) *
                (uint64_t)numMb +
            mb;
   };
-  llvm::DenseMap<uint64_t, TransferEnd> sends, recvs;
-  SmallVector<TransferKey> sendOrder, recvOrder;
+  struct Transfer {
+    TransferKey key;
+    uint64_t packed;
+    TransferEnd end;
+  };
+  std::vector<Transfer> sendList, recvList;
+  // Per stage, per (mb, chunk): which of forward / backward / backward_input
+  // has been seen.
+  enum : uint8_t { kForward = 1, kBackward = 2, kInputGrad = 4 };
+  std::vector<uint8_t> seen(static_cast<size_t>(numMb) * numChunks);
+  llvm::DenseSet<uint64_t> stageTransfers;
   for (StageOp stage : getStages()) {
     int64_t self = stage.getIndex();
-    llvm::DenseSet<std::pair<int64_t, int64_t>> forwards, inputGrads, backwards;
+    std::fill(seen.begin(), seen.end(), 0);
+    stageTransfers.clear();
     for (Operation &op : stage.getBody().front()) {
       auto instr = dyn_cast<InstructionOpInterface>(op);
       if (!instr)
@@ -102,30 +117,32 @@ LogicalResult PipelineOp::verifyRegions() {
       if (mb >= numMb)
         return op.emitOpError() << "micro-batch " << mb
                                 << " is out of range [0, " << numMb << ")";
-      if (chunk >= numChunks)
+      if (chunk >= numChunks || chunk < 0)
         return op.emitOpError() << "chunk " << chunk << " is out of range [0, "
                                 << numChunks << ")";
-      auto key = std::make_pair(mb, chunk);
+      uint8_t &flags = seen[static_cast<size_t>(mb) * numChunks + chunk];
 
       switch (instr.getInstrKind()) {
       case InstrKind::Forward:
-        if (!forwards.insert(key).second)
+        if (flags & kForward)
           return op.emitOpError() << "repeats the forward of micro-batch " << mb
                                   << " chunk " << chunk << " on stage " << self;
+        flags |= kForward;
         break;
       case InstrKind::Backward:
       case InstrKind::BackwardInput:
-        if (!forwards.contains(key))
+        if (!(flags & kForward))
           return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
                                   << " comes before its forward on stage " << self;
-        if (!backwards.insert(key).second)
+        if (flags & kBackward)
           return op.emitOpError() << "repeats the backward of micro-batch " << mb
                                   << " chunk " << chunk << " on stage " << self;
+        flags |= kBackward;
         if (instr.getInstrKind() == InstrKind::BackwardInput)
-          inputGrads.insert(key);
+          flags |= kInputGrad;
         break;
       case InstrKind::BackwardWeight:
-        if (!inputGrads.contains(key))
+        if (!(flags & kInputGrad))
           return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
                                   << " comes before its backward_input on stage "
                                   << self;
@@ -142,12 +159,16 @@ LogicalResult PipelineOp::verifyRegions() {
         Payload payload = instr.getTransferPayload();
         TransferKey tk{isSend ? self : peer, isSend ? peer : self,
                        static_cast<int>(payload), mb, chunk};
-        auto &table = isSend ? sends : recvs;
-        (isSend ? sendOrder : recvOrder).push_back(tk);
-        if (!table.try_emplace(pack(tk), TransferEnd{&op, instr.getInstrBytes()}).second)
+        uint64_t packed = pack(tk);
+        // Sends and recvs have disjoint packed keys on one stage (the stage
+        // is the sender of one and the receiver of the other, and never its
+        // own peer); the top bit keeps them apart all the same.
+        if (!stageTransfers.insert(packed ^ (isSend ? 0 : (1ull << 63))).second)
           return op.emitOpError() << "duplicates a transfer of "
                                   << stringifyPayload(payload) << " micro-batch "
                                   << mb << " chunk " << chunk;
+        (isSend ? sendList : recvList)
+            .push_back({tk, packed, TransferEnd{&op, instr.getInstrBytes()}});
         break;
       }
       case InstrKind::AllReduceGrads:
@@ -157,26 +178,51 @@ LogicalResult PipelineOp::verifyRegions() {
     }
   }
 
-  for (const TransferKey &key : sendOrder) {
-    const TransferEnd &send = sends.find(pack(key))->second;
-    auto [from, to, payload, mb, chunk] = key;
-    auto it = recvs.find(pack(key));
-    if (it == recvs.end())
+  // (packed key, index in program order), sorted.
+  auto sortedKeys = [](const std::vector<Transfer> &list) {
+    std::vector<std::pair<uint64_t, uint32_t>> keys;
+    keys.reserve(list.size());
+    for (size_t i = 0; i < list.size(); ++i)
+      keys.push_back({list[i].packed, static_cast<uint32_t>(i)});
+    llvm::sort(keys);
+    return keys;
+  };
+  auto sendKeys = sortedKeys(sendList), recvKeys = sortedKeys(recvList);
+  // matchOf[i]: the recv index matching send i (or -1), and whether each
+  // recv has a send. Keys are unique within each list.
+  std::vector<int64_t> recvOfSend(sendList.size(), -1);
+  std::vector<bool> recvMatched(recvList.size(), false);
+  for (size_t i = 0, j = 0; i < sendKeys.size() && j < recvKeys.size();) {
+    if (sendKeys[i].first < recvKeys[j].first) {
+      ++i;
+    } else if (recvKeys[j].first < sendKeys[i].first) {
+      ++j;
+    } else {
+      recvOfSend[sendKeys[i].second] = recvKeys[j].second;
+      recvMatched[recvKeys[j].second] = true;
+      ++i;
+      ++j;
+    }
+  }
+  for (size_t i = 0; i < sendList.size(); ++i) {
+    const TransferEnd &send = sendList[i].end;
+    auto [from, to, payload, mb, chunk] = sendList[i].key;
+    if (recvOfSend[i] < 0)
       return send.op->emitOpError()
              << "of " << stringifyPayload(static_cast<Payload>(payload))
              << " micro-batch " << mb << " chunk " << chunk << " to stage "
              << to << " has no matching recv on stage " << to;
-    if (it->second.bytes != send.bytes)
-      return it->second.op->emitOpError()
-             << "expects " << it->second.bytes << " bytes but the matching "
+    const TransferEnd &recv = recvList[recvOfSend[i]].end;
+    if (recv.bytes != send.bytes)
+      return recv.op->emitOpError()
+             << "expects " << recv.bytes << " bytes but the matching "
              << "send from stage " << from << " sends " << send.bytes;
   }
-  for (const TransferKey &key : recvOrder) {
-    const TransferEnd &recv = recvs.find(pack(key))->second;
-    if (sends.count(pack(key)))
+  for (size_t i = 0; i < recvList.size(); ++i) {
+    if (recvMatched[i])
       continue;
-    auto [from, to, payload, mb, chunk] = key;
-    return recv.op->emitOpError()
+    auto [from, to, payload, mb, chunk] = recvList[i].key;
+    return recvList[i].end.op->emitOpError()
            << "of " << stringifyPayload(static_cast<Payload>(payload))
            << " micro-batch " << mb << " chunk " << chunk << " from stage "
            << from << " has no matching send on stage " << from;
