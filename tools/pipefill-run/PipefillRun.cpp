@@ -225,6 +225,23 @@ void rankFromLauncher(pfrt_options &options) {
   }
 }
 
+// Writes --report and --profile-out and prints the summary (unless --quiet); 1 if a write failed.
+int writeOutputs(pfrt_report *report, const std::string &reportPath,
+                 const std::string &profilePath, bool quiet) {
+  int rc = 0;
+  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!quiet)
+    std::fputs(pfrt_report_summary(report), stdout);
+  return rc;
+}
+
 // --merge: rank parts into one report.
 int runMerge(const std::string &programPath, const std::vector<std::string> &parts,
              const std::string &reportPath, const std::string &profilePath, bool quiet) {
@@ -252,17 +269,7 @@ int runMerge(const std::string &programPath, const std::vector<std::string> &par
     std::fprintf(stderr, "pipefill-run: error: --merge: %s\n", pfrt_last_error());
     return 1;
   }
-  int rc = 0;
-  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
-    rc = 1;
-  }
-  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
-    rc = 1;
-  }
-  if (!quiet)
-    std::fputs(pfrt_report_summary(report), stdout);
+  int rc = writeOutputs(report, reportPath, profilePath, quiet);
   pfrt_report_destroy(report);
   return rc;
 }
@@ -570,17 +577,7 @@ int main(int argc, char **argv) {
     pfrt_program_destroy(program);
     return rc;
   }
-  int rc = 0;
-  if (!reportPath.empty() && pfrt_report_write_json(report, reportPath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
-    rc = 1;
-  }
-  if (!profilePath.empty() && pfrt_report_write_profile(report, profilePath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
-    rc = 1;
-  }
-  if (!quiet)
-    std::fputs(pfrt_report_summary(report), stdout);
+  int rc = writeOutputs(report, reportPath, profilePath, quiet);
   if (int stopRc = stopExitCode(report, checkpointPath))
     rc = rc ? rc : stopRc;
   pfrt_report_destroy(report);
