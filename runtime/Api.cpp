@@ -116,6 +116,9 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
             std::to_string(devices) + " devices (ranks 0 to " + std::to_string(devices - 1) + ")");
   if (o.peer_timeout_s < 0)
     invalid("peer_timeout_s must be >= 0");
+  if (o.rank_transfer != PFRT_RANK_TRANSFER_AUTO && o.rank_transfer != PFRT_RANK_TRANSFER_MODELLED &&
+      o.rank_transfer != PFRT_RANK_TRANSFER_NCCL)
+    invalid("rank_transfer must be PFRT_RANK_TRANSFER_AUTO, _MODELLED or _NCCL");
   const double timeout = o.peer_timeout_s > 0 ? o.peer_timeout_s : 120.0;
   std::unique_ptr<pfrt::Transport> transport;
   if (devices == 1 && o.world <= 1 && o.rank <= 0 && !std::getenv("OMPI_COMM_WORLD_SIZE"))
@@ -129,6 +132,8 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
               perDevice);
     cfg.rank = transport->rank();
     cfg.transport = transport.get();
+    cfg.peerTimeoutS = timeout;
+    cfg.rankTransfer = o.rank_transfer;
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto report = std::make_unique<pfrt_report>();
@@ -505,6 +510,7 @@ void pfrt_options_init(pfrt_options *o) {
   o->rank = -1;
   o->world = 0;
   o->peer_timeout_s = 0;
+  o->rank_transfer = PFRT_RANK_TRANSFER_AUTO;
   // Defaults a process can be started with (generated binaries, scripts); explicit option
   // values set after this call win. Unknown values are ignored here and rejected nowhere else.
   if (const char *tm = std::getenv("PFRT_TIME_MODEL")) {
@@ -514,6 +520,12 @@ void pfrt_options_init(pfrt_options *o) {
   if (const char *fp = std::getenv("PFRT_FILL_POLICY")) {
     if (!std::strcmp(fp, "unbounded"))
       o->fill_policy = PFRT_FILL_UNBOUNDED;
+  }
+  if (const char *rt = std::getenv("PFRT_RANK_TRANSFER")) {
+    if (!std::strcmp(rt, "nccl"))
+      o->rank_transfer = PFRT_RANK_TRANSFER_NCCL;
+    else if (!std::strcmp(rt, "modelled"))
+      o->rank_transfer = PFRT_RANK_TRANSFER_MODELLED;
   }
 }
 

@@ -60,6 +60,9 @@ struct RunConfig {
   int32_t rank = -1;
   // Carries the sends between devices; null: the in-process transport (the executor owns it).
   Transport *transport = nullptr;
+  // Rank mode: how long a peer may keep this rank waiting; how sends reach other ranks' GPUs.
+  double peerTimeoutS = 120.0;
+  pfrt_rank_transfer rankTransfer = PFRT_RANK_TRANSFER_AUTO;
 };
 
 // A point-to-point message as published by a sender.
@@ -191,6 +194,9 @@ public:
   }
   // Start/end (host clock) of the fill chunk JobData::run just ran, when the backend knows them
   // (host: modelled times for a modelled chunk, clock times for real work).
+  // Rank mode: "nccl" when sends to other ranks move their bytes, "modelled" when they take the
+  // planned time; null when not in rank mode or not applicable (host).
+  virtual const char *rankTransfer() const { return nullptr; }
   virtual bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) {
     (void)ctx;
     (void)start;

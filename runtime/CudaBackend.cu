@@ -24,6 +24,9 @@
 #include "runtime/CudaKernels.h"
 #include "runtime/CudaWorkloads.h"
 #include "runtime/Executor.h"
+#if PFRT_HAVE_NCCL
+#include "runtime/Nccl.h"
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -203,6 +206,7 @@ public:
             c.src = pairs_[{d, op.peer}].src;
             c.dst = pairs_[{d, op.peer}].dst;
           }
+    prepareRankTransfers(program, devices);
   }
 
   void begin(double originUs) override {
@@ -297,8 +301,22 @@ public:
       publisher.publish(m);
       return;
     }
-    // The peer is emulated: the communication stream is busy for the planned
-    // transfer, then the message is published (host callback) when it gets there.
+#if PFRT_HAVE_NCCL
+    if (nccl_ && nccl_->has(ChannelKey{ctx.device, op.peer, op.tag})) {
+      // Another rank's GPU: the bytes go with ncclSend on the channel's own stream, after the
+      // sending stream's earlier work; the receiver's ncclRecv waits for them on its GPU, so the
+      // message only tells its host thread that the send is enqueued.
+      const ChannelKey key{ctx.device, op.peer, op.tag};
+      NcclLink &link = ncclLinks_.at(key);
+      PFRT_CUDA(cudaEventRecord(link.fork, st.s));
+      PFRT_CUDA(cudaStreamWaitEvent(link.stream, link.fork, 0));
+      nccl_->send(key, link.buffer, op.bytes, link.stream);
+      publisher.publish(Message{});
+      return;
+    }
+#endif
+    // The peer is emulated (or another rank without NCCL): the communication stream is busy for
+    // the planned transfer, then the message is published (host callback) when it gets there.
     cuda::spin(plannedUs, g.comm);
     PFRT_CUDA_LAUNCHED();
     auto *call = new PublishCall{publisher.clone()};
@@ -309,7 +327,16 @@ public:
     }
   }
 
-  void recv(StreamCtx &ctx, const Op &, const Message &message) override {
+  void recv(StreamCtx &ctx, const Op &op, const Message &message) override {
+#if PFRT_HAVE_NCCL
+    if (nccl_ && nccl_->has(ChannelKey{op.peer, ctx.device, op.tag})) {
+      const ChannelKey key{op.peer, ctx.device, op.tag};
+      nccl_->recv(key, ncclLinks_.at(key).buffer, op.bytes, streamState(ctx).s);
+      return;
+    }
+#else
+    (void)op;
+#endif
     if (message.handle)
       PFRT_CUDA(cudaStreamWaitEvent(streamState(ctx).s, static_cast<cudaEvent_t>(message.handle),
                                     0));
@@ -460,6 +487,23 @@ public:
       PFRT_CUDA(cudaSetDevice(kv.second->gpu));
       PFRT_CUDA(cudaDeviceSynchronize());
     }
+#if PFRT_HAVE_NCCL
+    if (nccl_) {
+      nccl_->check();
+      nccl_->close(/*failed=*/false);
+    }
+#endif
+    finished_ = true;
+  }
+
+  const char *rankTransfer() const override {
+    if (config_.rank < 0)
+      return nullptr;
+#if PFRT_HAVE_NCCL
+    if (nccl_)
+      return "nccl";
+#endif
+    return "modelled";
   }
 
   bool minFreeBytes(uint32_t device, uint64_t &bytes) override {
@@ -475,7 +519,88 @@ private:
     void *src = nullptr, *dst = nullptr;
   };
 
+  // Rank mode: NCCL for the channels to other ranks when asked for (PFRT_RANK_TRANSFER_NCCL) or
+  // by default when the library loads (AUTO); otherwise the planned time (modelled).
+  void prepareRankTransfers(const Program &program, const std::vector<uint32_t> &devices) {
+    if (config_.rank < 0 || !config_.transport ||
+        config_.rankTransfer == PFRT_RANK_TRANSFER_MODELLED)
+      return;
+#if PFRT_HAVE_NCCL
+    std::string why;
+    std::shared_ptr<const NcclApi> api = loadNccl(why);
+    if (!api) {
+      if (config_.rankTransfer == PFRT_RANK_TRANSFER_NCCL)
+        throw Error(PFRT_ERROR_UNAVAILABLE, "rank transfers with NCCL: " + why);
+      std::fprintf(stderr, "pfrt: rank %d: %s; transfers between ranks are modelled (planned "
+                           "time)\n", config_.rank, why.c_str());
+      return;
+    }
+    const std::vector<ChannelKey> channels = programChannels(program);
+    GpuDevice &g = *gpus_.at(devices.front());
+    PFRT_CUDA(cudaSetDevice(g.gpu));
+    // Every rank must take part in the id exchange, even one whose device has no crossing
+    // channel, so the communicators are made before the buffers are sized.
+    nccl_ = std::make_unique<NcclChannels>(api, channels, *config_.transport, config_.peerTimeoutS);
+    for (uint32_t d : devices)
+      for (const Stream &st : program.devices[d].streams)
+        for (const Op &op : st.ops) {
+          ChannelKey key;
+          if (op.kind == OpKind::Send)
+            key = ChannelKey{d, op.peer, op.tag};
+          else if (op.kind == OpKind::Recv)
+            key = ChannelKey{op.peer, d, op.tag};
+          else
+            continue;
+          if (!nccl_->has(key))
+            continue;
+          NcclLink &link = ncclLinks_[key];
+          link.bytes = std::max(link.bytes, op.bytes);
+          link.sender = op.kind == OpKind::Send;
+        }
+    for (auto &kv : ncclLinks_) {
+      NcclLink &link = kv.second;
+      PFRT_CUDA(cudaMalloc(&link.buffer, std::max<uint64_t>(1, link.bytes)));
+      if (link.sender) {
+        PFRT_CUDA(cudaStreamCreateWithPriority(&link.stream, cudaStreamNonBlocking,
+                                               g.prioGreatest));
+        PFRT_CUDA(cudaEventCreateWithFlags(&link.fork, cudaEventDisableTiming));
+      }
+    }
+#else
+    if (config_.rankTransfer == PFRT_RANK_TRANSFER_NCCL)
+      throw Error(PFRT_ERROR_UNAVAILABLE,
+                  "rank transfers with NCCL: the runtime was built without nccl.h");
+#endif
+  }
+
+  // One crossing channel's end on this rank: its buffer and, on the sender, its own stream (so
+  // that channels never wait for each other) and the event that orders it after the sender.
+  struct NcclLink {
+    uint64_t bytes = 0;
+    bool sender = false;
+    void *buffer = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t fork = nullptr;
+  };
+
   void release() {
+#if PFRT_HAVE_NCCL
+    // A run that did not reach finish() failed: abort the communicators (a peer may be gone).
+    if (nccl_)
+      nccl_->close(/*failed=*/!finished_);
+    nccl_.reset();
+#endif
+    for (auto &kv : ncclLinks_) {
+      NcclLink &link = kv.second;
+      if (!gpus_.empty())
+        cudaSetDevice(gpus_.begin()->second->gpu); // rank mode: this rank's one GPU
+      cudaFree(link.buffer);
+      if (link.stream)
+        cudaStreamDestroy(link.stream);
+      if (link.fork)
+        cudaEventDestroy(link.fork);
+    }
+    ncclLinks_.clear();
     for (auto &kv : streams_) {
       CudaStreamState &st = *kv.second;
       cudaSetDevice(st.dev->gpu);
@@ -544,6 +669,11 @@ private:
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, GpuChannel> channels_;
   std::map<std::pair<uint32_t, uint32_t>, PairBuffers> pairs_;
+  std::map<ChannelKey, NcclLink> ncclLinks_;
+#if PFRT_HAVE_NCCL
+  std::unique_ptr<NcclChannels> nccl_;
+#endif
+  bool finished_ = false;
 };
 
 } // namespace

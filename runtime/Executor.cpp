@@ -966,8 +966,11 @@ bool Executor::prepareBackends(uint32_t numDevices) {
       (backendOf_[d] == host_.get() ? hostDevices : cudaDevices).push_back(d);
   if (!hostDevices.empty())
     host_->prepare(program_, info_, config_, hostDevices);
-  if (cuda_ && !cudaDevices.empty())
+  if (cuda_ && !cudaDevices.empty()) {
     cuda_->prepare(program_, info_, config_, cudaDevices);
+    if (const char *how = cuda_->rankTransfer())
+      result_.rankTransfer = how;
+  }
 
   return !cudaDevices.empty();
 }
@@ -1010,16 +1013,7 @@ void Executor::setupRunState(uint32_t numDevices) {
         if (op.kind == OpKind::Alloc)
           bufferBytes_[d][op.buffer] = op.bytes;
   // Every channel of the program, in the same order in every process (MPI: its index is the tag).
-  std::vector<ChannelKey> channelKeys;
-  for (uint32_t d = 0; d < numDevices; ++d)
-    for (const Stream &st : program_.devices[d].streams)
-      for (const Op &op : st.ops)
-        if (op.kind == OpKind::Send) {
-          ChannelKey key{d, op.peer, op.tag};
-          if (std::find(channelKeys.begin(), channelKeys.end(), key) == channelKeys.end())
-            channelKeys.push_back(key);
-        }
-  transport_->open(channelKeys, first_);
+  transport_->open(programChannels(program_), first_);
 
   used_.reset(new std::atomic<int64_t>[numDevices]);
   peak_.reset(new std::atomic<int64_t>[numDevices]);

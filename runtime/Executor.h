@@ -25,6 +25,9 @@ namespace pfrt {
 // Raw results of a run.
 struct RunResult {
   std::string backend;          // "host", "cuda", "cuda-replay"
+  // Rank mode on CUDA: "nccl" (sends to other ranks move their bytes) or "modelled" (they take
+  // the planned time); empty otherwise.
+  std::string rankTransfer;
   bool measuredTime = false;    // CUDA: device-measured times
   double timeScale = 1.0;       // real us per modelled us (1 for CUDA)
   int32_t replayDevice = -1;    // device that ran on the GPU in replay mode

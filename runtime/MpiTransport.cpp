@@ -276,6 +276,34 @@ public:
     return out;
   }
 
+  std::vector<std::string> allGather(const std::string &mine) override {
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(static_cast<size_t>(world_));
+    MPI_Request request;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Iallgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request);
+    }
+    wait(request, "exchanging setup data between the ranks");
+    std::vector<int> displs(sizes.size(), 0);
+    int total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      displs[i] = total;
+      total += sizes[i];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Iallgatherv(mine.data(), size, MPI_BYTE, total ? &all[0] : nullptr, sizes.data(),
+                      displs.data(), MPI_BYTE, comm_, &request);
+    }
+    wait(request, "exchanging setup data between the ranks");
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
+    return out;
+  }
+
 private:
   struct PendingSend {
     Wire wire{};

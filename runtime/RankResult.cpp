@@ -32,6 +32,7 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
   r.set_world(static_cast<uint32_t>(world));
   r.set_transport(transport);
   r.set_backend(run.backend);
+  r.set_rank_transfer(run.rankTransfer);
   r.set_measured_time(run.measuredTime);
   r.set_time_scale(run.timeScale);
   r.set_fill_enabled(run.fillEnabled);
@@ -186,6 +187,7 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
 
   RunResult run;
   run.backend = first.backend();
+  run.rankTransfer = first.rank_transfer();
   run.measuredTime = first.measured_time();
   run.timeScale = first.time_scale();
   run.replayDevice = -1;

@@ -163,6 +163,10 @@ void writeJson(ReportData &r, const Program &program) {
   w.beginObject("labels");
   w.value("main_compute", r.measuredTime ? "measured" : "modelled");
   w.value("transfers_and_copies", r.backend == "host" ? "modelled" : "measured");
+  // CUDA ranks: sends to another rank's GPU move bytes with NCCL (timed on the GPU like any op)
+  // or take their planned time.
+  if (!r.rankTransfer.empty())
+    w.value("transfers_between_ranks", r.rankTransfer == "nccl" ? "measured" : "modelled");
   w.value("emulated_devices", "planned");
   w.value("fill_chunks", "measured");
   w.endObject();
@@ -489,6 +493,7 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   const RunResult &run = in.run;
   r.programName = in.program.name;
   r.backend = run.backend;
+  r.rankTransfer = run.rankTransfer;
   r.measuredTime = run.measuredTime;
   r.timeScale = run.timeScale;
   r.replayDevice = run.replayDevice;

@@ -57,6 +57,7 @@ struct DeviceReport {
 struct ReportData {
   std::string programName;
   std::string backend;
+  std::string rankTransfer; // RunResult::rankTransfer
   bool measuredTime = false;
   double timeScale = 1.0;
   int32_t replayDevice = -1;

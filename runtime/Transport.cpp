@@ -1,6 +1,8 @@
 // The in-process transport (every device in one process) and the launcher-environment helper.
 #include "runtime/Transport.h"
 
+#include <algorithm>
+
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -113,6 +115,19 @@ bool launcherRank(int &rank, int &world) {
     }
   }
   return false;
+}
+
+std::vector<ChannelKey> programChannels(const Program &program) {
+  std::vector<ChannelKey> keys;
+  for (uint32_t d = 0; d < program.devices.size(); ++d)
+    for (const Stream &st : program.devices[d].streams)
+      for (const Op &op : st.ops)
+        if (op.kind == OpKind::Send) {
+          ChannelKey key{d, op.peer, op.tag};
+          if (std::find(keys.begin(), keys.end(), key) == keys.end())
+            keys.push_back(key);
+        }
+  return keys;
 }
 
 } // namespace pfrt

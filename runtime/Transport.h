@@ -10,8 +10,9 @@
 //   - MPI (createMpiTransport, MpiTransport.cpp): one rank per process (a rank is a device). A
 //     message between two ranks carries the sender's ready time relative to the run's origin, so
 //     modelled time stays consistent across processes. Built when CMake finds MPI.
-//   - NCCL: not implemented. CUDA ranks use the MPI transport for the signal and the planned
-//     transfer time for the data (docs/runtime.md, §5b "Ranks as processes").
+//   - NCCL (runtime/Nccl.h): not a Transport of its own. CUDA ranks signal over MPI and, when
+//     NCCL is used (pfrt_options.rank_transfer), the CUDA backend moves each crossing send's
+//     bytes with ncclSend/ncclRecv on the GPUs (docs/runtime.md, §5b "Ranks as processes").
 #ifndef PFRT_TRANSPORT_H
 #define PFRT_TRANSPORT_H
 
@@ -75,7 +76,14 @@ public:
   // Rank 0 receives every rank's bytes (in rank order, its own included); the others get an
   // empty vector. Throws Error on a timeout.
   virtual std::vector<std::string> gather(const std::string &mine) { return {mine}; }
+  // Every rank receives every rank's bytes (in rank order, its own included). Throws Error on a
+  // timeout.
+  virtual std::vector<std::string> allGather(const std::string &mine) { return {mine}; }
 };
+
+// Every channel (a send's sender, receiver and tag) of the program, in the order every process
+// computes alike: devices, then streams, then ops (the MPI transport's tags are indices into it).
+std::vector<ChannelKey> programChannels(const Program &program);
 
 std::unique_ptr<Transport> createInProcessTransport();
 

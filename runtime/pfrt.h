@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 3
+#define PFRT_API_VERSION 4
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -261,6 +261,12 @@ typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind k
  * counts from its checkpoint) and the seconds since the run began. Keep it short. */
 typedef void (*pfrt_progress_fn)(void *user, uint32_t done, uint32_t total, double elapsed_s);
 
+typedef enum pfrt_rank_transfer {
+  PFRT_RANK_TRANSFER_AUTO = 0,
+  PFRT_RANK_TRANSFER_MODELLED = 1,
+  PFRT_RANK_TRANSFER_NCCL = 2
+} pfrt_rank_transfer;
+
 typedef struct pfrt_options {
   pfrt_backend backend;        /* default AUTO */
   uint32_t iterations;         /* 0 = the program's */
@@ -304,6 +310,12 @@ typedef struct pfrt_options {
   /* Appended in API version 3. */
   pfrt_progress_fn progress; /* optional, see above */
   void *progress_user;
+  /* Appended in API version 4. Rank mode, CUDA backend: how a send's bytes reach another rank's
+   * GPU. AUTO (default): NCCL (ncclSend/ncclRecv, libnccl loaded at run time) when it loads, else
+   * MODELLED with a note on stderr; NCCL: NCCL or an error (PFRT_ERROR_UNAVAILABLE); MODELLED: the
+   * sender's communication stream is busy for the planned transfer time and no bytes move. The
+   * host backend always models transfers. */
+  pfrt_rank_transfer rank_transfer;
 } pfrt_options;
 
 enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };

@@ -1,0 +1,279 @@
+#include "runtime/Nccl.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+namespace pfrt {
+
+std::string channelName(const ChannelKey &key) {
+  return "device " + std::to_string(key.src) + " -> device " + std::to_string(key.dst) + " tag " +
+         std::to_string(key.tag);
+}
+
+namespace {
+
+template <typename Fn> bool resolve(void *handle, const char *name, Fn &out, std::string &missing) {
+  void *sym = dlsym(handle, name);
+  if (!sym) {
+    missing += missing.empty() ? name : std::string(", ") + name;
+    return false;
+  }
+  out = reinterpret_cast<Fn>(sym);
+  return true;
+}
+
+double elapsedS(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// FNV-1a over the channel list: ranks compare it before trusting each other's ids.
+uint64_t channelsHash(const std::vector<ChannelKey> &channels) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) {
+      h ^= (v >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const ChannelKey &k : channels) {
+    mix(k.src);
+    mix(k.dst);
+    mix(k.tag);
+  }
+  return h;
+}
+
+void backoff(int spin) {
+  std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
+}
+
+} // namespace
+
+std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
+  const char *env = std::getenv("PFRT_NCCL_LIBRARY");
+  const std::string path = env && *env ? env : "libnccl.so.2";
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *why = dlerror();
+    error = "cannot load the NCCL library '" + path + "' (" + (why ? why : "unknown error") +
+            "); install NCCL or point PFRT_NCCL_LIBRARY at libnccl.so.2";
+    return nullptr;
+  }
+  auto api = std::make_shared<NcclApi>();
+  api->handle = handle;
+  api->path = path;
+  std::string missing;
+  resolve(handle, "ncclGetVersion", api->getVersion, missing);
+  resolve(handle, "ncclGetUniqueId", api->getUniqueId, missing);
+  resolve(handle, "ncclCommInitRankConfig", api->commInitRankConfig, missing);
+  resolve(handle, "ncclCommGetAsyncError", api->commGetAsyncError, missing);
+  resolve(handle, "ncclCommFinalize", api->commFinalize, missing);
+  resolve(handle, "ncclCommDestroy", api->commDestroy, missing);
+  resolve(handle, "ncclCommAbort", api->commAbort, missing);
+  resolve(handle, "ncclSend", api->send, missing);
+  resolve(handle, "ncclRecv", api->recv, missing);
+  resolve(handle, "ncclGetErrorString", api->getErrorString, missing);
+  resolve(handle, "ncclGetLastError", api->getLastError, missing);
+  if (!missing.empty()) {
+    error = "the NCCL library '" + path + "' lacks " + missing + " (NCCL " +
+            std::to_string(NCCL_MAJOR) + ".x or newer is needed)";
+    dlclose(handle);
+    return nullptr;
+  }
+  if (api->getVersion(&api->version) != ncclSuccess || api->version / 10000 < NCCL_MAJOR) {
+    error = "the NCCL library '" + path + "' is version " + std::to_string(api->version) +
+            "; NCCL " + std::to_string(NCCL_MAJOR) + ".x or newer is needed";
+    dlclose(handle);
+    return nullptr;
+  }
+  // The handle stays open for the process's lifetime: communicators may outlive their owner
+  // until NCCL's own threads have finished.
+  return api;
+}
+
+std::vector<ChannelKey> NcclChannels::crossing(const std::vector<ChannelKey> &channels,
+                                               const Transport &transport, int senderRank) {
+  std::vector<ChannelKey> out;
+  for (const ChannelKey &k : channels)
+    if (transport.rankOf(k.src) == senderRank && transport.rankOf(k.dst) != senderRank)
+      out.push_back(k);
+  return out;
+}
+
+NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
+                           const std::vector<ChannelKey> &channels, Transport &transport,
+                           double timeoutS)
+    : api_(std::move(api)), timeoutS_(timeoutS) {
+  const int me = transport.rank();
+  // This rank makes the unique id of every crossing channel it sends on; all ranks exchange them.
+  // Each part: the hash of the sender's channel list, then its ids.
+  const std::vector<ChannelKey> mine = crossing(channels, transport, me);
+  const uint64_t hash = channelsHash(channels);
+  const size_t head = sizeof(hash);
+  std::string blob(head + mine.size() * sizeof(ncclUniqueId), '\0');
+  std::memcpy(&blob[0], &hash, head);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    ncclUniqueId id;
+    ncclResult_t r = api_->getUniqueId(&id);
+    if (r != ncclSuccess)
+      fail(mine[i], "ncclGetUniqueId", r);
+    std::memcpy(&blob[head + i * sizeof(ncclUniqueId)], &id, sizeof(ncclUniqueId));
+  }
+  const std::vector<std::string> all = transport.allGather(blob);
+  if (static_cast<int>(all.size()) != transport.world())
+    throw Error(PFRT_ERROR_INTERNAL, "NCCL setup: the id exchange returned " +
+                                         std::to_string(all.size()) + " parts for " +
+                                         std::to_string(transport.world()) + " ranks");
+  for (size_t r = 0; r < all.size(); ++r) {
+    uint64_t theirs = 0;
+    if (all[r].size() >= head)
+      std::memcpy(&theirs, all[r].data(), head);
+    if (all[r].size() < head || theirs != hash)
+      throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                  "NCCL setup: rank " + std::to_string(r) +
+                      " has another list of channels than rank " + std::to_string(me) +
+                      " (do all ranks run the same program?)");
+  }
+  // Every communicator of this rank, created nonblocking, then polled together.
+  for (int r = 0; r < transport.world(); ++r) {
+    const std::vector<ChannelKey> theirs = crossing(channels, transport, r);
+    if (all[static_cast<size_t>(r)].size() != head + theirs.size() * sizeof(ncclUniqueId))
+      throw Error(PFRT_ERROR_INTERNAL,
+                  "NCCL setup: rank " + std::to_string(r) + " sent " +
+                      std::to_string(all[static_cast<size_t>(r)].size()) +
+                      " bytes of ids for " + std::to_string(theirs.size()) +
+                      " channels (do all ranks run the same program?)");
+    for (size_t i = 0; i < theirs.size(); ++i) {
+      const ChannelKey &k = theirs[i];
+      const bool sender = transport.rankOf(k.src) == me;
+      if (!sender && transport.rankOf(k.dst) != me)
+        continue;
+      ncclUniqueId id;
+      std::memcpy(&id, &all[static_cast<size_t>(r)][head + i * sizeof(ncclUniqueId)], sizeof(id));
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclComm_t comm = nullptr;
+      ncclResult_t res = api_->commInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config);
+      if (res != ncclSuccess && res != ncclInProgress) {
+        close(true);
+        fail(k, "ncclCommInitRankConfig", res);
+      }
+      comms_[k] = comm;
+      sender_[k] = sender;
+    }
+  }
+  try {
+    for (const auto &kv : comms_)
+      settle(kv.second, kv.first, "creating the communicator");
+  } catch (...) {
+    close(true);
+    throw;
+  }
+}
+
+NcclChannels::~NcclChannels() { close(false); }
+
+void NcclChannels::fail(const ChannelKey &key, const char *what, ncclResult_t result) {
+  std::string detail = api_->getErrorString ? api_->getErrorString(result) : "error";
+  auto it = comms_.find(key);
+  if (api_->getLastError) {
+    const char *last = api_->getLastError(it == comms_.end() ? nullptr : it->second);
+    if (last && *last)
+      detail += std::string(": ") + last;
+  }
+  throw Error(PFRT_ERROR_BACKEND, "NCCL " + std::string(what) + " on channel " + channelName(key) +
+                                      " failed: " + detail);
+}
+
+// Nonblocking communicators: a call may return ncclInProgress; the next call on the communicator
+// must wait until its state is ncclSuccess.
+void NcclChannels::settle(ncclComm_t comm, const ChannelKey &key, const char *what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spin = 0;; ++spin) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = api_->commGetAsyncError(comm, &state);
+    if (r != ncclSuccess)
+      fail(key, what, r);
+    if (state == ncclSuccess)
+      return;
+    if (state != ncclInProgress)
+      fail(key, what, state);
+    if (elapsedS(start) > timeoutS_)
+      throw Error(PFRT_ERROR_BACKEND,
+                  "NCCL " + std::string(what) + " on channel " + channelName(key) +
+                      " did not complete within " + seconds(timeoutS_) +
+                      " s: the peer rank did not join or hung (--peer-timeout sets the limit)");
+    backoff(spin);
+  }
+}
+
+void NcclChannels::send(const ChannelKey &key, const void *buffer, size_t bytes,
+                        cudaStream_t stream) {
+  ncclComm_t comm = comms_.at(key);
+  ncclResult_t r = api_->send(buffer, bytes, ncclUint8, /*peer=*/1, comm, stream);
+  if (r != ncclSuccess && r != ncclInProgress)
+    fail(key, "ncclSend", r);
+  settle(comm, key, "ncclSend");
+}
+
+void NcclChannels::recv(const ChannelKey &key, void *buffer, size_t bytes, cudaStream_t stream) {
+  ncclComm_t comm = comms_.at(key);
+  ncclResult_t r = api_->recv(buffer, bytes, ncclUint8, /*peer=*/0, comm, stream);
+  if (r != ncclSuccess && r != ncclInProgress)
+    fail(key, "ncclRecv", r);
+  settle(comm, key, "ncclRecv");
+}
+
+void NcclChannels::check() {
+  for (const auto &kv : comms_) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = api_->commGetAsyncError(kv.second, &state);
+    if (r != ncclSuccess)
+      fail(kv.first, "ncclCommGetAsyncError", r);
+    if (state != ncclSuccess && state != ncclInProgress)
+      fail(kv.first, "a transfer", state);
+  }
+}
+
+void NcclChannels::close(bool failed) {
+  if (closed_)
+    return;
+  closed_ = true;
+  for (auto &kv : comms_) {
+    if (!kv.second)
+      continue;
+    if (failed) {
+      api_->commAbort(kv.second);
+      continue;
+    }
+    // Finalize flushes the communicator's outstanding operations (nonblocking: poll it), then
+    // destroy frees it. A failure here (a peer gone at the end) falls back to abort.
+    ncclResult_t r = api_->commFinalize(kv.second);
+    bool ok = r == ncclSuccess || r == ncclInProgress;
+    if (ok) {
+      try {
+        settle(kv.second, kv.first, "finalizing the communicator");
+      } catch (const Error &) {
+        ok = false;
+      }
+    }
+    if (ok)
+      api_->commDestroy(kv.second);
+    else
+      api_->commAbort(kv.second);
+  }
+  comms_.clear();
+}
+
+} // namespace pfrt
