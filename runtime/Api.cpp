@@ -116,9 +116,7 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
             std::to_string(devices) + " devices (ranks 0 to " + std::to_string(devices - 1) + ")");
   if (o.peer_timeout_s < 0)
     invalid("peer_timeout_s must be >= 0");
-  if (o.rank_transfer != PFRT_RANK_TRANSFER_AUTO && o.rank_transfer != PFRT_RANK_TRANSFER_MODELLED &&
-      o.rank_transfer != PFRT_RANK_TRANSFER_NCCL)
-    invalid("rank_transfer must be PFRT_RANK_TRANSFER_AUTO, _MODELLED or _NCCL");
+
   const double timeout = o.peer_timeout_s > 0 ? o.peer_timeout_s : 120.0;
   std::unique_ptr<pfrt::Transport> transport;
   if (devices == 1 && o.world <= 1 && o.rank <= 0 && !std::getenv("OMPI_COMM_WORLD_SIZE"))
@@ -559,6 +557,9 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       invalid("unknown time_model " + std::to_string(static_cast<int>(o.time_model)));
     if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED)
       invalid("unknown fill_policy " + std::to_string(static_cast<int>(o.fill_policy)));
+    if (o.rank_transfer != PFRT_RANK_TRANSFER_AUTO && o.rank_transfer != PFRT_RANK_TRANSFER_MODELLED &&
+        o.rank_transfer != PFRT_RANK_TRANSFER_NCCL)
+      invalid("unknown rank_transfer " + std::to_string(static_cast<int>(o.rank_transfer)));
     pfrt::ProgramInfo info = pfrt::validate(pr);
     pfrt::RunConfig cfg;
     cfg.backend = o.backend;

@@ -209,3 +209,28 @@ TEST(ValidationTest, StructureRules) {
 } // namespace
 } // namespace test
 } // namespace pfrt
+
+// pfrt_run refuses option values outside their enums (a C caller can pass any int) by name.
+TEST(RunOptionsTest, OutOfRangeEnumValuesAreRefusedByName) {
+  pfrt::test::ProgramPtr p = pfrt::test::buildOk(pfrt::samples::PipelineSpec{});
+  ASSERT_TRUE(p);
+  struct Case {
+    const char *message;
+    void (*set)(pfrt_options &);
+  };
+  const Case cases[] = {
+      {"unknown time_model 7", [](pfrt_options &o) { o.time_model = static_cast<pfrt_time_model>(7); }},
+      {"unknown fill_policy 7", [](pfrt_options &o) { o.fill_policy = static_cast<pfrt_fill_policy>(7); }},
+      {"unknown rank_transfer 7",
+       [](pfrt_options &o) { o.rank_transfer = static_cast<pfrt_rank_transfer>(7); }},
+  };
+  for (const Case &c : cases) {
+    pfrt_options o = pfrt::test::hostOptions(1);
+    c.set(o);
+    pfrt_report *r = nullptr;
+    EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << c.message;
+    EXPECT_EQ(r, nullptr);
+    EXPECT_NE(std::string(pfrt_last_error()).find(c.message), std::string::npos)
+        << pfrt_last_error();
+  }
+}
