@@ -891,6 +891,8 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
     if (taskError_.empty()) {
       taskError_ = std::move(message);
       taskErrorStatus_ = ts.errorStatus;
+    } else {
+      taskError_ += "; " + message; // the status is the first failure's
     }
     return;
   }
