@@ -9,6 +9,7 @@
 // when a bubble begins and ends: the framework, through bubble_begin / bubble_end, instead of the
 // main stream's bubble op; the chunks run on one worker thread per session.
 #include "runtime/Session.h"
+#include "runtime/SessionTasks.h"
 
 #include "runtime/Backend.h"
 #include "runtime/CheckpointFile.h"
@@ -36,6 +37,13 @@ namespace pfrt {
 namespace {
 
 constexpr uint32_t kHostDefaultMaxDim = 128; // as pfrt_run's host backend
+
+std::atomic<double (*)()> testClock{nullptr};
+
+double sessionNowUs() {
+  double (*clock)() = testClock.load();
+  return clock ? clock() : hostNowUs();
+}
 
 [[noreturn]] void invalid(const std::string &message) {
   throw Error(PFRT_ERROR_INVALID_ARGUMENT, message);
@@ -99,6 +107,8 @@ struct BubbleTask {
 
 } // namespace
 
+void setSessionClockForTesting(double (*clockUs)()) { testClock = clockUs; }
+
 class Session {
 public:
   Session(const Program &program, uint32_t rank, const pfrt_session_options &options);
@@ -134,6 +144,13 @@ public:
   // Ends an open bubble without the caller's checks (destroy).
   void close();
 
+  // Fill tasks.
+  uint32_t addTask(const pfrt_session_task_desc &desc);
+  uint32_t taskCount() const { return static_cast<uint32_t>(tasks_.size()); }
+  pfrt_session_task_stats taskStats(uint32_t t) const;
+  void setTaskState(uint32_t t, const void *data, size_t size);
+  const std::string &taskState(uint32_t t) const;
+
 private:
   void createJobData();
   void checkNoBubble(const char *call) const;
@@ -152,6 +169,14 @@ private:
   bool fits(JobState &js, const WorkItem &item, const BubbleTask &task, double *predicted);
   void exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
             BubbleTask &task, bool deferred);
+  // The plan's chunks of the task's bubble (planned), or deferred and pulled-forward work.
+  void runChunks(BubbleTask &task);
+  // Then the fill tasks, round-robin, while a step fits.
+  void runTasks(BubbleTask &task);
+  void runStep(TaskState &ts, uint32_t t, BubbleTask &task);
+  const TaskState &taskAt(uint32_t t, const char *call) const;
+  // A task's failure, reported (and cleared) by the next bubble_wait / bubble_end.
+  void throwTaskError();
 
   Program program_;
   ProgramInfo info_;
@@ -164,6 +189,11 @@ private:
   std::map<uint32_t, uint32_t> bubbleIndex_; // bubble id -> index
   std::vector<Slot> slots_;
   std::vector<JobState> jobs_;
+  std::deque<TaskState> tasks_; // a deque: names stay put as tasks are added
+  uint32_t taskTurn_ = 0;       // round-robin: the task that goes first in the next bubble
+  uint64_t unplannedFreeBytes_ = 0;
+  std::string taskError_;       // worker: a failed step's message (read after taskDone_)
+  pfrt_status taskErrorStatus_ = PFRT_OK;
 
   // Loop position.
   int64_t iteration_ = 0;
@@ -291,6 +321,9 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   }
   if (!haveFill)
     fillStream_ = di.mainStream;
+  for (uint32_t k = 0; k < bubbles_.size(); ++k)
+    unplannedFreeBytes_ = k ? std::min(unplannedFreeBytes_, bubbles_[k].desc.free_bytes)
+                            : bubbles_[k].desc.free_bytes;
   slotDone_.assign(slots_.size(), false);
 
   backend_ = createHostBackend();
@@ -387,7 +420,7 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
             " is out of order: it was begun already or a later bubble (" +
             std::to_string(bubbles_[nextBubble_ - 1].desc.bubble_id) +
             ") was; call pfrt_session_iteration_end to start the next iteration");
-  const double now = hostNowUs();
+  const double now = sessionNowUs();
   BubbleTask task;
   task.bubble = k;
   task.bubbleId = bubbleId;
@@ -418,7 +451,7 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
     invalid("an unplanned bubble needs its duration: duration_us must be > 0 and finite");
   BubbleTask task;
   task.unplanned = true;
-  task.beginUs = hostNowUs();
+  task.beginUs = sessionNowUs();
   task.deadlineUs = task.beginUs + durationUs;
   task_ = task;
   open_ = true;
@@ -439,6 +472,8 @@ void Session::startTask() {
   }
   for (const JobState &js : jobs_)
     work = work || !js.backlog.empty();
+  for (const TaskState &ts : tasks_)
+    work = work || ts.runnable();
   if (!work)
     return;
   stop_ = false;
@@ -456,6 +491,18 @@ void Session::wait() {
             "first)");
   std::unique_lock<std::mutex> lock(m_);
   cv_.wait(lock, [&] { return taskDone_; });
+  lock.unlock();
+  throwTaskError();
+}
+
+void Session::throwTaskError() {
+  if (taskError_.empty())
+    return;
+  std::string message;
+  message.swap(taskError_);
+  const pfrt_status st = taskErrorStatus_;
+  taskErrorStatus_ = PFRT_OK;
+  throw Error(st, message);
 }
 
 pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
@@ -472,11 +519,11 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
             "): the open bubble is " +
             (openUnplanned_ ? std::string("an unplanned one (end it with PFRT_SESSION_UNPLANNED)")
                             : std::to_string(openBubble_)));
-  const double t0 = hostNowUs();
+  const double t0 = sessionNowUs();
   stop_ = true;
   std::unique_lock<std::mutex> lock(m_);
   cv_.wait(lock, [&] { return taskDone_; });
-  const double waited = hostNowUs() - t0;
+  const double waited = sessionNowUs() - t0;
   open_ = false;
   pfrt_session_bubble_result r = task_.result;
   r.end_wait_us = waited;
@@ -488,6 +535,8 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
   endWaitUs_ += r.end_wait_us;
   endWaitUsMax_ = std::max(endWaitUsMax_, r.end_wait_us);
   fillUs_ += r.fill_us;
+  lock.unlock();
+  throwTaskError(); // the bubble is over either way
   return r;
 }
 
@@ -544,6 +593,11 @@ void Session::worker() {
 
 void Session::runTask(BubbleTask &task) {
   ctx_.iteration = iteration_;
+  runChunks(task);
+  runTasks(task);
+}
+
+void Session::runChunks(BubbleTask &task) {
   if (!task.unplanned) {
     const BubbleInfo &b = bubbles_[task.bubble];
     for (uint32_t s = b.slotBegin; s < b.slotEnd; ++s) {
@@ -635,7 +689,7 @@ void Session::deferSlot(const Slot &slot) {
 bool Session::fits(JobState &js, const WorkItem &item, const BubbleTask &task,
                    double *predicted) {
   *predicted = js.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
-  admittedUs_ = hostNowUs();
+  admittedUs_ = sessionNowUs();
   if (!config_.fillBounded)
     return true;
   if (stop_)
@@ -762,6 +816,176 @@ void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
   }
 }
 
+void Session::runTasks(BubbleTask &task) {
+  const uint32_t n = static_cast<uint32_t>(tasks_.size());
+  if (!n)
+    return;
+  const uint64_t freeBytes =
+      task.unplanned ? unplannedFreeBytes_ : bubbles_[task.bubble].desc.free_bytes;
+  // out[t]: task t starts no further step in this bubble.
+  std::vector<char> out(n, 0);
+  for (uint32_t t = 0; t < n; ++t) {
+    TaskState &ts = tasks_[t];
+    if (!ts.runnable()) {
+      out[t] = 1;
+    } else if (ts.memoryBytes > freeBytes) {
+      ++ts.skippedMemory;
+      out[t] = 1;
+    }
+  }
+  uint32_t next = taskTurn_ % n;
+  while (!stop_) {
+    uint32_t t = n;
+    for (uint32_t k = 0; k < n && t == n; ++k)
+      if (!out[(next + k) % n])
+        t = (next + k) % n;
+    if (t == n)
+      return; // no task has a step that fits
+    TaskState &ts = tasks_[t];
+    const double predicted = ts.predictor.predict();
+    const double now = sessionNowUs();
+    const bool admit = config_.fillBounded ? now + predicted <= task.deadlineUs
+                                           : now < task.deadlineUs;
+    next = (t + 1) % n;
+    if (!admit) {
+      // The time left only shrinks and the prediction stays until the task runs again: it
+      // waits for the next bubble.
+      ++ts.skippedNoFit;
+      out[t] = 1;
+      continue;
+    }
+    runStep(ts, t, task);
+    taskTurn_ = next;
+    if (!ts.runnable())
+      out[t] = 1;
+  }
+}
+
+void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
+  uint64_t samples = 0;
+  pfrt_status st = PFRT_ERROR_INTERNAL;
+  std::string thrown;
+  const double t0 = sessionNowUs();
+  try {
+    st = ts.step(ts.user, &samples);
+  } catch (const std::exception &e) {
+    thrown = e.what();
+  } catch (...) {
+    thrown = "unknown exception";
+  }
+  const double t1 = sessionNowUs();
+  const double us = t1 - t0;
+  ts.taskUs += us;
+  task.result.task_us += us;
+  if (st != PFRT_OK || !thrown.empty()) {
+    ts.failed = true;
+    const bool known = st >= PFRT_ERROR_INVALID_ARGUMENT && st <= PFRT_ERROR_INTERNAL;
+    ts.errorStatus = known && thrown.empty() ? st : PFRT_ERROR_INTERNAL;
+    std::string why = !thrown.empty() ? "its step threw a C++ exception: " + thrown
+                      : known         ? std::string("its step returned ") + pfrt_status_name(st)
+                                      : "its step returned an unknown status " +
+                                            std::to_string(static_cast<int>(st));
+    std::string message = "fill task '" + ts.name + "' (task " + std::to_string(t) +
+                          ") failed at step " + std::to_string(ts.totalSteps()) + ": " + why +
+                          "; the task is disabled";
+    if (taskError_.empty()) {
+      taskError_ = std::move(message);
+      taskErrorStatus_ = ts.errorStatus;
+    } else {
+      taskError_ += "; " + message; // the status is the first failure's
+    }
+    return;
+  }
+  ++ts.steps;
+  ts.samples += samples;
+  ts.predictor.add(us);
+  ts.measuredMax = std::max(ts.measuredMax, us);
+  ++task.result.task_steps;
+  task.result.task_samples += samples;
+  if (t1 > task.deadlineUs) {
+    const double over = t1 - task.deadlineUs;
+    task.result.overrun_us = std::max(task.result.overrun_us, over);
+    ++ts.overruns;
+    ts.overrunUs += over;
+  }
+}
+
+uint32_t Session::addTask(const pfrt_session_task_desc &d) {
+  checkNoBubble("pfrt_session_task_add");
+  const std::string name = d.name ? d.name : "";
+  if (name.empty())
+    invalid("pfrt_session_task_add: the task needs a name (desc.name is NULL or empty)");
+  const std::string what = "pfrt_session_task_add('" + name + "'): ";
+  if (!d.step)
+    invalid(what + "step is NULL");
+  if (!(d.step_us > 0) || std::isinf(d.step_us))
+    invalid(what + "step_us must be > 0 and finite (the estimated real us of one step), got " +
+            std::to_string(d.step_us));
+  for (const TaskState &ts : tasks_)
+    if (ts.name == name)
+      invalid(what + "a task of that name exists already (names are unique: checkpoints "
+                     "match tasks by name)");
+  TaskState ts;
+  ts.name = name;
+  ts.step = d.step;
+  ts.user = d.user_data;
+  ts.stepUs = d.step_us;
+  ts.memoryBytes = d.memory_bytes;
+  ts.maxSteps = d.max_steps;
+  ts.predictor = StepPredictor(d.step_us);
+  tasks_.push_back(std::move(ts));
+  return static_cast<uint32_t>(tasks_.size() - 1);
+}
+
+const TaskState &Session::taskAt(uint32_t t, const char *call) const {
+  if (t >= tasks_.size())
+    invalid(std::string(call) + ": task " + std::to_string(t) + " does not exist (the session has " +
+            std::to_string(tasks_.size()) + " tasks)");
+  return tasks_[t];
+}
+
+pfrt_session_task_stats Session::taskStats(uint32_t t) const {
+  const TaskState &ts = taskAt(t, "pfrt_session_task_get");
+  checkNoBubble("pfrt_session_task_get");
+  pfrt_session_task_stats o{};
+  o.name = ts.name.c_str();
+  o.step_us = ts.stepUs;
+  o.memory_bytes = ts.memoryBytes;
+  o.max_steps = ts.maxSteps;
+  o.steps = ts.totalSteps();
+  o.samples = ts.baseSamples + ts.samples;
+  o.steps_this_run = ts.steps;
+  o.samples_this_run = ts.samples;
+  o.measured_us_p50 = ts.predictor.quantile(0.5);
+  o.measured_us_p90 = ts.predictor.quantile(0.9);
+  o.measured_us_max = ts.measuredMax;
+  o.measured_us_mean = ts.steps ? ts.taskUs / static_cast<double>(ts.steps) : 0;
+  o.predicted_us = ts.predictor.predict();
+  o.task_us = ts.taskUs;
+  o.skipped_no_fit = ts.skippedNoFit;
+  o.skipped_memory = ts.skippedMemory;
+  o.overruns = ts.overruns;
+  o.overrun_us = ts.overrunUs;
+  o.done = ts.done() ? 1 : 0;
+  o.failed = ts.failed ? 1 : 0;
+  o.error_status = ts.errorStatus;
+  return o;
+}
+
+void Session::setTaskState(uint32_t t, const void *data, size_t size) {
+  taskAt(t, "pfrt_session_task_state_set");
+  checkNoBubble("pfrt_session_task_state_set");
+  if (!data && size)
+    invalid("pfrt_session_task_state_set: data is NULL");
+  tasks_[t].state.assign(static_cast<const char *>(data), size);
+}
+
+const std::string &Session::taskState(uint32_t t) const {
+  taskAt(t, "pfrt_session_task_state_get");
+  checkNoBubble("pfrt_session_task_state_get");
+  return tasks_[t].state;
+}
+
 void Session::iterationEnd() {
   checkNoBubble("pfrt_session_iteration_end");
   // Chunks of bubbles not begun this iteration wait for later bubbles, in plan order.
@@ -834,6 +1058,13 @@ void Session::saveCheckpoint(const std::string &path) {
       dc->set_peak_bytes(w.peakBytes);
     }
   }
+  for (const TaskState &ts : tasks_) {
+    pipefill::rt::FillTaskCheckpoint *tc = cp.add_tasks();
+    tc->set_name(ts.name);
+    tc->set_steps_done(ts.totalSteps());
+    tc->set_samples_done(ts.baseSamples + ts.samples);
+    tc->set_state(ts.state);
+  }
   writeCheckpointFile(path, cp, cp.program_fingerprint());
 }
 
@@ -883,7 +1114,27 @@ void Session::loadCheckpoint(const std::string &path) {
                                             "' has a deferred chunk outside the job's passes");
     }
   }
+  std::vector<const pipefill::rt::FillTaskCheckpoint *> taskCps(tasks_.size(), nullptr);
+  for (const pipefill::rt::FillTaskCheckpoint &tc : cp.tasks()) {
+    uint32_t t = 0;
+    while (t < tasks_.size() && tasks_[t].name != tc.name())
+      ++t;
+    if (t == tasks_.size())
+      invalid(what + "holds fill task '" + tc.name() +
+              "', which this session does not have: add it (pfrt_session_task_add) before "
+              "loading the checkpoint");
+    if (taskCps[t])
+      throw Error(PFRT_ERROR_PARSE, what + "names fill task '" + tc.name() + "' twice");
+    taskCps[t] = &tc;
+  }
   // Checked: replace the state.
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    TaskState &ts = tasks_[t];
+    ts.baseSteps = taskCps[t] ? taskCps[t]->steps_done() : 0;
+    ts.baseSamples = taskCps[t] ? taskCps[t]->samples_done() : 0;
+    ts.state = taskCps[t] ? taskCps[t]->state() : std::string();
+    ts.steps = ts.samples = 0;
+  }
   createJobData();
   auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
     std::vector<std::vector<float>> out;
@@ -948,6 +1199,14 @@ pfrt_session_stats Session::stats() const {
   s.overrun_us = overrunUs_;
   s.end_wait_us = endWaitUs_;
   s.end_wait_us_max = endWaitUsMax_;
+  s.tasks = static_cast<uint32_t>(tasks_.size());
+  for (const TaskState &ts : tasks_) {
+    s.task_steps += ts.totalSteps();
+    s.task_samples += ts.baseSamples + ts.samples;
+    s.task_us += ts.taskUs;
+    s.task_overrun_count += ts.overruns;
+    s.task_overrun_us += ts.overrunUs;
+  }
   return s;
 }
 
@@ -1026,6 +1285,39 @@ const std::string &Session::reportJson() {
       w.endObject();
     }
     w.endArray();
+    w.endObject();
+  }
+  w.endArray();
+  w.value("task_steps", s.task_steps);
+  w.value("task_samples", s.task_samples);
+  w.value("task_us", s.task_us);
+  w.value("task_overrun_count", s.task_overrun_count);
+  w.value("task_overrun_us", s.task_overrun_us);
+  w.beginArray("tasks");
+  for (uint32_t t = 0; t < tasks_.size(); ++t) {
+    const pfrt_session_task_stats ts = taskStats(t);
+    w.beginObject();
+    w.value("name", ts.name);
+    w.value("task", t);
+    w.value("step_us", ts.step_us);
+    w.value("memory_bytes", ts.memory_bytes);
+    w.value("max_steps", ts.max_steps);
+    w.value("steps", ts.steps);
+    w.value("samples", ts.samples);
+    w.value("steps_this_run", ts.steps_this_run);
+    w.value("samples_this_run", ts.samples_this_run);
+    w.value("measured_us_p50", ts.measured_us_p50);
+    w.value("measured_us_p90", ts.measured_us_p90);
+    w.value("measured_us_max", ts.measured_us_max);
+    w.value("measured_us_mean", ts.measured_us_mean);
+    w.value("predicted_us", ts.predicted_us);
+    w.value("task_us", ts.task_us);
+    w.value("skipped_no_fit", ts.skipped_no_fit);
+    w.value("skipped_memory", ts.skipped_memory);
+    w.value("overruns", ts.overruns);
+    w.value("overrun_us", ts.overrun_us);
+    w.value("done", ts.done != 0);
+    w.value("failed", ts.failed != 0);
     w.endObject();
   }
   w.endArray();
@@ -1281,6 +1573,54 @@ pfrt_status pfrt_session_get_job(const pfrt_session *session, uint32_t job,
     if (!out)
       pfrt::invalid("out_job is NULL");
     *out = s.job(job);
+  });
+}
+
+pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task_desc *desc,
+                                  uint32_t *out_task) {
+  return guard([&] {
+    pfrt::Session &s = sess(session);
+    if (!desc)
+      pfrt::invalid("pfrt_session_task_add: desc is NULL");
+    const uint32_t t = s.addTask(*desc);
+    if (out_task)
+      *out_task = t;
+  });
+}
+
+pfrt_status pfrt_session_task_count(const pfrt_session *session, uint32_t *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_count is NULL");
+    *out = s.taskCount();
+  });
+}
+
+pfrt_status pfrt_session_task_get(const pfrt_session *session, uint32_t task,
+                                  pfrt_session_task_stats *out) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid("out_stats is NULL");
+    *out = s.taskStats(task);
+  });
+}
+
+pfrt_status pfrt_session_task_state_set(pfrt_session *session, uint32_t task, const void *data,
+                                        size_t size) {
+  return guard([&] { sess(session).setTaskState(task, data, size); });
+}
+
+pfrt_status pfrt_session_task_state_get(const pfrt_session *session, uint32_t task,
+                                        const void **out_data, size_t *out_size) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out_data || !out_size)
+      pfrt::invalid("pfrt_session_task_state_get: out_data or out_size is NULL");
+    const std::string &state = s.taskState(task);
+    *out_data = state.data();
+    *out_size = state.size();
   });
 }
 

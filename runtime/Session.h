@@ -10,6 +10,11 @@ namespace pfrt {
 // Sets the message pfrt_last_error() returns on this thread (defined in Api.cpp).
 void setLastError(const std::string &message);
 
+// Tests only: the clock sessions read for bubble deadlines, the bound's decisions and fill task
+// step times (NULL: the host's monotonic clock, hostNowUs). Chunks are still timed by the backend.
+// Lets a test advance a virtual clock from a task's step and count steps without wall time.
+void setSessionClockForTesting(double (*clockUs)());
+
 } // namespace pfrt
 
 #endif // PFRT_SESSION_H

@@ -438,7 +438,8 @@ pfrt_status pfrt_compare(pfrt_program *program, const pfrt_options *options, uin
 const char *pfrt_compare_format(const pfrt_compare_result *result, int json);
 
 /* ---------------------------------------------------------------------------------------------
- * Sessions: one rank's fill, driven by a framework that owns its training loop (API version 3)
+ * Sessions: one rank's fill, driven by a framework that owns its training loop (API version 3;
+ * fill tasks, pfrt_session_task_*: version 4)
  *
  * A rank is one device of the stream program (one pipeline stage, one process). The framework
  * runs its own forward/backward/sends; where the plan has a bubble it calls
@@ -535,8 +536,14 @@ typedef struct pfrt_session_bubble_result {
   uint32_t chunks_deferred;  /* chunks left for a later bubble (did not fit) */
   uint64_t samples_completed;
   double fill_us;            /* measured time of the chunks that ran (real us) */
-  double overrun_us;         /* measured: last chunk end past the deadline, 0 if none */
+  double overrun_us;         /* measured: last chunk or task step end past the deadline, 0 if
+                                none */
   double end_wait_us;        /* measured: how long bubble_end waited for a chunk in flight */
+  /* Fill tasks (API version 4): their steps in this bubble, the samples the steps reported and
+   * the measured time of the steps. */
+  uint32_t task_steps;
+  uint64_t task_samples;
+  double task_us;
 } pfrt_session_bubble_result;
 
 /* Blocks until the open bubble's fill has nothing more to start: every chunk ran or (bounded) was
@@ -554,7 +561,10 @@ pfrt_status pfrt_session_iteration_end(pfrt_session *session);
 
 /* Fill progress (samples, checksums, training weights, batches in flight, deferred chunks) as a
  * FillCheckpoint file (the crash-safe format of pfrt_options.checkpoint_path), outside bubbles.
- * load: the file must be of the same program and rank's jobs; the session resumes from it. */
+ * load: the file must be of the same program and rank's jobs; the session resumes from it.
+ * Fill tasks (version 4): each task's steps, samples and state bytes are saved by name; load
+ * needs every task the file names registered (by pfrt_session_task_add) before it; tasks the
+ * file does not name start from zero. */
 pfrt_status pfrt_session_checkpoint_save(pfrt_session *session, const char *path);
 pfrt_status pfrt_session_checkpoint_load(pfrt_session *session, const char *path);
 
@@ -568,6 +578,13 @@ typedef struct pfrt_session_stats {
   uint64_t overrun_count;     /* chunks that ended past their bubble's deadline (measured) */
   double overrun_us;
   double end_wait_us, end_wait_us_max; /* measured time bubble_end waited for chunks in flight */
+  /* Fill tasks, all together (API version 4; per task: pfrt_session_task_get). Steps and
+   * samples include those restored from a checkpoint; the times are this session's. */
+  uint32_t tasks;
+  uint64_t task_steps, task_samples;
+  double task_us;             /* measured */
+  uint64_t task_overrun_count; /* steps that ended past their bubble's deadline (measured) */
+  double task_overrun_us;
 } pfrt_session_stats;
 
 /* Stats, jobs and the JSON report are read between bubbles (an error inside one: the worker is
@@ -600,6 +617,82 @@ pfrt_status pfrt_session_get_job(const pfrt_session *session, uint32_t job,
 /* The session report as JSON (stats, per job, per chunk shape: planned, predicted and measured
  * times). Valid until the next call on the session; NULL on error (see pfrt_last_error). */
 const char *pfrt_session_report_json(pfrt_session *session);
+
+/* ---------------------------------------------------------------------------------------------
+ * Fill tasks (API version 4): the user's own work, cut into steps, run in the rank's bubbles
+ * under the same bubble bound as the plan's chunks.
+ *
+ * In every bubble (planned or unplanned) the plan's chunks go first, in plan order (what the
+ * bound lets start); then the registered tasks, round-robin (the turn carries over from bubble to
+ * bubble), one step at a time, until no task's next step fits or the bubble ends. A step starts
+ * only if
+ *   - its predicted time fits what is left of the bubble: clock + predicted_us <= deadline
+ *     (UNBOUNDED policy: only clock < deadline), and
+ *   - the task's memory_bytes <= the bubble's free bytes. A planned bubble's free bytes are the
+ *     plan's (pfrt_session_bubble.free_bytes); an unplanned bubble's are the smallest free bytes
+ *     of the rank's planned bubbles (memory the plan leaves free at every bubble of this rank; 0
+ *     when the rank has no planned bubble).
+ * A task that did not fit waits for the next bubble (skipped_no_fit / skipped_memory count one
+ * per bubble). The prediction (real us) starts from the estimate and follows the measured steps:
+ *   no step measured yet: 1.2 x step_us;
+ *   else: max(1.2 x median, 90th percentile) of the last 32 measured steps (the nearest-rank
+ *         percentile, so with fewer than 10 steps: their maximum),
+ * at least as careful as FreeRide's rule (a step starts only if the time left exceeds 1.2 x its
+ * median step time). A step that returns an error (or any status but PFRT_OK) disables its task;
+ * the next pfrt_session_bubble_wait or pfrt_session_bubble_end returns that status with a
+ * message naming the task (the bubble is still ended by bubble_end). Steps run on the session's
+ * worker thread, one at a time, never concurrently with the plan's chunks.
+ * ------------------------------------------------------------------------------------------- */
+
+/* One step of a task; sets *out_samples to the samples (items, batches: the task's unit) it did. */
+typedef pfrt_status (*pfrt_session_task_step_fn)(void *user_data, uint64_t *out_samples);
+
+typedef struct pfrt_session_task_desc {
+  const char *name;               /* unique in the session (copied); checkpoints match by it */
+  pfrt_session_task_step_fn step; /* called on the session's worker thread */
+  void *user_data;
+  double step_us;                 /* estimated real us per step (> 0, finite) */
+  uint64_t memory_bytes;          /* memory a step needs; runs only where free bytes >= it */
+  uint64_t max_steps;             /* 0: no limit; counts steps restored from a checkpoint */
+} pfrt_session_task_desc;
+
+/* Registers a task (outside bubbles); *out_task is its id (0, 1, ... in the order added). */
+pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task_desc *desc,
+                                  uint32_t *out_task);
+pfrt_status pfrt_session_task_count(const pfrt_session *session, uint32_t *out_count);
+
+typedef struct pfrt_session_task_stats {
+  const char *name;           /* valid while the session lives */
+  double step_us;             /* the estimate given to task_add */
+  uint64_t memory_bytes, max_steps;
+  uint64_t steps, samples;    /* including those restored from a checkpoint */
+  uint64_t steps_this_run, samples_this_run;
+  /* Measured (real us) over the last 32 steps: median and 90th percentile; max and mean over
+   * all steps of this session; 0 before the first step. */
+  double measured_us_p50, measured_us_p90, measured_us_max, measured_us_mean;
+  double predicted_us;        /* what the bound uses for the next step (real us) */
+  double task_us;             /* measured time of all its steps */
+  uint64_t skipped_no_fit;    /* bubbles where its next step did not fit the time left */
+  uint64_t skipped_memory;    /* bubbles with fewer free bytes than memory_bytes */
+  uint64_t overruns;          /* steps that ended past their bubble's deadline */
+  double overrun_us;
+  int done;                   /* max_steps reached */
+  int failed;                 /* a step returned an error: disabled */
+  pfrt_status error_status;   /* that error (PFRT_OK if none) */
+} pfrt_session_task_stats;
+
+/* A task's numbers, read between bubbles (an error inside one). */
+pfrt_status pfrt_session_task_get(const pfrt_session *session, uint32_t task,
+                                  pfrt_session_task_stats *out_stats);
+
+/* Opaque bytes saved with the task in the session checkpoint (its own progress: a data loader's
+ * position, a model's state), copied; set them before pfrt_session_checkpoint_save. After
+ * pfrt_session_checkpoint_load, task_state_get returns the bytes the file held for the task of
+ * the same name (size 0: none); they stay valid until the next call on the session. */
+pfrt_status pfrt_session_task_state_set(pfrt_session *session, uint32_t task, const void *data,
+                                        size_t size);
+pfrt_status pfrt_session_task_state_get(const pfrt_session *session, uint32_t task,
+                                        const void **out_data, size_t *out_size);
 
 #ifdef __cplusplus
 } /* extern "C" */

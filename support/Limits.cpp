@@ -175,6 +175,8 @@ const std::vector<FieldLimit> &fieldLimits() {
       {"pipefill.rt.FillJobCheckpoint.checksum", -1e300, 1e300, false, "a finite number"},
       {"pipefill.rt.FillJobCheckpoint.steps_done", 0, 1e15, false, "10^15 steps"},
       {"pipefill.rt.FillJobCheckpoint.loss_sum", -1e300, 1e300, false, "a finite number"},
+      {"pipefill.rt.FillTaskCheckpoint.steps_done", 0, 1e15, false, "10^15 steps"},
+      {"pipefill.rt.FillTaskCheckpoint.samples_done", 0, 1e15, false, "10^15 samples"},
       {"pipefill.rt.FillDeviceState.device", 0, 4095, false, "device index"},
       {"pipefill.rt.InFlightBatch.sample_begin", 0, B, false, "sample indices below 2^50"},
       {"pipefill.rt.InFlightBatch.batch", 0, 65536, false, "fill batch up to 65536 samples"},

@@ -16,7 +16,9 @@ Example::
     print(run.summary())
 
 :class:`Session` hands one rank's bubbles to pipefill from a training loop
-that owns its schedule (``with session.bubble(k): ...``).
+that owns its schedule (``with session.bubble(k): ...``); :class:`FillTask`
+is the user's own work that a session runs in those bubbles, step by step,
+where a step fits.
 
 Numbers from :class:`Plan` are planned; numbers from :class:`RunReport` are
 measured (keys that say ``planned`` excepted).
@@ -40,10 +42,12 @@ from ._core import (
 )
 from ._errors import CompileError, RunError
 from ._session import BubbleScope, Session
+from ._tasks import FillTask
 
 __all__ = [
     "BubbleScope",
     "CompileError",
+    "FillTask",
     "PFRT_API_VERSION",
     "Plan",
     "RunError",

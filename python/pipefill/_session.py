@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 from typing import Any, Iterator, Optional, Union
 
 from . import _core
+from ._errors import RunError
+from ._tasks import FillTask, _TaskRunner
 
 __all__ = ["Session", "BubbleScope"]
 
@@ -92,6 +95,7 @@ class Session:
             fill_policy,
             fill_idle_priority,
         )
+        self._runners: list[_TaskRunner] = []
 
     # -- the plan, as this rank sees it -------------------------------------------------------
     @property
@@ -127,9 +131,7 @@ class Session:
         try:
             yield scope
         finally:
-            if wait:
-                self._s.wait()
-            scope.result = self._s.end(bubble)
+            self._finish(scope, bubble, wait)
 
     @contextlib.contextmanager
     def unplanned(self, duration_us: float, *, wait: bool = False) -> Iterator[BubbleScope]:
@@ -140,9 +142,74 @@ class Session:
         try:
             yield scope
         finally:
-            if wait:
+            self._finish(scope, _core.SESSION_UNPLANNED, wait)
+
+    def _finish(self, scope: BubbleScope, bubble: int, wait: bool) -> None:
+        # Ends the bubble even when the wait reports a failed task, then raises the first error:
+        # a fill task's own exception (its type and message), else the runtime's.
+        error: Optional[RunError] = None
+        if wait:
+            try:
                 self._s.wait()
-            scope.result = self._s.end(_core.SESSION_UNPLANNED)
+            except RunError as e:
+                error = e
+        try:
+            scope.result = self._s.end(bubble)
+        except RunError as e:
+            error = error or e
+        self._raise_task_error(error)
+
+    def _raise_task_error(self, error: Optional[RunError]) -> None:
+        for runner in self._runners:
+            if runner.error is not None:
+                exc, runner.error = runner.error, None
+                if hasattr(exc, "add_note"):
+                    exc.add_note(f"(raised by a step of pipefill fill task {runner.name!r}, "
+                                 f"which is now disabled)")
+                if error is not None:
+                    raise exc from error
+                raise exc
+        if error is not None:
+            raise error
+
+    # -- fill tasks ----------------------------------------------------------------------------
+    def add_task(
+        self,
+        task: FillTask,
+        *,
+        step_us: float,
+        memory_bytes: int = 0,
+        max_steps: int = 0,
+        name: Optional[str] = None,
+    ) -> int:
+        """Registers a :class:`pipefill.FillTask` (outside bubbles); returns its id.
+
+        In every bubble the plan's fill chunks go first; then the tasks, round-robin,
+        one ``task.step()`` at a time on the worker thread, each only if its predicted
+        time fits what is left of the bubble (bounded policy) and ``memory_bytes`` fits
+        the bubble's free bytes. ``step_us``: estimated real microseconds per step
+        (> 0); the prediction starts at 1.2 x it and then follows the measured steps
+        (max of 1.2 x median and the 90th percentile of the last 32). ``max_steps``:
+        stop after that many steps in all (checkpointed steps count; 0: no limit).
+        ``name``: unique in the session (default: ``task.name`` or the class name).
+        """
+        if not isinstance(task, FillTask):
+            raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
+        name = name or task.name or type(task).__name__
+        runner = _TaskRunner(task, name)
+        tid = int(self._s.task_add(name, runner, float(step_us), int(memory_bytes), int(max_steps)))
+        while len(self._runners) <= tid:
+            self._runners.append(runner)
+        self._runners[tid] = runner
+        return tid
+
+    def tasks(self) -> list[dict[str, Any]]:
+        """One dict per fill task, in the order added: name, steps, samples (both with
+        those restored from a checkpoint), steps_this_run, samples_this_run, the
+        measured step times (measured_us_p50/p90 over the last 32, max, mean),
+        predicted_us (what the bound uses next), task_us, skipped_no_fit,
+        skipped_memory, overruns, overrun_us, done, failed. Between bubbles."""
+        return [self._s.task_get(t) for t in range(self._s.task_count())]
 
     def begin(self, bubble: int, duration_us: float = 0.0) -> None:
         """pfrt_session_bubble_begin (prefer ``with session.bubble(k)``)."""
@@ -150,26 +217,51 @@ class Session:
 
     def end(self, bubble: int) -> dict[str, Any]:
         """pfrt_session_bubble_end; ``bubble`` -1 ends an unplanned one."""
-        return self._s.end(bubble)
+        try:
+            return self._s.end(bubble)
+        except RunError as e:
+            self._raise_task_error(e)
+            raise
 
     def wait(self) -> None:
         """Blocks until the open bubble has nothing more to start."""
-        self._s.wait()
+        try:
+            self._s.wait()
+        except RunError as e:
+            self._raise_task_error(e)
+            raise
 
     def iteration_end(self) -> None:
         """Ends this rank's iteration (chunks of bubbles not begun wait for later ones)."""
         self._s.iteration_end()
 
     # -- progress and reports ------------------------------------------------------------------
-    def save_checkpoint(self, path: Union[str, "os.PathLike[str]"]) -> None:
+    def checkpoint_save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the fill progress (pfrt_session_checkpoint_save): the plan's jobs, and per
+        fill task its steps, samples and ``task.state_dict()`` pickled into the same file
+        (one crash-safe, checksummed file)."""
+        for tid, runner in enumerate(self._runners):
+            state = runner.task.state_dict()
+            self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
         self._s.save_checkpoint(os.fspath(path))
 
-    def load_checkpoint(self, path: Union[str, "os.PathLike[str]"]) -> None:
+    def checkpoint_load(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Resumes from a checkpoint of the same plan and rank: register the same tasks
+        (same names) first; each gets its steps and samples back and, if it saved one,
+        ``task.load_state_dict(state)``. Only load checkpoints you trust (pickle)."""
         self._s.load_checkpoint(os.fspath(path))
+        for tid, runner in enumerate(self._runners):
+            data = self._s.task_state_get(tid)
+            if data:
+                runner.task.load_state_dict(pickle.loads(data))
+
+    save_checkpoint = checkpoint_save
+    load_checkpoint = checkpoint_load
 
     def report(self) -> dict[str, Any]:
         """The session report: iterations, bubbles, chunks run/deferred/pending, samples, and
-        the measured fill time, overruns and bubble_end waits; ``jobs`` per fill job."""
+        the measured fill time, overruns and bubble_end waits; ``jobs`` per fill job;
+        ``tasks`` per fill task (the dicts of :meth:`tasks`)."""
         return self._s.report()
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -182,6 +274,7 @@ class Session:
     def close(self) -> None:
         """Ends an open bubble (waiting for its chunk in flight) and frees the session."""
         self._s.close()
+        self._runners = []
 
     def __enter__(self) -> "Session":
         return self

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Compile.h"
+#include "python/src/Session.h"
 #include "runtime/pfrt.h"
 
 #include <nanobind/nanobind.h>
@@ -29,24 +30,12 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 using pipefill::embed::CompiledPlan;
+using pipefill::py::check;
+using pipefill::py::jsonLoads;
+using pipefill::py::RunFailure;
+using pipefill::py::Session;
 
 namespace {
-
-/// A pfrt call failed; `status` is pfrt_status_name's text.
-struct RunFailure : std::runtime_error {
-  RunFailure(const std::string &what, std::string status)
-      : std::runtime_error(what), status(std::move(status)) {}
-  std::string status;
-};
-
-void check(pfrt_status status, const std::string &what) {
-  if (status == PFRT_OK)
-    return;
-  std::string message = what + ": " + pfrt_last_error();
-  if (status == PFRT_ERROR_IO)
-    throw pipefill::embed::FileError(message, "", 0);
-  throw RunFailure(message, pfrt_status_name(status));
-}
 
 /// A 1-D numpy array that owns a copy of `values`.
 template <typename T> nb::object toNumpy(const std::vector<T> &values) {
@@ -54,10 +43,6 @@ template <typename T> nb::object toNumpy(const std::vector<T> &values) {
   nb::capsule owner(data, [](void *p) noexcept { delete static_cast<std::vector<T> *>(p); });
   size_t shape[1] = {data->size()};
   return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data->data(), 1, shape, owner));
-}
-
-nb::object jsonLoads(const std::string &text) {
-  return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
 }
 
 bool isTextProgramPath(const std::string &path) {
@@ -247,202 +232,6 @@ nb::dict stageTable(const CompiledPlan &plan) {
   return d;
 }
 
-
-/// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
-class Session {
-public:
-  explicit Session(pfrt_session *session) : session(session) {}
-  ~Session() { close(); }
-  Session(const Session &) = delete;
-  Session &operator=(const Session &) = delete;
-
-  void close() {
-    if (!session)
-      return;
-    pfrt_session *s = session;
-    session = nullptr;
-    nb::gil_scoped_release release;
-    pfrt_session_destroy(s);
-  }
-
-  pfrt_session *get() const {
-    if (!session)
-      throw RunFailure("the session is closed", "PFRT_ERROR_INVALID_ARGUMENT");
-    return session;
-  }
-
-  nb::dict info() const {
-    uint32_t rank = 0, ranks = 0, ops = 0, bubbles = 0;
-    check(pfrt_session_rank_info(get(), &rank, &ranks, &ops, &bubbles), "session");
-    nb::dict d;
-    d["rank"] = rank;
-    d["ranks"] = ranks;
-    d["ops"] = ops;
-    d["bubbles"] = bubbles;
-    return d;
-  }
-
-  nb::list bubbles() const {
-    uint32_t n = 0;
-    check(pfrt_session_rank_info(get(), nullptr, nullptr, nullptr, &n), "session");
-    nb::list out;
-    for (uint32_t k = 0; k < n; ++k) {
-      pfrt_session_bubble b{};
-      check(pfrt_session_bubble_get(get(), k, &b), "session");
-      nb::dict d;
-      d["bubble_id"] = b.bubble_id;
-      d["kind"] = bubbleKind(b.kind);
-      d["after_op"] = b.after_op;
-      d["planned_start_us"] = b.planned_start_us;
-      d["planned_duration_us"] = b.planned_duration_us;
-      d["free_bytes"] = b.free_bytes;
-      d["chunks"] = b.chunks;
-      d["planned_fill_us"] = b.planned_fill_us;
-      out.append(d);
-    }
-    return out;
-  }
-
-  nb::list ops() const {
-    uint32_t n = 0;
-    check(pfrt_session_rank_info(get(), nullptr, nullptr, &n, nullptr), "session");
-    nb::list out;
-    for (uint32_t i = 0; i < n; ++i) {
-      pfrt_session_op o{};
-      check(pfrt_session_op_get(get(), i, &o), "session");
-      nb::dict d;
-      d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? computeKind(o.compute)
-                  : o.kind == PFRT_SESSION_OP_SEND  ? "send"
-                                                    : "recv";
-      d["microbatch"] = o.microbatch;
-      d["chunk"] = o.chunk;
-      d["peer"] = o.peer;
-      d["tag"] = o.tag;
-      d["bytes"] = o.bytes;
-      d["planned_us"] = o.planned_us;
-      d["planned_start_us"] = o.planned_start_us;
-      out.append(d);
-    }
-    return out;
-  }
-
-  void begin(uint32_t bubble, double durationUs) {
-    pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_begin(s, bubble, nullptr, durationUs);
-    }
-    check(st, "bubble_begin");
-  }
-  void beginUnplanned(double durationUs) {
-    pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_unplanned_begin(s, durationUs, nullptr);
-    }
-    check(st, "unplanned_begin");
-  }
-  void wait() {
-    pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_wait(s);
-    }
-    check(st, "bubble_wait");
-  }
-  nb::dict end(int64_t bubble) {
-    pfrt_session *s = get();
-    pfrt_session_bubble_result r{};
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_end(
-          s, bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble), &r);
-    }
-    check(st, "bubble_end");
-    nb::dict d;
-    d["chunks_run"] = r.chunks_run;
-    d["chunks_deferred"] = r.chunks_deferred;
-    d["samples_completed"] = r.samples_completed;
-    d["fill_us"] = r.fill_us;
-    d["overrun_us"] = r.overrun_us;
-    d["end_wait_us"] = r.end_wait_us;
-    return d;
-  }
-  void iterationEnd() { check(pfrt_session_iteration_end(get()), "iteration_end"); }
-  void save(const std::filesystem::path &path) {
-    check(pfrt_session_checkpoint_save(get(), path.c_str()), "checkpoint_save");
-  }
-  void load(const std::filesystem::path &path) {
-    check(pfrt_session_checkpoint_load(get(), path.c_str()), "checkpoint_load");
-  }
-  nb::object report() {
-    const char *json = pfrt_session_report_json(get());
-    if (!json)
-      check(PFRT_ERROR_INTERNAL, "report");
-    return jsonLoads(json);
-  }
-  nb::list chunks() const {
-    uint32_t n = 0;
-    check(pfrt_session_chunk_count(get(), &n), "session");
-    nb::list out;
-    for (uint32_t i = 0; i < n; ++i) {
-      pfrt_session_chunk c{};
-      check(pfrt_session_chunk_get(get(), i, &c), "session");
-      nb::dict d;
-      d["job"] = c.job;
-      if (c.bubble_id == PFRT_SESSION_UNPLANNED)
-        d["bubble_id"] = nb::none();
-      else
-        d["bubble_id"] = c.bubble_id;
-      d["iteration"] = c.iteration;
-      d["layer_begin"] = c.layer_begin;
-      d["layer_end"] = c.layer_end;
-      d["batch"] = c.batch;
-      d["sample_begin"] = c.sample_begin;
-      d["deferred"] = c.deferred != 0;
-      d["planned_us"] = c.planned_us;
-      d["predicted_us"] = c.predicted_us;
-      d["admitted_us"] = c.admitted_us;
-      d["start_us"] = c.start_us;
-      d["end_us"] = c.end_us;
-      d["deadline_us"] = c.deadline_us;
-      out.append(d);
-    }
-    return out;
-  }
-  nb::list jobs() const {
-    nb::object report = jsonLoads(pfrt_session_report_json(get()));
-    return nb::list(report["jobs"]);
-  }
-
-private:
-  static const char *bubbleKind(pfrt_bubble_kind k) {
-    switch (k) {
-    case PFRT_BUBBLE_WARMUP: return "warmup";
-    case PFRT_BUBBLE_STEADY: return "steady";
-    case PFRT_BUBBLE_COOLDOWN: return "cooldown";
-    case PFRT_BUBBLE_TAIL: return "tail";
-    default: return "unspecified";
-    }
-  }
-  static const char *computeKind(pfrt_compute_kind k) {
-    switch (k) {
-    case PFRT_COMPUTE_FORWARD: return "forward";
-    case PFRT_COMPUTE_BACKWARD: return "backward";
-    case PFRT_COMPUTE_BACKWARD_INPUT: return "backward_input";
-    case PFRT_COMPUTE_BACKWARD_WEIGHT: return "backward_weight";
-    case PFRT_COMPUTE_ALLREDUCE: return "allreduce";
-    case PFRT_COMPUTE_OPTIMIZER: return "optimizer";
-    }
-    return "compute";
-  }
-
-  pfrt_session *session;
-};
 
 pfrt_session_options sessionOptions(int64_t worldSize, double timeScale, int64_t maxDim,
                                     const std::string &policy, bool idle) {
@@ -638,7 +427,7 @@ NB_MODULE(_core, m) {
       "Runs the StreamProgram file at `path` through pfrt_run.");
 
 
-  nb::class_<Session>(m, "Session",
+  auto session = nb::class_<Session>(m, "Session",
                       "One rank's fill, driven by a training loop that owns its schedule "
                       "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
                       "`with session.bubble(k): ...` where the plan has bubble k.")
@@ -678,6 +467,7 @@ NB_MODULE(_core, m) {
            nb::sig("def chunks(self) -> list[dict[str, typing.Any]]"),
            "The last chunks that ran (up to 4096) with their measured times.")
       .def("close", &Session::close, "Ends an open bubble and frees the session.");
+  pipefill::py::registerTasks(session);
   m.def(
       "open_session",
       [](nb::bytes data, const std::string &name, int64_t rank, int64_t worldSize,

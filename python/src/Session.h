@@ -1,0 +1,259 @@
+//===- Session.h - pipefill._core: the session binding ----------------===//
+//
+// The binding of a pfrt_session (one rank's fill, driven by the caller's loop)
+// and the error helpers of the runtime half, shared by Module.cpp and Tasks.cpp
+// (fill tasks). Binds the public C API of runtime/pfrt.h only.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_PYTHON_SESSION_H
+#define PIPEFILL_PYTHON_SESSION_H
+
+#include "python/src/Compile.h"
+#include "runtime/pfrt.h"
+
+#include <nanobind/nanobind.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pipefill::py {
+
+namespace nb = nanobind;
+
+/// A pfrt call failed; `status` is pfrt_status_name's text.
+struct RunFailure : std::runtime_error {
+  RunFailure(const std::string &what, std::string status)
+      : std::runtime_error(what), status(std::move(status)) {}
+  std::string status;
+};
+
+inline void check(pfrt_status status, const std::string &what) {
+  if (status == PFRT_OK)
+    return;
+  std::string message = what + ": " + pfrt_last_error();
+  if (status == PFRT_ERROR_IO)
+    throw pipefill::embed::FileError(message, "", 0);
+  throw RunFailure(message, pfrt_status_name(status));
+}
+
+inline nb::object jsonLoads(const std::string &text) {
+  return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
+}
+
+/// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
+class Session {
+public:
+  explicit Session(pfrt_session *session) : session(session) {}
+  ~Session() { close(); }
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  /// Frees the session with the GIL released (its worker may be running a Python fill task's
+  /// step, which needs the GIL to finish), then drops the task objects (with the GIL).
+  void close() {
+    if (!session)
+      return;
+    pfrt_session *s = session;
+    session = nullptr;
+    {
+      nb::gil_scoped_release release;
+      pfrt_session_destroy(s);
+    }
+    taskRunners.clear();
+  }
+
+  pfrt_session *get() const {
+    if (!session)
+      throw RunFailure("the session is closed", "PFRT_ERROR_INVALID_ARGUMENT");
+    return session;
+  }
+
+  nb::dict info() const {
+    uint32_t rank = 0, ranks = 0, ops = 0, bubbles = 0;
+    check(pfrt_session_rank_info(get(), &rank, &ranks, &ops, &bubbles), "session");
+    nb::dict d;
+    d["rank"] = rank;
+    d["ranks"] = ranks;
+    d["ops"] = ops;
+    d["bubbles"] = bubbles;
+    return d;
+  }
+
+  nb::list bubbles() const {
+    uint32_t n = 0;
+    check(pfrt_session_rank_info(get(), nullptr, nullptr, nullptr, &n), "session");
+    nb::list out;
+    for (uint32_t k = 0; k < n; ++k) {
+      pfrt_session_bubble b{};
+      check(pfrt_session_bubble_get(get(), k, &b), "session");
+      nb::dict d;
+      d["bubble_id"] = b.bubble_id;
+      d["kind"] = bubbleKind(b.kind);
+      d["after_op"] = b.after_op;
+      d["planned_start_us"] = b.planned_start_us;
+      d["planned_duration_us"] = b.planned_duration_us;
+      d["free_bytes"] = b.free_bytes;
+      d["chunks"] = b.chunks;
+      d["planned_fill_us"] = b.planned_fill_us;
+      out.append(d);
+    }
+    return out;
+  }
+
+  nb::list ops() const {
+    uint32_t n = 0;
+    check(pfrt_session_rank_info(get(), nullptr, nullptr, &n, nullptr), "session");
+    nb::list out;
+    for (uint32_t i = 0; i < n; ++i) {
+      pfrt_session_op o{};
+      check(pfrt_session_op_get(get(), i, &o), "session");
+      nb::dict d;
+      d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? computeKind(o.compute)
+                  : o.kind == PFRT_SESSION_OP_SEND  ? "send"
+                                                    : "recv";
+      d["microbatch"] = o.microbatch;
+      d["chunk"] = o.chunk;
+      d["peer"] = o.peer;
+      d["tag"] = o.tag;
+      d["bytes"] = o.bytes;
+      d["planned_us"] = o.planned_us;
+      d["planned_start_us"] = o.planned_start_us;
+      out.append(d);
+    }
+    return out;
+  }
+
+  void begin(uint32_t bubble, double durationUs) {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_begin(s, bubble, nullptr, durationUs);
+    }
+    check(st, "bubble_begin");
+  }
+  void beginUnplanned(double durationUs) {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_unplanned_begin(s, durationUs, nullptr);
+    }
+    check(st, "unplanned_begin");
+  }
+  void wait() {
+    pfrt_session *s = get();
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_wait(s);
+    }
+    check(st, "bubble_wait");
+  }
+  nb::dict end(int64_t bubble) {
+    pfrt_session *s = get();
+    pfrt_session_bubble_result r{};
+    pfrt_status st;
+    {
+      nb::gil_scoped_release release;
+      st = pfrt_session_bubble_end(
+          s, bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble), &r);
+    }
+    check(st, "bubble_end");
+    nb::dict d;
+    d["chunks_run"] = r.chunks_run;
+    d["chunks_deferred"] = r.chunks_deferred;
+    d["samples_completed"] = r.samples_completed;
+    d["fill_us"] = r.fill_us;
+    d["overrun_us"] = r.overrun_us;
+    d["end_wait_us"] = r.end_wait_us;
+    d["task_steps"] = r.task_steps;
+    d["task_samples"] = r.task_samples;
+    d["task_us"] = r.task_us;
+    return d;
+  }
+  void iterationEnd() { check(pfrt_session_iteration_end(get()), "iteration_end"); }
+  void save(const std::filesystem::path &path) {
+    check(pfrt_session_checkpoint_save(get(), path.c_str()), "checkpoint_save");
+  }
+  void load(const std::filesystem::path &path) {
+    check(pfrt_session_checkpoint_load(get(), path.c_str()), "checkpoint_load");
+  }
+  nb::object report() {
+    const char *json = pfrt_session_report_json(get());
+    if (!json)
+      check(PFRT_ERROR_INTERNAL, "report");
+    return jsonLoads(json);
+  }
+  nb::list chunks() const {
+    uint32_t n = 0;
+    check(pfrt_session_chunk_count(get(), &n), "session");
+    nb::list out;
+    for (uint32_t i = 0; i < n; ++i) {
+      pfrt_session_chunk c{};
+      check(pfrt_session_chunk_get(get(), i, &c), "session");
+      nb::dict d;
+      d["job"] = c.job;
+      if (c.bubble_id == PFRT_SESSION_UNPLANNED)
+        d["bubble_id"] = nb::none();
+      else
+        d["bubble_id"] = c.bubble_id;
+      d["iteration"] = c.iteration;
+      d["layer_begin"] = c.layer_begin;
+      d["layer_end"] = c.layer_end;
+      d["batch"] = c.batch;
+      d["sample_begin"] = c.sample_begin;
+      d["deferred"] = c.deferred != 0;
+      d["planned_us"] = c.planned_us;
+      d["predicted_us"] = c.predicted_us;
+      d["admitted_us"] = c.admitted_us;
+      d["start_us"] = c.start_us;
+      d["end_us"] = c.end_us;
+      d["deadline_us"] = c.deadline_us;
+      out.append(d);
+    }
+    return out;
+  }
+  nb::list jobs() const {
+    nb::object report = jsonLoads(pfrt_session_report_json(get()));
+    return nb::list(report["jobs"]);
+  }
+
+private:
+  static const char *bubbleKind(pfrt_bubble_kind k) {
+    switch (k) {
+    case PFRT_BUBBLE_WARMUP: return "warmup";
+    case PFRT_BUBBLE_STEADY: return "steady";
+    case PFRT_BUBBLE_COOLDOWN: return "cooldown";
+    case PFRT_BUBBLE_TAIL: return "tail";
+    default: return "unspecified";
+    }
+  }
+  static const char *computeKind(pfrt_compute_kind k) {
+    switch (k) {
+    case PFRT_COMPUTE_FORWARD: return "forward";
+    case PFRT_COMPUTE_BACKWARD: return "backward";
+    case PFRT_COMPUTE_BACKWARD_INPUT: return "backward_input";
+    case PFRT_COMPUTE_BACKWARD_WEIGHT: return "backward_weight";
+    case PFRT_COMPUTE_ALLREDUCE: return "allreduce";
+    case PFRT_COMPUTE_OPTIMIZER: return "optimizer";
+    }
+    return "compute";
+  }
+
+  pfrt_session *session;
+
+public:
+  /// The Python callables of the session's fill tasks (python/src/Tasks.cpp), by task id: the
+  /// C tasks hold borrowed pointers to them.
+  std::vector<nb::object> taskRunners;
+};
+
+/// Adds the fill task methods (task_add, task_get, task_state_set/get) to the bound Session.
+void registerTasks(nb::class_<Session> &session);
+
+} // namespace pipefill::py
+
+#endif // PIPEFILL_PYTHON_SESSION_H

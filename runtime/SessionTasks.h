@@ -1,0 +1,80 @@
+// Fill tasks of a session (pfrt_session_task_*): the user's own work, cut into steps, that the
+// session runs in bubbles after the plan's chunks, under the same bubble bound.
+#ifndef PFRT_SESSION_TASKS_H
+#define PFRT_SESSION_TASKS_H
+
+#include "runtime/pfrt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace pfrt {
+
+// Predicts the real time of a task's next step for the bound (pfrt.h, "Fill tasks"):
+// before any measured step 1.2 x the user's estimate; then max(1.2 x median, 90th percentile) of
+// the last 32 measured steps (nearest-rank percentile: with fewer than 10 steps, their maximum).
+class StepPredictor {
+public:
+  static constexpr size_t kWindow = 32;
+  static constexpr double kMargin = 1.2; // FreeRide's: time left > 1.2 x median
+
+  explicit StepPredictor(double estimateUs = 0) : estimateUs_(estimateUs) {}
+
+  double predict() const {
+    if (recent_.empty())
+      return kMargin * estimateUs_;
+    return std::max(kMargin * quantile(0.5), quantile(0.9));
+  }
+  void add(double measuredUs) {
+    recent_.push_back(measuredUs);
+    if (recent_.size() > kWindow)
+      recent_.pop_front();
+  }
+  size_t size() const { return recent_.size(); }
+  // q = 0.5: the median (mean of the two middle values for an even count); otherwise the
+  // nearest-rank percentile. 0 when nothing was measured.
+  double quantile(double q) const {
+    if (recent_.empty())
+      return 0;
+    std::vector<double> v(recent_.begin(), recent_.end());
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    if (q == 0.5)
+      return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
+    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
+    return v[std::min(n, std::max<size_t>(rank, 1)) - 1];
+  }
+
+private:
+  double estimateUs_;
+  std::deque<double> recent_;
+};
+
+struct TaskState {
+  std::string name;
+  pfrt_session_task_step_fn step = nullptr;
+  void *user = nullptr;
+  double stepUs = 0;
+  uint64_t memoryBytes = 0, maxSteps = 0;
+  StepPredictor predictor;
+  uint64_t baseSteps = 0, baseSamples = 0; // restored from a checkpoint
+  uint64_t steps = 0, samples = 0;         // this session
+  double taskUs = 0, measuredMax = 0, overrunUs = 0;
+  uint64_t skippedNoFit = 0, skippedMemory = 0, overruns = 0;
+  bool failed = false;
+  pfrt_status errorStatus = PFRT_OK;
+  std::string state; // opaque bytes saved with the checkpoint
+
+  uint64_t totalSteps() const { return baseSteps + steps; }
+  bool done() const { return maxSteps && totalSteps() >= maxSteps; }
+  bool runnable() const { return !failed && !done(); }
+};
+
+} // namespace pfrt
+
+#endif // PFRT_SESSION_TASKS_H
