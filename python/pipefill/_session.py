@@ -283,5 +283,8 @@ class Session:
         self.close()
 
     def __repr__(self) -> str:
-        info = self._s.info()
+        try:
+            info = self._s.info()
+        except RunError:
+            return "<pipefill.Session (closed)>"
         return f"<pipefill.Session rank {info['rank']} of {info['ranks']}, {info['bubbles']} bubbles>"

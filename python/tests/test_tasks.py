@@ -1,0 +1,323 @@
+"""pipefill.FillTask through pipefill.Session: the runtime's fill task rules from Python.
+
+The runtime's own tests (runtime/tests/SessionTaskTest.cpp) count steps exactly on a
+virtual clock. Here the clock is real, so every count below is one the machine's load
+cannot change: limits (max_steps) in generous bubbles, steps that can never fit
+(the prediction is a lower bound of real time: a step that sleeps 3 ms is measured at
+>= 3 ms), and upper bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pipefill
+from conftest import job_text
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return pipefill.compile(job_text(2, 4))  # no fill jobs: the bubbles are the tasks'
+
+
+def session(plan, **kw):
+    kw.setdefault("fill_idle_priority", False)
+    return pipefill.Session(plan, 0, **kw)
+
+
+class Counter(pipefill.FillTask):
+    """Walks a fixed dataset; its progress is the position and a running sum."""
+
+    def __init__(self, data=None, sleep_s=0.0, log=None, tag=None):
+        self.data = list(range(100)) if data is None else data
+        self.position = 0
+        self.total = 0
+        self.sleep_s = sleep_s
+        self.log = log
+        self.tag = tag
+
+    def step(self) -> int:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        x = self.data[self.position % len(self.data)]
+        self.total += x
+        self.position += 1
+        if self.log is not None:
+            self.log.append(self.tag)
+        return 2
+
+    def state_dict(self):
+        return {"position": self.position, "total": self.total}
+
+    def load_state_dict(self, state):
+        self.position = state["position"]
+        self.total = state["total"]
+
+
+def test_exports_and_api_version():
+    assert "FillTask" in pipefill.__all__
+    assert pipefill.PFRT_API_VERSION >= 4
+
+
+def test_steps_run_in_a_bubble_and_are_reported(plan):
+    with session(plan) as s:
+        task = Counter()
+        tid = s.add_task(task, step_us=100, max_steps=5)
+        assert tid == 0
+        with s.unplanned(2e6, wait=True) as b:  # 2 s: room for 5 quick steps under any load
+            pass
+        assert b.result["task_steps"] == 5
+        assert b.result["task_samples"] == 10
+        assert task.position == 5
+        (t,) = s.tasks()
+        assert t["name"] == "Counter" and t["steps"] == 5 and t["samples"] == 10
+        assert t["done"] and not t["failed"]
+        assert t["measured_us_max"] >= t["measured_us_p50"] > 0
+        report = s.report()
+        assert report["tasks"][0]["name"] == "Counter"
+        assert report["tasks"][0]["steps"] == 5
+        assert report["task_steps"] == 5
+
+
+def test_planned_bubble_runs_tasks(plan):
+    with session(plan) as s:
+        task = Counter()
+        s.add_task(task, step_us=100, max_steps=3)
+        k = s.bubbles()[0]["bubble_id"]
+        with s.bubble(k, duration_us=2e6, wait=True) as b:
+            pass
+        assert b.result["task_steps"] == 3
+
+
+def test_a_step_that_cannot_fit_never_starts(plan):
+    with session(plan) as s:
+        s.add_task(Counter(), step_us=1e6)  # predicted 1.2 s
+        with s.unplanned(20_000, wait=True) as b:
+            pass
+        assert b.result["task_steps"] == 0
+        (t,) = s.tasks()
+        assert t["steps"] == 0 and t["skipped_no_fit"] == 1
+        assert t["predicted_us"] == pytest.approx(1.2e6)
+
+
+def test_the_prediction_follows_measured_steps(plan):
+    # Estimated at 1 ms, a step sleeps 3 ms: once measured, the prediction is >= 1.2 x 3 ms and
+    # a 3 ms bubble no longer admits it.
+    with session(plan) as s:
+        s.add_task(Counter(sleep_s=0.003), step_us=1000)
+        with s.unplanned(2e6, wait=False):
+            time.sleep(0.05)
+        (t,) = s.tasks()
+        assert t["steps"] >= 1
+        assert t["measured_us_p50"] >= 3000
+        assert t["predicted_us"] >= 1.2 * t["measured_us_p50"]
+        before = t["steps"]
+        with s.unplanned(3000, wait=True) as b:
+            pass
+        assert b.result["task_steps"] == 0
+        assert s.tasks()[0]["steps"] == before
+
+
+def test_memory_gates_the_bubbles(plan):
+    with session(plan) as s:
+        most = max(b["free_bytes"] for b in s.bubbles())
+        fits, big = Counter(), Counter()
+        s.add_task(fits, step_us=100, max_steps=2, name="fits")
+        s.add_task(big, step_us=100, memory_bytes=most + 1, name="big")
+        with s.unplanned(2e6, wait=True):
+            pass
+        k = s.bubbles()[0]["bubble_id"]
+        with s.bubble(k, duration_us=2e6, wait=True):
+            pass
+        fits_stats, big_stats = s.tasks()
+        assert fits_stats["steps"] == 2
+        assert big_stats["steps"] == 0 and big.position == 0
+        assert big_stats["skipped_memory"] == 2
+
+
+def test_round_robin(plan):
+    log = []
+    with session(plan) as s:
+        s.add_task(Counter(log=log, tag="a"), step_us=100, max_steps=3, name="a")
+        s.add_task(Counter(log=log, tag="b"), step_us=100, max_steps=3, name="b")
+        with s.unplanned(2e6, wait=True):
+            pass
+    assert log == ["a", "b", "a", "b", "a", "b"]
+
+
+def test_unbounded_policy_overruns_where_bounded_does_not_start(plan):
+    # Bounded: a step predicted at 1.2 x 50 ms never starts in a 5 ms bubble. Unbounded: it starts
+    # (the bubble has time left), takes >= 10 ms and ends past the deadline.
+    results = {}
+    for policy in ("bounded", "unbounded"):
+        with session(plan, fill_policy=policy) as s:
+            s.add_task(Counter(sleep_s=0.010), step_us=50_000)
+            with s.unplanned(5000, wait=True) as b:
+                pass
+            results[policy] = (b.result, s.tasks()[0])
+    assert results["bounded"][0]["task_steps"] == 0
+    assert results["bounded"][1]["overruns"] == 0
+    assert results["unbounded"][0]["task_steps"] >= 1
+    assert results["unbounded"][1]["overruns"] >= 1
+    assert results["unbounded"][0]["overrun_us"] > 0
+
+
+class Exploding(pipefill.FillTask):
+    def __init__(self, after):
+        self.after = after
+        self.calls = 0
+
+    def step(self):
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyError(f"no sample {self.calls}")
+        return 1
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_an_exception_in_step_is_raised_at_the_bubble_exit(plan, wait):
+    with session(plan) as s:
+        bad = Exploding(after=2)
+        good = Counter()
+        s.add_task(bad, step_us=100, name="exploding")
+        s.add_task(good, step_us=100, max_steps=10, name="good")
+        with pytest.raises(KeyError, match="no sample 3") as info:
+            with s.unplanned(2e6, wait=wait):
+                if not wait:
+                    deadline = time.monotonic() + 10
+                    while bad.calls < 3 and time.monotonic() < deadline:
+                        time.sleep(0.001)
+        assert any("fill task 'exploding'" in n for n in info.value.__notes__)
+        assert isinstance(info.value.__cause__, pipefill.RunError)
+        assert "fill task 'exploding'" in str(info.value.__cause__)
+        # The bubble is over and the task is disabled: later bubbles never call it.
+        with s.unplanned(2e6, wait=True):
+            pass
+        assert bad.calls == 3
+        stats = {t["name"]: t for t in s.tasks()}
+        assert stats["exploding"]["failed"] and stats["exploding"]["steps"] == 2
+        assert stats["good"]["steps"] == 10
+        s.iteration_end()  # no bubble is open
+
+
+def test_a_step_must_return_an_int(plan):
+    class Bad(pipefill.FillTask):
+        def step(self):
+            return "three"
+
+    class NoStep(pipefill.FillTask):
+        pass
+
+    with session(plan) as s:
+        s.add_task(Bad(), step_us=100)
+        with pytest.raises(TypeError, match="must return the samples it did as an int"):
+            with s.unplanned(1e6, wait=True):
+                pass
+    with session(plan) as s:
+        s.add_task(NoStep(), step_us=100)
+        with pytest.raises(NotImplementedError, match="must override FillTask.step"):
+            with s.unplanned(1e6, wait=True):
+                pass
+
+
+def test_numpy_int_samples(plan):
+    class NpTask(pipefill.FillTask):
+        def step(self):
+            return np.int64(4)
+
+    with session(plan) as s:
+        s.add_task(NpTask(), step_us=100, max_steps=2)
+        with s.unplanned(2e6, wait=True) as b:
+            pass
+        assert b.result["task_samples"] == 8
+
+
+def test_checkpoint_resume_gives_the_uninterrupted_total(plan, tmp_path):
+    data = [3 * i * i + 1 for i in range(37)]
+    # Uninterrupted: 25 steps.
+    with session(plan) as s:
+        whole = Counter(data=data)
+        s.add_task(whole, step_us=100, max_steps=25, name="walk")
+        with s.unplanned(2e6, wait=True):
+            pass
+    assert whole.position == 25
+    # Interrupted after 11 steps: checkpoint, new session, resume for the rest.
+    path = tmp_path / "fill.ckpt"
+    with session(plan) as s:
+        first = Counter(data=data)
+        s.add_task(first, step_us=100, max_steps=11, name="walk")
+        with s.unplanned(2e6, wait=True):
+            pass
+        s.checkpoint_save(path)
+    with session(plan) as s:
+        resumed = Counter(data=data)
+        s.add_task(resumed, step_us=100, max_steps=25, name="walk")
+        s.checkpoint_load(path)
+        assert resumed.position == 11 and s.tasks()[0]["steps"] == 11
+        with s.unplanned(2e6, wait=True) as b:
+            pass
+        assert b.result["task_steps"] == 14
+        assert s.tasks()[0]["steps"] == 25
+        assert s.tasks()[0]["samples"] == 50
+    assert resumed.total == whole.total == sum(data[i % len(data)] for i in range(25))
+    # A checkpoint naming a task the session does not have.
+    with session(plan) as s:
+        with pytest.raises(pipefill.RunError, match="holds fill task 'walk'"):
+            s.checkpoint_load(path)
+
+
+def test_the_gil_is_shared_with_the_main_thread(plan):
+    # The step computes with numpy and pure Python on the worker thread while the main thread runs
+    # Python inside the bubble: both finish, neither deadlocks.
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 64))
+
+    class MatTask(pipefill.FillTask):
+        def __init__(self):
+            self.trace = 0.0
+            self.threads = set()
+
+        def step(self):
+            self.threads.add(threading.get_ident())
+            self.trace += float(np.trace(a @ a))
+            self.trace += sum(math.sqrt(i) for i in range(200))
+            return 1
+
+    with session(plan) as s:
+        task = MatTask()
+        s.add_task(task, step_us=200, max_steps=40)
+        with s.unplanned(60e6, wait=True) as b:
+            total = 0
+            for _ in range(2001):
+                total += sum(range(1000))  # Python on the main thread, holding the GIL
+        assert total == 2001 * 499500
+        assert b.result["task_steps"] == 40
+        assert threading.get_ident() not in task.threads  # the steps ran on the worker
+        expected = 40 * (float(np.trace(a @ a)) + sum(math.sqrt(i) for i in range(200)))
+        assert task.trace == pytest.approx(expected)
+
+
+def test_bad_calls(plan):
+    with session(plan) as s:
+        for bad in (0.0, -5.0, math.nan, math.inf):
+            with pytest.raises(pipefill.RunError, match="step_us must be > 0 and finite") as e:
+                s.add_task(Counter(), step_us=bad)
+            assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
+        with pytest.raises(TypeError, match="takes a pipefill.FillTask"):
+            s.add_task(lambda: 1, step_us=100)
+        with pytest.raises(ValueError, match="memory_bytes must be >= 0"):
+            s.add_task(Counter(), step_us=100, memory_bytes=-1)
+        s.add_task(Counter(), step_us=100, max_steps=1)
+        with pytest.raises(pipefill.RunError, match="a task of that name exists already"):
+            s.add_task(Counter(), step_us=100)
+        with s.unplanned(1000):
+            with pytest.raises(pipefill.RunError, match="pfrt_session_task_add inside a bubble"):
+                s.add_task(Counter(), step_us=100, name="late")
+        with pytest.raises(pipefill.RunError, match="task 7 does not exist") as e:
+            s._s.task_get(7)
+        assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
