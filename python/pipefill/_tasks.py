@@ -42,6 +42,10 @@ class FillTask:
     is raised again, with its type and message, when the bubble ends (the exit of
     ``with session.bubble(k)``).
 
+    Threads: the worker is not the main thread. ``torch.set_num_threads`` is per
+    thread (OpenMP), so call it inside ``step()`` once; work in numpy/torch
+    kernels releases the GIL, pure Python steps take turns with the main thread.
+
     ``state_dict()`` / ``load_state_dict(state)``: the task's progress, pickled
     into the session checkpoint (:meth:`pipefill.Session.checkpoint_save`), so a
     resumed task continues where it stopped. ``state_dict()`` returning ``None``
