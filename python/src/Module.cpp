@@ -293,14 +293,8 @@ void translateException(const std::exception_ptr &p, void *) {
   }
 }
 
-} // namespace
-
-NB_MODULE(_core, m) {
-  m.doc() = "pipefill's compiler (in process, through the MLIR libraries) and runtime (the "
-            "pfrt C API). Use the functions of the `pipefill` package; this module holds "
-            "the bound classes.";
-  nb::register_exception_translator(translateException);
-
+/// The compiler half: Plan, compile_text, compile_file.
+void registerPlan(nb::module_ &m) {
   nb::class_<CompiledPlan>(m, "Plan",
                            "A compiled plan: the JobSpec after the whole --pipefill-compile "
                            "pipeline (schedule expanded, simulated, bubbles materialized, fill "
@@ -365,7 +359,10 @@ NB_MODULE(_core, m) {
       "path"_a, "profile"_a = "",
       "Compiles the JobSpec file at `path`. Raises FileNotFoundError (OSError) when it "
       "cannot be read, CompileError when the compiler rejects it.");
+}
 
+/// pfrt_run: RunReport, run_bytes, run_file.
+void registerRun(nb::module_ &m) {
   nb::class_<RunReport>(m, "RunReport",
                         "What the runtime measured in one pfrt_run (host or CUDA backend). "
                         "Numbers are measured unless their key says planned.")
@@ -425,8 +422,10 @@ NB_MODULE(_core, m) {
       "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
       "checkpoint"_a = "", "verbose"_a = false,
       "Runs the StreamProgram file at `path` through pfrt_run.");
+}
 
-
+/// pfrt_session_*: Session (with its fill tasks, Tasks.cpp), open_session.
+void registerSession(nb::module_ &m) {
   auto session = nb::class_<Session>(m, "Session",
                       "One rank's fill, driven by a training loop that owns its schedule "
                       "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
@@ -480,6 +479,19 @@ NB_MODULE(_core, m) {
       "fill_idle_priority"_a = true,
       "Creates a session for `rank` of a StreamProgram held in memory (pfrt_session_create_memory).");
   m.attr("SESSION_UNPLANNED") = -1;
+}
+
+} // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "pipefill's compiler (in process, through the MLIR libraries) and runtime (the "
+            "pfrt C API). Use the functions of the `pipefill` package; this module holds "
+            "the bound classes.";
+  nb::register_exception_translator(translateException);
+
+  registerPlan(m);
+  registerRun(m);
+  registerSession(m);
 
   m.def("cuda_device_count", &pfrt_cuda_device_count,
         "Number of CUDA devices the runtime sees (0 without a GPU or without the CUDA "
