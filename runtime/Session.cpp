@@ -1375,6 +1375,17 @@ pfrt::Session &sess(const pfrt_session *s) {
   return *s->impl;
 }
 
+// A read call: a live session and a non-NULL `out` (named `what` in the error), set to f(session).
+template <class T, class F>
+pfrt_status read(const pfrt_session *session, T *out, const char *what, F &&f) {
+  return guard([&] {
+    const pfrt::Session &s = sess(session);
+    if (!out)
+      pfrt::invalid(std::string(what) + " is NULL");
+    *out = f(s);
+  });
+}
+
 void create(const pfrt::Program &program, uint32_t rank, const pfrt_session_options *options,
             pfrt_session **out) {
   pfrt_session_options o;
@@ -1477,29 +1488,23 @@ pfrt_status pfrt_session_rank_info(const pfrt_session *session, uint32_t *rank, 
 
 pfrt_status pfrt_session_op_get(const pfrt_session *session, uint32_t index,
                                 pfrt_session_op *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_op is NULL");
+  return read(session, out, "out_op", [&](const pfrt::Session &s) {
     if (index >= s.ops().size())
       pfrt::invalid("op " + std::to_string(index) + " does not exist (rank " +
                     std::to_string(s.rank()) + " has " + std::to_string(s.ops().size()) +
                     " main ops)");
-    *out = s.ops()[index];
+    return s.ops()[index];
   });
 }
 
 pfrt_status pfrt_session_bubble_get(const pfrt_session *session, uint32_t index,
                                     pfrt_session_bubble *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_bubble is NULL");
+  return read(session, out, "out_bubble", [&](const pfrt::Session &s) {
     if (index >= s.bubbles().size())
       pfrt::invalid("bubble index " + std::to_string(index) + " does not exist (rank " +
                     std::to_string(s.rank()) + " has " + std::to_string(s.bubbles().size()) +
                     " bubbles)");
-    *out = s.bubbles()[index].desc;
+    return s.bubbles()[index].desc;
   });
 }
 
@@ -1539,41 +1544,23 @@ pfrt_status pfrt_session_checkpoint_load(pfrt_session *session, const char *path
 }
 
 pfrt_status pfrt_session_get_stats(const pfrt_session *session, pfrt_session_stats *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_stats is NULL");
-    *out = s.stats();
-  });
+  return read(session, out, "out_stats", [](const pfrt::Session &s) { return s.stats(); });
 }
 
 pfrt_status pfrt_session_chunk_count(const pfrt_session *session, uint32_t *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_count is NULL");
-    *out = static_cast<uint32_t>(s.chunkCount());
-  });
+  return read(session, out, "out_count",
+              [](const pfrt::Session &s) { return static_cast<uint32_t>(s.chunkCount()); });
 }
 
 pfrt_status pfrt_session_chunk_get(const pfrt_session *session, uint32_t index,
                                    pfrt_session_chunk *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_chunk is NULL");
-    *out = s.chunkAt(index);
-  });
+  return read(session, out, "out_chunk",
+              [&](const pfrt::Session &s) { return s.chunkAt(index); });
 }
 
 pfrt_status pfrt_session_get_job(const pfrt_session *session, uint32_t job,
                                  pfrt_report_job *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_job is NULL");
-    *out = s.job(job);
-  });
+  return read(session, out, "out_job", [&](const pfrt::Session &s) { return s.job(job); });
 }
 
 pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task_desc *desc,
@@ -1589,22 +1576,13 @@ pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task
 }
 
 pfrt_status pfrt_session_task_count(const pfrt_session *session, uint32_t *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_count is NULL");
-    *out = s.taskCount();
-  });
+  return read(session, out, "out_count", [](const pfrt::Session &s) { return s.taskCount(); });
 }
 
 pfrt_status pfrt_session_task_get(const pfrt_session *session, uint32_t task,
                                   pfrt_session_task_stats *out) {
-  return guard([&] {
-    const pfrt::Session &s = sess(session);
-    if (!out)
-      pfrt::invalid("out_stats is NULL");
-    *out = s.taskStats(task);
-  });
+  return read(session, out, "out_stats",
+              [&](const pfrt::Session &s) { return s.taskStats(task); });
 }
 
 pfrt_status pfrt_session_task_state_set(pfrt_session *session, uint32_t task, const void *data,
