@@ -200,6 +200,8 @@ TEST(SessionTaskTest, StepsThatFitTheBubbleAndNoMore) {
   EXPECT_EQ(st.overruns, 0u);
   EXPECT_DOUBLE_EQ(st.measured_us_p50, 100);
   EXPECT_DOUBLE_EQ(st.measured_us_max, 100);
+  EXPECT_DOUBLE_EQ(st.measured_us_mean, 100);
+  EXPECT_DOUBLE_EQ(st.task_us, 100.0 * static_cast<double>(total));
   EXPECT_DOUBLE_EQ(st.predicted_us, 120);
   EXPECT_EQ(st.skipped_no_fit, 7u); // every bubble ended with a step that did not fit
   EXPECT_EQ(std::string(st.name), "exact");
