@@ -59,37 +59,13 @@ private:
   int64_t gen_;
 };
 
-struct Flight {
-  uint32_t next = 0;
-  uint32_t batch = 0;
-  std::unique_ptr<BatchData> data;
-};
-
-// One planned chunk's work: passes [passBegin, passEnd) of the batch at sampleBegin.
-struct Executor::WorkItem {
-  uint64_t sampleBegin = 0;
-  uint32_t batch = 0, passBegin = 0, passEnd = 0;
-  double plannedUs = 0;
-  bool weightsStreamed = false, activationsHost = false;
-  uint64_t peakBytes = 0;
-};
-
-
-struct Executor::DeviceJob {
-  std::unique_ptr<JobData> data;
-  std::map<uint64_t, Flight> flights; // by absolute sample begin
-  // Work deferred by the bubble bound, in plan order; runs before newer work of the job.
-  std::deque<WorkItem> backlog;
-  ChunkPredictor predictor;
-};
-
 struct Executor::JobRun {
   JobShape shape;
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
   std::atomic<uint64_t> chunksDeferred{0};
-  std::map<uint32_t, DeviceJob> devices;
+  std::map<uint32_t, FillQueue> devices;
 };
 
 // When each bubble of a device began and ended on its main stream (host clock), per iteration.
@@ -637,49 +613,15 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
   JobRun &jr = *jobs_[f.job];
   const FillJob &job = program_.jobs[f.job];
   const ProgramInfo::JobInfo &ji = info_.jobs[f.job];
-  int64_t logical = 0;
-  if (!chunkRunsIn(f, ctx.iteration, &logical))
-    return; // not this iteration's part of a periodic plan
-  DeviceJob &dj = jr.devices.at(d);
+  FillQueue &dj = jr.devices.at(d);
   // This slot's own planned work, if any.
-  bool hasOwn = false;
   WorkItem own;
-  if (logical < 0) {
+  const FillQueue::Own kind = dj.ownWork(f, ctx.iteration, job, ji.stride, own);
+  if (kind == FillQueue::Own::NotThisIteration)
+    return; // not this iteration's part of a periodic plan
+  if (kind == FillQueue::Own::Skipped)
     ++jr.chunksSkipped;
-  } else {
-    const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
-    if (job.samples && sb >= job.samples) {
-      ++jr.chunksSkipped;
-    } else {
-      own.sampleBegin = sb;
-      own.batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
-                              : f.batch;
-      own.passBegin = f.layer_begin;
-      own.passEnd = f.layer_end;
-      own.plannedUs = f.planned_us;
-      own.weightsStreamed = f.weights_streamed != 0;
-      own.activationsHost = f.activations_on_host != 0;
-      own.peakBytes = f.peak_bytes;
-      hasOwn = true;
-      if (f.layer_begin > 0) {
-        // A continuation needs its batch in flight or queued before it; otherwise the batch was
-        // begun before a resume without its state (or never): nothing to continue.
-        bool known = dj.flights.count(sb) != 0;
-        for (const WorkItem &w : dj.backlog)
-          known = known || w.sampleBegin == sb;
-        if (!known) {
-          ++jr.chunksSkipped;
-          hasOwn = false;
-        } else {
-          auto fl = dj.flights.find(sb);
-          if (fl != dj.flights.end() && dj.backlog.empty() && fl->second.next != f.layer_begin) {
-            ++jr.chunksSkipped;
-            hasOwn = false;
-          }
-        }
-      }
-    }
-  }
+  const bool hasOwn = kind == FillQueue::Own::Ready;
   if (!hasOwn && dj.backlog.empty())
     return;
   const bool bound = config_.fillBounded && backend.boundsOnHost();
@@ -713,62 +655,33 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
     ++jr.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
 }
 
-bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, DeviceJob &dj, uint32_t job,
+bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
                         const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
                         const pfrt_fill_chunk_desc &slotChunk) {
   const uint32_t d = ctx.device;
   const FillJob &fj = program_.jobs[job];
-  const ProgramInfo::JobInfo &ji = info_.jobs[job];
-  auto found = dj.flights.find(item.sampleBegin);
-  if (item.passBegin == 0) {
-    if (found != dj.flights.end())
-      throw Error(PFRT_ERROR_INTERNAL, opLocation(program_, d, ctx.stream, 0) +
-                                           ": fill batch at sample " +
-                                           std::to_string(item.sampleBegin) + " begun twice");
-    Flight fl;
-    fl.next = 0;
-    fl.batch = item.batch;
-    found = dj.flights.emplace(item.sampleBegin, std::move(fl)).first;
-  } else if (found == dj.flights.end() || found->second.next != item.passBegin) {
+  bool begunTwice = false;
+  Flight *flight = dj.admit(item, &begunTwice);
+  if (begunTwice)
+    throw Error(PFRT_ERROR_INTERNAL, opLocation(program_, d, ctx.stream, 0) +
+                                         ": fill batch at sample " +
+                                         std::to_string(item.sampleBegin) + " begun twice");
+  if (!flight) {
     ++jr.chunksSkipped;
     return false;
   }
-  FillExec ex;
-  ex.job = job;
-  ex.device = d;
-  ex.shape = &jr.shape;
-  ex.passBegin = item.passBegin;
-  ex.passEnd = item.passEnd;
-  ex.batch = found->second.batch;
-  ex.sampleBegin = item.sampleBegin;
-  ex.weightsStreamed = item.weightsStreamed;
-  ex.activationsHost = item.activationsHost;
-  ex.begins = item.passBegin == 0;
-  ex.completes = item.passEnd == ji.passes;
-  ex.plannedUs = item.plannedUs;
-  ex.timeScale = config_.timeScale;
-  ex.bounded = config_.fillBounded;
-  ex.deadlineUs = deadlineUs;
-  ex.predictedUs = predictedUs > 0 ? predictedUs * config_.timeScale : 0;
-  const bool hostTimed = backend.boundsOnHost();
   memoryAdd(d, static_cast<int64_t>(item.peakBytes));
-  double t0 = hostTimed ? backend.streamNowUs(ctx) : -1;
-  dj.data->run(ctx, found->second.data, ex);
-  double t1 = hostTimed ? backend.streamNowUs(ctx) : -1;
-  if (hostTimed)
-    backend.lastWorkSpan(ctx, t0, t1);
+  const FillQueue::Ran ran = dj.run(ctx, backend, *flight, job, jr.shape, info_.jobs[job].passes,
+                                    item, config_, deadlineUs, predictedUs,
+                                    /*timed=*/backend.boundsOnHost());
   memoryAdd(d, -static_cast<int64_t>(item.peakBytes));
   ++jr.chunksRun;
-  found->second.next = item.passEnd;
-  if (ex.completes) {
-    jr.samplesThisRun += found->second.batch;
+  if (ran.completed) {
+    jr.samplesThisRun += ran.batch;
     if (fj.kind == PFRT_FILL_TRAINING)
       ++jr.stepsThisRun;
-    dj.flights.erase(found);
   }
-  if (hostTimed)
-    dj.predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs,
-                     (t1 - t0) / config_.timeScale);
+  const double t0 = ran.startUs, t1 = ran.endUs;
   RunResult::ChunkRun cr;
   cr.device = d;
   cr.job = job;

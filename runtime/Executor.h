@@ -6,6 +6,7 @@
 #define PFRT_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/FillQueue.h"
 #include "runtime/Transport.h"
 
 #include <atomic>
@@ -105,9 +106,7 @@ public:
 
 private:
   struct EventState;
-  struct DeviceJob;
   struct JobRun;
-  struct WorkItem;
   struct BubbleClock;
   class ChannelPublisher;
 
@@ -129,7 +128,7 @@ private:
   void streamThread(uint32_t device, uint32_t stream);
   void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
   // Runs one work item; false when it cannot run (its batch's state is gone: skipped).
-  bool execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, DeviceJob &dj, uint32_t job,
+  bool execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
                 const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
                 const pfrt_fill_chunk_desc &slotChunk);
   // Main stream side of the bubble clock.

@@ -13,7 +13,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/CheckpointFile.h"
-#include "runtime/FillPredictor.h"
+#include "runtime/FillQueue.h"
 #include "runtime/Json.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
@@ -49,36 +49,18 @@ double sessionNowUs() {
   throw Error(PFRT_ERROR_INVALID_ARGUMENT, message);
 }
 
-// One planned chunk's work (as the executor's WorkItem).
-struct WorkItem {
-  uint64_t sampleBegin = 0;
-  uint32_t batch = 0, passBegin = 0, passEnd = 0;
-  double plannedUs = 0;
-  bool weightsStreamed = false, activationsHost = false;
-  uint64_t peakBytes = 0;
-};
-
-struct Flight {
-  uint32_t next = 0;
-  uint32_t batch = 0;
-  std::unique_ptr<BatchData> data;
-};
-
 // Measured times of one chunk shape of one job.
 struct ShapeStats {
   uint64_t runs = 0;
   double plannedUs = 0, predictedUsLast = -1, measuredUsSum = 0, measuredUsMax = 0;
 };
 
-struct JobState {
+// A job's queue on this rank (the executor's chunk rules, FillQueue) and its accounting.
+struct JobState : FillQueue {
   JobShape shape;
   uint32_t passes = 0;
   uint64_t stride = 0;
   bool onRank = false; // the job has chunks on this rank
-  std::unique_ptr<JobData> data;
-  std::map<uint64_t, Flight> flights;
-  std::deque<WorkItem> backlog;
-  ChunkPredictor predictor;
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   uint64_t samples = 0, steps = 0, samplesPlanned = 0;
@@ -635,42 +617,14 @@ void Session::runChunks(BubbleTask &task) {
 }
 
 bool Session::ownWork(const pfrt_fill_chunk_desc &f, JobState &js, WorkItem &own) {
-  const FillJob &job = program_.jobs[f.job];
-  int64_t logical = 0;
-  if (!chunkRunsIn(f, iteration_, &logical))
-    return false; // not this iteration's part of a periodic plan (not a skip)
-  if (logical < 0) {
+  switch (js.ownWork(f, iteration_, program_.jobs[f.job], js.stride, own)) {
+  case FillQueue::Own::NotThisIteration:
+    return false; // not a skip
+  case FillQueue::Own::Skipped:
     ++js.chunksSkipped;
     return false;
-  }
-  const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * js.stride;
-  if (job.samples && sb >= job.samples) {
-    ++js.chunksSkipped;
-    return false;
-  }
-  own.sampleBegin = sb;
-  own.batch = job.samples ? static_cast<uint32_t>(std::min<uint64_t>(f.batch, job.samples - sb))
-                          : f.batch;
-  own.passBegin = f.layer_begin;
-  own.passEnd = f.layer_end;
-  own.plannedUs = f.planned_us;
-  own.weightsStreamed = f.weights_streamed != 0;
-  own.activationsHost = f.activations_on_host != 0;
-  own.peakBytes = f.peak_bytes;
-  if (f.layer_begin > 0) {
-    // A continuation needs its batch in flight or queued before it (as in the executor).
-    bool known = js.flights.count(sb) != 0;
-    for (const WorkItem &w : js.backlog)
-      known = known || w.sampleBegin == sb;
-    if (!known) {
-      ++js.chunksSkipped;
-      return false;
-    }
-    auto fl = js.flights.find(sb);
-    if (fl != js.flights.end() && js.backlog.empty() && fl->second.next != f.layer_begin) {
-      ++js.chunksSkipped;
-      return false;
-    }
+  case FillQueue::Own::Ready:
+    break;
   }
   return true;
 }
@@ -733,51 +687,27 @@ void Session::runSlot(const Slot &slot, BubbleTask &task) {
 void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
                    BubbleTask &task, bool deferred) {
   const FillJob &fj = program_.jobs[job];
-  auto found = js.flights.find(item.sampleBegin);
-  if (item.passBegin == 0) {
-    if (found != js.flights.end())
-      throw Error(PFRT_ERROR_INTERNAL, "session rank " + std::to_string(rank_) +
-                                           ": fill batch at sample " +
-                                           std::to_string(item.sampleBegin) + " begun twice");
-    Flight fl;
-    fl.batch = item.batch;
-    found = js.flights.emplace(item.sampleBegin, std::move(fl)).first;
-  } else if (found == js.flights.end() || found->second.next != item.passBegin) {
+  bool begunTwice = false;
+  Flight *flight = js.admit(item, &begunTwice);
+  if (begunTwice)
+    throw Error(PFRT_ERROR_INTERNAL, "session rank " + std::to_string(rank_) +
+                                         ": fill batch at sample " +
+                                         std::to_string(item.sampleBegin) + " begun twice");
+  if (!flight) {
     ++js.chunksSkipped;
     return;
   }
-  FillExec ex;
-  ex.job = job;
-  ex.device = rank_;
-  ex.shape = &js.shape;
-  ex.passBegin = item.passBegin;
-  ex.passEnd = item.passEnd;
-  ex.batch = found->second.batch;
-  ex.sampleBegin = item.sampleBegin;
-  ex.weightsStreamed = item.weightsStreamed;
-  ex.activationsHost = item.activationsHost;
-  ex.begins = item.passBegin == 0;
-  ex.completes = item.passEnd == js.passes;
-  ex.plannedUs = item.plannedUs;
-  ex.timeScale = config_.timeScale;
-  ex.bounded = config_.fillBounded;
-  ex.deadlineUs = task.deadlineUs;
-  ex.predictedUs = predicted > 0 ? predicted * config_.timeScale : 0;
-  double t0 = backend_->streamNowUs(ctx_);
-  js.data->run(ctx_, found->second.data, ex);
-  double t1 = backend_->streamNowUs(ctx_);
-  backend_->lastWorkSpan(ctx_, t0, t1);
+  const FillQueue::Ran ran = js.run(ctx_, *backend_, *flight, job, js.shape, js.passes, item,
+                                    config_, task.deadlineUs, predicted, /*timed=*/true);
+  const double t0 = ran.startUs, t1 = ran.endUs;
   ++js.chunksRun;
-  found->second.next = item.passEnd;
-  if (ex.completes) {
-    js.samples += found->second.batch;
-    task.result.samples_completed += found->second.batch;
+  if (ran.completed) {
+    js.samples += ran.batch;
+    task.result.samples_completed += ran.batch;
     if (fj.kind == PFRT_FILL_TRAINING)
       ++js.steps;
-    js.flights.erase(found);
   }
   const double measured = (t1 - t0) / config_.timeScale;
-  js.predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs, measured);
   ShapeStats &ss = js.shapes[std::make_tuple(item.passBegin, item.passEnd, item.batch)];
   ++ss.runs;
   ss.plannedUs = item.plannedUs;

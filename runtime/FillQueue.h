@@ -1,0 +1,72 @@
+// A fill job's work on one device: its batches in flight, the work the bubble bound deferred and
+// the chunk predictor, with the chunk rules that both the executor (pfrt_run, one queue per device
+// and job) and sessions (pfrt_session_*, one per job of the rank) apply:
+// - a planned chunk runs the samples the periodic plan gives it in this iteration (ownWork);
+// - a continuation runs only on a batch in flight (or queued) and only after the pass before it;
+// - deferred work runs before newer work of the job (callers push to the back of `backlog`);
+// - a run times the chunk on the backend's stream clock and teaches the predictor.
+#ifndef PFRT_FILL_QUEUE_H
+#define PFRT_FILL_QUEUE_H
+
+#include "runtime/Backend.h"
+#include "runtime/FillPredictor.h"
+#include "runtime/Program.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+
+namespace pfrt {
+
+// One planned chunk's work: passes [passBegin, passEnd) of the batch at sampleBegin.
+struct WorkItem {
+  uint64_t sampleBegin = 0;
+  uint32_t batch = 0, passBegin = 0, passEnd = 0;
+  double plannedUs = 0;
+  bool weightsStreamed = false, activationsHost = false;
+  uint64_t peakBytes = 0;
+};
+
+// A batch between its chunks.
+struct Flight {
+  uint32_t next = 0; // the next pass to run
+  uint32_t batch = 0;
+  std::unique_ptr<BatchData> data;
+};
+
+struct FillQueue {
+  std::unique_ptr<JobData> data;
+  std::map<uint64_t, Flight> flights; // by absolute sample begin
+  std::deque<WorkItem> backlog;       // deferred by the bubble bound, in plan order
+  ChunkPredictor predictor;
+
+  enum class Own {
+    NotThisIteration, // not this iteration's part of a periodic plan (not a skip)
+    Skipped,          // nothing to run: past the job's samples, or a continuation without its batch
+    Ready             // `own` holds the chunk's work
+  };
+  // The work of planned chunk `f` in loop iteration `iteration`.
+  Own ownWork(const pfrt_fill_chunk_desc &f, int64_t iteration, const FillJob &job,
+              uint64_t stride, WorkItem &own) const;
+
+  // Where `item` runs: its batch's flight, created for a first pass. Null when it cannot run (a
+  // continuation whose batch is not at its first pass: skipped). *begunTwice is set (and null
+  // returned) when a first pass finds its batch already in flight, which the plan never does.
+  Flight *admit(const WorkItem &item, bool *begunTwice);
+
+  struct Ran {
+    bool completed = false; // the batch finished (its flight is gone)
+    uint32_t batch = 0;
+    double startUs = -1, endUs = -1; // the backend's stream clock when `timed`, else -1
+  };
+  // Runs `item` on its admitted flight. `timed`: read the stream clock around it and add the
+  // measured time (in planned us) to the predictor.
+  Ran run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job, const JobShape &shape,
+          uint32_t passes, const WorkItem &item, const RunConfig &config, double deadlineUs,
+          double predictedUs, bool timed);
+};
+
+} // namespace pfrt
+
+#endif // PFRT_FILL_QUEUE_H
