@@ -479,37 +479,10 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
       auto it = jr.devices.find(ds.device());
       if (it == jr.devices.end())
         continue; // the device does not run fill in this run: its in-flight work is dropped
-      auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
-        std::vector<std::vector<float>> out;
-        for (const auto &t : ts)
-          out.emplace_back(t.values().begin(), t.values().end());
-        return out;
-      };
-      if (ds.weights_size())
-        it->second.data->loadWeights(toVectors(ds.weights()));
-      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
-        Flight f;
-        f.next = b.next_layer();
-        f.batch = b.batch();
-        f.data = it->second.data->loadBatch(toVectors(b.tensors()), b.batch());
-        it->second.flights[b.sample_begin()] = std::move(f);
-      }
-      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
-        WorkItem w;
-        w.sampleBegin = dc.sample_begin();
-        w.batch = dc.batch();
-        w.passBegin = dc.layer_begin();
-        w.passEnd = dc.layer_end();
-        w.plannedUs = dc.planned_us();
-        w.weightsStreamed = dc.weights_streamed();
-        w.activationsHost = dc.activations_on_host();
-        w.peakBytes = dc.peak_bytes();
-        if (w.passEnd <= w.passBegin || w.passEnd > info_.jobs[j].passes || w.batch == 0)
-          throw Error(PFRT_ERROR_PARSE, "checkpoint " + path + ": job '" +
-                                            program_.jobs[j].name +
-                                            "' has a deferred chunk outside the job's passes");
-        it->second.backlog.push_back(w);
-      }
+      const std::string bad = it->second.restore(ds, info_.jobs[j].passes);
+      if (!bad.empty())
+        throw Error(PFRT_ERROR_PARSE,
+                    "checkpoint " + path + ": job '" + program_.jobs[j].name + "' " + bad);
     }
   }
 }
@@ -537,29 +510,7 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
     for (auto &dj : jr.devices) {
       pipefill::rt::FillDeviceState *ds = jc->add_devices();
       ds->set_device(dj.first);
-      if (program_.jobs[j].kind == PFRT_FILL_TRAINING)
-        for (const auto &w : dj.second.data->saveWeights())
-          ds->add_weights()->mutable_values()->Add(w.begin(), w.end());
-      for (auto &fl : dj.second.flights) {
-        pipefill::rt::InFlightBatch *b = ds->add_in_flight();
-        b->set_sample_begin(fl.first);
-        b->set_batch(fl.second.batch);
-        b->set_next_layer(fl.second.next);
-        if (fl.second.data)
-          for (const auto &t : fl.second.data->save())
-            b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
-      }
-      for (const WorkItem &w : dj.second.backlog) {
-        pipefill::rt::DeferredChunk *dc = ds->add_deferred();
-        dc->set_sample_begin(w.sampleBegin);
-        dc->set_batch(w.batch);
-        dc->set_layer_begin(w.passBegin);
-        dc->set_layer_end(w.passEnd);
-        dc->set_planned_us(w.plannedUs);
-        dc->set_weights_streamed(w.weightsStreamed);
-        dc->set_activations_on_host(w.activationsHost);
-        dc->set_peak_bytes(w.peakBytes);
-      }
+      dj.second.save(*ds, program_.jobs[j].kind == PFRT_FILL_TRAINING);
     }
   }
   writeCheckpointFile(path, cp, cp.program_fingerprint());

@@ -95,4 +95,63 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   return ran;
 }
 
+void FillQueue::save(pipefill::rt::FillDeviceState &ds, bool training) const {
+  if (training)
+    for (const auto &w : data->saveWeights())
+      ds.add_weights()->mutable_values()->Add(w.begin(), w.end());
+  for (const auto &fl : flights) {
+    pipefill::rt::InFlightBatch *b = ds.add_in_flight();
+    b->set_sample_begin(fl.first);
+    b->set_batch(fl.second.batch);
+    b->set_next_layer(fl.second.next);
+    if (fl.second.data)
+      for (const auto &t : fl.second.data->save())
+        b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
+  }
+  for (const WorkItem &w : backlog) {
+    pipefill::rt::DeferredChunk *dc = ds.add_deferred();
+    dc->set_sample_begin(w.sampleBegin);
+    dc->set_batch(w.batch);
+    dc->set_layer_begin(w.passBegin);
+    dc->set_layer_end(w.passEnd);
+    dc->set_planned_us(w.plannedUs);
+    dc->set_weights_streamed(w.weightsStreamed);
+    dc->set_activations_on_host(w.activationsHost);
+    dc->set_peak_bytes(w.peakBytes);
+  }
+}
+
+std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes) {
+  auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
+    std::vector<std::vector<float>> out;
+    for (const auto &t : ts)
+      out.emplace_back(t.values().begin(), t.values().end());
+    return out;
+  };
+  if (ds.weights_size())
+    data->loadWeights(toVectors(ds.weights()));
+  for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
+    Flight f;
+    f.next = b.next_layer();
+    f.batch = b.batch();
+    f.data = data->loadBatch(toVectors(b.tensors()), b.batch());
+    flights[b.sample_begin()] = std::move(f);
+  }
+  for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
+    WorkItem w;
+    w.sampleBegin = dc.sample_begin();
+    w.batch = dc.batch();
+    w.passBegin = dc.layer_begin();
+    w.passEnd = dc.layer_end();
+    w.plannedUs = dc.planned_us();
+    w.weightsStreamed = dc.weights_streamed();
+    w.activationsHost = dc.activations_on_host();
+    w.peakBytes = dc.peak_bytes();
+    if (w.passEnd <= w.passBegin || w.passEnd > passes || w.batch == 0)
+      return "has a deferred chunk outside the job's passes";
+    backlog.push_back(w);
+  }
+  return "";
+}
+
 } // namespace pfrt

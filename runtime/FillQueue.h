@@ -11,6 +11,7 @@
 #include "runtime/Backend.h"
 #include "runtime/FillPredictor.h"
 #include "runtime/Program.h"
+#include "proto/stream_program.pb.h"
 
 #include <cstdint>
 #include <deque>
@@ -65,6 +66,12 @@ struct FillQueue {
   Ran run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job, const JobShape &shape,
           uint32_t passes, const WorkItem &item, const RunConfig &config, double deadlineUs,
           double predictedUs, bool timed);
+
+  // Checkpoints: this queue's part of a FillDeviceState (training weights, batches in flight with
+  // their tensors, deferred work) and back. restore() refuses deferred work outside the job's
+  // `passes` or of no samples: it returns what is wrong (empty when restored).
+  void save(pipefill::rt::FillDeviceState &ds, bool training) const;
+  std::string restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes);
 };
 
 } // namespace pfrt

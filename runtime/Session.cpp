@@ -965,29 +965,7 @@ void Session::saveCheckpoint(const std::string &path) {
       continue;
     pipefill::rt::FillDeviceState *ds = jc->add_devices();
     ds->set_device(rank_);
-    if (program_.jobs[j].kind == PFRT_FILL_TRAINING)
-      for (const auto &w : js.data->saveWeights())
-        ds->add_weights()->mutable_values()->Add(w.begin(), w.end());
-    for (auto &fl : js.flights) {
-      pipefill::rt::InFlightBatch *b = ds->add_in_flight();
-      b->set_sample_begin(fl.first);
-      b->set_batch(fl.second.batch);
-      b->set_next_layer(fl.second.next);
-      if (fl.second.data)
-        for (const auto &t : fl.second.data->save())
-          b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
-    }
-    for (const WorkItem &w : js.backlog) {
-      pipefill::rt::DeferredChunk *dc = ds->add_deferred();
-      dc->set_sample_begin(w.sampleBegin);
-      dc->set_batch(w.batch);
-      dc->set_layer_begin(w.passBegin);
-      dc->set_layer_end(w.passEnd);
-      dc->set_planned_us(w.plannedUs);
-      dc->set_weights_streamed(w.weightsStreamed);
-      dc->set_activations_on_host(w.activationsHost);
-      dc->set_peak_bytes(w.peakBytes);
-    }
+    js.save(*ds, program_.jobs[j].kind == PFRT_FILL_TRAINING);
   }
   for (const TaskState &ts : tasks_) {
     pipefill::rt::FillTaskCheckpoint *tc = cp.add_tasks();
@@ -1067,12 +1045,6 @@ void Session::loadCheckpoint(const std::string &path) {
     ts.steps = ts.samples = 0;
   }
   createJobData();
-  auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
-    std::vector<std::vector<float>> out;
-    for (const auto &t : ts)
-      out.emplace_back(t.values().begin(), t.values().end());
-    return out;
-  };
   for (uint32_t j = 0; j < jobs_.size(); ++j) {
     const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
     JobState &js = jobs_[j];
@@ -1082,27 +1054,9 @@ void Session::loadCheckpoint(const std::string &path) {
     js.baseLoss = jc.loss_sum();
     js.samples = js.steps = 0;
     for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
-      if (ds.weights_size())
-        js.data->loadWeights(toVectors(ds.weights()));
-      for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
-        Flight f;
-        f.next = b.next_layer();
-        f.batch = b.batch();
-        f.data = js.data->loadBatch(toVectors(b.tensors()), b.batch());
-        js.flights[b.sample_begin()] = std::move(f);
-      }
-      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
-        WorkItem w;
-        w.sampleBegin = dc.sample_begin();
-        w.batch = dc.batch();
-        w.passBegin = dc.layer_begin();
-        w.passEnd = dc.layer_end();
-        w.plannedUs = dc.planned_us();
-        w.weightsStreamed = dc.weights_streamed();
-        w.activationsHost = dc.activations_on_host();
-        w.peakBytes = dc.peak_bytes();
-        js.backlog.push_back(w);
-      }
+      const std::string bad = js.restore(ds, js.passes); // checked above: never fails here
+      if (!bad.empty())
+        throw Error(PFRT_ERROR_PARSE, what + "job '" + program_.jobs[j].name + "' " + bad);
     }
   }
   iteration_ = cp.iterations_done();

@@ -325,8 +325,9 @@ TEST(SessionTest, EndingEarlyStopsFurtherChunks) {
   // not begun. A loaded machine can oversleep; the bound is then what the elapsed time allows
   // (every chunk takes at least half its calibrated time), not a fixed count.
   EXPECT_LE(static_cast<double>(r.chunks_run), 1.0 + elapsedUs / 1000.0) << elapsedUs << " us";
-  if (elapsedUs < 5000)
+  if (elapsedUs < 5000) {
     EXPECT_LE(r.chunks_run, 4u) << elapsedUs << " us";
+  }
   // Nothing starts after bubble_end: the counts stay put while the session is idle.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(statsOf(s.get()).chunks_run, r.chunks_run);
