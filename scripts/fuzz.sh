@@ -4,6 +4,9 @@
 # build-san/findings/NAME (the MLIR targets mlir_parse and compile: build-fuzz-mlir, see
 # scripts/sanitize.sh). Usage: scripts/fuzz.sh [RUNS_PER_TARGET (default 1000000)] [TARGET...]
 # Prints the inputs each target survived; docs/reliability.md records a run.
+# FUZZ_TIMEOUT (default 10): seconds one input may take before libFuzzer reports a hang. It is wall
+# time: on a machine loaded by other work a niced fuzzer can be starved past it (rerun the
+# reported input alone to tell), so long runs on shared machines use a larger value.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN_DIR=${PIPEFILL_SAN_DIR:-build-san}
@@ -38,7 +41,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$DIR/corpus/$t" "$DIR/findings/$t"
   start=$(date +%s)
   set +e
-  nice "$DIR/bin/fuzz-$t" -runs="$RUNS" -timeout=10 -rss_limit_mb=2048 \
+  nice "$DIR/bin/fuzz-$t" -runs="$RUNS" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
     -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$DIR/findings/$t/" \
     "$DIR/corpus/$t" "fuzz/corpus/$t" >"$DIR/findings/$t.log" 2>&1
   rc=$?
