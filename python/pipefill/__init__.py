@@ -15,6 +15,10 @@ Example::
     run = pipefill.run(plan, iterations=2, time_scale=0.1)
     print(run.summary())
 
+:func:`compile_torch_schedule` compiles a torch.distributed.pipelining action
+table (CSV) with a JobSpec's costs; :mod:`pipefill.torch` wraps a torch
+pipelining schedule so that its ``step()`` fills the rank's bubbles.
+
 :class:`Session` hands one rank's bubbles to pipefill from a training loop
 that owns its schedule (``with session.bubble(k): ...``); :class:`FillTask`
 is the user's own work that a session runs in those bubbles, step by step,
@@ -43,6 +47,7 @@ from ._core import (
 from ._errors import CompileError, RunError
 from ._session import BubbleScope, Session
 from ._tasks import FillTask
+from ._torch_schedule import compile_torch_schedule
 
 __all__ = [
     "BubbleScope",
@@ -56,6 +61,7 @@ __all__ = [
     "backend_compiled",
     "compile",
     "compile_file",
+    "compile_torch_schedule",
     "cuda_device_count",
     "run",
 ]

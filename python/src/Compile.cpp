@@ -83,9 +83,16 @@ compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer, const CompileOptions &
   impl->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
 
   CapturingHandler diagnostics(impl->sourceMgr, impl->context.get());
-  impl->module = importJobSpec(impl->sourceMgr, impl->context.get());
-  if (!impl->module)
-    diagnostics.fail("the JobSpec could not be imported");
+  if (options.torchScheduleJob.empty()) {
+    impl->module = importJobSpec(impl->sourceMgr, impl->context.get());
+    if (!impl->module)
+      diagnostics.fail("the JobSpec could not be imported");
+  } else {
+    impl->module =
+        importTorchSchedule(impl->sourceMgr, impl->context.get(), options.torchScheduleJob);
+    if (!impl->module)
+      diagnostics.fail("the torch action table could not be imported");
+  }
 
   PassManager pm(impl->context.get());
   pipefill::CompileOptions pipelineOptions;

@@ -43,6 +43,11 @@ struct CompileOptions {
   /// Measured profile (pipefill-run --profile-out) applied after expansion;
   /// empty: the JobSpec's costs.
   std::string profile;
+  /// Non-empty: the input is not a JobSpec but a torch.distributed.pipelining
+  /// action table (CSV, docs/torch.md), imported as `pipefill-translate
+  /// --import-torch-schedule --job=FILE` does; this is that JobSpec's path
+  /// (stage costs, hardware, fill jobs).
+  std::string torchScheduleJob;
 };
 
 /// Per-bubble columns of a compiled plan, in stage order then schedule order.

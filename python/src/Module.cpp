@@ -501,4 +501,5 @@ NB_MODULE(_core, m) {
       [](const std::string &backend) { return pfrt_backend_compiled(parseBackend(backend)) != 0; },
       "backend"_a, "Whether the backend ('host', 'cuda') is compiled into this module.");
   m.attr("PFRT_API_VERSION") = PFRT_API_VERSION;
+  { void pipefillRegisterTorchImport(nb::module_ &); pipefillRegisterTorchImport(m); }
 }
