@@ -238,6 +238,8 @@ class FilledSchedule:
                     r, e = others[0]
                     error = f"pipefill.torch: rank {r} refused its schedule: {e}"
         if error is not None:
+            if not error.startswith("pipefill.torch:"):
+                error = "pipefill.torch: " + error
             raise ScheduleMismatchError(error)
 
         # Bubbles per gap: the one to begin (the longest) and the planned durations.

@@ -1,0 +1,331 @@
+"""pipefill.torch.FilledSchedule against torch's own schedule code.
+
+The truth is what torch runs: each schedule's real ``step`` (torch 2.15's
+``_step_microbatches``, the runtime loop of ``_PipelineScheduleRuntime`` for
+multi-stage schedules) drives recording stand-in stages, with no process group
+and no model (communication ops are empty lists, stage initialization is
+skipped). The wrapper must accept exactly those orders for pipefill's plans of
+the same pipeline, begin each bubble right after the compute op that precedes
+it in the plan and end it right before the next, and refuse a schedule that
+differs, naming the rank and the op.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it)")
+S = pytest.importorskip("torch.distributed.pipelining.schedules")
+
+import pipefill  # noqa: E402
+import pipefill.torch as pft  # noqa: E402
+
+from conftest import REPO  # noqa: E402
+
+sys.path.insert(0, str(REPO / "test" / "torch"))
+import torch_tables  # noqa: E402
+
+P, M = 4, 8
+COMPUTE = ("forward", "backward", "backward_input", "backward_weight")
+LETTER = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
+
+
+class RecordingStage(torch_tables._Stage):
+    """A stand-in stage that logs the compute torch asks of it (``2F3``)."""
+
+    def __init__(self, stage_index, num_stages, group_size, group_rank, log):
+        super().__init__(stage_index, num_stages, group_size, group_rank)
+        self.log = log
+        self.output_chunks = []
+        self.has_backward = True
+
+    def forward_one_chunk(self, mb, args=(), kwargs=None, save_forward_output=True):
+        self.log.append(f"{self.stage_index}F{mb}")
+        return 0
+
+    def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
+        self.log.append(f"{self.stage_index}{'B' if full_backward else 'I'}{mb}")
+
+    def backward_weight_one_chunk(self, mb, last_backward=False):
+        self.log.append(f"{self.stage_index}W{mb}")
+
+    def get_fwd_recv_ops(self, mb):
+        return []
+
+    get_fwd_send_ops = get_bwd_recv_ops = get_bwd_send_ops = get_fwd_recv_ops
+
+    def clear_runtime_states(self):
+        pass
+
+    def release_fwd_send_outputs(self, mb):
+        pass
+
+    def perform_reduce_grad(self, *args):
+        pass
+
+    def set_local_fwd_input(self, *args):
+        pass
+
+    def set_local_bwd_input(self, *args):
+        pass
+
+    def get_local_bwd_output(self, mb):
+        return None
+
+
+def make_schedule(name, rank, v=1, csv_path=None):
+    """torch's schedule `name` for `rank`, over recording stages; `csv_path`: the
+    schedule is a plain _PipelineScheduleRuntime that loads its table from a CSV."""
+    log = []
+    stages = [
+        RecordingStage(s, P * v, P, rank, log) for s in torch_tables.stages_of(name, rank, P, v)
+    ]
+    if csv_path is not None:
+        sched = S._PipelineScheduleRuntime(stages, M, loss_fn=lambda out, target: out)
+        sched._load_csv(str(csv_path))
+    else:
+        cls = getattr(S, name)
+        single = issubclass(cls, S.PipelineScheduleSingle)
+        sched = cls(stages[0] if single else stages, M, loss_fn=lambda out, target: out)
+    # No process group: skip the P2P and metadata set-up (the order does not depend on it).
+    sched._initialize_stage = sched._initialize_stages = lambda *a, **k: None
+    return sched, log
+
+
+def run_step(step):
+    step(arg_mbs=[()] * M, target_mbs=[None] * M, return_outputs=False)
+
+
+def job(schedule, v=1, m=M):
+    return f"""
+name: "wrap"
+pipeline {{ stages: {P} microbatches: {m} schedule: {schedule} virtual_stages: {v} }}
+stage {{ forward_us: 1000 backward_us: 2000 backward_weight_us: 1000 activation_bytes: 1048576
+         stash_bytes: 1000000 static_bytes: 100000000 }}
+hardware {{ gpu_memory_bytes: 16000000000 p2p_latency_us: 10 p2p_bandwidth_gbps: 25 }}
+planner {{ min_bubble_us: 10 reserve_bytes: 0 context_switch_us: 0 safety_margin: 0 }}
+fill_job {{ name: "enc" kind: INFERENCE samples: 1000000
+  layer {{ name: "enc" forward_us_per_sample: 25 weight_bytes: 1048576
+           activation_bytes_per_sample: 1024 }} }}
+"""
+
+
+class SpySession:
+    """Forwards to a real Session and logs begin/end with the torch compute log's length."""
+
+    def __init__(self, session, log):
+        self.s, self.log, self.events = session, log, []
+
+    rank = property(lambda self: self.s.rank)
+    ranks = property(lambda self: self.s.ranks)
+
+    def ops(self):
+        return self.s.ops()
+
+    def bubbles(self):
+        return self.s.bubbles()
+
+    def begin(self, bubble, duration_us=0.0):
+        self.events.append(("begin", bubble, len(self.log)))
+        self.s.begin(bubble, duration_us)
+
+    def end(self, bubble):
+        self.events.append(("end", bubble, len(self.log)))
+        return self.s.end(bubble)
+
+    def iteration_end(self):
+        self.events.append(("iteration_end", None, len(self.log)))
+        self.s.iteration_end()
+
+
+def torch_stage(name, rank, chunk, v):
+    """The placement docs/torch.md states: interleaved c*p + r, V-shape r / 2p-1-r."""
+    if v == 1:
+        return rank
+    if name in ("ScheduleZBVZeroBubble", "ScheduleDualPipeV"):
+        return rank if chunk == 0 else 2 * P - 1 - rank
+    return chunk * P + rank
+
+
+def check_rank(plan, name, rank, v, csv_path=None):
+    sched, log = make_schedule(name, rank, v, csv_path)
+    session = pipefill.Session(plan, rank, world_size=P)
+    spy = SpySession(session, log)
+    ops = session.ops()
+    plan_actions = [
+        f"{torch_stage(name, rank, op['chunk'], v)}{LETTER[op['kind']]}{op['microbatch']}"
+        for op in ops
+        if op["kind"] in COMPUTE
+    ]
+    compute_index = [i for i, op in enumerate(ops) if op["kind"] in COMPUTE]
+    with pft.FilledSchedule(sched, spy, duration="planned") as filled:
+        for _ in range(2):
+            spy.events.clear()
+            del log[:]
+            run_step(filled.step)
+            # What torch ran is the plan's compute order, through the placement above.
+            assert log == plan_actions
+            # Every bubble begun follows the compute op before it in the plan and ends
+            # before the next compute op runs.
+            begun = [e for e in spy.events if e[0] == "begin"]
+            ended = [e for e in spy.events if e[0] == "end"]
+            assert [b[1] for b in begun] == [e[1] for e in ended]
+            assert spy.events[-1][0] == "iteration_end"
+            after = {b["bubble_id"]: b["after_op"] for b in session.bubbles()}
+            for (_, bubble, ran_before), (_, _, ran_at_end) in zip(begun, ended):
+                assert ran_at_end == ran_before  # no compute inside the bubble
+                a = after[bubble]
+                before = [i for i in compute_index if i <= a]
+                assert len(before) == ran_before  # opened right after the op it follows
+                # and only transfers lie between that compute op and the bubble
+                assert all(ops[i]["kind"] in ("send", "recv") for i in range(
+                    before[-1] + 1 if before else 0, a + 1))
+            # Every gap of the plan with a bubble got one.
+            gaps = {len([i for i in compute_index if i <= b["after_op"]]) for b in session.bubbles()}
+            assert sorted({b[2] for b in begun}) == sorted(gaps)
+            assert filled.last_step["fill"] and len(filled.last_step["bubbles"]) == len(begun)
+    report = session.report()
+    assert report["iterations"] == 2
+    session.close()
+    return len(begun)
+
+
+@pytest.mark.parametrize(
+    "name,schedule,v",
+    [
+        ("ScheduleGPipe", "GPIPE", 1),
+        ("Schedule1F1B", "ONE_F_ONE_B", 1),
+        ("ScheduleInterleaved1F1B", "INTERLEAVED_1F1B", 2),
+        ("ScheduleInterleavedZeroBubble", "ZB_H1", 1),
+    ],
+)
+def test_pipefill_plan_runs_as_torch_schedule(name, schedule, v):
+    plan = pipefill.compile(job(schedule, v))
+    total = sum(check_rank(plan, name, rank, v) for rank in range(P))
+    assert total > 0
+
+
+@pytest.mark.parametrize("name", ["ScheduleZBVZeroBubble", "ScheduleDualPipeV"])
+def test_csv_schedule(tmp_path, name):
+    """A V-shaped table pipefill cannot expand itself: torch writes it, pipefill
+    compiles it in process, and torch's _PipelineScheduleRuntime loads the same CSV."""
+    table = tmp_path / "table.csv"
+    with open(table, "w", newline="") as f:
+        torch_tables.write(torch_tables.order(name, P, M, 2), f)
+    plan = pipefill.compile_torch_schedule(table, job=job("ONE_F_ONE_B"))
+    for rank in range(P):
+        check_rank(plan, name, rank, 2, csv_path=table)
+
+
+def test_gap_actions_name_the_torch_action():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, _ = make_schedule("Schedule1F1B", 0)
+    with pipefill.Session(plan, 0) as session, pft.FilledSchedule(sched, session) as filled:
+        ops = session.ops()
+        for gap, action in filled.gap_actions().items():
+            bubble = filled.bubble_gaps()[gap]
+            after = next(b["after_op"] for b in session.bubbles() if b["bubble_id"] == bubble)
+            prior = [op for op in ops[: after + 1] if op["kind"] in COMPUTE]
+            expect = f"0{LETTER[prior[-1]['kind']]}{prior[-1]['microbatch']}" if prior else "start"
+            assert action == expect
+
+
+def test_unfilled_step_begins_nothing():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, log = make_schedule("Schedule1F1B", 1)
+    with pipefill.Session(plan, 1) as session:
+        spy = SpySession(session, log)
+        with pft.FilledSchedule(sched, spy) as filled:
+            run_step(lambda **kw: filled.step(fill=False, **kw))
+        assert spy.events == [] and len(log) == 2 * M
+        assert filled.last_step["bubbles"] == [] and not filled.last_step["fill"]
+        assert session.report()["iterations"] == 0
+    # close() restored the stage's own methods.
+    assert "forward_one_chunk" not in vars(sched._stage)
+
+
+# -- mismatches: a clear error naming the rank and the op, never a hang -----------------------
+
+
+def refuse(plan, name, rank, v=1, match=""):
+    sched, log = make_schedule(name, rank, v)
+    with pipefill.Session(plan, rank) as session:
+        with pytest.raises(pft.ScheduleMismatchError, match=match):
+            pft.FilledSchedule(sched, session)
+    return sched
+
+
+def test_other_schedule_kind_is_refused():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    # GPipe runs 0F4 where 1F1B's rank 0 runs 0B0: op 9 (F0..F3 each followed by its
+    # send, then the receive of B0's gradient).
+    refuse(plan, "ScheduleGPipe", 0,
+           match=r"rank 0: ScheduleGPipe runs 0F4 \(stage 0 forward micro-batch 4\) as compute "
+                 r"action 4, where the plan has op 9: backward micro-batch 0 chunk 0 \(torch 0B0\)")
+
+
+def test_other_shape_is_refused():
+    refuse(pipefill.compile(job("ONE_F_ONE_B", m=12)), "Schedule1F1B", 2,
+           match="rank 2: the plan runs 12 micro-batches but the schedule 8")
+    refuse(pipefill.compile(job("INTERLEAVED_1F1B", v=2)), "Schedule1F1B", 1,
+           match=r"rank 1: the plan has 2 chunk\(s\) per rank but the schedule holds 1 stage")
+    refuse(pipefill.compile(job("ONE_F_ONE_B")), "ScheduleInterleaved1F1B", 3, v=2,
+           match=r"rank 3: the plan has 1 chunk\(s\) per rank but the schedule holds 2 stage")
+
+
+def test_session_of_another_rank_is_refused():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, _ = make_schedule("Schedule1F1B", 2)
+    with pipefill.Session(plan, 1) as session:
+        with pytest.raises(pft.ScheduleMismatchError, match="rank 2: the session is for rank 1"):
+            pft.FilledSchedule(sched, session)
+
+
+def test_order_changed_after_wrapping_stops_before_the_compute():
+    plan = pipefill.compile(job("INTERLEAVED_1F1B", v=2))
+    sched, log = make_schedule("ScheduleInterleaved1F1B", 0, v=2)
+    with pipefill.Session(plan, 0) as session:
+        filled = pft.FilledSchedule(sched, session)
+        # Swap 0F0 and 0F1 in the table torch's runtime runs (stage 0 receives nothing, so
+        # torch itself would run the swapped order).
+        row = sched.pipeline_order_with_comms[0]
+        i, j = [k for k, a in enumerate(row) if a.computation_type == S.FORWARD][:2]
+        row[i], row[j] = row[j], row[i]
+        with pytest.raises(
+            pft.ScheduleMismatchError,
+            match=r"rank 0 ran 0F1 \(stage 0 forward micro-batch 1\) as compute action 0, where "
+                  r"the plan has op 0: forward micro-batch 0 chunk 0 \(torch 0F0\)",
+        ):
+            run_step(filled.step)
+        assert log == []  # refused before torch computed anything
+        # The session is usable: no bubble was left open, the iteration was ended.
+        assert session.report()["iterations"] == 1
+        filled.close()
+
+
+def test_cuda_stages_are_refused():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, _ = make_schedule("Schedule1F1B", 0)
+    sched._stage.device = torch.device("cuda", 0)
+    with pipefill.Session(plan, 0) as session:
+        with pytest.raises(NotImplementedError, match="low-priority stream"):
+            pft.FilledSchedule(sched, session)
+
+
+def test_bad_duration_option():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, _ = make_schedule("Schedule1F1B", 0)
+    with pipefill.Session(plan, 0) as session:
+        with pytest.raises(ValueError, match="duration must be"):
+            pft.FilledSchedule(sched, session, duration="guess")
+
+
+def test_compile_torch_schedule_errors(tmp_path):
+    with pytest.raises(pipefill.CompileError, match=r"bad.csv:1:5: error: action '0X1'"):
+        pipefill.compile_torch_schedule("0F0,0X1\n", job=job("ONE_F_ONE_B"), name="bad.csv")
+    with pytest.raises(FileNotFoundError):
+        pipefill.compile_torch_schedule("0F0\n", job=tmp_path / "missing.pbtxt")
+    with pytest.raises(TypeError):
+        pipefill.compile_torch_schedule(42, job=job("ONE_F_ONE_B"))
