@@ -341,8 +341,12 @@ class FilledSchedule:
             if not self._active:
                 return original(*args, **kwargs)
             mb = args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
-            self._before_compute(kind_of(args[1:], kwargs), int(stage.stage_index), int(mb))
+            kind, index = kind_of(args[1:], kwargs), int(stage.stage_index)
+            self._before_compute(kind, index, int(mb))
+            t0 = time.perf_counter()
             result = original(*args, **kwargs)
+            self._compute_us.append(
+                (f"{index}{_LETTER[kind]}{int(mb)}", (time.perf_counter() - t0) * 1e6))
             self._after_compute()
             return result
 
@@ -369,13 +373,19 @@ class FilledSchedule:
         ``fill=False`` runs the step with the order still checked and the gaps
         measured, but no bubble begun and no ``iteration_end`` (the session's
         fill waits): for measuring the main job alone. Afterwards
-        :attr:`last_step` holds the step's measured wall time and, per begun
-        bubble, what ``bubble_end`` returned."""
+        :attr:`last_step` holds what was measured (``time.perf_counter``): the
+        step's wall time ``step_s``, every compute action's time
+        (``compute_us``: ``[("2F3", us), ...]``, the stage's own call, without
+        the waits around it), every gap's length (``gap_us``: gap -> us, -1
+        before the first compute) and, per begun bubble, what ``bubble_end``
+        returned (``bubbles``; summed in ``fill_us``, ``chunks_run``,
+        ``samples_completed``, ``end_wait_us``)."""
         if self._active:
             raise RuntimeError("pipefill.torch: step() called from inside a step")
         self._active, self._fill, self._pos, self._open = True, fill, 0, None
         self._results: list[dict[str, Any]] = []
         self._gaps_us: dict[int, float] = {}
+        self._compute_us: list[tuple[str, float]] = []
         t0 = time.perf_counter()
         self._enter_gap(-1, t0)
         failed = True
@@ -398,6 +408,7 @@ class FilledSchedule:
             "step_s": now - t0,
             "bubbles": self._results,
             "gap_us": dict(self._gaps_us),
+            "compute_us": list(self._compute_us),
             "fill_us": sum(r.get("fill_us", 0.0) for r in self._results),
             "chunks_run": sum(r.get("chunks_run", 0) for r in self._results),
             "samples_completed": sum(r.get("samples_completed", 0) for r in self._results),
