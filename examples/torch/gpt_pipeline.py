@@ -29,7 +29,7 @@ the slowdown and the fill throughput (fill samples per second of filled step
 time), also written as JSON with ``--report``.
 
 usage: python examples/torch/gpt_pipeline.py [--steps N] [--schedule 1f1b|gpipe]
-           [--fill torch|plan] [--report FILE]
+           [--fill torch|plan] [--fill-priority idle|normal] [--report FILE]
 (PYTHONPATH must hold the pipefill package, e.g. build/python/site)
 """
 
@@ -255,7 +255,8 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
     def open_plan(forward_us, backward_us):
         plan = pipefill.compile(job_spec(pipefill_schedule, forward_us, backward_us,
                                          plan_fill=not use_task), name="gpt_pipeline.pbtxt")
-        session = pipefill.Session(plan, rank, world_size=STAGES)
+        session = pipefill.Session(plan, rank, world_size=STAGES,
+                                   fill_idle_priority=args.fill_priority == "idle")
         if use_task:
             session.add_task(make_inference_task(), step_us=args.task_step_us)
         return plan, session, pft.FilledSchedule(schedule, session)
@@ -336,6 +337,7 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
             "schedule": torch_class,
             "fill": "torch FillTask (classifier inference)" if use_task
                     else "plan fill job (encoder inference, runtime workload)",
+            "fill_priority": args.fill_priority,
             "ranks": STAGES, "microbatches": MICROBATCHES, "steps_each": args.steps,
             "loss_first": first_loss, "loss_last": loss,
             "step_ms_without_fill": off * 1e3, "step_ms_with_fill": on * 1e3,
@@ -374,6 +376,9 @@ def main() -> int:
     parser.add_argument("--fill", choices=["torch", "plan"], default="torch")
     parser.add_argument("--task-step-us", type=float, default=3000.0,
                         help="--fill torch: the task's estimated step time (corrected online)")
+    parser.add_argument("--fill-priority", choices=["idle", "normal"], default="idle",
+                        help="the fill worker thread's CPU priority (idle: SCHED_IDLE, runs only "
+                             "on a core nothing else wants)")
     parser.add_argument("--report", default="")
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 1:
