@@ -150,7 +150,7 @@ class Classifier(nn.Module):
         super().__init__()
         torch.manual_seed(7)
         self.emb = nn.Embedding(VOCAB, DIM)
-        self.blocks = nn.ModuleList(Block() for _ in range(2))
+        self.blocks = nn.ModuleList(Block() for _ in range(1))
         self.head = nn.Linear(DIM, 4)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -160,7 +160,7 @@ class Classifier(nn.Module):
         return self.head(x.mean(1))
 
 
-INFER_BATCH = 8
+INFER_BATCH = 4
 
 
 def make_inference_task():
@@ -302,7 +302,8 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
         step_s[fill].append(float(took))
         if fill:
             fill_steps.append(filled.last_step)
-        samples = torch.tensor([filled.last_step["samples_completed"]], dtype=torch.float64)
+        done = filled.last_step["samples_completed"] + filled.last_step["task_samples"]
+        samples = torch.tensor([done], dtype=torch.float64)
         dist.all_reduce(samples)
         if rank == 0:
             print(f"step {step} loss {loss:.4f} fill {'on ' if fill else 'off'} "
@@ -315,8 +316,9 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
         "rank": rank,
         "bubbles_begun": sum(len(s["bubbles"]) for s in fill_steps),
         "chunks_run": sum(s["chunks_run"] for s in fill_steps),
-        "samples": sum(s["samples_completed"] for s in fill_steps),
-        "fill_s": sum(s["fill_us"] for s in fill_steps) / 1e6,
+        "task_steps": sum(s["task_steps"] for s in fill_steps),
+        "samples": sum(s["samples_completed"] + s["task_samples"] for s in fill_steps),
+        "fill_s": sum(s["fill_us"] + s["task_us"] for s in fill_steps) / 1e6,
         "end_wait_ms": sum(s["end_wait_us"] for s in fill_steps) / 1e3,
         "session": {k: srep.get(k) for k in ("iterations", "bubbles", "chunks_run",
                                              "chunks_deferred", "samples_completed",
@@ -344,6 +346,7 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
             "slowdown_pct": (on / off - 1) * 100,
             "fill_samples": samples,
             "fill_chunks_run": sum(r["chunks_run"] for r in ranks),
+            "fill_task_steps": sum(r["task_steps"] for r in ranks),
             "fill_bubbles_begun": sum(r["bubbles_begun"] for r in ranks),
             "fill_throughput_samples_per_s": samples / filled_time,
             "fill_busy_s": sum(r["fill_s"] for r in ranks),
@@ -353,7 +356,8 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
             "per_rank": ranks,
             "measured": "wall clock (time.perf_counter), max over ranks per step",
         }
-        print(f"fill: {samples} samples in {result['fill_chunks_run']} chunks over "
+        print(f"fill: {samples} samples in {result['fill_chunks_run']} plan chunks and "
+              f"{result['fill_task_steps']} task steps over "
               f"{result['fill_bubbles_begun']} bubbles, busy {result['fill_busy_s']:.3f} s, "
               f"bubble_end waits {result['bubble_end_wait_ms']:.1f} ms (all ranks)")
         print(f"main step time, measured (mean of {args.steps} each): without fill "
@@ -374,7 +378,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3, help="unfilled steps that time the stages")
     parser.add_argument("--schedule", choices=sorted(SCHEDULES), default="1f1b")
     parser.add_argument("--fill", choices=["torch", "plan"], default="torch")
-    parser.add_argument("--task-step-us", type=float, default=3000.0,
+    parser.add_argument("--task-step-us", type=float, default=1500.0,
                         help="--fill torch: the task's estimated step time (corrected online)")
     parser.add_argument("--fill-priority", choices=["idle", "normal"], default="idle",
                         help="the fill worker thread's CPU priority (idle: SCHED_IDLE, runs only "

@@ -379,7 +379,8 @@ class FilledSchedule:
         the waits around it), every gap's length (``gap_us``: gap -> us, -1
         before the first compute) and, per begun bubble, what ``bubble_end``
         returned (``bubbles``; summed in ``fill_us``, ``chunks_run``,
-        ``samples_completed``, ``end_wait_us``)."""
+        ``samples_completed``, ``end_wait_us`` for the plan's fill jobs and
+        ``task_steps``, ``task_samples``, ``task_us`` for fill tasks)."""
         if self._active:
             raise RuntimeError("pipefill.torch: step() called from inside a step")
         self._active, self._fill, self._pos, self._open = True, fill, 0, None
@@ -413,6 +414,10 @@ class FilledSchedule:
             "chunks_run": sum(r.get("chunks_run", 0) for r in self._results),
             "samples_completed": sum(r.get("samples_completed", 0) for r in self._results),
             "end_wait_us": sum(r.get("end_wait_us", 0.0) for r in self._results),
+            # Fill tasks (pipefill.FillTask, Session.add_task): their steps in this step's bubbles.
+            "task_steps": sum(r.get("task_steps", 0) for r in self._results),
+            "task_samples": sum(r.get("task_samples", 0) for r in self._results),
+            "task_us": sum(r.get("task_us", 0.0) for r in self._results),
         }
         self.history.append(self.last_step)
         return out

@@ -63,9 +63,12 @@ def main() -> int:
         if losses and (losses[0] != round(report["loss_first"], 4) and
                        abs(losses[0] - report["loss_first"]) > 1e-4):
             problems.append(f"printed first loss {losses[0]} != report {report['loss_first']}")
-        for key in ("fill_samples", "fill_chunks_run", "fill_bubbles_begun"):
+        for key in ("fill_samples", "fill_bubbles_begun"):
             if not report.get(key, 0) > 0:
                 problems.append(f"{key} = {report.get(key)}: no fill inside bubbles")
+        # The fill's units: plan chunks (--fill plan) or FillTask steps (--fill torch).
+        if not report.get("fill_chunks_run", 0) + report.get("fill_task_steps", 0) > 0:
+            problems.append("no fill chunk or task step ran inside a bubble")
         for key in ("slowdown_pct", "fill_throughput_samples_per_s", "step_ms_with_fill",
                     "step_ms_without_fill"):
             if not isinstance(report.get(key), (int, float)) or not math.isfinite(report[key]):
@@ -82,7 +85,8 @@ def main() -> int:
         if iterations != [steps] * 4:
             problems.append(f"session iterations per rank {iterations}, expected {steps} each")
         # Bubbles began only in filled steps: samples the sessions report equal the steps'.
-        total = sum(r["session"]["samples_completed"] for r in report.get("per_rank", []))
+        total = sum(r["session"]["samples_completed"] + sum(t["samples"] for t in r["tasks"])
+                    for r in report.get("per_rank", []))
         if total != report.get("fill_samples"):
             problems.append(f"sessions report {total} samples, the filled steps {report.get('fill_samples')}")
     if problems:
