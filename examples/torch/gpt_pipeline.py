@@ -28,7 +28,7 @@ the fill samples so far; at the end the mean step time without and with fill,
 the slowdown and the fill throughput (fill samples per second of filled step
 time), also written as JSON with ``--report``.
 
-usage: python examples/torch/gpt_pipeline.py [--steps N] [--schedule 1f1b|gpipe]
+usage: python examples/torch/gpt_pipeline.py [--steps N] [--schedule 1f1b|gpipe|interleaved]
            [--fill torch|plan] [--fill-priority idle|normal] [--report FILE]
 (PYTHONPATH must hold the pipefill package, e.g. build/python/site)
 """
@@ -53,7 +53,7 @@ import torch.nn.functional as F
 import pipefill
 import pipefill.torch as pft
 
-STAGES = 4
+STAGES = 4          # pipeline ranks (processes)
 VOCAB = 32
 SEQ = 32
 DIM = 64
@@ -62,9 +62,10 @@ BATCH = 32          # sequences per step
 MICROBATCHES = 8    # 4 sequences each
 LR = 3e-3
 
-SCHEDULES = {
-    "1f1b": ("Schedule1F1B", "ONE_F_ONE_B"),
-    "gpipe": ("ScheduleGPipe", "GPIPE"),
+SCHEDULES = {  # name: (torch class, pipefill schedule, model stages per rank)
+    "1f1b": ("Schedule1F1B", "ONE_F_ONE_B", 1),
+    "gpipe": ("ScheduleGPipe", "GPIPE", 1),
+    "interleaved": ("ScheduleInterleaved1F1B", "INTERLEAVED_1F1B", 2),
 }
 
 
@@ -122,11 +123,11 @@ class LastStage(nn.Module):
         return self.head(self.ln(self.block(x)))
 
 
-def make_stage_module(stage: int) -> nn.Module:
-    # Every rank builds the whole model from one seed and keeps its part, so the split
-    # model starts from the same weights as the unsplit one would.
+def make_stage_module(stage: int, stages: int) -> nn.Module:
+    # Every rank builds the whole model (one block per stage) from one seed and keeps its
+    # part, so the split model starts from the same weights as the unsplit one would.
     torch.manual_seed(0)
-    parts = [FirstStage(), MiddleStage(), MiddleStage(), LastStage()]
+    parts = [FirstStage()] + [MiddleStage() for _ in range(stages - 2)] + [LastStage()]
     return parts[stage]
 
 
@@ -193,8 +194,10 @@ def make_inference_task():
     return InferenceTask()
 
 
-def job_spec(schedule: str, forward_us: list[float], backward_us: list[float],
+def job_spec(schedule: str, per_rank: int, forward_us: list[float], backward_us: list[float],
              plan_fill: bool) -> str:
+    # pipefill's stage costs are per rank (all its chunks together): a rank with v stages
+    # spends forward_us / v on each chunk's forward.
     act = (BATCH // MICROBATCHES) * SEQ * DIM * 4
     stages = "\n".join(
         f"stage {{ forward_us: {f:.1f} backward_us: {b:.1f} activation_bytes: {act} "
@@ -213,7 +216,8 @@ fill_job {
 }"""
     return f"""
 name: "gpt_pipeline"
-pipeline {{ stages: {STAGES} microbatches: {MICROBATCHES} schedule: {schedule} }}
+pipeline {{ stages: {STAGES} microbatches: {MICROBATCHES} schedule: {schedule}
+            virtual_stages: {per_rank} }}
 {stages}
 hardware {{ gpu_memory_bytes: 16000000000 p2p_latency_us: 100 p2p_bandwidth_gbps: 1 }}
 planner {{ min_bubble_us: 200 reserve_bytes: 0 context_switch_us: 20 batch_sizes: [1, 2, 4, 8] }}
@@ -230,11 +234,16 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
     from torch.distributed.pipelining import PipelineStage
     from torch.distributed.pipelining import schedules as S
 
-    torch_class, pipefill_schedule = SCHEDULES[args.schedule]
-    module = make_stage_module(rank)
-    stage = PipelineStage(module, rank, STAGES, torch.device("cpu"))
-    schedule = getattr(S, torch_class)(stage, n_microbatches=MICROBATCHES, loss_fn=lm_loss)
-    optimizer = torch.optim.Adam(module.parameters(), lr=LR)
+    torch_class, pipefill_schedule, per_rank = SCHEDULES[args.schedule]
+    total = STAGES * per_rank
+    # Interleaved placement: stage s on rank s mod STAGES.
+    indices = [rank + k * STAGES for k in range(per_rank)]
+    modules = [make_stage_module(s, total) for s in indices]
+    stages = [PipelineStage(m, s, total, torch.device("cpu")) for m, s in zip(modules, indices)]
+    cls = getattr(S, torch_class)
+    schedule = cls(stages[0] if per_rank == 1 else stages, n_microbatches=MICROBATCHES,
+                   loss_fn=lm_loss)
+    optimizer = torch.optim.Adam([p for m in modules for p in m.parameters()], lr=LR)
     use_task = args.fill == "torch"
 
     def train_step(filled: pft.FilledSchedule, step: int, fill: bool) -> float:
@@ -253,7 +262,7 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
         return float(loss)
 
     def open_plan(forward_us, backward_us):
-        plan = pipefill.compile(job_spec(pipefill_schedule, forward_us, backward_us,
+        plan = pipefill.compile(job_spec(pipefill_schedule, per_rank, forward_us, backward_us,
                                          plan_fill=not use_task), name="gpt_pipeline.pbtxt")
         session = pipefill.Session(plan, rank, world_size=STAGES,
                                    fill_idle_priority=args.fill_priority == "idle")
@@ -262,7 +271,7 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
         return plan, session, pft.FilledSchedule(schedule, session)
 
     # Warm-up without fill, on a plan with nominal costs (its order is checked all the same).
-    _, session, filled = open_plan([1000.0] * STAGES, [2000.0] * STAGES)
+    _, session, filled = open_plan([1000.0 * per_rank] * STAGES, [2000.0 * per_rank] * STAGES)
     times: dict[str, list[float]] = {"F": [], "B": []}
     step = 0
     first_loss = math.nan
@@ -279,13 +288,14 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
     session.close()
 
     # The plan with the measured stage costs (mean forward/backward per micro-batch).
-    mine = (sum(times["F"]) / len(times["F"]), sum(times["B"]) / len(times["B"]))
+    mine = (per_rank * sum(times["F"]) / len(times["F"]),
+            per_rank * sum(times["B"]) / len(times["B"]))
     costs: list = [None] * STAGES
     dist.all_gather_object(costs, mine)
     plan, session, filled = open_plan([c[0] for c in costs], [c[1] for c in costs])
     report = plan.report()
     if rank == 0:
-        print("stage costs, measured (us per micro-batch): "
+        print("per-rank costs, measured (us per micro-batch, all the rank's stages): "
               + ", ".join(f"{s}: F {f:.0f} B {b:.0f}" for s, (f, b) in enumerate(costs)))
         print(f"plan: iteration {report['iteration_time_us'] / 1e3:.2f} ms, bubble fraction "
               f"{report['bubble_fraction']:.3f} (planned); rank {rank} bubbles after "
