@@ -1,11 +1,12 @@
 """A small GPT trained with torch.distributed.pipelining on 4 CPU processes (gloo),
 its pipeline bubbles filled by pipefill.
 
-The model (token + position embedding, 4 pre-norm transformer blocks, LM head,
-vocabulary of 32) is split into 4 stages, one per process: stage 0 holds the
-embeddings and block 0, stage 3 block 3, the final norm and the head. torch's
-own schedule object (``Schedule1F1B`` by default, or ``ScheduleGPipe``) runs
-each training step; ``pipefill.torch.FilledSchedule`` wraps it, so each rank
+The model (token + position embedding, one pre-norm transformer block per
+stage, LM head, vocabulary of 32) is split into 4 stages, one per process:
+stage 0 holds the embeddings and block 0, stage 3 block 3, the final norm and
+the head (``--schedule interleaved``: 8 stages, stage ``s`` on rank ``s mod 4``).
+torch's own schedule object (``Schedule1F1B`` by default, ``ScheduleGPipe`` or
+``ScheduleInterleaved1F1B``) runs each training step; ``pipefill.torch.FilledSchedule`` wraps it, so each rank
 begins its plan's bubbles right after the compute action they follow and ends
 them right before its next compute action, while torch waits for its peer.
 
@@ -17,14 +18,14 @@ without fill (``FilledSchedule.step(fill=False)``), the ranks exchange the
 means (``all_gather_object``) and each compiles the same JobSpec with those
 measured stage costs in process (``pipefill.compile``). The fill: a batch
 inference task run in the bubbles on the session's worker thread at the lowest
-CPU priority. With ``--fill torch`` (needs ``pipefill.FillTask``) it is a torch
+CPU priority (``--fill-priority normal``: at normal priority). With ``--fill torch`` (needs ``pipefill.FillTask``) it is a torch
 ``nn.Module`` (a small transformer classifier) doing batch inference; with
 ``--fill plan`` it is the JobSpec's own fill job (an encoder the runtime runs).
 
 After the warm-up, steps alternate without and with fill, so the measured step
 times compare like for like on a shared machine. Printed: the loss of every step,
 whether it was filled, its wall time (max over ranks, ``time.perf_counter``) and
-the fill samples so far; at the end the mean step time without and with fill,
+the fill samples done in its bubbles (all ranks); at the end the mean step time without and with fill,
 the slowdown and the fill throughput (fill samples per second of filled step
 time), also written as JSON with ``--report``.
 
