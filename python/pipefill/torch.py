@@ -56,8 +56,10 @@ own ``pipeline_order_with_comms`` for multi-stage schedules, the order
 plan's op for op, and the stage count, micro-batch count and rank count must
 match; with a process group the result is exchanged (``all_gather_object``),
 so every rank raises together instead of some waiting for a peer that gave up.
-During ``step`` every compute action is checked against the plan before it
-runs; a mismatch there (the schedule was changed after wrapping, a custom
+A fill task whose ``step()`` raises is disabled by the session; the wrapper
+lets torch's step finish (so no peer waits for this rank) and then raises the
+task's exception from ``step``. During ``step`` every compute action is
+checked against the plan before it runs; a mismatch there (the schedule was changed after wrapping, a custom
 function bypassed the stage) raises on that rank before the compute, and its
 peers fail at the process group's timeout (give ``init_process_group`` a
 ``timeout``).
@@ -387,6 +389,7 @@ class FilledSchedule:
         self._results: list[dict[str, Any]] = []
         self._gaps_us: dict[int, float] = {}
         self._compute_us: list[tuple[str, float]] = []
+        self._fill_error: Optional[BaseException] = None
         t0 = time.perf_counter()
         self._enter_gap(-1, t0)
         failed = True
@@ -399,6 +402,10 @@ class FilledSchedule:
             self._active = False
             if fill:
                 self.session.iteration_end()
+        if self._fill_error is not None:
+            # A fill task's step failed in a bubble (pipefill.FillTask: its own exception).
+            error, self._fill_error = self._fill_error, None
+            raise error
         if not failed and self._pos != len(self._compute):
             raise ScheduleMismatchError(
                 f"pipefill.torch: rank {self.session.rank}: step ran {self._pos} compute actions "
@@ -463,7 +470,14 @@ class FilledSchedule:
         if self._open is not None:
             gap, bubble, _ = self._open
             self._open = None
-            result = dict(self.session.end(bubble))
+            try:
+                result = dict(self.session.end(bubble))
+            except Exception as e:  # noqa: BLE001 - a fill task's error, raised after the step
+                # Raising here would stop this rank before its next compute and leave its
+                # peers waiting for it; the step finishes first (the failed task is disabled).
+                if self._fill_error is None:
+                    self._fill_error = e
+                return
             result["bubble_id"] = bubble
             result["gap"] = gap
             self._results.append(result)

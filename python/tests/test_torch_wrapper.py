@@ -13,6 +13,7 @@ differs, naming the rank and the op.
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -98,7 +99,10 @@ def run_step(step):
     step(arg_mbs=[()] * M, target_mbs=[None] * M, return_outputs=False)
 
 
-def job(schedule, v=1, m=M):
+def job(schedule, v=1, m=M, fill=True):
+    if not fill:
+        text = job(schedule, v, m)
+        return text[: text.index("fill_job")]
     return f"""
 name: "wrap"
 pipeline {{ stages: {P} microbatches: {m} schedule: {schedule} virtual_stages: {v} }}
@@ -329,3 +333,34 @@ def test_compile_torch_schedule_errors(tmp_path):
         pipefill.compile_torch_schedule("0F0\n", job=tmp_path / "missing.pbtxt")
     with pytest.raises(TypeError):
         pipefill.compile_torch_schedule(42, job=job("ONE_F_ONE_B"))
+
+
+def test_failing_fill_task_is_raised_after_the_step():
+    """The task's exception must not stop the rank mid-step (its peers would wait for it):
+    torch's step completes, then the exception is raised; the task is disabled after it."""
+    if not hasattr(pipefill, "FillTask"):
+        pytest.skip("this pipefill has no FillTask")
+
+    class Boom(pipefill.FillTask):
+        calls = 0
+
+        def step(self):
+            Boom.calls += 1
+            raise KeyError("fill task broke")
+
+    plan = pipefill.compile(job("ONE_F_ONE_B", fill=False))
+    sched, log = make_schedule("Schedule1F1B", 0)
+    # The waits for gradients last 20 ms here, so the bubbles before backwards are long
+    # enough for the task's step to start.
+    sched._stage.get_bwd_recv_ops = lambda mb: time.sleep(0.02) or []
+    with pipefill.Session(plan, 0) as session:
+        session.add_task(Boom(), step_us=10)
+        with pft.FilledSchedule(sched, session) as filled:
+            with pytest.raises(KeyError, match="fill task broke"):
+                run_step(filled.step)
+            assert len(log) == 2 * M  # every compute action ran
+            assert Boom.calls == 1
+            del log[:]
+            run_step(filled.step)  # disabled: no second call, no error
+            assert len(log) == 2 * M and Boom.calls == 1
+        assert session.report()["iterations"] == 2
