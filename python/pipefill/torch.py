@@ -205,8 +205,8 @@ class FilledSchedule:
     micro-batches and schedule, or :func:`pipefill.compile_torch_schedule` of the
     table the schedule runs). ``duration``: ``"planned"`` begins each bubble
     with its planned duration (times the session's ``time_scale``);
-    ``"measured"`` (default) with the length this gap had in the previous filled
-    step, measured with ``time.perf_counter`` (the framework's own timer, what
+    ``"measured"`` (default) with the length this gap had in the previous step
+    (filled or not), measured with ``time.perf_counter`` (the framework's own timer, what
     ``pfrt_session_bubble_begin`` takes), planned the first time.
     ``check_all_ranks``: exchange the construction check over the stages'
     process group (collective: every rank must make its wrapper).
@@ -229,7 +229,11 @@ class FilledSchedule:
         self.session = session
         self.duration = duration
         self._stages = _local_stages(schedule)
-        error = self._check()
+        refused: Optional[NotImplementedError] = None
+        try:
+            error = self._check()
+        except NotImplementedError as e:  # CUDA: raised after the exchange, like the others
+            refused, error = e, str(e)
         if check_all_ranks and dist.is_available() and dist.is_initialized():
             group = self._stages[0].group
             errors: list[Optional[str]] = [None] * dist.get_world_size(group)
@@ -239,6 +243,8 @@ class FilledSchedule:
                 if others:
                     r, e = others[0]
                     error = f"pipefill.torch: rank {r} refused its schedule: {e}"
+        if refused is not None:
+            raise refused
         if error is not None:
             if not error.startswith("pipefill.torch:"):
                 error = "pipefill.torch: " + error

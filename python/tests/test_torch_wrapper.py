@@ -12,6 +12,7 @@ differs, naming the rank and the op.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -364,3 +365,62 @@ def test_failing_fill_task_is_raised_after_the_step():
             run_step(filled.step)  # disabled: no second call, no error
             assert len(log) == 2 * M and Boom.calls == 1
         assert session.report()["iterations"] == 2
+
+
+REFUSAL_SCRIPT = r'''
+import os, sys, datetime
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+import pipefill, pipefill.torch as pft
+
+JOB = """
+name: "two"
+pipeline {{ stages: 2 microbatches: {m} schedule: ONE_F_ONE_B }}
+stage {{ forward_us: 1000 backward_us: 2000 }}
+hardware {{ gpu_memory_bytes: 16000000000 }}
+"""
+
+def worker(rank, store):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    stage = PipelineStage(torch.nn.Linear(4, 4), rank, 2, torch.device("cpu"))
+    sched = Schedule1F1B(stage, n_microbatches=4, loss_fn=lambda o, t: o.sum())
+    # Rank 1's plan runs 6 micro-batches: only rank 1 sees the mismatch itself.
+    plan = pipefill.compile(JOB.format(m=4 if rank == 0 else 6))
+    with pipefill.Session(plan, rank) as session:
+        try:
+            pft.FilledSchedule(sched, session)
+        except pft.ScheduleMismatchError as e:
+            print(f"rank {rank} raised: {e}", flush=True)
+        else:
+            print(f"rank {rank} accepted", flush=True)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(worker, args=(sys.argv[1],), nprocs=2, join=True)
+'''
+
+
+def test_refusal_reaches_every_rank(tmp_path):
+    """With a process group, a rank whose plan does not match makes every rank raise
+    (all_gather of the verdicts), so no rank is left waiting for it: a real 2-process
+    gloo run, under a timeout."""
+    import subprocess
+
+    script = tmp_path / "refusal.py"
+    script.write_text(REFUSAL_SCRIPT)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=180,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
+    assert out.returncode == 0, out.stderr
+    lines = sorted(l for l in out.stdout.splitlines() if l.startswith("rank "))
+    assert len(lines) == 2, out.stdout
+    assert lines[0].startswith(
+        "rank 0 raised: pipefill.torch: rank 1 refused its schedule: rank 1: the plan runs "
+        "6 micro-batches but the schedule 4"), lines[0]
+    assert lines[1].startswith(
+        "rank 1 raised: pipefill.torch: rank 1: the plan runs 6 micro-batches but the "
+        "schedule 4"), lines[1]
