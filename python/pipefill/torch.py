@@ -268,7 +268,6 @@ class FilledSchedule:
         self._open: Optional[tuple[int, int, float]] = None  # (gap, bubble id, begin time)
         self._gap_start: Optional[tuple[int, float]] = None
         self.last_step: dict[str, Any] = {}
-        self.history: list[dict[str, Any]] = []
         self._originals: list[tuple[Any, str, Any]] = []
         self._wrap()
 
@@ -432,7 +431,6 @@ class FilledSchedule:
             "task_samples": sum(r.get("task_samples", 0) for r in self._results),
             "task_us": sum(r.get("task_us", 0.0) for r in self._results),
         }
-        self.history.append(self.last_step)
         return out
 
     def _before_compute(self, kind: str, stage: int, mb: int) -> None:
