@@ -43,6 +43,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -177,8 +178,14 @@ def make_inference_task():
             self.gen = torch.Generator().manual_seed(11)
             self.batches = 0
             self.checksum = 0.0
+            self.threads: set[int] = set()
 
         def step(self) -> int:
+            if threading.get_ident() not in self.threads:
+                # torch's intra-op thread count is per thread (OpenMP): the session's worker
+                # thread starts with every core (docs/integration.md, fill tasks).
+                torch.set_num_threads(1)
+                self.threads.add(threading.get_ident())
             tokens = torch.randint(0, VOCAB, (INFER_BATCH, SEQ), generator=self.gen)
             with torch.inference_mode():
                 pred = self.model(tokens).argmax(-1)
