@@ -151,13 +151,14 @@ def test_round_robin(plan):
 
 
 def test_unbounded_policy_overruns_where_bounded_does_not_start(plan):
-    # Bounded: a step predicted at 1.2 x 50 ms never starts in a 5 ms bubble. Unbounded: it starts
-    # (the bubble has time left), takes >= 10 ms and ends past the deadline.
+    # Bounded: a step predicted at 1.2 x 200 ms never starts in a 50 ms bubble. Unbounded: it starts
+    # (the bubble has time left: 50 ms leaves an idle-priority worker on a loaded machine time to be
+    # scheduled, where 5 ms did not), takes >= 120 ms and ends past the deadline.
     results = {}
     for policy in ("bounded", "unbounded"):
         with session(plan, fill_policy=policy) as s:
-            s.add_task(Counter(sleep_s=0.010), step_us=50_000)
-            with s.unplanned(5000, wait=True) as b:
+            s.add_task(Counter(sleep_s=0.120), step_us=200_000)
+            with s.unplanned(50_000, wait=True) as b:
                 pass
             results[policy] = (b.result, s.tasks()[0])
     assert results["bounded"][0]["task_steps"] == 0
