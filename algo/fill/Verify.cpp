@@ -6,27 +6,17 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "algo/fill/Planner.h"
+#include "algo/fill/PlannerInternal.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <tuple>
 
 namespace pipefill::fill {
 namespace {
 
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char *fmt, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  return buf;
-}
+using detail::format;
 
 constexpr size_t kMaxViolations = 200;
 
@@ -158,46 +148,106 @@ bool close(double a, double b) {
   return std::fabs(a - b) <= 1e-6 * std::max(1.0, std::fabs(b));
 }
 
-} // namespace
+/// The plan checker: one method per rule family, sharing the indexes built
+/// while checking assignments and chunks.
+class Checker {
+public:
+  Checker(const std::vector<StageBubbles> &stages, const std::vector<Job> &jobs,
+          const Hardware &hw, const Config &config, const Plan &plan)
+      : stages(stages), jobs(jobs), hw(hw), config(config), plan(plan) {
+    for (const StageBubbles &s : stages)
+      stageById.emplace(s.stage, &s);
+  }
 
-std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
-                                 const std::vector<Job> &jobs,
-                                 const Hardware &hw, const Config &config,
-                                 const Plan &plan) {
-  std::vector<Violation> v;
-  size_t dropped = 0;
-  auto add = [&](Violation::On on, int index, std::string s) {
+  std::vector<Violation> run() {
+    checkAssignments();
+    for (size_t i = 0; i < plan.chunks.size(); ++i)
+      checkChunk(i);
+    for (auto &[key, groups] : byBubble)
+      checkBubble(key, groups);
+    checkTailSamples();
+    for (auto &[key, ap] : assignment)
+      checkCursor(key, *ap);
+    checkMetrics();
+    if (dropped)
+      report(format("... and %zu more violations", dropped));
+    return std::move(v);
+  }
+
+private:
+  static constexpr double tol = 1e-6;
+
+  struct Ref {
+    int bubbleIndex;
+    size_t chunk;
+  };
+  /// (job or tail window key, iteration) -> chunks
+  using Groups = std::map<std::pair<int, int>, std::vector<size_t>>;
+
+  void add(Violation::On on, int index, std::string s) {
     if (v.size() < kMaxViolations)
       v.push_back({on, index, std::move(s)});
     else
       ++dropped;
-  };
-  auto report = [&](std::string s) { add(Violation::On::Plan, -1, std::move(s)); };
-  auto onStage = [&](int stage, std::string s) {
+  }
+  void report(std::string s) { add(Violation::On::Plan, -1, std::move(s)); }
+  void onStage(int stage, std::string s) {
     add(Violation::On::Stage, stage, std::move(s));
-  };
-  auto onAssignment = [&](size_t i, std::string s) {
+  }
+  void onAssignment(size_t i, std::string s) {
     add(Violation::On::Assignment, int(i), std::move(s));
-  };
-  auto onChunk = [&](size_t i, std::string s) {
+  }
+  void onChunk(size_t i, std::string s) {
     add(Violation::On::Chunk, int(i), std::move(s));
-  };
-  const double tol = 1e-6;
+  }
 
-  std::map<int, const StageBubbles *> stageById;
-  for (const StageBubbles &s : stages)
-    stageById.emplace(s.stage, &s);
-  auto findBubble = [&](const StageBubbles &s, int id) -> int {
+  static int findBubble(const StageBubbles &s, int id) {
     for (size_t k = 0; k < s.bubbles.size(); ++k)
       if (s.bubbles[k].id == id)
         return int(k);
     return -1;
-  };
+  }
 
-  // Assignments: one per (stage, job), consistent knobs, persistent bytes.
+  void sortRefs(std::vector<Ref> &refs) const {
+    std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
+      const Chunk &cx = plan.chunks[x.chunk], &cy = plan.chunks[y.chunk];
+      return std::make_tuple(cx.iteration, x.bubbleIndex, cx.offsetUs) <
+             std::make_tuple(cy.iteration, y.bubbleIndex, cy.offsetUs);
+    });
+  }
+
+  void checkAssignments();
+  void checkChunk(size_t i);
+  void checkChunkTimeAndMemory(size_t i, const Job &job, const Bubble &bubble);
+  void checkBubble(std::pair<int, int> key, const Groups &groups);
+  void checkBubbleIterations(std::pair<int, int> key, const Groups &groups,
+                             const std::map<int, const Assignment *> &owner,
+                             int64_t horizon);
+  void checkBubbleWindows(std::pair<int, int> key, const Groups &groups);
+  void checkTailSamples();
+  void checkCursor(std::pair<int, int> key, const Assignment &a);
+  void checkMetrics();
+
+  const std::vector<StageBubbles> &stages;
+  const std::vector<Job> &jobs;
+  const Hardware &hw;
+  const Config &config;
+  const Plan &plan;
+
+  std::vector<Violation> v;
+  size_t dropped = 0;
+  std::map<int, const StageBubbles *> stageById;
   std::map<std::pair<int, int>, const Assignment *> assignment;
   std::map<int, int64_t> stagePersistent;
   std::map<const Assignment *, size_t> assignmentIndex;
+  std::map<std::pair<int, int>, std::vector<Ref>> byAssignment, tailsByAssignment;
+  /// (stage, bubble index) -> (job, iteration) -> chunks
+  std::map<std::pair<int, int>, Groups> byBubble;
+  std::map<std::pair<int, int>, int64_t> tailPeriodSamples;
+};
+
+/// Assignments: one per (stage, job), consistent knobs, persistent bytes.
+void Checker::checkAssignments() {
   for (size_t ai = 0; ai < plan.assignments.size(); ++ai) {
     const Assignment &a = plan.assignments[ai];
     assignmentIndex[&a] = ai;
@@ -241,232 +291,246 @@ std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
                          static_cast<long long>(bytes),
                          static_cast<long long>(limit)));
   }
+}
 
-  // Chunks, one by one.
-  struct Ref {
-    int bubbleIndex;
-    size_t chunk;
-  };
-  std::map<std::pair<int, int>, std::vector<Ref>> byAssignment, tailsByAssignment;
-  // (stage, bubble index) -> (job, iteration) -> chunks
-  std::map<std::pair<int, int>, std::map<std::pair<int, int>, std::vector<size_t>>>
-      byBubble;
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const Chunk &c = plan.chunks[i];
-    auto report = [&](std::string s) { onChunk(i, std::move(s)); };
-    auto st = stageById.find(c.stage);
-    if (st == stageById.end()) {
-      report(format("is on stage %d, which has no bubbles", c.stage));
-      continue;
-    }
-    int k = findBubble(*st->second, c.bubbleId);
-    if (k < 0) {
-      report(format("is in bubble %d, which stage %d does not have", c.bubbleId, c.stage));
-      continue;
-    }
-    if (c.job < 0 || c.job >= int(jobs.size())) {
-      report(format("names fill job #%d, which does not exist", c.job));
-      continue;
-    }
-    const Job &job = jobs[c.job];
-    int total = numOps(job);
-    if (c.layerBegin < 0 || c.layerEnd > total || c.layerBegin >= c.layerEnd) {
-      report(format("runs layers %d to %d, but @%s has %d (ops of a batch)", c.layerBegin, c.layerEnd, job.name.c_str(), total));
-      continue;
-    }
-    if (c.batch <= 0 || c.repeat < 1) {
-      report(format("has batch %d and repeat %d; both must be positive", c.batch, c.repeat));
-      continue;
-    }
-    if (c.repeat > 1 && (c.layerBegin != 0 || c.layerEnd != total))
-      report(format("repeats %d times but runs layers %d to %d, not a whole batch", c.repeat, c.layerBegin, c.layerEnd));
-    auto as = assignment.find({c.stage, c.job});
-    if (as == assignment.end()) {
-      report(format("has no pipefill.assignment for @%s on stage %d", job.name.c_str(), c.stage));
-      continue;
-    }
-    const Assignment &a = *as->second;
-    // A tail chunk: a whole batch of a smaller batch size, same placements.
-    bool tail = c.batch < a.batch;
-    if (tail && (c.layerBegin != 0 || c.layerEnd != total))
-      report(format("runs batch %d, below its assignment's %d (a tail "
-                    "chunk), but layers %d to %d are not a whole batch",
-                    c.batch, a.batch, c.layerBegin, c.layerEnd));
-    if ((!tail && a.batch != c.batch) || a.weights != c.weights ||
-        a.acts != c.acts || a.optimizer != c.optimizer ||
-        a.checkpoint != c.checkpoint)
-      report(format("runs batch %d, weights %s, acts %s, unlike its pipefill.assignment (batch %d, weights %s, acts %s)", c.batch, toString(c.weights), toString(c.acts), a.batch, toString(a.weights), toString(a.acts)));
-    if (c.iteration < 0 || c.iteration >= a.prefixIterations + a.periodIterations)
-      report(format("is in iteration %d, outside its assignment's prefix %d + period %d", c.iteration, a.prefixIterations, a.periodIterations));
-    bool needsPcie = c.weights == WeightPlacement::Streamed ||
-                     c.acts == ActPlacement::Host ||
-                     (job.kind == JobKind::Training &&
-                      c.optimizer == OptimizerPlacement::Host);
-    if (needsPcie && !(hw.pcieGBps > 0)) {
-      report("copies over PCIe (weights streamed or activations on the host), but the hardware has no PCIe bandwidth");
-      continue;
-    }
-    Recomputed r = recompute(job, c, hw, config);
-    if (!close(c.predictedUs, r.predictedUs))
-      report(format("says time %.6f us, but its layers, copies and the context "
-                    "switch take %.6f us", c.predictedUs, r.predictedUs));
-    int64_t peak = stagePersistent[c.stage] + r.transientBytes;
-    if (peak != c.peakBytes)
-      report(format("says mem %lld B, but the stage's persistent fill bytes "
-                    "and its working set come to %lld B",
-                    static_cast<long long>(c.peakBytes),
-                    static_cast<long long>(peak)));
-    const Bubble &bubble = st->second->bubbles[k];
-    if (peak > bubble.freeBytes - config.reserveBytes)
-      report(format("needs %lld B, but its bubble has %lld B free",
-                    static_cast<long long>(peak),
-                    static_cast<long long>(bubble.freeBytes -
-                                           config.reserveBytes)));
-    double limit = bubble.durationUs * (1 - config.safetyMargin);
-    double end = c.offsetUs + c.repeat * std::max(c.predictedUs, r.predictedUs);
-    if (c.offsetUs < -tol || end > limit + tol)
-      report(format("runs [%.3f, %.3f) us into its bubble, which allows "
-                    "[0, %.3f) us (duration less the safety margin)",
-                    c.offsetUs, end, limit));
-    // Tail chunks form a window of their own after every job's window.
-    int windowKey = tail ? c.job + int(jobs.size()) : c.job;
-    (tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}].push_back({k, i});
-    byBubble[{c.stage, k}][{windowKey, c.iteration}].push_back(i);
+/// One chunk: where it is, its knobs against its assignment, and (via
+/// checkChunkTimeAndMemory) its time and memory recomputed; indexes it for
+/// the per-bubble and per-assignment checks.
+void Checker::checkChunk(size_t i) {
+  const Chunk &c = plan.chunks[i];
+  auto report = [&](std::string s) { onChunk(i, std::move(s)); };
+  auto st = stageById.find(c.stage);
+  if (st == stageById.end()) {
+    report(format("is on stage %d, which has no bubbles", c.stage));
+    return;
   }
+  int k = findBubble(*st->second, c.bubbleId);
+  if (k < 0) {
+    report(format("is in bubble %d, which stage %d does not have", c.bubbleId, c.stage));
+    return;
+  }
+  if (c.job < 0 || c.job >= int(jobs.size())) {
+    report(format("names fill job #%d, which does not exist", c.job));
+    return;
+  }
+  const Job &job = jobs[c.job];
+  int total = numOps(job);
+  if (c.layerBegin < 0 || c.layerEnd > total || c.layerBegin >= c.layerEnd) {
+    report(format("runs layers %d to %d, but @%s has %d (ops of a batch)", c.layerBegin, c.layerEnd, job.name.c_str(), total));
+    return;
+  }
+  if (c.batch <= 0 || c.repeat < 1) {
+    report(format("has batch %d and repeat %d; both must be positive", c.batch, c.repeat));
+    return;
+  }
+  if (c.repeat > 1 && (c.layerBegin != 0 || c.layerEnd != total))
+    report(format("repeats %d times but runs layers %d to %d, not a whole batch", c.repeat, c.layerBegin, c.layerEnd));
+  auto as = assignment.find({c.stage, c.job});
+  if (as == assignment.end()) {
+    report(format("has no pipefill.assignment for @%s on stage %d", job.name.c_str(), c.stage));
+    return;
+  }
+  const Assignment &a = *as->second;
+  // A tail chunk: a whole batch of a smaller batch size, same placements.
+  bool tail = c.batch < a.batch;
+  if (tail && (c.layerBegin != 0 || c.layerEnd != total))
+    report(format("runs batch %d, below its assignment's %d (a tail "
+                  "chunk), but layers %d to %d are not a whole batch",
+                  c.batch, a.batch, c.layerBegin, c.layerEnd));
+  if ((!tail && a.batch != c.batch) || a.weights != c.weights ||
+      a.acts != c.acts || a.optimizer != c.optimizer ||
+      a.checkpoint != c.checkpoint)
+    report(format("runs batch %d, weights %s, acts %s, unlike its pipefill.assignment (batch %d, weights %s, acts %s)", c.batch, toString(c.weights), toString(c.acts), a.batch, toString(a.weights), toString(a.acts)));
+  if (c.iteration < 0 || c.iteration >= a.prefixIterations + a.periodIterations)
+    report(format("is in iteration %d, outside its assignment's prefix %d + period %d", c.iteration, a.prefixIterations, a.periodIterations));
+  bool needsPcie = c.weights == WeightPlacement::Streamed ||
+                   c.acts == ActPlacement::Host ||
+                   (job.kind == JobKind::Training &&
+                    c.optimizer == OptimizerPlacement::Host);
+  if (needsPcie && !(hw.pcieGBps > 0)) {
+    report("copies over PCIe (weights streamed or activations on the host), but the hardware has no PCIe bandwidth");
+    return;
+  }
+  checkChunkTimeAndMemory(i, job, st->second->bubbles[k]);
+  // Tail chunks form a window of their own after every job's window.
+  int windowKey = tail ? c.job + int(jobs.size()) : c.job;
+  (tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}].push_back({k, i});
+  byBubble[{c.stage, k}][{windowKey, c.iteration}].push_back(i);
+}
 
-  // Per bubble and iteration of the run: the fill ops of every job (and
-  // the tail chunks) that run then do not overlap. Iteration i of the run is
-  // the listed iteration i < prefix ? i : prefix + (i - prefix) % period of
-  // each assignment, so all of them repeat after max prefix + lcm(periods)
-  // iterations; where that is over kMaxHorizon, the stricter check below
-  // (every job's window, over all its iterations, apart from the others').
-  for (auto &[key, groups] : byBubble) {
-    const Bubble &bubble = stageById[key.first]->bubbles[key.second];
-    double limit = bubble.durationUs * (1 - config.safetyMargin);
-    constexpr int64_t kMaxHorizon = 4096;
-    int64_t maxPrefix = 0, lcm = 1;
-    bool bounded = true;
-    std::map<int, const Assignment *> owner; // window key -> assignment
-    for (auto &[jobIter, list] : groups) {
-      int job = jobIter.first % int(jobs.size());
-      const Assignment &a = *assignment[{key.first, job}];
-      owner[jobIter.first] = &a;
-      maxPrefix = std::max<int64_t>(maxPrefix, a.prefixIterations);
-      int64_t p = std::max(1, a.periodIterations);
-      int64_t g = p, h = lcm;
-      while (h) {
-        int64_t t = g % h;
-        g = h;
-        h = t;
-      }
-      lcm = lcm / g * p;
-      if (lcm > kMaxHorizon)
-        bounded = false;
+/// A placed chunk's time and peak memory against the recomputation and its
+/// bubble's limits.
+void Checker::checkChunkTimeAndMemory(size_t i, const Job &job,
+                                      const Bubble &bubble) {
+  const Chunk &c = plan.chunks[i];
+  auto report = [&](std::string s) { onChunk(i, std::move(s)); };
+  Recomputed r = recompute(job, c, hw, config);
+  if (!close(c.predictedUs, r.predictedUs))
+    report(format("says time %.6f us, but its layers, copies and the context "
+                  "switch take %.6f us", c.predictedUs, r.predictedUs));
+  int64_t peak = stagePersistent[c.stage] + r.transientBytes;
+  if (peak != c.peakBytes)
+    report(format("says mem %lld B, but the stage's persistent fill bytes "
+                  "and its working set come to %lld B",
+                  static_cast<long long>(c.peakBytes),
+                  static_cast<long long>(peak)));
+  if (peak > bubble.freeBytes - config.reserveBytes)
+    report(format("needs %lld B, but its bubble has %lld B free",
+                  static_cast<long long>(peak),
+                  static_cast<long long>(bubble.freeBytes -
+                                         config.reserveBytes)));
+  double limit = bubble.durationUs * (1 - config.safetyMargin);
+  double end = c.offsetUs + c.repeat * std::max(c.predictedUs, r.predictedUs);
+  if (c.offsetUs < -tol || end > limit + tol)
+    report(format("runs [%.3f, %.3f) us into its bubble, which allows "
+                  "[0, %.3f) us (duration less the safety margin)",
+                  c.offsetUs, end, limit));
+}
+
+/// Per bubble and iteration of the run: the fill ops of every job (and
+/// the tail chunks) that run then do not overlap. Iteration i of the run is
+/// the listed iteration i < prefix ? i : prefix + (i - prefix) % period of
+/// each assignment, so all of them repeat after max prefix + lcm(periods)
+/// iterations; where that is over kMaxHorizon, the stricter check of
+/// checkBubbleWindows (every job's window, over all its iterations, apart
+/// from the others').
+void Checker::checkBubble(std::pair<int, int> key, const Groups &groups) {
+  constexpr int64_t kMaxHorizon = 4096;
+  int64_t maxPrefix = 0, lcm = 1;
+  bool bounded = true;
+  std::map<int, const Assignment *> owner; // window key -> assignment
+  for (auto &[jobIter, list] : groups) {
+    int job = jobIter.first % int(jobs.size());
+    const Assignment &a = *assignment[{key.first, job}];
+    owner[jobIter.first] = &a;
+    maxPrefix = std::max<int64_t>(maxPrefix, a.prefixIterations);
+    int64_t p = std::max(1, a.periodIterations);
+    int64_t g = p, h = lcm;
+    while (h) {
+      int64_t t = g % h;
+      g = h;
+      h = t;
     }
-    if (bounded && maxPrefix + lcm <= kMaxHorizon) {
-      bool reported = false;
-      for (int64_t t = 0; t < maxPrefix + lcm && !reported; ++t) {
-        std::vector<std::pair<double, size_t>> active;
-        for (auto &[windowKey, a] : owner) {
-          int64_t listed =
-              t < a->prefixIterations
-                  ? t
-                  : a->prefixIterations +
-                        (t - a->prefixIterations) % a->periodIterations;
-          auto it = groups.find({windowKey, int(listed)});
-          if (it == groups.end())
-            continue;
-          for (size_t idx : it->second)
-            active.push_back({plan.chunks[idx].offsetUs, idx});
-        }
-        std::sort(active.begin(), active.end());
-        double prevEnd = -1e300, total = 0;
-        size_t prev = 0;
-        for (auto &[offset, idx] : active) {
-          const Chunk &c = plan.chunks[idx];
-          if (offset < prevEnd - tol) {
-            if (plan.chunks[prev].job == c.job &&
-                (plan.chunks[prev].batch < c.batch) ==
-                    (c.batch < assignment[{key.first, c.job}]->batch))
-              onChunk(idx, format("overlaps the previous fill op of its job in "
-                                  "bubble %d, iteration %lld",
-                                  bubble.id, static_cast<long long>(t)));
-            else
-              onStage(key.first,
-                      format("bubble %d: the fill ops of different jobs "
-                             "overlap in time in iteration %lld",
-                             bubble.id, static_cast<long long>(t)));
-            reported = true;
-          }
-          if (offset + c.repeat * c.predictedUs > prevEnd) {
-            prevEnd = offset + c.repeat * c.predictedUs;
-            prev = idx;
-          }
-          total += c.repeat * c.predictedUs;
-        }
-        if (!reported && total > limit + tol) {
-          onStage(key.first, format("bubble %d: its fill ops take %.3f us in "
-                                    "iteration %lld, more than the %.3f us it "
-                                    "allows",
-                                    bubble.id, total, static_cast<long long>(t),
-                                    limit));
-          reported = true;
-        }
-      }
-      continue;
+    lcm = lcm / g * p;
+    if (lcm > kMaxHorizon)
+      bounded = false;
+  }
+  if (bounded && maxPrefix + lcm <= kMaxHorizon)
+    checkBubbleIterations(key, groups, owner, maxPrefix + lcm);
+  else
+    checkBubbleWindows(key, groups);
+}
+
+/// The exact check: every iteration of the run up to `horizon`.
+void Checker::checkBubbleIterations(
+    std::pair<int, int> key, const Groups &groups,
+    const std::map<int, const Assignment *> &owner, int64_t horizon) {
+  const Bubble &bubble = stageById[key.first]->bubbles[key.second];
+  double limit = bubble.durationUs * (1 - config.safetyMargin);
+  bool reported = false;
+  for (int64_t t = 0; t < horizon && !reported; ++t) {
+    std::vector<std::pair<double, size_t>> active;
+    for (auto &[windowKey, a] : owner) {
+      int64_t listed =
+          t < a->prefixIterations
+              ? t
+              : a->prefixIterations +
+                    (t - a->prefixIterations) % a->periodIterations;
+      auto it = groups.find({windowKey, int(listed)});
+      if (it == groups.end())
+        continue;
+      for (size_t idx : it->second)
+        active.push_back({plan.chunks[idx].offsetUs, idx});
     }
-    std::map<int, std::pair<double, double>> span; // job -> [start, end)
-    std::map<int, double> maxTotal;                 // job -> max sum of time
-    for (auto &[jobIter, list] : groups) {
-      std::vector<size_t> sorted = list;
-      std::sort(sorted.begin(), sorted.end(), [&](size_t x, size_t y) {
-        return plan.chunks[x].offsetUs < plan.chunks[y].offsetUs;
-      });
-      double sum = 0, prevEnd = -1e300;
-      for (size_t idx : sorted) {
-        const Chunk &c = plan.chunks[idx];
-        if (c.offsetUs < prevEnd - tol)
+    std::sort(active.begin(), active.end());
+    double prevEnd = -1e300, total = 0;
+    size_t prev = 0;
+    for (auto &[offset, idx] : active) {
+      const Chunk &c = plan.chunks[idx];
+      if (offset < prevEnd - tol) {
+        if (plan.chunks[prev].job == c.job &&
+            (plan.chunks[prev].batch < c.batch) ==
+                (c.batch < assignment[{key.first, c.job}]->batch))
           onChunk(idx, format("overlaps the previous fill op of its job in "
-                              "bubble %d, iteration %d",
-                              bubble.id, jobIter.second));
-        prevEnd = c.offsetUs + c.repeat * c.predictedUs;
-        sum += c.repeat * c.predictedUs;
-        auto it = span.find(jobIter.first);
-        if (it == span.end())
-          span[jobIter.first] = {c.offsetUs, prevEnd};
+                              "bubble %d, iteration %lld",
+                              bubble.id, static_cast<long long>(t)));
         else
-          it->second = {std::min(it->second.first, c.offsetUs),
-                        std::max(it->second.second, prevEnd)};
+          onStage(key.first,
+                  format("bubble %d: the fill ops of different jobs "
+                         "overlap in time in iteration %lld",
+                         bubble.id, static_cast<long long>(t)));
+        reported = true;
       }
-      maxTotal[jobIter.first] = std::max(maxTotal[jobIter.first], sum);
+      if (offset + c.repeat * c.predictedUs > prevEnd) {
+        prevEnd = offset + c.repeat * c.predictedUs;
+        prev = idx;
+      }
+      total += c.repeat * c.predictedUs;
     }
-    std::vector<std::pair<double, double>> spans;
-    double total = 0;
-    for (auto &[job, s] : span)
-      spans.push_back(s);
-    for (auto &[job, t] : maxTotal)
-      total += t;
-    std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i)
-      if (spans[i].first < spans[i - 1].second - tol)
-        onStage(key.first, format("bubble %d: the fill ops of different jobs "
-                                  "overlap in time", bubble.id));
-    if (total > limit + tol)
-      onStage(key.first, format("bubble %d: its fill ops take %.3f us, more "
-                                "than the %.3f us it allows",
-                                bubble.id, total, limit));
+    if (!reported && total > limit + tol) {
+      onStage(key.first, format("bubble %d: its fill ops take %.3f us in "
+                                "iteration %lld, more than the %.3f us it "
+                                "allows",
+                                bubble.id, total, static_cast<long long>(t),
+                                limit));
+      reported = true;
+    }
   }
+}
 
-  // Tail chunks: samples numbered continuously along their own stream; the
-  // period's tail samples count towards samplesPerIteration.
-  std::map<std::pair<int, int>, int64_t> tailPeriodSamples;
+/// The stricter check past the horizon: each job's window over all its
+/// iterations, apart from the other jobs' windows.
+void Checker::checkBubbleWindows(std::pair<int, int> key, const Groups &groups) {
+  const Bubble &bubble = stageById[key.first]->bubbles[key.second];
+  double limit = bubble.durationUs * (1 - config.safetyMargin);
+  std::map<int, std::pair<double, double>> span; // job -> [start, end)
+  std::map<int, double> maxTotal;                 // job -> max sum of time
+  for (auto &[jobIter, list] : groups) {
+    std::vector<size_t> sorted = list;
+    std::sort(sorted.begin(), sorted.end(), [&](size_t x, size_t y) {
+      return plan.chunks[x].offsetUs < plan.chunks[y].offsetUs;
+    });
+    double sum = 0, prevEnd = -1e300;
+    for (size_t idx : sorted) {
+      const Chunk &c = plan.chunks[idx];
+      if (c.offsetUs < prevEnd - tol)
+        onChunk(idx, format("overlaps the previous fill op of its job in "
+                            "bubble %d, iteration %d",
+                            bubble.id, jobIter.second));
+      prevEnd = c.offsetUs + c.repeat * c.predictedUs;
+      sum += c.repeat * c.predictedUs;
+      auto it = span.find(jobIter.first);
+      if (it == span.end())
+        span[jobIter.first] = {c.offsetUs, prevEnd};
+      else
+        it->second = {std::min(it->second.first, c.offsetUs),
+                      std::max(it->second.second, prevEnd)};
+    }
+    maxTotal[jobIter.first] = std::max(maxTotal[jobIter.first], sum);
+  }
+  std::vector<std::pair<double, double>> spans;
+  double total = 0;
+  for (auto &[job, s] : span)
+    spans.push_back(s);
+  for (auto &[job, t] : maxTotal)
+    total += t;
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].first < spans[i - 1].second - tol)
+      onStage(key.first, format("bubble %d: the fill ops of different jobs "
+                                "overlap in time", bubble.id));
+  if (total > limit + tol)
+    onStage(key.first, format("bubble %d: its fill ops take %.3f us, more "
+                              "than the %.3f us it allows",
+                              bubble.id, total, limit));
+}
+
+/// Tail chunks: samples numbered continuously along their own stream; the
+/// period's tail samples count towards samplesPerIteration.
+void Checker::checkTailSamples() {
   for (auto &[key, refs] : tailsByAssignment) {
     const Assignment &a = *assignment[key];
-    std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
-      const Chunk &cx = plan.chunks[x.chunk], &cy = plan.chunks[y.chunk];
-      return std::make_tuple(cx.iteration, x.bubbleIndex, cx.offsetUs) <
-             std::make_tuple(cy.iteration, y.bubbleIndex, cy.offsetUs);
-    });
+    sortRefs(refs);
     int64_t next = 0;
     for (const Ref &ref : refs) {
       const Chunk &c = plan.chunks[ref.chunk];
@@ -483,79 +547,73 @@ std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
         tailPeriodSamples[key] += int64_t(c.repeat) * c.batch;
     }
   }
+}
 
-  // Cursor and sample bookkeeping per assignment, including the period loop.
-  for (auto &[key, ap] : assignment) {
-    if (!byAssignment.count(key) && !tailPeriodSamples.count(key))
-      continue;
-    std::vector<Ref> &refs = byAssignment[key];
-    const Assignment &a = *ap;
-    const Job &job = jobs[a.job];
-    int total = numOps(job);
-    std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
-      const Chunk &cx = plan.chunks[x.chunk], &cy = plan.chunks[y.chunk];
-      return std::make_tuple(cx.iteration, x.bubbleIndex, cx.offsetUs) <
-             std::make_tuple(cy.iteration, y.bubbleIndex, cy.offsetUs);
-    });
-    int cursor = 0;
-    int64_t batchIndex = 0;
-    int periodStartCursor = 0;
-    int64_t periodStartBatch = -1;
-    bool ok = true;
-    for (const Ref &ref : refs) {
-      const Chunk &c = plan.chunks[ref.chunk];
-      if (periodStartBatch < 0 && c.iteration >= a.prefixIterations) {
-        periodStartCursor = cursor;
-        periodStartBatch = batchIndex;
-      }
-      if (c.layerBegin != cursor || c.sampleBegin != batchIndex * c.batch) {
-        onChunk(ref.chunk, format("starts at layer %d sample %lld, but the "
-                                  "previous fill ops of @%s leave it at layer "
-                                  "%d sample %lld",
-                                  c.layerBegin,
-                                  static_cast<long long>(c.sampleBegin),
-                                  jobs[a.job].name.c_str(), cursor,
-                                  static_cast<long long>(batchIndex * c.batch)));
-        ok = false;
-        break;
-      }
-      if (c.repeat > 1) {
-        batchIndex += c.repeat;
-      } else {
-        cursor = c.layerEnd;
-        if (cursor == total) {
-          cursor = 0;
-          ++batchIndex;
-        }
-      }
-    }
-    if (!ok)
-      continue;
-    if (periodStartBatch < 0) { // no chunk in the period
+/// Cursor and sample bookkeeping of one assignment, including the period
+/// loop.
+void Checker::checkCursor(std::pair<int, int> key, const Assignment &a) {
+  if (!byAssignment.count(key) && !tailPeriodSamples.count(key))
+    return;
+  std::vector<Ref> &refs = byAssignment[key];
+  const Job &job = jobs[a.job];
+  int total = numOps(job);
+  sortRefs(refs);
+  int cursor = 0;
+  int64_t batchIndex = 0;
+  int periodStartCursor = 0;
+  int64_t periodStartBatch = -1;
+  for (const Ref &ref : refs) {
+    const Chunk &c = plan.chunks[ref.chunk];
+    if (periodStartBatch < 0 && c.iteration >= a.prefixIterations) {
       periodStartCursor = cursor;
       periodStartBatch = batchIndex;
     }
-    if (cursor != periodStartCursor)
-      onAssignment(assignmentIndex[&a],
-                   format("has fill ops that do not close the period (layer %d "
-                          "at its start, layer %d at its end)",
-                          periodStartCursor, cursor));
-    int64_t batches = batchIndex - periodStartBatch;
-    if (batches != a.batchesPerPeriod)
-      onAssignment(assignmentIndex[&a],
-                   format("says batches %lld per period, but its fill ops "
-                          "complete %lld",
-                          static_cast<long long>(a.batchesPerPeriod),
-                          static_cast<long long>(batches)));
-    double samples =
-        double(batches * a.batch + tailPeriodSamples[key]) / a.periodIterations;
-    if (!close(a.samplesPerIteration, samples))
-      onAssignment(assignmentIndex[&a],
-                   format("says samples %g per iteration, but its fill ops do %g",
-                          a.samplesPerIteration, samples));
+    if (c.layerBegin != cursor || c.sampleBegin != batchIndex * c.batch) {
+      onChunk(ref.chunk, format("starts at layer %d sample %lld, but the "
+                                "previous fill ops of @%s leave it at layer "
+                                "%d sample %lld",
+                                c.layerBegin,
+                                static_cast<long long>(c.sampleBegin),
+                                jobs[a.job].name.c_str(), cursor,
+                                static_cast<long long>(batchIndex * c.batch)));
+      return;
+    }
+    if (c.repeat > 1) {
+      batchIndex += c.repeat;
+    } else {
+      cursor = c.layerEnd;
+      if (cursor == total) {
+        cursor = 0;
+        ++batchIndex;
+      }
+    }
   }
+  if (periodStartBatch < 0) { // no chunk in the period
+    periodStartCursor = cursor;
+    periodStartBatch = batchIndex;
+  }
+  if (cursor != periodStartCursor)
+    onAssignment(assignmentIndex[&a],
+                 format("has fill ops that do not close the period (layer %d "
+                        "at its start, layer %d at its end)",
+                        periodStartCursor, cursor));
+  int64_t batches = batchIndex - periodStartBatch;
+  if (batches != a.batchesPerPeriod)
+    onAssignment(assignmentIndex[&a],
+                 format("says batches %lld per period, but its fill ops "
+                        "complete %lld",
+                        static_cast<long long>(a.batchesPerPeriod),
+                        static_cast<long long>(batches)));
+  double samples =
+      double(batches * a.batch + tailPeriodSamples[key]) / a.periodIterations;
+  if (!close(a.samplesPerIteration, samples))
+    onAssignment(assignmentIndex[&a],
+                 format("says samples %g per iteration, but its fill ops do %g",
+                        a.samplesPerIteration, samples));
+}
 
-  // Plan metrics.
+/// Plan metrics: bubble time, filled time and fraction.
+void Checker::checkMetrics() {
   double bubbleUs = 0;
   for (const StageBubbles &s : stages)
     for (const Bubble &b : s.bubbles)
@@ -574,9 +632,15 @@ std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
                   plan.filledUs, filled));
   if (plan.filledFraction > 1 + tol || plan.filledUs > plan.bubbleUs + tol)
     report(format("the plan's filled fraction %g exceeds 1", plan.filledFraction));
-  if (dropped)
-    report(format("... and %zu more violations", dropped));
-  return v;
+}
+
+} // namespace
+
+std::vector<Violation> checkPlan(const std::vector<StageBubbles> &stages,
+                                 const std::vector<Job> &jobs,
+                                 const Hardware &hw, const Config &config,
+                                 const Plan &plan) {
+  return Checker(stages, jobs, hw, config, plan).run();
 }
 
 std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
