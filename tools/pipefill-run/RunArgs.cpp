@@ -1,0 +1,315 @@
+//===- RunArgs.cpp - pipefill-run's command line ---------------------------===//
+//
+// The usage text, the option parser (one function per group of options) and
+// the checks of option combinations.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/pipefill-run/RunArgs.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+
+namespace pipefill::run {
+namespace {
+
+/// Not an option of the group asked (parse*Option below).
+constexpr int kNotMine = -2;
+
+bool parseUnsigned(const std::string &s, unsigned long long max, unsigned long long &out) {
+  if (s.empty() || s[0] == '-' || s[0] == '+')
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno || *end || v > max)
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseDouble(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno || *end)
+    return false;
+  out = v;
+  return true;
+}
+
+/// One argument of the command line: its name, an inline value (--x=v) and
+/// the arguments after it.
+class ArgCursor {
+public:
+  ArgCursor(int argc, char **argv, int &i) : argc(argc), argv(argv), i(i) {
+    arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        arg = arg.substr(0, eq);
+        hasInlineValue = true;
+      }
+    }
+  }
+
+  const std::string &name() const { return arg; }
+  bool noValue() const { return !hasInlineValue; }
+
+  /// The option's value (inline or the next argument); false if none.
+  bool next(std::string &v) {
+    if (hasInlineValue) {
+      v = value;
+      return true;
+    }
+    if (i + 1 >= argc)
+      return false;
+    v = argv[++i];
+    return true;
+  }
+  /// The value as an integer in [0, max] (v: the text, for messages).
+  bool nextUnsigned(unsigned long long max, std::string &v, unsigned long long &n) {
+    return next(v) && parseUnsigned(v, max, n);
+  }
+  /// The value as a number > 0.
+  bool nextPositive(std::string &v, double &x) {
+    return next(v) && parseDouble(v, x) && x > 0;
+  }
+  /// The value as one of `choices`.
+  bool nextChoice(std::string &v, std::initializer_list<const char *> choices) {
+    if (!next(v))
+      return false;
+    for (const char *c : choices)
+      if (v == c)
+        return true;
+    return false;
+  }
+
+private:
+  int argc;
+  char **argv;
+  int &i;
+  std::string arg, value;
+  bool hasInlineValue = false;
+};
+
+/// How the program runs: backend, iterations, time model, fill policy,
+/// placement and rank mode. kContinue, kNotMine or the exit code.
+int parseRunOption(ArgCursor &c, pfrt_options &options) {
+  const std::string &arg = c.name();
+  std::string v;
+  unsigned long long n = 0;
+  double x = 0;
+  if (arg == "--backend") {
+    if (!c.next(v))
+      return usageError("--backend expects host, cuda or auto");
+    if (v == "host")
+      options.backend = PFRT_BACKEND_HOST;
+    else if (v == "cuda")
+      options.backend = PFRT_BACKEND_CUDA;
+    else if (v == "auto")
+      options.backend = PFRT_BACKEND_AUTO;
+    else
+      return usageError("unknown backend '" + v + "' (expected host, cuda or auto)");
+  } else if (arg == "--iterations") {
+    if (!c.nextUnsigned(100000000ull, v, n) || n == 0)
+      return usageError("--iterations expects a positive integer, got '" + v + "'");
+    options.iterations = static_cast<uint32_t>(n);
+  } else if (arg == "--time-scale") {
+    if (!c.nextPositive(v, x))
+      return usageError("--time-scale expects a number > 0, got '" + v + "'");
+    options.time_scale = x;
+  } else if (arg == "--stage") {
+    if (!c.nextUnsigned(1u << 30, v, n))
+      return usageError("--stage expects a device index, got '" + v + "'");
+    options.stage = static_cast<int32_t>(n);
+  } else if (arg == "--max-dim") {
+    if (!c.nextUnsigned(1u << 20, v, n))
+      return usageError("--max-dim expects a non-negative integer, got '" + v + "'");
+    options.max_dim = static_cast<uint32_t>(n);
+  } else if (arg == "--time-model") {
+    if (!c.nextChoice(v, {"measured", "modelled"}))
+      return usageError("--time-model expects measured or modelled, got '" + v + "'");
+    options.time_model = v == "measured" ? PFRT_TIME_MEASURED : PFRT_TIME_MODELLED;
+  } else if (arg == "--fill-policy") {
+    if (!c.nextChoice(v, {"bounded", "unbounded"}))
+      return usageError("--fill-policy expects bounded or unbounded, got '" + v + "'");
+    options.fill_policy = v == "bounded" ? PFRT_FILL_BOUNDED : PFRT_FILL_UNBOUNDED;
+  } else if (arg == "--fill-priority") {
+    if (!c.nextChoice(v, {"idle", "normal"}))
+      return usageError("--fill-priority expects idle or normal, got '" + v + "'");
+    options.fill_idle_priority = v == "idle";
+  } else if (arg == "--cpu" || arg == "--device") {
+    if (!c.nextUnsigned(1u << 16, v, n))
+      return usageError(arg + " expects a non-negative integer, got '" + v + "'");
+    (arg == "--cpu" ? options.cpu : options.gpu) = static_cast<int32_t>(n);
+  } else if (arg == "--rank" || arg == "--world") {
+    if (!c.nextUnsigned(1u << 20, v, n) || (arg == "--world" && n == 0))
+      return usageError(arg + (arg == "--rank" ? " expects a rank (0, 1, ...), got '"
+                                               : " expects a number of ranks >= 1, got '") +
+                        v + "'");
+    (arg == "--rank" ? options.rank : options.world) = static_cast<int32_t>(n);
+  } else if (arg == "--peer-timeout") {
+    if (!c.nextPositive(v, x))
+      return usageError("--peer-timeout expects seconds > 0, got '" + v + "'");
+    options.peer_timeout_s = x;
+  } else if (arg == "--verbose") {
+    options.verbose = 1;
+  } else {
+    return kNotMine;
+  }
+  return kContinue;
+}
+
+/// What the run writes and which mode it is in: report, profile, checkpoint,
+/// comparison, merge, progress. kContinue, kNotMine or the exit code.
+int parseOutputOption(ArgCursor &c, RunArgs &a) {
+  const std::string &arg = c.name();
+  pfrt_options &options = a.options;
+  if (arg == "--report") {
+    if (!c.next(a.reportPath) || a.reportPath.empty())
+      return usageError("--report expects a file name");
+  } else if (arg == "--profile-out") {
+    if (!c.next(a.profilePath) || a.profilePath.empty())
+      return usageError("--profile-out expects a file name");
+    options.profile = 1;
+    options.enable_fill = 0;
+  } else if (arg == "--profile-with-fill") {
+    a.profileWithFill = true;
+  } else if (arg == "--no-fill") {
+    if (!c.noValue())
+      return usageError("--no-fill takes no value");
+    options.enable_fill = 0;
+  } else if (arg == "--checkpoint") {
+    if (!c.next(a.checkpointPath) || a.checkpointPath.empty())
+      return usageError("--checkpoint expects a file name");
+  } else if (arg == "--on-bad-checkpoint") {
+    std::string v;
+    if (!c.next(v))
+      return usageError("--on-bad-checkpoint expects fail, previous or restart");
+    if (v == "fail")
+      options.checkpoint_recovery = PFRT_CHECKPOINT_FAIL;
+    else if (v == "previous")
+      options.checkpoint_recovery = PFRT_CHECKPOINT_PREVIOUS;
+    else if (v == "restart")
+      options.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
+    else
+      return usageError("--on-bad-checkpoint expects fail, previous or restart, got '" + v + "'");
+  } else if (arg == "--compare") {
+    std::string v;
+    if (!c.nextUnsigned(1000, v, a.compare) || a.compare == 0)
+      return usageError("--compare expects a number of ABBA blocks (1-1000), got '" + v + "'");
+  } else if (arg == "--compare-json") {
+    if (!c.next(a.compareJson) || a.compareJson.empty())
+      return usageError("--compare-json expects a file name");
+  } else if (arg == "--merge") {
+    if (!c.noValue())
+      return usageError("--merge takes the parts as arguments: --merge a.json b.json");
+    a.merge = true;
+  } else if (arg == "--quiet") {
+    a.quiet = true;
+  } else if (arg == "--progress") {
+    if (!c.noValue())
+      return usageError("--progress takes no value");
+    a.progress = true;
+  } else {
+    return kNotMine;
+  }
+  return kContinue;
+}
+
+// Rank mode from the launcher's environment when neither --rank nor --world was given: a world
+// of one is a plain single-process run.
+void rankFromLauncher(pfrt_options &options) {
+  if (options.rank >= 0 || options.world > 0)
+    return;
+  const char *pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"}};
+  for (auto &p : pairs) {
+    const char *r = std::getenv(p[0]), *w = std::getenv(p[1]);
+    unsigned long long rank = 0, world = 0;
+    if (r && w && parseUnsigned(r, 1u << 30, rank) && parseUnsigned(w, 1u << 30, world)) {
+      if (world > 1) {
+        options.rank = static_cast<int32_t>(rank);
+        options.world = static_cast<int32_t>(world);
+      }
+      return;
+    }
+  }
+}
+
+} // namespace
+
+int usageError(const std::string &message) {
+  std::fprintf(stderr, "pipefill-run: error: %s\n%s", message.c_str(),
+               "run 'pipefill-run --help' for usage\n");
+  return 2;
+}
+
+int parseRunArgs(int argc, char **argv, RunArgs &args) {
+  for (int i = 1; i < argc; ++i) {
+    ArgCursor c(argc, argv, i);
+    const std::string &arg = c.name();
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    }
+    int rc = parseRunOption(c, args.options);
+    if (rc == kNotMine)
+      rc = parseOutputOption(c, args);
+    if (rc == kNotMine) {
+      if (arg.rfind("-", 0) == 0 && arg != "-")
+        return usageError("unknown option '" + arg + "'");
+      args.positional.push_back(arg);
+      rc = kContinue;
+    }
+    if (rc != kContinue)
+      return rc;
+  }
+  return kContinue;
+}
+
+int finishRunArgs(RunArgs &args) {
+  const std::vector<std::string> &positional = args.positional;
+  pfrt_options &options = args.options;
+  if (positional.size() > 1)
+    return usageError("more than one program given ('" + positional[0] + "' and '" +
+                      positional[1] + "')");
+  if (!positional.empty())
+    args.programPath = positional[0];
+  if (args.programPath.empty())
+    return usageError("no PROGRAM given");
+  rankFromLauncher(options);
+  if (args.rankMode() && args.compare)
+    return usageError("--compare runs in one process; it does not take --rank/--world or mpirun");
+  if (args.profileWithFill) {
+    if (args.profilePath.empty())
+      return usageError("--profile-with-fill needs --profile-out FILE");
+    options.profile = 0;
+    options.enable_fill = 1;
+  }
+  if (args.compare && (!args.reportPath.empty() || !args.profilePath.empty() ||
+                       !args.checkpointPath.empty() || !options.enable_fill))
+    return usageError("--compare runs the program many times with and without fill; it does not "
+                      "take --report, --profile-out, --checkpoint or --no-fill");
+  if (!args.compareJson.empty() && !args.compare)
+    return usageError("--compare-json needs --compare N");
+  if (!args.checkpointPath.empty())
+    options.checkpoint_path = args.checkpointPath.c_str();
+  return kContinue;
+}
+
+std::string rankPartPath(const std::string &path, int rank) {
+  const std::string suffix = ".rank" + std::to_string(rank);
+  const std::string ext = ".json";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + suffix + ext;
+  return path + suffix;
+}
+
+} // namespace pipefill::run

@@ -1,0 +1,78 @@
+//===- RunArgs.h - pipefill-run's command line and outputs -------*- C++ -*-===//
+//
+// Private to tools/pipefill-run: RunArgs.cpp parses and checks the command
+// line, RunOutputs.cpp writes the report, profile, rank parts and comparison;
+// RunUsage.cpp holds the --help text; PipefillRun.cpp is the driver.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_TOOLS_PIPEFILL_RUN_RUNARGS_H
+#define PIPEFILL_TOOLS_PIPEFILL_RUN_RUNARGS_H
+
+#include "runtime/pfrt.h"
+
+#include <string>
+#include <vector>
+
+namespace pipefill::run {
+
+/// What the command line asks for.
+struct RunArgs {
+  std::string programPath, reportPath, profilePath, checkpointPath, compareJson;
+  pfrt_options options;
+  bool quiet = false;
+  bool profileWithFill = false;
+  bool progress = false;
+  bool merge = false;
+  unsigned long long compare = 0; // ABBA blocks; 0: no comparison
+  std::vector<std::string> positional;
+
+  RunArgs() { pfrt_options_init(&options); }
+  RunArgs(const RunArgs &) = delete; // options.checkpoint_path points into it
+  RunArgs &operator=(const RunArgs &) = delete;
+
+  bool rankMode() const { return options.rank >= 0 || options.world > 0; }
+};
+
+/// The --help text (RunUsage.cpp).
+extern const char *const kRunUsage;
+
+/// "Keep going" from the functions below that otherwise return an exit code.
+constexpr int kContinue = -1;
+
+/// Prints the usage error and returns 2.
+int usageError(const std::string &message);
+
+/// Reads the options into `args`: kContinue, or the exit code (0 after
+/// --help, 2 after a usage error, printed).
+int parseRunArgs(int argc, char **argv, RunArgs &args);
+
+/// The checks of a run (not --merge) after parsing: one program, option
+/// combinations, rank mode from the launcher. kContinue or the exit code.
+int finishRunArgs(RunArgs &args);
+
+/// Rank mode: where rank `rank` writes its part of --report FILE (FILE with
+/// .rankR before a .json extension, else FILE.rankR).
+std::string rankPartPath(const std::string &path, int rank);
+
+/// The output files of a run, checked before it so that a long run's
+/// measurements are never lost to a path that cannot be written; 1 (printed)
+/// or kContinue.
+int checkOutputsWritable(const RunArgs &args);
+
+/// --merge: rank parts into one report. The exit code.
+int runMerge(const RunArgs &args);
+
+/// --compare: main-only vs main+fill; prints (and writes --compare-json).
+int runCompare(pfrt_program *program, const RunArgs &args);
+
+/// Writes --report and --profile-out and prints the summary (unless --quiet);
+/// 1 if a write failed.
+int writeOutputs(pfrt_report *report, const RunArgs &args);
+
+/// Rank mode: every rank writes its part next to --report; rank 0 writes the
+/// merged report and the profile and prints the summary. The exit code.
+int writeRankOutputs(pfrt_report *report, const RunArgs &args);
+
+} // namespace pipefill::run
+
+#endif // PIPEFILL_TOOLS_PIPEFILL_RUN_RUNARGS_H

@@ -1,0 +1,166 @@
+//===- RunOutputs.cpp - What pipefill-run writes ---------------------------===//
+//
+// The report, profile and summary of a run, the rank parts of a rank-mode
+// run, --merge and the --compare output; output paths are checked before a
+// run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/pipefill-run/RunArgs.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pipefill::run {
+namespace {
+
+// True when `path` can be opened for writing; a file created by the check is removed again.
+bool writable(const std::string &path) {
+  struct stat st;
+  bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed && S_ISDIR(st.st_mode)) {
+    errno = EISDIR;
+    return false;
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0)
+    return false;
+  ::close(fd);
+  if (!existed)
+    ::unlink(path.c_str());
+  return true;
+}
+
+// False (printed, with `when` after the reason) if `path` is set and cannot be written.
+bool checkWritable(const std::string &path, const char *when) {
+  if (path.empty() || writable(path))
+    return true;
+  std::fprintf(stderr, "pipefill-run: error: %s: cannot be written: %s%s\n", path.c_str(),
+               std::strerror(errno), when);
+  return false;
+}
+
+// Writes --report and --profile-out; 1 if a write failed (printed), else 0.
+int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
+  int rc = 0;
+  if (!args.reportPath.empty() &&
+      pfrt_report_write_json(report, args.reportPath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  if (!args.profilePath.empty() &&
+      pfrt_report_write_profile(report, args.profilePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
+  return rc;
+}
+
+} // namespace
+
+int checkOutputsWritable(const RunArgs &args) {
+  const char *when = " (checked before the run)";
+  for (const std::string *out : {&args.reportPath, &args.profilePath})
+    if (!checkWritable(*out, when))
+      return 1;
+  if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty() &&
+      !checkWritable(rankPartPath(args.reportPath, args.options.rank), when))
+    return 1;
+  return kContinue;
+}
+
+int writeOutputs(pfrt_report *report, const RunArgs &args) {
+  int rc = writeReportAndProfile(report, args);
+  if (!args.quiet)
+    std::fputs(pfrt_report_summary(report), stdout);
+  return rc;
+}
+
+int runMerge(const RunArgs &args) {
+  if (args.options.rank >= 0 || args.options.world > 0 || args.compare)
+    return usageError("--merge does not run anything: no --rank, --world or --compare");
+  // The parts are JSON; a first argument that is not is the program they ran.
+  std::vector<std::string> parts = args.positional;
+  std::string programPath;
+  if (!parts.empty() && parts[0].size() > 5 &&
+      parts[0].compare(parts[0].size() - 5, 5, ".json") != 0) {
+    programPath = parts[0];
+    parts.erase(parts.begin());
+  }
+  if (parts.empty())
+    return usageError("--merge expects the rank parts to merge (run.rank0.json ...)");
+  for (const std::string *out : {&args.reportPath, &args.profilePath})
+    if (!checkWritable(*out, ""))
+      return 1;
+  pfrt_program *program = nullptr;
+  if (!programPath.empty() && pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    return 1;
+  }
+  std::vector<const char *> paths;
+  for (const std::string &p : parts)
+    paths.push_back(p.c_str());
+  pfrt_report *report = nullptr;
+  pfrt_status status =
+      pfrt_report_merge(program, paths.data(), static_cast<uint32_t>(paths.size()), &report);
+  pfrt_program_destroy(program);
+  if (status != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: --merge: %s\n", pfrt_last_error());
+    return 1;
+  }
+  int rc = writeOutputs(report, args);
+  pfrt_report_destroy(report);
+  return rc;
+}
+
+int writeRankOutputs(pfrt_report *report, const RunArgs &args) {
+  int32_t rank = -1, world = 0;
+  pfrt_report_get_rank(report, &rank, &world);
+  int rc = 0;
+  if (!args.reportPath.empty()) {
+    const std::string part = rankPartPath(args.reportPath, rank);
+    FILE *f = std::fopen(part.c_str(), "w");
+    bool ok = f && std::fputs(pfrt_report_rank_json(report), f) >= 0;
+    if (f && std::fclose(f) != 0)
+      ok = false;
+    if (!ok) {
+      std::fprintf(stderr, "pipefill-run: error: rank %d: cannot write %s\n", rank, part.c_str());
+      rc = 1;
+    }
+  }
+  if (rank != 0)
+    return rc;
+  if (writeReportAndProfile(report, args))
+    rc = 1;
+  if (!args.quiet)
+    std::printf("ranks: %d processes (one per device), merged on rank 0\n%s", world,
+                pfrt_report_summary(report));
+  return rc;
+}
+
+int runCompare(pfrt_program *program, const RunArgs &args) {
+  pfrt_compare_result result;
+  if (pfrt_compare(program, &args.options, static_cast<uint32_t>(args.compare), &result) !=
+      PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s: %s\n", args.programPath.c_str(),
+                 pfrt_last_error());
+    return 1;
+  }
+  std::fputs(pfrt_compare_format(&result, 0), stdout);
+  if (args.compareJson.empty())
+    return 0;
+  int rc = 1;
+  if (FILE *f = std::fopen(args.compareJson.c_str(), "w")) {
+    std::fputs(pfrt_compare_format(&result, 1), f);
+    rc = std::fclose(f) == 0 ? 0 : 1;
+  }
+  if (rc)
+    std::fprintf(stderr, "pipefill-run: error: cannot write %s\n", args.compareJson.c_str());
+  return rc;
+}
+
+} // namespace pipefill::run
