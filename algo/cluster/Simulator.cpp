@@ -161,11 +161,9 @@ struct Completion {
   }
 };
 
-} // namespace
-
-bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
-                   const SimOptions &opts, PolicyResult &out,
-                   std::string &error) {
+/// Checks the model and options of a queue simulation; false with `error`.
+bool checkQueueInputs(const ClusterModel &cm, const SimOptions &opts,
+                      std::string &error) {
   if (!cm.validate(error))
     return false;
   const int g = opts.gpusPerJob;
@@ -177,7 +175,6 @@ bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
     error = "the efficiency tolerance must be in [0, 1)";
     return false;
   }
-  const int C = int(cm.classes.size()), M = int(cm.models.size());
   int largest = 0;
   for (const GpuClass &c : cm.classes)
     largest = std::max(largest, c.gpus);
@@ -186,23 +183,13 @@ bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
             " GPUs but the largest GPU class has " + std::to_string(largest);
     return false;
   }
-  out = PolicyResult();
-  out.policy = opts.policy;
-  out.gpusPerJob = g;
-  out.jobs.resize(trace.size());
-  out.jobsPerClass.assign(C, 0);
-  out.usefulPerClass.assign(C, 0);
+  return true;
+}
 
-  // Runnable classes per model.
-  std::vector<char> runs(size_t(C) * M, 0);
-  std::vector<char> anywhere(M, 0);
-  for (int c = 0; c < C; ++c)
-    for (int m = 0; m < M; ++m)
-      if (cm.samplesPerS[c][m] > 0 && cm.classes[c].gpus >= g) {
-        runs[size_t(c) * M + m] = 1;
-        anywhere[m] = 1;
-      }
-
+/// One outcome per trace job (model, arrival, useful GPU-seconds), the trace
+/// checked on the way; false with `error`.
+bool readTrace(const ClusterModel &cm, const std::vector<TraceJob> &trace,
+               PolicyResult &out, std::string &error) {
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceJob &t = trace[i];
     JobOutcome &o = out.jobs[i];
@@ -226,37 +213,79 @@ bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
     }
     o.usefulGpuS = double(t.samples) * cm.usefulSPerSample[o.model];
   }
+  return true;
+}
 
-  std::vector<int> freeGpus(C);
-  for (int c = 0; c < C; ++c)
-    freeGpus[c] = cm.classes[c].gpus;
-  std::vector<std::priority_queue<QueueKey, std::vector<QueueKey>, LaterKey>>
-      queues(M);
-  std::priority_queue<Completion, std::vector<Completion>,
-                      std::greater<Completion>>
-      running;
+/// The event loop of the queue: per-model queues, free GPUs per class, the
+/// running gangs, and the policy's choice of (model, class) to start next.
+class QueueSim {
+public:
+  QueueSim(const ClusterModel &cm, const std::vector<TraceJob> &trace,
+           const SimOptions &opts, PolicyResult &out)
+      : cm(cm), trace(trace), opts(opts), out(out), g(opts.gpusPerJob),
+        C(int(cm.classes.size())), M(int(cm.models.size())),
+        runs(size_t(C) * M, 0), anywhere(M, 0), freeGpus(C), queues(M) {
+    // Runnable classes per model.
+    for (int c = 0; c < C; ++c)
+      for (int m = 0; m < M; ++m)
+        if (cm.samplesPerS[c][m] > 0 && cm.classes[c].gpus >= g) {
+          runs[size_t(c) * M + m] = 1;
+          anywhere[m] = 1;
+        }
+    for (int c = 0; c < C; ++c)
+      freeGpus[c] = cm.classes[c].gpus;
+  }
 
-  auto keyOf = [&](int j) {
+  /// Arrivals and completions in time order until every job is done.
+  void run() {
+    size_t next = 0;
+    const size_t n = trace.size();
+    while (next < n || !running.empty()) {
+      double now = std::min(next < n ? trace[next].arrivalS : INFINITY,
+                            running.empty() ? INFINITY : running.top().time);
+      while (!running.empty() && running.top().time <= now) {
+        freeGpus[running.top().gpuClass] += g;
+        running.pop();
+      }
+      while (next < n && trace[next].arrivalS <= now) {
+        int j = int(next++);
+        int m = out.jobs[j].model;
+        if (anywhere[m])
+          queues[m].push(keyOf(j));
+      }
+      dispatch(now);
+    }
+  }
+
+private:
+  bool fits(int c, int m) const {
+    return runs[size_t(c) * M + m] && freeGpus[c] >= g;
+  }
+
+  QueueKey keyOf(int j) const {
     const TraceJob &t = trace[j];
     double k = opts.policy == Policy::Sjf ? out.jobs[j].usefulGpuS
                                           : t.arrivalS;
     return QueueKey{t.priority, k, j};
-  };
-  auto firstFit = [&](int m) {
+  }
+
+  int firstFit(int m) const {
     for (int c = 0; c < C; ++c)
-      if (runs[size_t(c) * M + m] && freeGpus[c] >= g)
+      if (fits(c, m))
         return c;
     return -1;
-  };
-  auto bestFit = [&](int m) {
+  }
+
+  int bestFit(int m) const {
     int best = -1;
     for (int c = 0; c < C; ++c)
-      if (runs[size_t(c) * M + m] && freeGpus[c] >= g &&
+      if (fits(c, m) &&
           (best < 0 || cm.samplesPerS[c][m] > cm.samplesPerS[best][m]))
         best = c;
     return best;
-  };
-  auto start = [&](int m, int c, double now) {
+  }
+
+  void start(int m, int c, double now) {
     QueueKey k = queues[m].top();
     queues[m].pop();
     JobOutcome &o = out.jobs[k.job];
@@ -266,109 +295,122 @@ bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
                        (double(g) * cm.samplesPerS[c][m]);
     freeGpus[c] -= g;
     running.push({o.endS, k.job, c});
-  };
+  }
 
-  auto dispatch = [&](double now) {
+  /// Starts jobs while one fits.
+  void dispatch(double now) {
     for (;;) {
       int pickModel = -1, pickClass = -1;
-      if (opts.policy != Policy::Efficiency) {
-        for (int m = 0; m < M; ++m) {
-          if (queues[m].empty())
-            continue;
-          int c = firstFit(m);
-          if (c < 0)
-            continue;
-          if (pickModel < 0 ||
-              before(queues[m].top(), queues[pickModel].top())) {
-            pickModel = m;
-            pickClass = c;
-          }
-        }
-      } else {
-        // Starvation guard: the oldest runnable head that waited >= agingS.
-        double topTier = -1;
-        for (int m = 0; m < M; ++m) {
-          if (queues[m].empty() || bestFit(m) < 0)
-            continue;
-          const QueueKey &h = queues[m].top();
-          topTier = std::max(topTier, h.tier);
-          if (now - h.key >= opts.agingS &&
-              (pickModel < 0 || h.key < queues[pickModel].top().key ||
-               (h.key == queues[pickModel].top().key &&
-                h.job < queues[pickModel].top().job))) {
-            pickModel = m;
-          }
-        }
-        if (pickModel >= 0) {
-          pickClass = bestFit(pickModel);
-        } else {
-          // Score: useful GPU-seconds recovered per second by the gang
-          // (samples/s x dedicated seconds per sample). Within one class
-          // this ranks models by planned efficiency (the class's bubble time
-          // is fixed); across classes it sends a job where it finishes
-          // soonest. Pairs within `efficiencyTolerance` of the best score
-          // count as equally good and are served in queue order, so noise-
-          // level differences do not starve a model.
-          double bestRate = -1;
-          for (int m = 0; m < M; ++m) {
-            if (queues[m].empty() || queues[m].top().tier != topTier)
-              continue;
-            for (int c = 0; c < C; ++c)
-              if (runs[size_t(c) * M + m] && freeGpus[c] >= g)
-                bestRate = std::max(bestRate, cm.samplesPerS[c][m] *
-                                                  cm.usefulSPerSample[m]);
-          }
-          double cut = bestRate * (1 - opts.efficiencyTolerance);
-          double pickRate = -1;
-          for (int m = 0; m < M; ++m) {
-            if (queues[m].empty() || queues[m].top().tier != topTier)
-              continue;
-            for (int c = 0; c < C; ++c) {
-              if (!runs[size_t(c) * M + m] || freeGpus[c] < g)
-                continue;
-              double rate = cm.samplesPerS[c][m] * cm.usefulSPerSample[m];
-              if (rate < cut)
-                continue;
-              bool better =
-                  pickModel < 0 ||
-                  (m != pickModel &&
-                   before(queues[m].top(), queues[pickModel].top())) ||
-                  (m == pickModel && rate > pickRate);
-              if (better) {
-                pickModel = m;
-                pickClass = c;
-                pickRate = rate;
-              }
-            }
-          }
-        }
-      }
+      if (opts.policy != Policy::Efficiency)
+        pickInQueueOrder(pickModel, pickClass);
+      else
+        pickByEfficiency(now, pickModel, pickClass);
       if (pickModel < 0)
         return;
       start(pickModel, pickClass, now);
     }
-  };
-
-  size_t next = 0;
-  const size_t n = trace.size();
-  while (next < n || !running.empty()) {
-    double now = std::min(next < n ? trace[next].arrivalS : INFINITY,
-                          running.empty() ? INFINITY : running.top().time);
-    while (!running.empty() && running.top().time <= now) {
-      freeGpus[running.top().gpuClass] += g;
-      running.pop();
-    }
-    while (next < n && trace[next].arrivalS <= now) {
-      int j = int(next++);
-      int m = out.jobs[j].model;
-      if (anywhere[m])
-        queues[m].push(keyOf(j));
-    }
-    dispatch(now);
   }
 
-  // Metrics.
-  double lastArrival = n ? trace.back().arrivalS : 0;
+  /// FIFO and SJF: the first head in queue order that fits, first fit.
+  void pickInQueueOrder(int &pickModel, int &pickClass) const {
+    for (int m = 0; m < M; ++m) {
+      if (queues[m].empty())
+        continue;
+      int c = firstFit(m);
+      if (c < 0)
+        continue;
+      if (pickModel < 0 ||
+          before(queues[m].top(), queues[pickModel].top())) {
+        pickModel = m;
+        pickClass = c;
+      }
+    }
+  }
+
+  /// The efficiency policy, after its starvation guard: the oldest runnable
+  /// head that waited >= agingS runs first, on its best class.
+  void pickByEfficiency(double now, int &pickModel, int &pickClass) const {
+    double topTier = -1;
+    for (int m = 0; m < M; ++m) {
+      if (queues[m].empty() || bestFit(m) < 0)
+        continue;
+      const QueueKey &h = queues[m].top();
+      topTier = std::max(topTier, h.tier);
+      if (now - h.key >= opts.agingS &&
+          (pickModel < 0 || h.key < queues[pickModel].top().key ||
+           (h.key == queues[pickModel].top().key &&
+            h.job < queues[pickModel].top().job))) {
+        pickModel = m;
+      }
+    }
+    if (pickModel >= 0)
+      pickClass = bestFit(pickModel);
+    else
+      pickBestRate(topTier, pickModel, pickClass);
+  }
+
+  /// Score: useful GPU-seconds recovered per second by the gang (samples/s x
+  /// dedicated seconds per sample). Within one class this ranks models by
+  /// planned efficiency (the class's bubble time is fixed); across classes it
+  /// sends a job where it finishes soonest. Pairs within
+  /// `efficiencyTolerance` of the best score count as equally good and are
+  /// served in queue order, so noise-level differences do not starve a model.
+  void pickBestRate(double topTier, int &pickModel, int &pickClass) const {
+    double bestRate = -1;
+    for (int m = 0; m < M; ++m) {
+      if (queues[m].empty() || queues[m].top().tier != topTier)
+        continue;
+      for (int c = 0; c < C; ++c)
+        if (fits(c, m))
+          bestRate = std::max(bestRate, cm.samplesPerS[c][m] *
+                                            cm.usefulSPerSample[m]);
+    }
+    double cut = bestRate * (1 - opts.efficiencyTolerance);
+    double pickRate = -1;
+    for (int m = 0; m < M; ++m) {
+      if (queues[m].empty() || queues[m].top().tier != topTier)
+        continue;
+      for (int c = 0; c < C; ++c) {
+        if (!fits(c, m))
+          continue;
+        double rate = cm.samplesPerS[c][m] * cm.usefulSPerSample[m];
+        if (rate < cut)
+          continue;
+        bool better =
+            pickModel < 0 ||
+            (m != pickModel &&
+             before(queues[m].top(), queues[pickModel].top())) ||
+            (m == pickModel && rate > pickRate);
+        if (better) {
+          pickModel = m;
+          pickClass = c;
+          pickRate = rate;
+        }
+      }
+    }
+  }
+
+  const ClusterModel &cm;
+  const std::vector<TraceJob> &trace;
+  const SimOptions &opts;
+  PolicyResult &out;
+  const int g, C, M;
+  std::vector<char> runs;     // (class, model) -> the model runs there
+  std::vector<char> anywhere; // model -> runs on some class
+  std::vector<int> freeGpus;
+  std::vector<std::priority_queue<QueueKey, std::vector<QueueKey>, LaterKey>>
+      queues;
+  std::priority_queue<Completion, std::vector<Completion>,
+                      std::greater<Completion>>
+      running;
+};
+
+/// Completed and unschedulable jobs, useful GPU-seconds within the horizon,
+/// occupancy, gains and the completion / queueing percentiles.
+void computeMetrics(const ClusterModel &cm, const std::vector<TraceJob> &trace,
+                    const SimOptions &opts, PolicyResult &out) {
+  const int g = opts.gpusPerJob;
+  double lastArrival = trace.empty() ? 0 : trace.back().arrivalS;
   std::vector<double> completion, queueing;
   double makespan = 0, occupied = 0;
   for (JobOutcome &o : out.jobs) {
@@ -413,6 +455,26 @@ bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
   }
   out.completionS = percentiles(completion);
   out.queueingS = percentiles(queueing);
+}
+
+} // namespace
+
+bool simulateQueue(const ClusterModel &cm, const std::vector<TraceJob> &trace,
+                   const SimOptions &opts, PolicyResult &out,
+                   std::string &error) {
+  if (!checkQueueInputs(cm, opts, error))
+    return false;
+  const int C = int(cm.classes.size());
+  out = PolicyResult();
+  out.policy = opts.policy;
+  out.gpusPerJob = opts.gpusPerJob;
+  out.jobs.resize(trace.size());
+  out.jobsPerClass.assign(C, 0);
+  out.usefulPerClass.assign(C, 0);
+  if (!readTrace(cm, trace, out, error))
+    return false;
+  QueueSim(cm, trace, opts, out).run();
+  computeMetrics(cm, trace, opts, out);
   return true;
 }
 
