@@ -118,12 +118,15 @@ bool toInt(const std::string &s, long long &v) {
 
 } // namespace
 
-bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool hasInline = false;
+namespace {
+
+/// One argument of the command line: its name, an inline value (--x=v) and
+/// the arguments after it; the need* readers set `error` when they fail.
+class SimArgCursor {
+public:
+  SimArgCursor(const std::vector<std::string> &args, size_t &i,
+               std::string &error)
+      : args(args), i(i), error(error), a(args[i]) {
     if (a.rfind("--", 0) == 0) {
       size_t eq = a.find('=');
       if (eq != std::string::npos) {
@@ -132,175 +135,227 @@ bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
         hasInline = true;
       }
     }
-    auto need = [&](std::string &out) {
-      if (hasInline) {
-        out = value;
-        return true;
-      }
-      if (i + 1 >= args.size()) {
-        error = a + " needs a value";
-        return false;
-      }
-      out = args[++i];
+  }
+
+  const std::string &name() const { return a; }
+
+  bool need(std::string &out) {
+    if (hasInline) {
+      out = value;
       return true;
-    };
-    auto needDouble = [&](double &out, bool positive) {
-      std::string v;
-      if (!need(v))
-        return false;
-      if (!toDouble(v, out) || (positive ? !(out > 0) : out < 0)) {
-        error = a + " needs a " + (positive ? "positive" : "non-negative") +
-                " number (got '" + v + "')";
-        return false;
-      }
-      return true;
-    };
-    auto needInt = [&](long long &out, long long min) {
-      std::string v;
-      if (!need(v))
-        return false;
-      if (!toInt(v, out) || out < min) {
-        error = a + " needs an integer >= " + std::to_string(min) +
-                " (got '" + v + "')";
-        return false;
-      }
-      return true;
-    };
+    }
+    if (i + 1 >= args.size()) {
+      error = a + " needs a value";
+      return false;
+    }
+    out = args[++i];
+    return true;
+  }
+  bool needDouble(double &out, bool positive) {
     std::string v;
-    long long n = 0;
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-    } else if (a == "--study") {
-      o.study = true;
-    } else if (a == "--list-models") {
-      o.listModels = true;
-    } else if (a == "--gen-trace") {
-      if (!need(o.genTrace))
-        return false;
-    } else if (a == "--model-config" || a == "--job") {
-      if (!need(o.job))
-        return false;
-    } else if (a == "--gpus") {
-      if (!need(v))
-        return false;
-      o.gpus.clear();
-      for (const std::string &item : splitList(v)) {
-        if (!toInt(item, n) || n < 1 || n > (1 << 24)) {
-          error = "--gpus needs positive integers (got '" + item + "')";
-          return false;
-        }
-        o.gpus.push_back(int(n));
-      }
-      if (o.gpus.empty()) {
-        error = "--gpus needs at least one GPU count";
-        return false;
-      }
-    } else if (a == "--schedule") {
-      if (!need(o.schedule))
-        return false;
-    } else if (a == "--schedules") {
-      if (!need(v))
-        return false;
-      o.schedules = splitList(v);
-    } else if (a == "--recompute") {
-      if (!need(o.recompute))
-        return false;
-    } else if (a == "--trace") {
-      if (!need(o.trace))
-        return false;
-    } else if (a == "--policy") {
-      if (!need(o.policy))
-        return false;
-    } else if (a == "--gpus-per-job") {
-      if (!needInt(n, 1))
-        return false;
-      o.gpusPerJob = int(std::min<long long>(n, 1 << 24));
-    } else if (a == "--horizon-s") {
-      if (!needDouble(o.horizonS, true))
-        return false;
-    } else if (a == "--aging-s") {
-      if (!needDouble(o.agingS, true))
-        return false;
-    } else if (a == "--tolerance") {
-      if (!needDouble(o.tolerance, false))
-        return false;
-      if (o.tolerance >= 1) {
-        error = "--tolerance must be in [0, 1)";
-        return false;
-      }
-    } else if (a == "--models") {
-      if (!need(v))
-        return false;
-      o.models = splitList(v);
-    } else if (a == "--fill-efficiency") {
-      if (!needDouble(o.fillEfficiency, true))
-        return false;
-      if (o.fillEfficiency > 1) {
-        error = "--fill-efficiency must be in (0, 1]";
-        return false;
-      }
-    } else if (a == "--json") {
-      if (!need(o.json))
-        return false;
-    } else if (a == "--svg") {
-      if (!need(o.svg))
-        return false;
-    } else if (a == "--markdown") {
-      if (!need(o.markdown))
-        return false;
-    } else if (a == "--per-job") {
-      o.perJob = true;
-    } else if (a == "--quiet" || a == "-q") {
-      o.quiet = true;
-    } else if (a == "--jobs") {
-      if (!needInt(n, 0))
-        return false;
-      o.gen.jobs = int(std::min<long long>(n, 100000000));
-    } else if (a == "--rate") {
-      if (!needDouble(o.gen.jobsPerHour, true))
-        return false;
-    } else if (a == "--seed") {
-      if (!needInt(n, 0))
-        return false;
-      o.gen.seed = uint64_t(n);
-    } else if (a == "--median-gpu-s") {
-      if (!needDouble(o.gen.medianGpuSeconds, true))
-        return false;
-    } else if (a == "--sigma") {
-      if (!needDouble(o.gen.sigma, false))
-        return false;
-    } else if (a == "--high-priority-fraction") {
-      if (!needDouble(o.gen.highPriorityFraction, false))
-        return false;
-      if (o.gen.highPriorityFraction > 1) {
-        error = "--high-priority-fraction must be in [0, 1]";
-        return false;
-      }
-    } else if (a == "--gpu") {
-      if (!need(o.gpu))
-        return false;
-    } else if (a == "--weights") {
-      if (!need(v))
-        return false;
-      for (const std::string &item : splitList(v)) {
-        double w = 0;
-        if (!toDouble(item, w) || w < 0) {
-          error = "--weights needs non-negative numbers (got '" + item + "')";
-          return false;
-        }
-        o.weights.push_back(w);
-      }
-    } else if (a.rfind("-", 0) == 0 && a.size() > 1) {
+    if (!need(v))
+      return false;
+    if (!toDouble(v, out) || (positive ? !(out > 0) : out < 0)) {
+      error = a + " needs a " + (positive ? "positive" : "non-negative") +
+              " number (got '" + v + "')";
+      return false;
+    }
+    return true;
+  }
+  bool needInt(long long &out, long long min) {
+    std::string v;
+    if (!need(v))
+      return false;
+    if (!toInt(v, out) || out < min) {
+      error = a + " needs an integer >= " + std::to_string(min) + " (got '" +
+              v + "')";
+      return false;
+    }
+    return true;
+  }
+  /// Sets the error and returns false.
+  bool fail(std::string message) {
+    error = std::move(message);
+    return false;
+  }
+
+private:
+  const std::vector<std::string> &args;
+  size_t &i;
+  std::string &error;
+  std::string a, value;
+  bool hasInline = false;
+};
+
+/// The result of a parse*Option group: handled, failed (error set), or not
+/// an option of the group.
+enum class Parsed { Ok, Error, NotMine };
+
+Parsed result(bool ok) { return ok ? Parsed::Ok : Parsed::Error; }
+
+/// Modes, the job file and the main job.
+Parsed parseMainOption(SimArgCursor &c, SimArgs &o) {
+  const std::string &a = c.name();
+  std::string v;
+  long long n = 0;
+  if (a == "--help" || a == "-h") {
+    o.help = true;
+  } else if (a == "--study") {
+    o.study = true;
+  } else if (a == "--list-models") {
+    o.listModels = true;
+  } else if (a == "--gen-trace") {
+    return result(c.need(o.genTrace));
+  } else if (a == "--model-config" || a == "--job") {
+    return result(c.need(o.job));
+  } else if (a == "--gpus") {
+    if (!c.need(v))
+      return Parsed::Error;
+    o.gpus.clear();
+    for (const std::string &item : splitList(v)) {
+      if (!toInt(item, n) || n < 1 || n > (1 << 24))
+        return result(c.fail("--gpus needs positive integers (got '" + item + "')"));
+      o.gpus.push_back(int(n));
+    }
+    if (o.gpus.empty())
+      return result(c.fail("--gpus needs at least one GPU count"));
+  } else if (a == "--schedule") {
+    return result(c.need(o.schedule));
+  } else if (a == "--schedules") {
+    if (!c.need(v))
+      return Parsed::Error;
+    o.schedules = splitList(v);
+  } else if (a == "--recompute") {
+    return result(c.need(o.recompute));
+  } else {
+    return Parsed::NotMine;
+  }
+  return Parsed::Ok;
+}
+
+/// Fill jobs: the trace, the policy and its knobs.
+Parsed parseFillOption(SimArgCursor &c, SimArgs &o) {
+  const std::string &a = c.name();
+  std::string v;
+  long long n = 0;
+  if (a == "--trace") {
+    return result(c.need(o.trace));
+  } else if (a == "--policy") {
+    return result(c.need(o.policy));
+  } else if (a == "--gpus-per-job") {
+    if (!c.needInt(n, 1))
+      return Parsed::Error;
+    o.gpusPerJob = int(std::min<long long>(n, 1 << 24));
+  } else if (a == "--horizon-s") {
+    return result(c.needDouble(o.horizonS, true));
+  } else if (a == "--aging-s") {
+    return result(c.needDouble(o.agingS, true));
+  } else if (a == "--tolerance") {
+    if (!c.needDouble(o.tolerance, false))
+      return Parsed::Error;
+    if (o.tolerance >= 1)
+      return result(c.fail("--tolerance must be in [0, 1)"));
+  } else if (a == "--models") {
+    if (!c.need(v))
+      return Parsed::Error;
+    o.models = splitList(v);
+  } else if (a == "--fill-efficiency") {
+    if (!c.needDouble(o.fillEfficiency, true))
+      return Parsed::Error;
+    if (o.fillEfficiency > 1)
+      return result(c.fail("--fill-efficiency must be in (0, 1]"));
+  } else {
+    return Parsed::NotMine;
+  }
+  return Parsed::Ok;
+}
+
+/// Output files and the terminal summary.
+Parsed parseOutputOption(SimArgCursor &c, SimArgs &o) {
+  const std::string &a = c.name();
+  if (a == "--json")
+    return result(c.need(o.json));
+  if (a == "--svg")
+    return result(c.need(o.svg));
+  if (a == "--markdown")
+    return result(c.need(o.markdown));
+  if (a == "--per-job") {
+    o.perJob = true;
+    return Parsed::Ok;
+  }
+  if (a == "--quiet" || a == "-q") {
+    o.quiet = true;
+    return Parsed::Ok;
+  }
+  return Parsed::NotMine;
+}
+
+/// Trace generation (--gen-trace).
+Parsed parseGenOption(SimArgCursor &c, SimArgs &o) {
+  const std::string &a = c.name();
+  std::string v;
+  long long n = 0;
+  if (a == "--jobs") {
+    if (!c.needInt(n, 0))
+      return Parsed::Error;
+    o.gen.jobs = int(std::min<long long>(n, 100000000));
+  } else if (a == "--rate") {
+    return result(c.needDouble(o.gen.jobsPerHour, true));
+  } else if (a == "--seed") {
+    if (!c.needInt(n, 0))
+      return Parsed::Error;
+    o.gen.seed = uint64_t(n);
+  } else if (a == "--median-gpu-s") {
+    return result(c.needDouble(o.gen.medianGpuSeconds, true));
+  } else if (a == "--sigma") {
+    return result(c.needDouble(o.gen.sigma, false));
+  } else if (a == "--high-priority-fraction") {
+    if (!c.needDouble(o.gen.highPriorityFraction, false))
+      return Parsed::Error;
+    if (o.gen.highPriorityFraction > 1)
+      return result(c.fail("--high-priority-fraction must be in [0, 1]"));
+  } else if (a == "--gpu") {
+    return result(c.need(o.gpu));
+  } else if (a == "--weights") {
+    if (!c.need(v))
+      return Parsed::Error;
+    for (const std::string &item : splitList(v)) {
+      double w = 0;
+      if (!toDouble(item, w) || w < 0)
+        return result(c.fail("--weights needs non-negative numbers (got '" + item + "')"));
+      o.weights.push_back(w);
+    }
+  } else {
+    return Parsed::NotMine;
+  }
+  return Parsed::Ok;
+}
+
+} // namespace
+
+bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    SimArgCursor c(args, i, error);
+    Parsed r = Parsed::NotMine;
+    for (auto group : {parseMainOption, parseFillOption, parseOutputOption,
+                       parseGenOption})
+      if (r == Parsed::NotMine)
+        r = group(c, o);
+    if (r == Parsed::Error)
+      return false;
+    if (r == Parsed::Ok)
+      continue;
+    const std::string &a = c.name();
+    if (a.rfind("-", 0) == 0 && a.size() > 1) {
       error = "unknown option '" + a + "' (see --help)";
       return false;
-    } else {
-      if (!o.job.empty()) {
-        error = "more than one job file given ('" + o.job + "' and '" + a +
-                "')";
-        return false;
-      }
-      o.job = a;
     }
+    if (!o.job.empty()) {
+      error = "more than one job file given ('" + o.job + "' and '" + a + "')";
+      return false;
+    }
+    o.job = a;
   }
   return true;
 }
@@ -699,121 +754,138 @@ int simGenTrace(const SimArgs &o) {
   return 0;
 }
 
-int simRun(const SimArgs &o) {
-  std::string error;
-  if (o.job.empty())
-    return fail("no job file given (see --help)");
+namespace {
 
+/// What a run or study reads before it starts: the job and its pipeline, the
+/// trace, the models to plan and the queue policies.
+struct SimInputs {
   LoadedJob lj;
-  if (!loadJob(o.job, lj, error)) {
-    std::cerr << error << "\n";
-    return 1;
-  }
   PipelineSetup setup;
-  if (!buildSetup(lj, o, setup, error)) {
-    std::cerr << error << "\n";
-    return 1;
-  }
-  cost::GpuPreset preset;
-  cost::findGpuPreset(setup.model.gpu, preset, error);
-  double efficiency =
-      setup.model.efficiency > 0 ? setup.model.efficiency
-                                 : preset.defaultEfficiency;
-  ModelCatalog cat;
-  buildCatalog(&lj.spec, preset.peakTflops,
-               o.fillEfficiency > 0 ? o.fillEfficiency : efficiency, cat);
-
   std::vector<TraceJob> trace;
-  bool haveTrace = !o.trace.empty();
-  if (haveTrace && !readTraceFile(o.trace, cat.resolver(), trace, error)) {
-    std::cerr << error << "\n";
-    return 1;
-  }
+  bool haveTrace = false;
+  std::vector<fill::Job> models;
+  std::vector<Policy> policies;
+};
+
+/// The models to plan: --models plus every model of the trace, else the
+/// trace's, else all of the catalog.
+std::vector<std::string> modelsToPlan(const SimArgs &o, const ModelCatalog &cat,
+                                      const SimInputs &in) {
   std::vector<std::string> names = o.models;
   if (names.empty()) {
-    if (haveTrace) {
-      for (const TraceJob &t : trace)
+    if (in.haveTrace) {
+      for (const TraceJob &t : in.trace)
         if (std::find(names.begin(), names.end(), t.model) == names.end())
           names.push_back(t.model);
     }
     if (names.empty())
       names = allModelNames(cat);
-  } else if (haveTrace) {
+  } else if (in.haveTrace) {
     // Every model of the trace must be planned.
-    for (const TraceJob &t : trace)
+    for (const TraceJob &t : in.trace)
       if (std::find_if(names.begin(), names.end(), [&](const std::string &n) {
             return cat.resolve(n) == t.model;
           }) == names.end())
         names.push_back(t.model);
   }
-  std::vector<fill::Job> models;
-  if (!modelsFromNames(cat, names, models, error)) {
+  return names;
+}
+
+/// Reads the job, trace, models and policies; kSimContinue or the exit code
+/// (the error printed).
+constexpr int kSimContinue = -1;
+int loadSimInputs(const SimArgs &o, SimInputs &in) {
+  std::string error;
+  if (!loadJob(o.job, in.lj, error) || !buildSetup(in.lj, o, in.setup, error)) {
     std::cerr << error << "\n";
     return 1;
   }
-
-  std::vector<Policy> policies;
+  cost::GpuPreset preset;
+  cost::findGpuPreset(in.setup.model.gpu, preset, error);
+  double efficiency =
+      in.setup.model.efficiency > 0 ? in.setup.model.efficiency
+                                    : preset.defaultEfficiency;
+  ModelCatalog cat;
+  buildCatalog(&in.lj.spec, preset.peakTflops,
+               o.fillEfficiency > 0 ? o.fillEfficiency : efficiency, cat);
+  in.haveTrace = !o.trace.empty();
+  if ((in.haveTrace &&
+       !readTraceFile(o.trace, cat.resolver(), in.trace, error)) ||
+      !modelsFromNames(cat, modelsToPlan(o, cat, in), in.models, error)) {
+    std::cerr << error << "\n";
+    return 1;
+  }
   if (lower(o.policy) == "all") {
-    policies = allPolicies();
-  } else {
-    for (const std::string &p : splitList(o.policy)) {
-      Policy pol;
-      if (!parsePolicy(p, pol))
-        return fail("unknown policy '" + p +
-                    "'; expected fifo, sjf, efficiency or all");
-      policies.push_back(pol);
-    }
+    in.policies = allPolicies();
+    return kSimContinue;
   }
-  auto started = std::chrono::steady_clock::now();
-  if (o.study) {
-    StudyOptions so;
-    if (!o.gpus.empty())
-      so.gpus = o.gpus;
-    if (!o.schedules.empty()) {
-      so.schedules.clear();
-      for (const std::string &s : o.schedules) {
-        sched::ScheduleKind k;
-        if (!sched::parseScheduleKind(s, k))
-          return fail("unknown schedule '" + s +
-                      "'; expected gpipe, 1f1b, interleaved_1f1b or zb_h1");
-        so.schedules.push_back(k);
-      }
-    } else if (!o.schedule.empty()) {
-      so.schedules = {setup.schedule};
-    }
-    so.trace = haveTrace ? &trace : nullptr;
-    so.policies = policies;
-    so.gpusPerJob = o.gpusPerJob;
-    so.horizonS = o.horizonS;
-    so.agingS = o.agingS;
-    so.efficiencyTolerance = o.tolerance;
-    std::vector<StudyPoint> points;
-    if (!runStudy(setup, models, so, points, error))
-      return fail(error);
-    StudyReport rep;
-    rep.name = lj.spec.name().empty() ? "job" : lj.spec.name();
-    rep.base = &setup;
-    for (const fill::Job &m : models)
-      rep.models.push_back(m.name);
-    rep.points = &points;
-    if (!writeOutputs(o, studyJson(rep), studySvg(rep), studyMarkdown(rep),
-                      error))
-      return fail(error);
-    if (!o.quiet && !toStdout(o)) {
-      std::cout << studyTable(rep);
-      double s = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - started)
-                     .count();
-      std::fprintf(stderr, "%zu points in %.2f s\n", points.size(), s);
-    }
-    bool anyOk = false;
-    for (const StudyPoint &p : points)
-      anyOk |= p.ok;
-    if (!anyOk)
-      return fail("no point of the study could run");
-    return 0;
+  for (const std::string &p : splitList(o.policy)) {
+    Policy pol;
+    if (!parsePolicy(p, pol))
+      return fail("unknown policy '" + p +
+                  "'; expected fifo, sjf, efficiency or all");
+    in.policies.push_back(pol);
   }
+  return kSimContinue;
+}
 
+/// --study: the scale study over GPU counts and schedules.
+int runStudyMode(const SimArgs &o, SimInputs &in) {
+  auto started = std::chrono::steady_clock::now();
+  std::string error;
+  StudyOptions so;
+  if (!o.gpus.empty())
+    so.gpus = o.gpus;
+  if (!o.schedules.empty()) {
+    so.schedules.clear();
+    for (const std::string &s : o.schedules) {
+      sched::ScheduleKind k;
+      if (!sched::parseScheduleKind(s, k))
+        return fail("unknown schedule '" + s +
+                    "'; expected gpipe, 1f1b, interleaved_1f1b or zb_h1");
+      so.schedules.push_back(k);
+    }
+  } else if (!o.schedule.empty()) {
+    so.schedules = {in.setup.schedule};
+  }
+  so.trace = in.haveTrace ? &in.trace : nullptr;
+  so.policies = in.policies;
+  so.gpusPerJob = o.gpusPerJob;
+  so.horizonS = o.horizonS;
+  so.agingS = o.agingS;
+  so.efficiencyTolerance = o.tolerance;
+  std::vector<StudyPoint> points;
+  if (!runStudy(in.setup, in.models, so, points, error))
+    return fail(error);
+  StudyReport rep;
+  rep.name = in.lj.spec.name().empty() ? "job" : in.lj.spec.name();
+  rep.base = &in.setup;
+  for (const fill::Job &m : in.models)
+    rep.models.push_back(m.name);
+  rep.points = &points;
+  if (!writeOutputs(o, studyJson(rep), studySvg(rep), studyMarkdown(rep),
+                    error))
+    return fail(error);
+  if (!o.quiet && !toStdout(o)) {
+    std::cout << studyTable(rep);
+    double s = std::chrono::duration<double>(
+                   std::chrono::steady_clock::now() - started)
+                   .count();
+    std::fprintf(stderr, "%zu points in %.2f s\n", points.size(), s);
+  }
+  bool anyOk = false;
+  for (const StudyPoint &p : points)
+    anyOk |= p.ok;
+  if (!anyOk)
+    return fail("no point of the study could run");
+  return 0;
+}
+
+/// One cluster size: per-stage fill rates and, with a trace, the queue
+/// replayed under every policy.
+int runOneSize(const SimArgs &o, SimInputs &in) {
+  std::string error;
+  PipelineSetup &setup = in.setup;
   if (!o.gpus.empty()) {
     if (o.gpus.size() != 1)
       return fail("--gpus takes one count outside --study");
@@ -825,19 +897,19 @@ int simRun(const SimArgs &o) {
     setup.model.dp = o.gpus[0] / perReplica;
   }
   PipelineAnalysis analysis;
-  if (!analyzePipeline(setup, models, analysis, error)) {
-    std::cerr << lj.where("", "model") << "error: " << error << "\n";
+  if (!analyzePipeline(setup, in.models, analysis, error)) {
+    std::cerr << in.lj.where("", "model") << "error: " << error << "\n";
     return 1;
   }
   RunReport rep;
-  rep.name = lj.spec.name().empty() ? "job" : lj.spec.name();
+  rep.name = in.lj.spec.name().empty() ? "job" : in.lj.spec.name();
   rep.traceFile = o.trace;
   rep.analysis = &analysis;
-  rep.trace = haveTrace ? &trace : nullptr;
+  rep.trace = in.haveTrace ? &in.trace : nullptr;
   rep.perJob = o.perJob;
-  if (haveTrace) {
+  if (in.haveTrace) {
     ClusterModel cm = clusterModelFrom(analysis);
-    for (Policy p : policies) {
+    for (Policy p : in.policies) {
       SimOptions so;
       so.policy = p;
       so.gpusPerJob = o.gpusPerJob > 0 ? o.gpusPerJob : setup.model.tp;
@@ -845,7 +917,7 @@ int simRun(const SimArgs &o) {
       so.agingS = o.agingS;
       so.efficiencyTolerance = o.tolerance;
       PolicyResult r;
-      if (!simulateQueue(cm, trace, so, r, error))
+      if (!simulateQueue(cm, in.trace, so, r, error))
         return fail(error);
       rep.policies.push_back(std::move(r));
     }
@@ -855,6 +927,17 @@ int simRun(const SimArgs &o) {
   if (!o.quiet && !toStdout(o))
     std::cout << runTable(rep);
   return 0;
+}
+
+} // namespace
+
+int simRun(const SimArgs &o) {
+  if (o.job.empty())
+    return fail("no job file given (see --help)");
+  SimInputs in;
+  if (int rc = loadSimInputs(o, in); rc != kSimContinue)
+    return rc;
+  return o.study ? runStudyMode(o, in) : runOneSize(o, in);
 }
 
 } // namespace pipefill::cluster
