@@ -44,140 +44,162 @@ struct TransferEnd {
   Operation *op;
   int64_t bytes;
 };
-} // namespace
 
-LogicalResult PipelineOp::verifyRegions() {
-  Block &block = getBody().front();
-  int64_t numStages = getNumStages();
-  int64_t numMb = getNumMicrobatches();
-  int64_t numChunks = getVirtualStages();
+/// The instruction rules of a pipeline, stage by stage, then the transfer
+/// pairing across stages.
+///
+/// Transfers are identified by a dense 64-bit packing of their key (indices
+/// are range-checked before packing). A send's sender is its own stage and a
+/// recv's receiver is its own stage, so a repeated transfer can only repeat
+/// one on the same stage: repeats are found with a per-stage set, and sends
+/// are matched to recvs afterwards by sorting (no pipeline-wide hash table;
+/// at 64 x 512 x 4 chunks these tables held 500k entries). Diagnostics are
+/// those of a program-order scan: the first repeat, then the first send (in
+/// program order) without its recv, then the first recv without its send.
+class InstructionChecker {
+public:
+  InstructionChecker(int64_t numStages, int64_t numMb, int64_t numChunks)
+      : numStages(numStages), numMb(numMb), numChunks(numChunks),
+        seen(static_cast<size_t>(numMb) * numChunks) {}
 
-  if (numChunks > 1 && getSchedule() != ScheduleKind::Interleaved1F1B &&
-      getSchedule() != ScheduleKind::Imported)
-    return emitOpError() << "virtual_stages = " << numChunks
-                         << " requires schedule interleaved_1f1b (or imported)";
-
-  int64_t position = 0;
-  for (Operation &op : block) {
-    auto stage = dyn_cast<StageOp>(op);
-    if (!stage)
-      return op.emitOpError() << "is not allowed directly in a pipeline; "
-                                 "expected only 'pipefill.stage' ops";
-    if (static_cast<int64_t>(stage.getIndex()) != position)
-      return stage.emitOpError()
-             << "has index " << stage.getIndex() << " at position " << position
-             << "; stages must be numbered 0.." << numStages - 1 << " in order";
-    ++position;
+  /// Times, index ranges, forward/backward order and transfers of one stage.
+  LogicalResult checkStage(StageOp stage) {
+    int64_t self = stage.getIndex();
+    std::fill(seen.begin(), seen.end(), 0);
+    stageTransfers.clear();
+    for (Operation &op : stage.getBody().front())
+      if (auto instr = dyn_cast<InstructionOpInterface>(op))
+        if (failed(checkInstruction(op, instr, self)))
+          return failure();
+    return success();
   }
-  if (position != numStages)
-    return emitOpError() << "has " << position << " stages but num_stages = "
-                         << numStages;
 
-  // Transfers are identified by a dense 64-bit packing of their key (indices
-  // are range-checked before packing). A send's sender is its own stage and a
-  // recv's receiver is its own stage, so a repeated transfer can only repeat
-  // one on the same stage: repeats are found with a per-stage set, and sends
-  // are matched to recvs afterwards by sorting (no pipeline-wide hash table;
-  // at 64 x 512 x 4 chunks these tables held 500k entries). Diagnostics are
-  // those of a program-order scan: the first repeat, then the first send (in
-  // program order) without its recv, then the first recv without its send.
-  auto pack = [&](const TransferKey &k) -> uint64_t {
-    auto [from, to, payload, mb, chunk] = k;
-    return ((((uint64_t)from * numStages + to) * 2 + payload) * numChunks + chunk) *
-               (uint64_t)numMb +
-           mb;
-  };
+  /// Every send has its recv with the same bytes, every recv its send.
+  LogicalResult matchTransfers();
+
+private:
   struct Transfer {
     TransferKey key;
     uint64_t packed;
     TransferEnd end;
   };
-  std::vector<Transfer> sendList, recvList;
   // Per stage, per (mb, chunk): which of forward / backward / backward_input
   // has been seen.
   enum : uint8_t { kForward = 1, kBackward = 2, kInputGrad = 4 };
-  std::vector<uint8_t> seen(static_cast<size_t>(numMb) * numChunks);
-  llvm::DenseSet<uint64_t> stageTransfers;
-  for (StageOp stage : getStages()) {
-    int64_t self = stage.getIndex();
-    std::fill(seen.begin(), seen.end(), 0);
-    stageTransfers.clear();
-    for (Operation &op : stage.getBody().front()) {
-      auto instr = dyn_cast<InstructionOpInterface>(op);
-      if (!instr)
-        continue;
-      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
-      if (start && end && end.getValueAsDouble() < start.getValueAsDouble())
-        return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
-                                << " us) before it starts ("
-                                << fmtNum(start.getValueAsDouble()) << " us)";
-      int64_t mb = instr.getMicrobatchIndex(), chunk = instr.getChunkIndex();
-      if (mb < 0)
-        continue;
-      if (mb >= numMb)
-        return op.emitOpError() << "micro-batch " << mb
-                                << " is out of range [0, " << numMb << ")";
-      if (chunk >= numChunks || chunk < 0)
-        return op.emitOpError() << "chunk " << chunk << " is out of range [0, "
-                                << numChunks << ")";
-      uint8_t &flags = seen[static_cast<size_t>(mb) * numChunks + chunk];
 
-      switch (instr.getInstrKind()) {
-      case InstrKind::Forward:
-        if (flags & kForward)
-          return op.emitOpError() << "repeats the forward of micro-batch " << mb
-                                  << " chunk " << chunk << " on stage " << self;
-        flags |= kForward;
-        break;
-      case InstrKind::Backward:
-      case InstrKind::BackwardInput:
-        if (!(flags & kForward))
-          return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
-                                  << " comes before its forward on stage " << self;
-        if (flags & kBackward)
-          return op.emitOpError() << "repeats the backward of micro-batch " << mb
-                                  << " chunk " << chunk << " on stage " << self;
-        flags |= kBackward;
-        if (instr.getInstrKind() == InstrKind::BackwardInput)
-          flags |= kInputGrad;
-        break;
-      case InstrKind::BackwardWeight:
-        if (!(flags & kInputGrad))
-          return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
-                                  << " comes before its backward_input on stage "
-                                  << self;
-        break;
-      case InstrKind::Send:
-      case InstrKind::Recv: {
-        int64_t peer = instr.getPeerStage();
-        if (peer >= numStages)
-          return op.emitOpError() << "peer stage " << peer << " is out of range [0, "
-                                  << numStages << ")";
-        if (peer == self)
-          return op.emitOpError() << "names its own stage " << self << " as peer";
-        bool isSend = instr.getInstrKind() == InstrKind::Send;
-        Payload payload = instr.getTransferPayload();
-        TransferKey tk{isSend ? self : peer, isSend ? peer : self,
-                       static_cast<int>(payload), mb, chunk};
-        uint64_t packed = pack(tk);
-        // Sends and recvs have disjoint packed keys on one stage (the stage
-        // is the sender of one and the receiver of the other, and never its
-        // own peer); the top bit keeps them apart all the same.
-        if (!stageTransfers.insert(packed ^ (isSend ? 0 : (1ull << 63))).second)
-          return op.emitOpError() << "duplicates a transfer of "
-                                  << stringifyPayload(payload) << " micro-batch "
-                                  << mb << " chunk " << chunk;
-        (isSend ? sendList : recvList)
-            .push_back({tk, packed, TransferEnd{&op, instr.getInstrBytes()}});
-        break;
-      }
-      case InstrKind::AllReduceGrads:
-      case InstrKind::OptimizerStep:
-        break;
-      }
-    }
+  uint64_t pack(const TransferKey &k) const {
+    auto [from, to, payload, mb, chunk] = k;
+    return ((((uint64_t)from * numStages + to) * 2 + payload) * numChunks + chunk) *
+               (uint64_t)numMb +
+           mb;
   }
 
+  LogicalResult checkInstruction(Operation &op, InstructionOpInterface instr,
+                                 int64_t self);
+  LogicalResult checkOrder(Operation &op, InstrKind kind, int64_t mb,
+                           int64_t chunk, int64_t self);
+  LogicalResult addTransfer(Operation &op, InstructionOpInterface instr,
+                            int64_t self, int64_t mb, int64_t chunk);
+
+  const int64_t numStages, numMb, numChunks;
+  std::vector<uint8_t> seen;
+  llvm::DenseSet<uint64_t> stageTransfers;
+  std::vector<Transfer> sendList, recvList;
+};
+
+LogicalResult InstructionChecker::checkInstruction(Operation &op,
+                                                   InstructionOpInterface instr,
+                                                   int64_t self) {
+  FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
+  if (start && end && end.getValueAsDouble() < start.getValueAsDouble())
+    return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
+                            << " us) before it starts ("
+                            << fmtNum(start.getValueAsDouble()) << " us)";
+  int64_t mb = instr.getMicrobatchIndex(), chunk = instr.getChunkIndex();
+  if (mb < 0)
+    return success();
+  if (mb >= numMb)
+    return op.emitOpError() << "micro-batch " << mb
+                            << " is out of range [0, " << numMb << ")";
+  if (chunk >= numChunks || chunk < 0)
+    return op.emitOpError() << "chunk " << chunk << " is out of range [0, "
+                            << numChunks << ")";
+  InstrKind kind = instr.getInstrKind();
+  if (kind == InstrKind::Send || kind == InstrKind::Recv)
+    return addTransfer(op, instr, self, mb, chunk);
+  return checkOrder(op, kind, mb, chunk, self);
+}
+
+/// Forward once, backward (or backward_input) once after it, backward_weight
+/// after backward_input.
+LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
+                                             int64_t mb, int64_t chunk,
+                                             int64_t self) {
+  uint8_t &flags = seen[static_cast<size_t>(mb) * numChunks + chunk];
+  switch (kind) {
+  case InstrKind::Forward:
+    if (flags & kForward)
+      return op.emitOpError() << "repeats the forward of micro-batch " << mb
+                              << " chunk " << chunk << " on stage " << self;
+    flags |= kForward;
+    break;
+  case InstrKind::Backward:
+  case InstrKind::BackwardInput:
+    if (!(flags & kForward))
+      return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
+                              << " comes before its forward on stage " << self;
+    if (flags & kBackward)
+      return op.emitOpError() << "repeats the backward of micro-batch " << mb
+                              << " chunk " << chunk << " on stage " << self;
+    flags |= kBackward;
+    if (kind == InstrKind::BackwardInput)
+      flags |= kInputGrad;
+    break;
+  case InstrKind::BackwardWeight:
+    if (!(flags & kInputGrad))
+      return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
+                              << " comes before its backward_input on stage "
+                              << self;
+    break;
+  case InstrKind::Send:
+  case InstrKind::Recv:
+  case InstrKind::AllReduceGrads:
+  case InstrKind::OptimizerStep:
+    break;
+  }
+  return success();
+}
+
+/// A send or recv: its peer in range, not a repeat on this stage; recorded
+/// for matchTransfers.
+LogicalResult InstructionChecker::addTransfer(Operation &op,
+                                              InstructionOpInterface instr,
+                                              int64_t self, int64_t mb,
+                                              int64_t chunk) {
+  int64_t peer = instr.getPeerStage();
+  if (peer >= numStages)
+    return op.emitOpError() << "peer stage " << peer << " is out of range [0, "
+                            << numStages << ")";
+  if (peer == self)
+    return op.emitOpError() << "names its own stage " << self << " as peer";
+  bool isSend = instr.getInstrKind() == InstrKind::Send;
+  Payload payload = instr.getTransferPayload();
+  TransferKey tk{isSend ? self : peer, isSend ? peer : self,
+                 static_cast<int>(payload), mb, chunk};
+  uint64_t packed = pack(tk);
+  // Sends and recvs have disjoint packed keys on one stage (the stage
+  // is the sender of one and the receiver of the other, and never its
+  // own peer); the top bit keeps them apart all the same.
+  if (!stageTransfers.insert(packed ^ (isSend ? 0 : (1ull << 63))).second)
+    return op.emitOpError() << "duplicates a transfer of "
+                            << stringifyPayload(payload) << " micro-batch "
+                            << mb << " chunk " << chunk;
+  (isSend ? sendList : recvList)
+      .push_back({tk, packed, TransferEnd{&op, instr.getInstrBytes()}});
+  return success();
+}
+
+LogicalResult InstructionChecker::matchTransfers() {
   // (packed key, index in program order), sorted.
   auto sortedKeys = [](const std::vector<Transfer> &list) {
     std::vector<std::pair<uint64_t, uint32_t>> keys;
@@ -188,7 +210,7 @@ LogicalResult PipelineOp::verifyRegions() {
     return keys;
   };
   auto sendKeys = sortedKeys(sendList), recvKeys = sortedKeys(recvList);
-  // matchOf[i]: the recv index matching send i (or -1), and whether each
+  // recvOfSend[i]: the recv index matching send i (or -1), and whether each
   // recv has a send. Keys are unique within each list.
   std::vector<int64_t> recvOfSend(sendList.size(), -1);
   std::vector<bool> recvMatched(recvList.size(), false);
@@ -228,6 +250,41 @@ LogicalResult PipelineOp::verifyRegions() {
            << from << " has no matching send on stage " << from;
   }
   return success();
+}
+} // namespace
+
+LogicalResult PipelineOp::verifyRegions() {
+  Block &block = getBody().front();
+  int64_t numStages = getNumStages();
+  int64_t numMb = getNumMicrobatches();
+  int64_t numChunks = getVirtualStages();
+
+  if (numChunks > 1 && getSchedule() != ScheduleKind::Interleaved1F1B &&
+      getSchedule() != ScheduleKind::Imported)
+    return emitOpError() << "virtual_stages = " << numChunks
+                         << " requires schedule interleaved_1f1b (or imported)";
+
+  int64_t position = 0;
+  for (Operation &op : block) {
+    auto stage = dyn_cast<StageOp>(op);
+    if (!stage)
+      return op.emitOpError() << "is not allowed directly in a pipeline; "
+                                 "expected only 'pipefill.stage' ops";
+    if (static_cast<int64_t>(stage.getIndex()) != position)
+      return stage.emitOpError()
+             << "has index " << stage.getIndex() << " at position " << position
+             << "; stages must be numbered 0.." << numStages - 1 << " in order";
+    ++position;
+  }
+  if (position != numStages)
+    return emitOpError() << "has " << position << " stages but num_stages = "
+                         << numStages;
+
+  InstructionChecker checker(numStages, numMb, numChunks);
+  for (StageOp stage : getStages())
+    if (failed(checker.checkStage(stage)))
+      return failure();
+  return checker.matchTransfers();
 }
 
 //===----------------------------------------------------------------------===//
