@@ -436,9 +436,24 @@ private:
   /// its own value, the search stopping once no bound can beat it.
   std::vector<Layout::Slot> topOptions(const Layout &layout,
                                        bool rollout = true) {
-    size_t numBubbles = stage.budget.size();
     // Joint mode while the stage's work budget lasts.
     const bool small = this->small && work <= config.jointWorkLimit;
+    std::vector<Layout::Slot> found; // small: one per group; large: the best
+    for (const std::vector<char> &mask : bubbleMasks(small))
+      searchMask(layout, mask, small, found);
+    if (!small)
+      return found;
+    for (Layout::Slot &slot : found)
+      compact(layout, slot);
+    if (!rollout)
+      return found;
+    return rankByRollout(layout, found);
+  }
+
+  /// The bubble restrictions a slot is searched under: every bubble, and in
+  /// joint mode the bubbles at least and below each threshold.
+  std::vector<std::vector<char>> bubbleMasks(bool small) const {
+    size_t numBubbles = stage.budget.size();
     std::vector<std::vector<char>> masks;
     masks.push_back(std::vector<char>(numBubbles, 1));
     for (double t : small ? thresholds : std::vector<double>()) {
@@ -450,127 +465,141 @@ private:
       masks.push_back(longer);
       masks.push_back(shorter);
     }
-    std::vector<Layout::Slot> found; // small: one per group; large: the best
-    std::vector<double> score;
-    for (const std::vector<char> &mask : masks) {
-      std::vector<double> budget = slotBudget(layout, mask);
-      // Largest persistent total the chunks already placed tolerate.
-      int64_t persistentCap = stage.minFree;
-      int64_t maxMem = std::numeric_limits<int64_t>::min();
-      for (size_t k = 0; k < numBubbles; ++k) {
-        if (layout.transientMax[k] >= 0)
-          persistentCap =
-              std::min(persistentCap, stage.mem[k] - layout.transientMax[k]);
-        maxMem = std::max(maxMem, stage.mem[k]);
-      }
-      const int64_t persistent = layout.persistent;
-      BoundTable bounds(budget, config.contextSwitchUs);
-      std::vector<int64_t> memSorted = stage.mem;
-      std::sort(memSorted.begin(), memSorted.end());
-      // The all-device setting A of a batch dominates a setting B of the
-      // same batch when A fits every bubble B could use: A's chunks are never
-      // slower (no copies, no recompute), so any schedule of B is one of A,
-      // and the greedy is optimal for A.
-      auto dominated = [&](const JobConfig &a, const JobConfig &b) {
-        int64_t totalA = persistent + a.persistentBytes;
-        if (totalA > persistentCap)
-          return false;
-        int64_t needA = totalA + a.batchTransient;
-        int64_t needB = persistent + b.persistentBytes + b.minOpTransient;
-        auto it = std::lower_bound(memSorted.begin(), memSorted.end(), needB);
-        return it == memSorted.end() || *it >= needA;
-      };
-      frontier.build(budget, stage.mem);
-      std::vector<Candidate> candidates;
-      for (size_t j = 0; j < jobs.size(); ++j) {
-        if (layout.onStage[j] || !infos[j].reason.empty())
-          continue;
-        const std::vector<JobConfig> &cfgs = infos[j].configs;
-        for (size_t c = 0; c < cfgs.size(); ++c) {
-          const JobConfig &cfg = cfgs[c];
-          int64_t total = persistent + cfg.persistentBytes;
-          if (total > persistentCap || maxMem - total < cfg.minOpTransient)
-            continue;
-          int a = infos[j].allDevice[c];
-          if (a != int(c) && dominated(cfgs[a], cfg))
-            continue;
-          double bound = bounds.bound(cfg);
-          if (bound > 0)
-            candidates.push_back({int(j), int(c), bound});
-        }
-      }
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [](const Candidate &a, const Candidate &b) {
-                         return a.bound > b.bound;
-                       });
-      // Group: (job, batch) in small mode, everything in large mode.
-      std::map<std::pair<int, int>, size_t> group; // -> index into found
-      double largeBest = found.empty() ? 0 : found[0].value;
-      std::vector<int64_t> mem(numBubbles);
-      int sims = 0;
-      for (const Candidate &cand : candidates) {
-        const JobConfig &cfg = infos[cand.job].configs[cand.config];
-        std::pair<int, int> key =
-            small ? std::make_pair(cand.job, cfg.knobs.batch) : std::make_pair(0, 0);
-        std::pair<int, int> wholeKey = {cand.job, -cfg.knobs.batch};
-        auto g = group.find(key);
-        double groupBest = small ? (g == group.end() ? 0 : found[g->second].value)
-                                 : largeBest;
-        if (!small && cand.bound <= largeBest)
-          break;
-        if (cand.bound <= groupBest)
-          continue;
-        if (config.maxSimulationsPerSlot > 0 &&
-            sims >= config.maxSimulationsPerSlot)
-          break;
+    return masks;
+  }
+
+  /// The (job, setting) pairs that may fill a slot over `budget`, with their
+  /// bounds, best bound first: those whose persistent bytes the placed chunks
+  /// tolerate, less the settings their job's all-device setting dominates.
+  std::vector<Candidate> slotCandidates(const Layout &layout,
+                                        const std::vector<double> &budget) {
+    size_t numBubbles = stage.budget.size();
+    // Largest persistent total the chunks already placed tolerate.
+    int64_t persistentCap = stage.minFree;
+    int64_t maxMem = std::numeric_limits<int64_t>::min();
+    for (size_t k = 0; k < numBubbles; ++k) {
+      if (layout.transientMax[k] >= 0)
+        persistentCap =
+            std::min(persistentCap, stage.mem[k] - layout.transientMax[k]);
+      maxMem = std::max(maxMem, stage.mem[k]);
+    }
+    const int64_t persistent = layout.persistent;
+    BoundTable bounds(budget, config.contextSwitchUs);
+    std::vector<int64_t> memSorted = stage.mem;
+    std::sort(memSorted.begin(), memSorted.end());
+    // The all-device setting A of a batch dominates a setting B of the
+    // same batch when A fits every bubble B could use: A's chunks are never
+    // slower (no copies, no recompute), so any schedule of B is one of A,
+    // and the greedy is optimal for A.
+    auto dominated = [&](const JobConfig &a, const JobConfig &b) {
+      int64_t totalA = persistent + a.persistentBytes;
+      if (totalA > persistentCap)
+        return false;
+      int64_t needA = totalA + a.batchTransient;
+      int64_t needB = persistent + b.persistentBytes + b.minOpTransient;
+      auto it = std::lower_bound(memSorted.begin(), memSorted.end(), needB);
+      return it == memSorted.end() || *it >= needA;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      if (layout.onStage[j] || !infos[j].reason.empty())
+        continue;
+      const std::vector<JobConfig> &cfgs = infos[j].configs;
+      for (size_t c = 0; c < cfgs.size(); ++c) {
+        const JobConfig &cfg = cfgs[c];
         int64_t total = persistent + cfg.persistentBytes;
-        if (!everyOpFits(cfg, total))
+        if (total > persistentCap || maxMem - total < cfg.minOpTransient)
           continue;
-        ++sims;
-        for (size_t k = 0; k < numBubbles; ++k)
-          mem[k] = stage.mem[k] - total;
-        std::vector<Method> methods = packingMethods(cfg, budget, mem, config);
-        if (small && cfg.ops.size() > 1) {
-          Method whole;
-          whole.policy.wholeBatchesOnly = true;
-          methods.push_back(whole);
+        int a = infos[j].allDevice[c];
+        if (a != int(c) && dominated(cfgs[a], cfg))
+          continue;
+        double bound = bounds.bound(cfg);
+        if (bound > 0)
+          candidates.push_back({int(j), int(c), bound});
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate &a, const Candidate &b) {
+                       return a.bound > b.bound;
+                     });
+    return candidates;
+  }
+
+  /// Packs the candidates of one bubble restriction in bound order into
+  /// `found`: in small mode the best slot per (job, batch) group (and per
+  /// whole-batch group), in large mode the single best slot.
+  void searchMask(const Layout &layout, const std::vector<char> &mask,
+                  bool small, std::vector<Layout::Slot> &found) {
+    size_t numBubbles = stage.budget.size();
+    std::vector<double> budget = slotBudget(layout, mask);
+    const int64_t persistent = layout.persistent;
+    frontier.build(budget, stage.mem);
+    std::vector<Candidate> candidates = slotCandidates(layout, budget);
+    // Group: (job, batch) in small mode, everything in large mode.
+    std::map<std::pair<int, int>, size_t> group; // -> index into found
+    double largeBest = found.empty() ? 0 : found[0].value;
+    std::vector<int64_t> mem(numBubbles);
+    int sims = 0;
+    for (const Candidate &cand : candidates) {
+      const JobConfig &cfg = infos[cand.job].configs[cand.config];
+      std::pair<int, int> key =
+          small ? std::make_pair(cand.job, cfg.knobs.batch) : std::make_pair(0, 0);
+      std::pair<int, int> wholeKey = {cand.job, -cfg.knobs.batch};
+      auto g = group.find(key);
+      double groupBest = small ? (g == group.end() ? 0 : found[g->second].value)
+                               : largeBest;
+      if (!small && cand.bound <= largeBest)
+        break;
+      if (cand.bound <= groupBest)
+        continue;
+      if (config.maxSimulationsPerSlot > 0 &&
+          sims >= config.maxSimulationsPerSlot)
+        break;
+      int64_t total = persistent + cfg.persistentBytes;
+      if (!everyOpFits(cfg, total))
+        continue;
+      ++sims;
+      for (size_t k = 0; k < numBubbles; ++k)
+        mem[k] = stage.mem[k] - total;
+      std::vector<Method> methods = packingMethods(cfg, budget, mem, config);
+      if (small && cfg.ops.size() > 1) {
+        Method whole;
+        whole.policy.wholeBatchesOnly = true;
+        methods.push_back(whole);
+      }
+      for (const Method &method : methods) {
+        SimResult r = pack(cfg, config.contextSwitchUs, budget, mem,
+                           frontier, total, method, nullptr);
+        countWork(cfg);
+        double batches = double(r.opsPeriod / int64_t(cfg.ops.size()));
+        double value = batches * cfg.valuePerBatch / r.period;
+        Layout::Slot slot{&cfg, method, mask, {}, value};
+        if (!small) {
+          if (value > largeBest) {
+            largeBest = value;
+            found.assign(1, slot);
+          }
+          continue;
         }
-        for (const Method &method : methods) {
-          SimResult r = pack(cfg, config.contextSwitchUs, budget, mem,
-                             frontier, total, method, nullptr);
-          countWork(cfg);
-          double batches = double(r.opsPeriod / int64_t(cfg.ops.size()));
-          double value = batches * cfg.valuePerBatch / r.period;
-          Layout::Slot slot{&cfg, method, mask, {}, value};
-          if (!small) {
-            if (value > largeBest) {
-              largeBest = value;
-              found.assign(1, slot);
-            }
-            continue;
+        auto k2 = method.policy.wholeBatchesOnly ? wholeKey : key;
+        auto g2 = group.find(k2);
+        if (g2 == group.end()) {
+          if (value > 0) {
+            group[k2] = found.size();
+            found.push_back(slot);
           }
-          auto k2 = method.policy.wholeBatchesOnly ? wholeKey : key;
-          auto g2 = group.find(k2);
-          if (g2 == group.end()) {
-            if (value > 0) {
-              group[k2] = found.size();
-              found.push_back(slot);
-            }
-          } else if (value > found[g2->second].value) {
-            found[g2->second] = slot;
-          }
+        } else if (value > found[g2->second].value) {
+          found[g2->second] = slot;
         }
       }
     }
-    if (!small)
-      return found;
-    for (Layout::Slot &slot : found)
-      compact(layout, slot);
-    if (!rollout)
-      return found;
-    // Score each option by the whole plan it completes: the option, then
-    // greedily the best next option by its own completion, until the stage
-    // is full, plus the tail chunks of the time left.
+  }
+
+  /// Scores each option by the whole plan it completes: the option, then
+  /// greedily the best next option by its own completion, until the stage
+  /// is full, plus the tail chunks of the time left. The best `branching`.
+  std::vector<Layout::Slot> rankByRollout(const Layout &layout,
+                                          std::vector<Layout::Slot> &found) {
     std::vector<std::pair<double, size_t>> order;
     for (size_t i = 0; i < found.size(); ++i) {
       Layout child = layout;
