@@ -58,156 +58,187 @@ bool singleStageLabel(const std::string &name, bool &forward, int &mb) {
   return true;
 }
 
-} // namespace
+bool failAt(TraceDiag &diag, const TraceFile &f, int line, const std::string &msg) {
+  diag = {f.path, line, msg};
+  return false;
+}
 
-bool profileFromTraces(const std::vector<TraceFile> &files,
-                       const StagePlacement &placement, TraceProfile &out,
-                       TraceDiag &diag) {
-  out = TraceProfile();
+/// Operator events of a trace per thread, by start time.
+using OpsByThread = std::map<std::string, std::vector<const TraceEvent *>>;
+
+/// What a trace event is: not an action (skip), an action with its compute
+/// sub-actions in `subs`, or an error (diag set).
+enum class EventActions { Skip, Ok, Error };
+
+EventActions errorAt(TraceDiag &diag, const TraceFile &f, int line,
+                     const std::string &msg) {
+  failAt(diag, f, line, msg);
+  return EventActions::Error;
+}
+
+EventActions actionsOf(const TraceFile &f, const TraceEvent &e,
+                       const StagePlacement &placement,
+                       std::vector<Action> &subs, TraceDiag &diag) {
   const int S = placement.devices * placement.chunks;
-  auto fail = [&](const TraceFile &f, int line, const std::string &msg) {
-    diag = {f.path, line, msg};
-    return false;
-  };
-  std::vector<Sample> samples;
-  for (size_t fi = 0; fi < files.size(); ++fi) {
-    const TraceFile &f = files[fi];
-    // Operator events per thread, by start time.
-    std::map<std::string, std::vector<const TraceEvent *>> ops;
-    for (const TraceEvent &e : f.events)
-      if (e.cat == "cpu_op" && !isCommOp(e.name))
-        ops[e.thread].push_back(&e);
-    for (auto &[thread, list] : ops)
-      std::sort(list.begin(), list.end(),
-                [](const TraceEvent *a, const TraceEvent *b) { return a->ts < b->ts; });
-    size_t before = samples.size();
-    for (const TraceEvent &e : f.events) {
-      std::vector<Action> subs;
-      bool single = false, forward = false;
-      int mb = -1;
-      if (e.name.rfind("PP:", 0) == 0) {
-        Action a;
-        Diag d;
-        if (!parseAction(std::string_view(e.name).substr(3), e.line, 4, a, d))
-          return fail(f, e.line, "'" + e.name + "' is not a torch pipelining "
+  bool single = false, forward = false;
+  int mb = -1;
+  if (e.name.rfind("PP:", 0) == 0) {
+    Action a;
+    Diag d;
+    if (!parseAction(std::string_view(e.name).substr(3), e.line, 4, a, d))
+      return errorAt(diag, f, e.line, "'" + e.name + "' is not a torch pipelining "
                                      "action label: " + d.message);
-        if (a.kind == ActKind::OverlapFB)
-          subs = a.sub;
-        else if (isCompute(a.kind))
-          subs.push_back(a);
-        else
-          continue; // communication and bookkeeping actions
-      } else if (singleStageLabel(e.name, forward, mb)) {
-        if (f.rank < 0)
-          return fail(f, e.line, "'" + e.name + "' (a single-stage schedule's "
-                                 "label) needs the trace's rank, and the trace "
-                                 "has no distributedInfo.rank");
-        if (placement.chunks != 1)
-          return fail(f, e.line, "'" + e.name + "' comes from a single-stage "
-                                 "schedule, but the pipeline has " +
-                                     std::to_string(placement.chunks) +
-                                     " chunks per stage");
-        Action a;
-        a.kind = forward ? ActKind::Forward : ActKind::FullBackward;
-        a.stage = f.rank;
-        a.microbatch = mb;
-        subs.push_back(a);
-        single = true;
-      } else {
-        continue;
-      }
-      if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0)
-        return fail(f, e.line, "'" + e.name + "' has no valid ts and dur");
-      for (const Action &a : subs)
-        if (a.stage < 0 || a.stage >= S)
-          return fail(f, e.line,
-                      "'" + e.name + "' names stage " + std::to_string(a.stage) +
-                          ", but the pipeline has " + std::to_string(S) +
-                          " stages (" + std::to_string(placement.devices) +
-                          " x " + std::to_string(placement.chunks) + ")" +
-                          (single ? " (the stage is the trace's rank)" : ""));
-      // Spans of the nested operators: all, and split for OVERLAP_F_B.
-      double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
-      auto it = ops.find(e.thread);
-      if (it != ops.end()) {
-        const auto &list = it->second;
-        auto first = std::lower_bound(
-            list.begin(), list.end(), e.ts,
-            [](const TraceEvent *a, double t) { return a->ts < t; });
-        for (auto op = first; op != list.end() && (*op)->ts <= e.ts + e.dur; ++op) {
-          if ((*op)->ts + (*op)->dur > e.ts + e.dur + 1e-6)
-            continue;
-          int cls = isAutogradOp((*op)->name) ? 1 : 0;
-          lo[cls] = std::min(lo[cls], (*op)->ts);
-          hi[cls] = std::max(hi[cls], (*op)->ts + (*op)->dur);
-        }
-      }
-      bool overlap = subs.size() > 1;
-      double allLo = std::min(lo[0], lo[1]), allHi = std::max(hi[0], hi[1]);
-      if (!(allHi >= allLo)) { // no nested operators
-        allLo = e.ts;
-        allHi = e.ts + e.dur;
-      }
-      // For a group: the sub-actions of each class share that class's span.
-      int count[2] = {0, 0};
-      for (const Action &a : subs)
-        ++count[a.kind == ActKind::Forward ? 0 : 1];
-      int seen[2] = {0, 0};
-      for (const Action &a : subs) {
-        int cls = a.kind == ActKind::Forward ? 0 : 1;
-        double s0 = allLo, s1 = allHi;
-        if (overlap) {
-          if (hi[cls] >= lo[cls]) {
-            s0 = lo[cls];
-            s1 = hi[cls];
-          } else {
-            // This class recorded no operators: an equal share of the range.
-            s0 = e.ts;
-            s1 = e.ts + e.dur / double(subs.size());
-          }
-          double part = (s1 - s0) / count[cls];
-          s0 += part * seen[cls];
-          s1 = s0 + part;
-          ++seen[cls];
-        }
-        samples.push_back({instrKind(a.kind), a.stage, a.microbatch, s0, s1, fi,
-                           e.line});
-      }
-    }
-    if (samples.size() == before)
-      return fail(f, 0, "the trace has no torch pipelining action events "
-                        "(PP:<action> ranges of _PipelineScheduleRuntime, or "
-                        "'Forward <mb>'/'Backward <mb>' of ScheduleGPipe and "
-                        "Schedule1F1B); profile a step of the schedule");
+    if (a.kind == ActKind::OverlapFB)
+      subs = a.sub;
+    else if (isCompute(a.kind))
+      subs.push_back(a);
+    else
+      return EventActions::Skip; // communication and bookkeeping actions
+  } else if (singleStageLabel(e.name, forward, mb)) {
+    if (f.rank < 0)
+      return errorAt(diag, f, e.line, "'" + e.name + "' (a single-stage schedule's "
+                                     "label) needs the trace's rank, and the trace "
+                                     "has no distributedInfo.rank");
+    if (placement.chunks != 1)
+      return errorAt(diag, f, e.line, "'" + e.name + "' comes from a single-stage "
+                                     "schedule, but the pipeline has " +
+                                         std::to_string(placement.chunks) +
+                                         " chunks per stage");
+    Action a;
+    a.kind = forward ? ActKind::Forward : ActKind::FullBackward;
+    a.stage = f.rank;
+    a.microbatch = mb;
+    subs.push_back(a);
+    single = true;
+  } else {
+    return EventActions::Skip;
   }
+  if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0)
+    return errorAt(diag, f, e.line, "'" + e.name + "' has no valid ts and dur");
+  for (const Action &a : subs)
+    if (a.stage < 0 || a.stage >= S)
+      return errorAt(diag, f, e.line,
+                    "'" + e.name + "' names stage " + std::to_string(a.stage) +
+                        ", but the pipeline has " + std::to_string(S) +
+                        " stages (" + std::to_string(placement.devices) +
+                        " x " + std::to_string(placement.chunks) + ")" +
+                        (single ? " (the stage is the trace's rank)" : ""));
+  return EventActions::Ok;
+}
 
-  // Occurrences: the k-th sample of a key belongs to iteration k.
-  using Key = std::tuple<int, int, int>; // stage, kind, mb
-  std::map<Key, std::vector<const Sample *>> byKey;
+/// The samples of one action range: the compute span of its nested
+/// operators, split between the sub-actions of an OVERLAP_F_B group.
+void addSamples(const TraceEvent &e, const std::vector<Action> &subs,
+                const OpsByThread &ops, size_t fi, std::vector<Sample> &samples) {
+  // Spans of the nested operators: all, and split for OVERLAP_F_B.
+  double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+  auto it = ops.find(e.thread);
+  if (it != ops.end()) {
+    const auto &list = it->second;
+    auto first = std::lower_bound(
+        list.begin(), list.end(), e.ts,
+        [](const TraceEvent *a, double t) { return a->ts < t; });
+    for (auto op = first; op != list.end() && (*op)->ts <= e.ts + e.dur; ++op) {
+      if ((*op)->ts + (*op)->dur > e.ts + e.dur + 1e-6)
+        continue;
+      int cls = isAutogradOp((*op)->name) ? 1 : 0;
+      lo[cls] = std::min(lo[cls], (*op)->ts);
+      hi[cls] = std::max(hi[cls], (*op)->ts + (*op)->dur);
+    }
+  }
+  bool overlap = subs.size() > 1;
+  double allLo = std::min(lo[0], lo[1]), allHi = std::max(hi[0], hi[1]);
+  if (!(allHi >= allLo)) { // no nested operators
+    allLo = e.ts;
+    allHi = e.ts + e.dur;
+  }
+  // For a group: the sub-actions of each class share that class's span.
+  int count[2] = {0, 0};
+  for (const Action &a : subs)
+    ++count[a.kind == ActKind::Forward ? 0 : 1];
+  int seen[2] = {0, 0};
+  for (const Action &a : subs) {
+    int cls = a.kind == ActKind::Forward ? 0 : 1;
+    double s0 = allLo, s1 = allHi;
+    if (overlap) {
+      if (hi[cls] >= lo[cls]) {
+        s0 = lo[cls];
+        s1 = hi[cls];
+      } else {
+        // This class recorded no operators: an equal share of the range.
+        s0 = e.ts;
+        s1 = e.ts + e.dur / double(subs.size());
+      }
+      double part = (s1 - s0) / count[cls];
+      s0 += part * seen[cls];
+      s1 = s0 + part;
+      ++seen[cls];
+    }
+    samples.push_back({instrKind(a.kind), a.stage, a.microbatch, s0, s1, fi,
+                       e.line});
+  }
+}
+
+/// The compute samples of trace file `fi`; false (diag set) on a bad label
+/// or a file without actions.
+bool samplesOfFile(const std::vector<TraceFile> &files, size_t fi,
+                   const StagePlacement &placement,
+                   std::vector<Sample> &samples, TraceDiag &diag) {
+  const TraceFile &f = files[fi];
+  OpsByThread ops;
+  for (const TraceEvent &e : f.events)
+    if (e.cat == "cpu_op" && !isCommOp(e.name))
+      ops[e.thread].push_back(&e);
+  for (auto &[thread, list] : ops)
+    std::sort(list.begin(), list.end(),
+              [](const TraceEvent *a, const TraceEvent *b) { return a->ts < b->ts; });
+  size_t before = samples.size();
+  for (const TraceEvent &e : f.events) {
+    std::vector<Action> subs;
+    EventActions kind = actionsOf(f, e, placement, subs, diag);
+    if (kind == EventActions::Error)
+      return false;
+    if (kind == EventActions::Ok)
+      addSamples(e, subs, ops, fi, samples);
+  }
+  if (samples.size() == before)
+    return failAt(diag, f, 0, "the trace has no torch pipelining action events "
+                              "(PP:<action> ranges of _PipelineScheduleRuntime, or "
+                              "'Forward <mb>'/'Backward <mb>' of ScheduleGPipe and "
+                              "Schedule1F1B); profile a step of the schedule");
+  return true;
+}
+
+/// Occurrences: the k-th sample of a (stage, kind, mb) belongs to iteration k.
+using SampleKey = std::tuple<int, int, int>; // stage, kind, mb
+using SamplesByKey = std::map<SampleKey, std::vector<const Sample *>>;
+
+bool groupSamples(const std::vector<TraceFile> &files,
+                  std::vector<Sample> &samples, SamplesByKey &byKey,
+                  TraceDiag &diag) {
   std::sort(samples.begin(), samples.end(),
             [](const Sample &a, const Sample &b) { return a.start < b.start; });
   for (const Sample &s : samples) {
     auto &list = byKey[{s.stage, int(s.kind), s.mb}];
     if (!list.empty() && list.front()->file != s.file)
-      return fail(files[s.file], s.line,
-                  "stage " + std::to_string(s.stage) + " micro-batch " +
-                      std::to_string(s.mb) + " " + sched::toString(s.kind) +
-                      " also appears in " + files[list.front()->file].path +
-                      " (line " + std::to_string(list.front()->line) +
-                      "); each stage runs on one rank");
+      return failAt(diag, files[s.file], s.line,
+                    "stage " + std::to_string(s.stage) + " micro-batch " +
+                        std::to_string(s.mb) + " " + sched::toString(s.kind) +
+                        " also appears in " + files[list.front()->file].path +
+                        " (line " + std::to_string(list.front()->line) +
+                        "); each stage runs on one rank");
     list.push_back(&s);
   }
-  int iterations = 0;
-  for (auto &[key, list] : byKey)
-    iterations = std::max(iterations, int(list.size()));
-  out.iterations = iterations;
+  return true;
+}
+
+/// Mean duration and start of every op over the iterations used (the first
+/// is left out when there are more), and the mean iteration time.
+void measureOps(const SamplesByKey &byKey, const StagePlacement &placement,
+                const std::vector<double> &origin, const std::vector<double> &end,
+                TraceProfile &out) {
+  int iterations = out.iterations;
   int firstUsed = iterations > 1 ? 1 : 0;
-  std::vector<double> origin(iterations, INFINITY), end(iterations, -INFINITY);
-  for (auto &[key, list] : byKey)
-    for (size_t k = 0; k < list.size(); ++k) {
-      origin[k] = std::min(origin[k], list[k]->start);
-      end[k] = std::max(end[k], list[k]->end);
-    }
   for (auto &[key, list] : byKey) {
     auto [stage, kind, mb] = key;
     MeasuredOp m;
@@ -233,9 +264,13 @@ bool profileFromTraces(const std::vector<TraceFile> &files,
   for (int k = firstUsed; k < iterations; ++k, ++used)
     out.iterationUs += end[k] - origin[k];
   out.iterationUs = used ? out.iterationUs / used : 0;
+}
 
-  // Gaps of each device's compute in the last iteration.
-  int last = iterations - 1;
+/// Gaps of each device's compute in the last iteration.
+void deviceGaps(const SamplesByKey &byKey, const StagePlacement &placement,
+                const std::vector<double> &origin, const std::vector<double> &end,
+                TraceProfile &out) {
+  int last = out.iterations - 1;
   std::vector<std::vector<std::pair<double, double>>> spans(placement.devices);
   for (auto &[key, list] : byKey)
     if (int(list.size()) > last) {
@@ -263,6 +298,33 @@ bool profileFromTraces(const std::vector<TraceFile> &files,
       out.gaps.push_back({d, reach - o, end[last] - reach,
                           sched::BubbleKind::Cooldown});
   }
+}
+
+} // namespace
+
+bool profileFromTraces(const std::vector<TraceFile> &files,
+                       const StagePlacement &placement, TraceProfile &out,
+                       TraceDiag &diag) {
+  out = TraceProfile();
+  std::vector<Sample> samples;
+  for (size_t fi = 0; fi < files.size(); ++fi)
+    if (!samplesOfFile(files, fi, placement, samples, diag))
+      return false;
+  SamplesByKey byKey;
+  if (!groupSamples(files, samples, byKey, diag))
+    return false;
+  int iterations = 0;
+  for (auto &[key, list] : byKey)
+    iterations = std::max(iterations, int(list.size()));
+  out.iterations = iterations;
+  std::vector<double> origin(iterations, INFINITY), end(iterations, -INFINITY);
+  for (auto &[key, list] : byKey)
+    for (size_t k = 0; k < list.size(); ++k) {
+      origin[k] = std::min(origin[k], list[k]->start);
+      end[k] = std::max(end[k], list[k]->end);
+    }
+  measureOps(byKey, placement, origin, end, out);
+  deviceGaps(byKey, placement, origin, end, out);
   return true;
 }
 
