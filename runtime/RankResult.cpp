@@ -115,8 +115,11 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
   return json;
 }
 
-std::string embeddedProgram(const std::string &part, const std::string &name) {
-  pipefill::rt::RankResult r;
+namespace {
+
+/// Parses one rank part (JSON) into `r`; a parse error names the part.
+void parseRankPart(const std::string &part, const std::string &name,
+                   pipefill::rt::RankResult &r) {
   google::protobuf::util::JsonParseOptions options;
   auto status = google::protobuf::util::JsonStringToMessage(part, &r, options);
   if (!status.ok())
@@ -125,28 +128,14 @@ std::string embeddedProgram(const std::string &part, const std::string &name) {
   if (r.format() != kFormat)
     throw Error(PFRT_ERROR_PARSE, name + ": not a rank report (format '" + r.format() +
                                       "', expected '" + kFormat + "')");
-  if (r.program_proto().empty())
-    throw Error(PFRT_ERROR_PARSE, name + ": the rank report holds no program");
-  return r.program_proto();
 }
 
-RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
-                           const std::vector<std::string> &names) {
-  const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
+/// The parts belong together: one program, the same run settings, each rank
+/// once. Returns the part index of each rank.
+std::vector<int> checkRankParts(const Program &program,
+                                const std::vector<pipefill::rt::RankResult> &ranks,
+                                const std::vector<std::string> &names) {
   const uint64_t fingerprint = programFingerprint(program);
-  if (parts.empty())
-    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "no rank reports to merge");
-  std::vector<pipefill::rt::RankResult> ranks(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i) {
-    google::protobuf::util::JsonParseOptions options;
-    auto status = google::protobuf::util::JsonStringToMessage(parts[i], &ranks[i], options);
-    if (!status.ok())
-      throw Error(PFRT_ERROR_PARSE, names[i] + ": not a rank report (" +
-                                        std::string(status.message()) + ")");
-    if (ranks[i].format() != kFormat)
-      throw Error(PFRT_ERROR_PARSE, names[i] + ": not a rank report (format '" +
-                                        ranks[i].format() + "', expected '" + kFormat + "')");
-  }
   const pipefill::rt::RankResult &first = ranks[0];
   std::vector<int> byRank(first.world(), -1);
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -183,8 +172,13 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
   for (uint32_t k = 0; k < byRank.size(); ++k)
     if (byRank[k] < 0)
       mismatch("rank " + std::to_string(k) + " of " + std::to_string(first.world()) +
-               " is missing (" + std::to_string(parts.size()) + " report(s) given)");
+               " is missing (" + std::to_string(ranks.size()) + " report(s) given)");
+  return byRank;
+}
 
+/// The run settings all parts share (checkRankParts), with per-device
+/// vectors sized for the program.
+RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numDevices) {
   RunResult run;
   run.backend = first.backend();
   run.rankTransfer = first.rank_transfer();
@@ -207,6 +201,117 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
   run.minFreeKnown.assign(numDevices, false);
   run.minFreeMeasured.assign(numDevices, false);
   run.local.assign(numDevices, true);
+  return run;
+}
+
+/// One device of part `name`: its backend, memory and every stream's op
+/// times, checked against the program's streams.
+void mergeDevice(const Program &program, const pipefill::rt::RankDevice &dev,
+                 const std::string &name, RunResult &run) {
+  const uint32_t d = dev.device();
+  const auto &streams = program.devices[d].streams;
+  if (dev.streams_size() != static_cast<int>(streams.size()))
+    mismatch(name + ": device " + std::to_string(d) + " has " +
+             std::to_string(dev.streams_size()) + " streams, the program " +
+             std::to_string(streams.size()));
+  run.deviceBackend[d] = dev.backend();
+  run.deviceFill[d] = dev.fill();
+  run.minFreeBytes[d] = dev.min_free_bytes();
+  run.minFreeKnown[d] = dev.min_free_known();
+  run.minFreeMeasured[d] = dev.min_free_measured();
+  for (int s = 0; s < dev.streams_size(); ++s) {
+    const pipefill::rt::RankStream &st = dev.streams(s);
+    const size_t slots = streams[static_cast<size_t>(s)].ops.size() * run.iterations;
+    if (static_cast<size_t>(st.start_size()) != slots ||
+        static_cast<size_t>(st.end_size()) != slots)
+      mismatch(name + ": device " + std::to_string(d) + " stream " + std::to_string(s) +
+               " has " + std::to_string(st.start_size()) + " op times, expected " +
+               std::to_string(slots));
+    std::vector<TimeSlot> times(slots);
+    for (size_t n = 0; n < slots; ++n) {
+      times[n].start = st.start(static_cast<int>(n));
+      times[n].end = st.end(static_cast<int>(n));
+    }
+    run.slots[d].push_back(std::move(times));
+    run.streamPriority[d].push_back(st.has_priority() ? st.priority() : INT32_MIN);
+  }
+}
+
+RunResult::ChunkRun chunkRunFromProto(const pipefill::rt::RankChunkRun &c) {
+  RunResult::ChunkRun out;
+  out.device = c.device();
+  out.job = c.job();
+  out.stream = c.stream();
+  out.op = c.op();
+  out.bubbleId = c.bubble_id();
+  out.iteration = c.iteration();
+  out.passBegin = c.pass_begin();
+  out.passEnd = c.pass_end();
+  out.batch = c.batch();
+  out.plannedUs = c.planned_us();
+  out.predictedUs = c.predicted_us();
+  out.start = c.start();
+  out.end = c.end();
+  out.deferred = c.deferred();
+  return out;
+}
+
+/// Fill job `j` summed over the ranks (each rank ran its own devices' share).
+void mergeJob(const Program &program, uint32_t j,
+              const std::vector<pipefill::rt::RankResult> &ranks,
+              const std::vector<int> &byRank, const std::vector<std::string> &names,
+              RunResult &run) {
+  RunResult::Job &out = run.jobs[j];
+  out.name = program.jobs[j].name;
+  out.kind = program.jobs[j].kind;
+  out.shape = makeJobShape(program, j, run.maxDim);
+  for (uint32_t k = 0; k < byRank.size(); ++k) {
+    const size_t i = static_cast<size_t>(byRank[k]);
+    const pipefill::rt::RankJob &rj = ranks[i].jobs(static_cast<int>(j));
+    if (rj.name() != out.name)
+      mismatch(names[i] + ": fill job " + std::to_string(j) + " is '" + rj.name() +
+               "', the program's '" + out.name + "'");
+    if (k == 0)
+      out.samplesPlanned = rj.samples_planned();
+    else if (rj.samples_planned() != out.samplesPlanned)
+      mismatch(names[i] + ": fill job '" + out.name + "' plans " +
+               std::to_string(rj.samples_planned()) + " samples, rank 0's report " +
+               std::to_string(out.samplesPlanned));
+    out.samplesThisRun += rj.samples_this_run();
+    out.samplesCompleted += rj.samples_completed();
+    out.steps += rj.steps();
+    out.checksum += rj.checksum();
+    out.lossSum += rj.loss_sum();
+    out.weightsChecksum += rj.weights_checksum();
+    out.chunksRun += rj.chunks_run();
+    out.chunksSkipped += rj.chunks_skipped();
+    out.chunksDeferred += rj.chunks_deferred();
+    out.chunksPending += rj.chunks_pending();
+    out.samplesPending += rj.samples_pending();
+  }
+}
+
+} // namespace
+
+std::string embeddedProgram(const std::string &part, const std::string &name) {
+  pipefill::rt::RankResult r;
+  parseRankPart(part, name, r);
+  if (r.program_proto().empty())
+    throw Error(PFRT_ERROR_PARSE, name + ": the rank report holds no program");
+  return r.program_proto();
+}
+
+RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
+                           const std::vector<std::string> &names) {
+  const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
+  if (parts.empty())
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "no rank reports to merge");
+  std::vector<pipefill::rt::RankResult> ranks(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i)
+    parseRankPart(parts[i], names[i], ranks[i]);
+  const std::vector<int> byRank = checkRankParts(program, ranks, names);
+
+  RunResult run = mergedRunSettings(ranks[0], numDevices);
   std::vector<int> owner(numDevices, -1);
   for (uint32_t k = 0; k < byRank.size(); ++k) {
     const size_t i = static_cast<size_t>(byRank[k]);
@@ -222,51 +327,10 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
         mismatch("device " + std::to_string(d) + " is in " + names[i] + " and in " +
                  names[static_cast<size_t>(owner[d])]);
       owner[d] = static_cast<int>(i);
-      const auto &streams = program.devices[d].streams;
-      if (dev.streams_size() != static_cast<int>(streams.size()))
-        mismatch(names[i] + ": device " + std::to_string(d) + " has " +
-                 std::to_string(dev.streams_size()) + " streams, the program " +
-                 std::to_string(streams.size()));
-      run.deviceBackend[d] = dev.backend();
-      run.deviceFill[d] = dev.fill();
-      run.minFreeBytes[d] = dev.min_free_bytes();
-      run.minFreeKnown[d] = dev.min_free_known();
-      run.minFreeMeasured[d] = dev.min_free_measured();
-      for (int s = 0; s < dev.streams_size(); ++s) {
-        const pipefill::rt::RankStream &st = dev.streams(s);
-        const size_t slots = streams[static_cast<size_t>(s)].ops.size() * run.iterations;
-        if (static_cast<size_t>(st.start_size()) != slots ||
-            static_cast<size_t>(st.end_size()) != slots)
-          mismatch(names[i] + ": device " + std::to_string(d) + " stream " + std::to_string(s) +
-                   " has " + std::to_string(st.start_size()) + " op times, expected " +
-                   std::to_string(slots));
-        std::vector<TimeSlot> times(slots);
-        for (size_t n = 0; n < slots; ++n) {
-          times[n].start = st.start(static_cast<int>(n));
-          times[n].end = st.end(static_cast<int>(n));
-        }
-        run.slots[d].push_back(std::move(times));
-        run.streamPriority[d].push_back(st.has_priority() ? st.priority() : INT32_MIN);
-      }
+      mergeDevice(program, dev, names[i], run);
     }
-    for (const pipefill::rt::RankChunkRun &c : r.chunk_runs()) {
-      RunResult::ChunkRun out;
-      out.device = c.device();
-      out.job = c.job();
-      out.stream = c.stream();
-      out.op = c.op();
-      out.bubbleId = c.bubble_id();
-      out.iteration = c.iteration();
-      out.passBegin = c.pass_begin();
-      out.passEnd = c.pass_end();
-      out.batch = c.batch();
-      out.plannedUs = c.planned_us();
-      out.predictedUs = c.predicted_us();
-      out.start = c.start();
-      out.end = c.end();
-      out.deferred = c.deferred();
-      run.chunkRuns.push_back(out);
-    }
+    for (const pipefill::rt::RankChunkRun &c : r.chunk_runs())
+      run.chunkRuns.push_back(chunkRunFromProto(c));
   }
   for (uint32_t d = 0; d < numDevices; ++d)
     if (owner[d] < 0)
@@ -274,36 +338,8 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
                std::to_string(numDevices) + " devices)");
 
   run.jobs.resize(program.jobs.size());
-  for (uint32_t j = 0; j < program.jobs.size(); ++j) {
-    RunResult::Job &out = run.jobs[j];
-    out.name = program.jobs[j].name;
-    out.kind = program.jobs[j].kind;
-    out.shape = makeJobShape(program, j, run.maxDim);
-    for (uint32_t k = 0; k < byRank.size(); ++k) {
-      const size_t i = static_cast<size_t>(byRank[k]);
-      const pipefill::rt::RankJob &rj = ranks[i].jobs(static_cast<int>(j));
-      if (rj.name() != out.name)
-        mismatch(names[i] + ": fill job " + std::to_string(j) + " is '" + rj.name() +
-                 "', the program's '" + out.name + "'");
-      if (k == 0)
-        out.samplesPlanned = rj.samples_planned();
-      else if (rj.samples_planned() != out.samplesPlanned)
-        mismatch(names[i] + ": fill job '" + out.name + "' plans " +
-                 std::to_string(rj.samples_planned()) + " samples, rank 0's report " +
-                 std::to_string(out.samplesPlanned));
-      out.samplesThisRun += rj.samples_this_run();
-      out.samplesCompleted += rj.samples_completed();
-      out.steps += rj.steps();
-      out.checksum += rj.checksum();
-      out.lossSum += rj.loss_sum();
-      out.weightsChecksum += rj.weights_checksum();
-      out.chunksRun += rj.chunks_run();
-      out.chunksSkipped += rj.chunks_skipped();
-      out.chunksDeferred += rj.chunks_deferred();
-      out.chunksPending += rj.chunks_pending();
-      out.samplesPending += rj.samples_pending();
-    }
-  }
+  for (uint32_t j = 0; j < program.jobs.size(); ++j)
+    mergeJob(program, j, ranks, byRank, names, run);
   return run;
 }
 
