@@ -38,24 +38,8 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       return pipeline.emitError()
              << "has no simulated bubbles to fill; run pipefill-simulate and "
                 "pipefill-insert-bubbles first";
-    ModuleOp module = getOperation();
-    // Re-planning replaces the previous plan.
-    SmallVector<Operation *> stale;
-    pipeline.walk([&](Operation *op) {
-      if (isa<FillOp, AssignmentOp>(op))
-        stale.push_back(op);
-    });
-    for (Operation *op : stale)
-      op->erase();
-    for (StageOp stage : pipeline.getStages())
-      stage->removeAttr(kFillAccountAttr);
-    for (FillJobOp job : module.getOps<FillJobOp>()) {
-      job.removeSamplesPerIterationAttr();
-      job.removeEfficiencyAttr();
-      job.removeUnscheduledAttr();
-    }
-
-    FillProblem problem = fillProblemFromIR(module, pipeline);
+    removePreviousPlan(pipeline);
+    FillProblem problem = fillProblemFromIR(getOperation(), pipeline);
     if (problem.jobs.empty())
       return success();
     problem.config.allowMultipleJobsPerStage = !singleJobPerStage;
@@ -67,18 +51,48 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
         diag.attachNote() << e;
       return failure();
     }
-
-    OpBuilder b(&getContext());
     SmallVector<StageOp> stages(pipeline.getStages());
-    auto jobRef = [&](int job) {
-      return FlatSymbolRefAttr::get(problem.jobOps[job].getSymNameAttr());
-    };
+    writeAssignments(plan, problem, stages);
+    writeAccounts(plan, stages);
+    writeChunks(plan, problem, stages);
+    writeJobResults(plan, problem);
+    return success();
+  }
+
+  /// Re-planning replaces the previous plan: its fill and assignment ops,
+  /// the stages' accounts and the jobs' results.
+  void removePreviousPlan(PipelineOp pipeline) {
+    SmallVector<Operation *> stale;
+    pipeline.walk([&](Operation *op) {
+      if (isa<FillOp, AssignmentOp>(op))
+        stale.push_back(op);
+    });
+    for (Operation *op : stale)
+      op->erase();
+    for (StageOp stage : pipeline.getStages())
+      stage->removeAttr(kFillAccountAttr);
+    for (FillJobOp job : getOperation().getOps<FillJobOp>()) {
+      job.removeSamplesPerIterationAttr();
+      job.removeEfficiencyAttr();
+      job.removeUnscheduledAttr();
+    }
+  }
+
+  static FlatSymbolRefAttr jobRef(const FillProblem &problem, int job) {
+    FillJobOp op = problem.jobOps[job]; // a handle; its accessors are non-const
+    return FlatSymbolRefAttr::get(op.getSymNameAttr());
+  }
+
+  /// One pipefill.assignment per (stage, job) at the top of its stage.
+  void writeAssignments(const fill::Plan &plan, const FillProblem &problem,
+                        ArrayRef<StageOp> stages) {
+    OpBuilder b(&getContext());
     for (const fill::Assignment &a : plan.assignments) {
       StageOp stage = stages[a.stage];
       b.setInsertionPointToStart(&stage.getBody().front());
       auto op = b.create<AssignmentOp>(stage.getLoc(), TypeRange{}, ValueRange{},
                                        ArrayRef<NamedAttribute>{});
-      op.setJobAttr(jobRef(a.job));
+      op.setJobAttr(jobRef(problem, a.job));
       op.setBatch(a.batch);
       op.setWeights(toIR(a.weights));
       op.setActs(toIR(a.acts));
@@ -90,9 +104,12 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       op.setSamplesPerIteration(llvm::APFloat(a.samplesPerIteration));
       op.setPersistentBytes(a.persistentBytes);
     }
+  }
 
-    // Where each stage's bubble time goes (planned), for the report and the
-    // summary: a discardable dictionary on the stage.
+  /// Where each stage's bubble time goes (planned), for the report and the
+  /// summary: a discardable dictionary on the stage.
+  void writeAccounts(const fill::Plan &plan, ArrayRef<StageOp> stages) {
+    OpBuilder b(&getContext());
     for (const fill::StageAccount &a : plan.accounts) {
       auto f = [&](double v) { return b.getF64FloatAttr(v); };
       stages[a.stage]->setAttr(
@@ -111,13 +128,16 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
               b.getNamedAttr("granularity_us", f(a.granularityUs)),
           }));
     }
+  }
 
-    // Chunks go into their bubbles in execution order. 10^5 chunks at 64 x
-    // 512: each stage's chunks are written on their own thread (stages are
-    // isolated) with per-thread attribute caches, since most fields repeat
-    // (layer ranges, batches, byte counts, the same few jobs) and going
-    // through the context's uniquer for each of a chunk's 13 fields cost more
-    // than the op itself.
+  /// Chunks go into their bubbles in execution order. 10^5 chunks at 64 x
+  /// 512: each stage's chunks are written on their own thread (stages are
+  /// isolated) with per-thread attribute caches, since most fields repeat
+  /// (layer ranges, batches, byte counts, the same few jobs) and going
+  /// through the context's uniquer for each of a chunk's 13 fields cost more
+  /// than the op itself.
+  void writeChunks(const fill::Plan &plan, const FillProblem &problem,
+                   ArrayRef<StageOp> stages) {
     std::vector<const fill::Chunk *> chunks;
     for (const fill::Chunk &c : plan.chunks)
       chunks.push_back(&c);
@@ -136,7 +156,7 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       stageBegin[s] = std::min(stageBegin[s], stageBegin[s + 1]);
     SmallVector<FlatSymbolRefAttr> jobRefs;
     for (size_t j = 0; j < problem.jobOps.size(); ++j)
-      jobRefs.push_back(jobRef(j));
+      jobRefs.push_back(jobRef(problem, j));
     MLIRContext *ctx = &getContext();
     WeightPlacementAttr weightAttrs[] = {
         WeightPlacementAttr::get(ctx, WeightPlacement::Resident),
@@ -172,7 +192,13 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
         sb.create(state);
       }
     });
+  }
 
+  /// Each job's samples per iteration and efficiency, or why it is
+  /// unscheduled (a warning, or a remark when it only lost its stages to
+  /// more valuable jobs).
+  void writeJobResults(const fill::Plan &plan, const FillProblem &problem) {
+    OpBuilder b(&getContext());
     std::map<std::string, std::string> unscheduled;
     for (const fill::Unscheduled &u : plan.unscheduled)
       unscheduled[u.name] = u.reason;
@@ -197,7 +223,6 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
         mlir::emitWarning(jobOp.getLoc())
             << "fill job '" << jobOp.getSymName() << "' is unscheduled: " << reason;
     }
-    return success();
   }
 };
 } // namespace
