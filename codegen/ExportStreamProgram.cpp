@@ -64,22 +64,14 @@ ps::ProgramOp findProgram(ModuleOp module) {
   return found;
 }
 
-} // namespace
-
-LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
-  ps::ProgramOp program = findProgram(module);
-  if (!program)
-    return failure();
-  out.set_version(1);
-  out.set_name(program.getSymName().str());
-  out.set_iterations(program.getIterations());
-  out.set_planned_iteration_us(f64(program.getPlannedIterationUs()));
-  out.set_seed(program.getSeed());
-
-  // Each device runs its own instance of a fill job ("name@device"): its own
-  // sample stream and, for training, its own weights. The job's samples are
-  // shared out in proportion to the devices' planned rates (every instance
-  // of a job runs the same number of periods' worth of work otherwise).
+/// Each device runs its own instance of a fill job ("name@device"): its own
+/// sample stream and, for training, its own weights. The job's samples are
+/// shared out in proportion to the devices' planned rates (every instance
+/// of a job runs the same number of periods' worth of work otherwise).
+/// Adds the instances to `out`; instanceOf[device][job] is the index of each.
+LogicalResult addFillJobs(ModuleOp module, ps::ProgramOp program,
+                          rt::StreamProgram &out,
+                          std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
   llvm::StringMap<FillJobOp> jobs;
   for (FillJobOp job : module.getOps<FillJobOp>())
     jobs[job.getSymName()] = job;
@@ -129,29 +121,119 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
       l->set_activation_bytes_per_sample(layer.getActivationBytesPerSample());
     }
   }
-
   // Instance index of each job on each device, for the chunks.
-  std::vector<llvm::StringMap<uint32_t>> instanceOf(deviceIndex);
+  instanceOf.assign(deviceIndex, {});
   for (auto &[key, index] : instance)
     instanceOf[key.second][key.first] = index;
+  return success();
+}
+
+/// A device's header: stage, memory, links and calibration.
+void setDeviceHeader(ps::DeviceOp device, rt::DeviceProgram *d) {
+  d->set_stage(device.getStage());
+  d->set_memory_bytes(device.getMemoryBytes());
+  d->set_static_bytes(device.getStaticBytes());
+  d->set_planned_iteration_us(f64(device.getPlannedIterationUs()));
+  d->set_p2p_latency_us(f64(device.getP2pLatencyUs()));
+  d->set_p2p_bandwidth_gbps(f64(device.getP2pBandwidthGbps()));
+  d->set_pcie_bandwidth_gbps(f64(device.getPcieBandwidthGbps()));
+  rt::StageCalibration *c = d->mutable_calibration();
+  c->set_forward_us(f64(device.getForwardUs()));
+  c->set_backward_us(f64(device.getBackwardUs()));
+  c->set_backward_input_us(f64(device.getBackwardInputUs()));
+  c->set_backward_weight_us(f64(device.getBackwardWeightUs()));
+  c->set_allreduce_us(f64(device.getAllreduceUs()));
+  c->set_optimizer_us(f64(device.getOptimizerUs()));
+}
+
+void setFillChunk(ps::FillChunkOp chunk,
+                  const llvm::StringMap<uint32_t> &jobInstance,
+                  rt::FillChunkOp *x) {
+  x->set_job(jobInstance.lookup(chunk.getJob()));
+  x->set_bubble_id(chunk.getBubbleId());
+  x->set_layer_begin(chunk.getLayerBegin());
+  x->set_layer_end(chunk.getLayerEnd());
+  x->set_batch(chunk.getBatch());
+  x->set_sample_begin(chunk.getSampleBegin());
+  x->set_iteration_offset(chunk.getIterationOffsetAttr().getInt());
+  x->set_weights(chunk.getWeightsStreamed() ? rt::FillChunkOp::WEIGHTS_STREAMED
+                                            : rt::FillChunkOp::WEIGHTS_RESIDENT);
+  x->set_activations(chunk.getActivationsOnHost()
+                         ? rt::FillChunkOp::ACTIVATIONS_HOST
+                         : rt::FillChunkOp::ACTIVATIONS_DEVICE);
+  x->set_planned_us(f64(chunk.getPlannedUs()));
+  x->set_peak_bytes(chunk.getPeakBytes());
+  x->set_period(chunk.getPeriod());
+  x->set_phase(chunk.getPhase());
+}
+
+/// One stream op in its StreamProgram form; an error on an op that has none.
+LogicalResult exportStreamOp(Operation &op,
+                             const llvm::StringMap<uint32_t> &jobInstance,
+                             rt::StreamOp *o) {
+  if (auto compute = dyn_cast<ps::ComputeOp>(op)) {
+    rt::ComputeOp *x = o->mutable_compute();
+    x->set_kind(static_cast<rt::ComputeOp::Kind>(compute.getKind()));
+    x->set_microbatch(compute.getMicrobatch());
+    x->set_chunk(compute.getChunk());
+    x->set_planned_us(f64(compute.getPlannedUs()));
+    x->set_planned_start_us(f64(compute.getPlannedStartUs()));
+  } else if (auto send = dyn_cast<ps::SendOp>(op)) {
+    rt::SendOp *x = o->mutable_send();
+    x->set_peer(send.getPeer());
+    x->set_bytes(send.getBytes());
+    x->set_tag(send.getTag());
+    x->set_planned_us(f64(send.getPlannedUs()));
+    x->set_planned_start_us(f64(send.getPlannedStartUs()));
+  } else if (auto recv = dyn_cast<ps::RecvOp>(op)) {
+    rt::RecvOp *x = o->mutable_recv();
+    x->set_peer(recv.getPeer());
+    x->set_bytes(recv.getBytes());
+    x->set_tag(recv.getTag());
+    x->set_planned_start_us(f64(recv.getPlannedStartUs()));
+  } else if (auto record = dyn_cast<ps::RecordOp>(op)) {
+    o->mutable_record()->set_event(record.getEvent());
+  } else if (auto wait = dyn_cast<ps::WaitOp>(op)) {
+    o->mutable_wait()->set_event(wait.getEvent());
+  } else if (auto bubble = dyn_cast<ps::BubbleOp>(op)) {
+    rt::BubbleOp *x = o->mutable_bubble();
+    x->set_bubble_id(bubble.getBubbleId());
+    x->set_kind(static_cast<rt::BubbleOp::Kind>(bubble.getKind()));
+    x->set_planned_start_us(f64(bubble.getPlannedStartUs()));
+    x->set_planned_duration_us(f64(bubble.getPlannedDurationUs()));
+    x->set_free_bytes(bubble.getFreeBytes());
+  } else if (auto chunk = dyn_cast<ps::FillChunkOp>(op)) {
+    setFillChunk(chunk, jobInstance, o->mutable_fill());
+  } else if (auto copy = dyn_cast<ps::CopyOp>(op)) {
+    rt::CopyOp *x = o->mutable_copy();
+    x->set_direction(static_cast<rt::CopyOp::Direction>(copy.getDirection()));
+    x->set_bytes(copy.getBytes());
+    x->set_planned_us(f64(copy.getPlannedUs()));
+  } else {
+    return op.emitOpError() << "has no StreamProgram form";
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
+  ps::ProgramOp program = findProgram(module);
+  if (!program)
+    return failure();
+  out.set_version(1);
+  out.set_name(program.getSymName().str());
+  out.set_iterations(program.getIterations());
+  out.set_planned_iteration_us(f64(program.getPlannedIterationUs()));
+  out.set_seed(program.getSeed());
+  std::vector<llvm::StringMap<uint32_t>> instanceOf;
+  if (failed(addFillJobs(module, program, out, instanceOf)))
+    return failure();
 
   for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
     const llvm::StringMap<uint32_t> &jobInstance = instanceOf[out.devices_size()];
     rt::DeviceProgram *d = out.add_devices();
-    d->set_stage(device.getStage());
-    d->set_memory_bytes(device.getMemoryBytes());
-    d->set_static_bytes(device.getStaticBytes());
-    d->set_planned_iteration_us(f64(device.getPlannedIterationUs()));
-    d->set_p2p_latency_us(f64(device.getP2pLatencyUs()));
-    d->set_p2p_bandwidth_gbps(f64(device.getP2pBandwidthGbps()));
-    d->set_pcie_bandwidth_gbps(f64(device.getPcieBandwidthGbps()));
-    rt::StageCalibration *c = d->mutable_calibration();
-    c->set_forward_us(f64(device.getForwardUs()));
-    c->set_backward_us(f64(device.getBackwardUs()));
-    c->set_backward_input_us(f64(device.getBackwardInputUs()));
-    c->set_backward_weight_us(f64(device.getBackwardWeightUs()));
-    c->set_allreduce_us(f64(device.getAllreduceUs()));
-    c->set_optimizer_us(f64(device.getOptimizerUs()));
+    setDeviceHeader(device, d);
     for (ps::EventOp event : device.getBody().front().getOps<ps::EventOp>())
       d->add_events()->set_name(event.getName().str());
     for (ps::StreamOp stream : device.getBody().front().getOps<ps::StreamOp>()) {
@@ -160,66 +242,9 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
                   std::to_string(stream.getIndex()));
       s->set_role(static_cast<rt::ProgramStream::Role>(stream.getRole()));
       s->set_priority(static_cast<rt::ProgramStream::Priority>(stream.getPriority()));
-      for (Operation &op : stream.getBody().front()) {
-        rt::StreamOp *o = s->add_ops();
-        if (auto compute = dyn_cast<ps::ComputeOp>(op)) {
-          rt::ComputeOp *x = o->mutable_compute();
-          x->set_kind(static_cast<rt::ComputeOp::Kind>(compute.getKind()));
-          x->set_microbatch(compute.getMicrobatch());
-          x->set_chunk(compute.getChunk());
-          x->set_planned_us(f64(compute.getPlannedUs()));
-          x->set_planned_start_us(f64(compute.getPlannedStartUs()));
-        } else if (auto send = dyn_cast<ps::SendOp>(op)) {
-          rt::SendOp *x = o->mutable_send();
-          x->set_peer(send.getPeer());
-          x->set_bytes(send.getBytes());
-          x->set_tag(send.getTag());
-          x->set_planned_us(f64(send.getPlannedUs()));
-          x->set_planned_start_us(f64(send.getPlannedStartUs()));
-        } else if (auto recv = dyn_cast<ps::RecvOp>(op)) {
-          rt::RecvOp *x = o->mutable_recv();
-          x->set_peer(recv.getPeer());
-          x->set_bytes(recv.getBytes());
-          x->set_tag(recv.getTag());
-          x->set_planned_start_us(f64(recv.getPlannedStartUs()));
-        } else if (auto record = dyn_cast<ps::RecordOp>(op)) {
-          o->mutable_record()->set_event(record.getEvent());
-        } else if (auto wait = dyn_cast<ps::WaitOp>(op)) {
-          o->mutable_wait()->set_event(wait.getEvent());
-        } else if (auto bubble = dyn_cast<ps::BubbleOp>(op)) {
-          rt::BubbleOp *x = o->mutable_bubble();
-          x->set_bubble_id(bubble.getBubbleId());
-          x->set_kind(static_cast<rt::BubbleOp::Kind>(bubble.getKind()));
-          x->set_planned_start_us(f64(bubble.getPlannedStartUs()));
-          x->set_planned_duration_us(f64(bubble.getPlannedDurationUs()));
-          x->set_free_bytes(bubble.getFreeBytes());
-        } else if (auto chunk = dyn_cast<ps::FillChunkOp>(op)) {
-          rt::FillChunkOp *x = o->mutable_fill();
-          x->set_job(jobInstance.lookup(chunk.getJob()));
-          x->set_bubble_id(chunk.getBubbleId());
-          x->set_layer_begin(chunk.getLayerBegin());
-          x->set_layer_end(chunk.getLayerEnd());
-          x->set_batch(chunk.getBatch());
-          x->set_sample_begin(chunk.getSampleBegin());
-          x->set_iteration_offset(chunk.getIterationOffsetAttr().getInt());
-          x->set_weights(chunk.getWeightsStreamed() ? rt::FillChunkOp::WEIGHTS_STREAMED
-                                                    : rt::FillChunkOp::WEIGHTS_RESIDENT);
-          x->set_activations(chunk.getActivationsOnHost()
-                                 ? rt::FillChunkOp::ACTIVATIONS_HOST
-                                 : rt::FillChunkOp::ACTIVATIONS_DEVICE);
-          x->set_planned_us(f64(chunk.getPlannedUs()));
-          x->set_peak_bytes(chunk.getPeakBytes());
-          x->set_period(chunk.getPeriod());
-          x->set_phase(chunk.getPhase());
-        } else if (auto copy = dyn_cast<ps::CopyOp>(op)) {
-          rt::CopyOp *x = o->mutable_copy();
-          x->set_direction(static_cast<rt::CopyOp::Direction>(copy.getDirection()));
-          x->set_bytes(copy.getBytes());
-          x->set_planned_us(f64(copy.getPlannedUs()));
-        } else {
-          return op.emitOpError() << "has no StreamProgram form";
-        }
-      }
+      for (Operation &op : stream.getBody().front())
+        if (failed(exportStreamOp(op, jobInstance, s->add_ops())))
+          return failure();
     }
   }
   return success();
