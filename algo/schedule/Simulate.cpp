@@ -388,10 +388,10 @@ bool checkDeadlockFree(const Schedule &schedule, int &stage, size_t &index,
   return false;
 }
 
-bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
-              std::string &error) {
-  const int p = static_cast<int>(schedule.size());
-  result = SimResult();
+namespace {
+
+/// The spec's own fields against the schedule's shape; false with `error`.
+bool checkSpec(const PipelineSpec &spec, int p, std::string &error) {
   if (p == 0) {
     error = "the schedule has no stages.";
     return false;
@@ -420,34 +420,19 @@ bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
     error = "the weight-gradient stash fraction must be within [0, 1].";
     return false;
   }
+  return true;
+}
 
-  // Pass 1: fields, pairing, memory.
-  result.stages.assign(p, {});
-  std::vector<size_t> offsets(p + 1, 0);
-  for (int s = 0; s < p; ++s) {
-    int64_t staticBytes = spec.costs.empty() ? 0 : spec.costs[s].staticBytes;
-    if (staticBytes < 0) {
-      error = "stage " + std::to_string(s) + " has negative static bytes.";
-      return false;
-    }
-    if (schedule[s].size() > size_t(INT32_MAX)) {
-      error = "stage " + std::to_string(s) + " has too many instructions.";
-      return false;
-    }
-    if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s],
-                    error))
-      return false;
-    offsets[s + 1] = offsets[s] + schedule[s].size();
-  }
-
-  // Pass 2: send/recv matching.
-  std::vector<Ref> partner(offsets[p], Ref{-1, -1});
-  if (!matchTransfers(schedule, offsets, partner, error))
-    return false;
-
-  // Pass 3: timing.
-  std::vector<size_t> pc(p, 0);
-  std::vector<double> clock(p, 0.0);
+/// Pass 3, timing: each stage runs its list in order until a recv whose
+/// send has not happened yet; a send wakes its receiver. pc[s] is where
+/// stage s stopped (its list's size when it finished), clock[s] its time.
+void runTiming(const PipelineSpec &spec, Schedule &schedule,
+               const std::vector<size_t> &offsets,
+               const std::vector<Ref> &partner, std::vector<size_t> &pc,
+               std::vector<double> &clock) {
+  const int p = static_cast<int>(schedule.size());
+  pc.assign(p, 0);
+  clock.assign(p, 0.0);
   std::vector<double> arrival(offsets[p], 0.0); // indexed by recv
   std::vector<char> sent(offsets[p], 0);        // indexed by recv
   std::vector<char> waiting(p, 0);
@@ -492,47 +477,95 @@ bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
     pc[s] = i;
     clock[s] = t;
   }
+}
 
+/// The deadlock among the stages that stopped early (`stuck`, not empty).
+/// Every stopped stage waits at a recv whose send sits on another stopped
+/// stage (a finished stage has executed all its sends), so following
+/// "waits for" from any stopped stage must run into a cycle. Reports it.
+std::string describeDeadlock(const Schedule &schedule,
+                             const std::vector<size_t> &offsets,
+                             const std::vector<Ref> &partner,
+                             const std::vector<size_t> &pc,
+                             const std::vector<int> &stuck) {
+  const int p = static_cast<int>(schedule.size());
+  auto target = [&](int s) {
+    return partner[offsets[s] + pc[s]].stage;
+  };
+  std::vector<int> seenAt(p, -1);
+  std::vector<int> path;
+  int s = stuck.front();
+  while (seenAt[s] < 0) {
+    seenAt[s] = static_cast<int>(path.size());
+    path.push_back(s);
+    s = target(s);
+  }
+  std::vector<int> cycle(path.begin() + seenAt[s], path.end());
+  std::ostringstream os;
+  os << "deadlock: stages";
+  for (int c : cycle)
+    os << ' ' << c << " ->";
+  os << ' ' << cycle.front() << " wait on each other in a cycle:";
+  for (size_t k = 0; k < cycle.size(); ++k) {
+    int c = cycle[k];
+    size_t i = pc[c];
+    Ref r = partner[offsets[c] + i];
+    os << (k ? "; " : " ") << where(c, i, schedule[c][i])
+       << " waits for "
+       << where(r.stage, size_t(r.index), schedule[r.stage][r.index]);
+  }
+  os << '.';
+  if (stuck.size() > cycle.size())
+    os << ' ' << stuck.size() - cycle.size()
+       << (stuck.size() - cycle.size() == 1 ? " other stage waits"
+                                             : " other stages wait")
+       << " behind it.";
+  return os.str();
+}
+
+} // namespace
+
+bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
+              std::string &error) {
+  const int p = static_cast<int>(schedule.size());
+  result = SimResult();
+  if (!checkSpec(spec, p, error))
+    return false;
+
+  // Pass 1: fields, pairing, memory.
+  result.stages.assign(p, {});
+  std::vector<size_t> offsets(p + 1, 0);
+  for (int s = 0; s < p; ++s) {
+    int64_t staticBytes = spec.costs.empty() ? 0 : spec.costs[s].staticBytes;
+    if (staticBytes < 0) {
+      error = "stage " + std::to_string(s) + " has negative static bytes.";
+      return false;
+    }
+    if (schedule[s].size() > size_t(INT32_MAX)) {
+      error = "stage " + std::to_string(s) + " has too many instructions.";
+      return false;
+    }
+    if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s],
+                    error))
+      return false;
+    offsets[s + 1] = offsets[s] + schedule[s].size();
+  }
+
+  // Pass 2: send/recv matching.
+  std::vector<Ref> partner(offsets[p], Ref{-1, -1});
+  if (!matchTransfers(schedule, offsets, partner, error))
+    return false;
+
+  // Pass 3: timing.
+  std::vector<size_t> pc;
+  std::vector<double> clock;
+  runTiming(spec, schedule, offsets, partner, pc, clock);
   std::vector<int> stuck;
   for (int s = 0; s < p; ++s)
     if (pc[s] < schedule[s].size())
       stuck.push_back(s);
   if (!stuck.empty()) {
-    // Every stopped stage waits at a recv whose send sits on another stopped
-    // stage (a finished stage has executed all its sends), so following
-    // "waits for" from any stopped stage must run into a cycle. Report it.
-    auto target = [&](int s) {
-      return partner[offsets[s] + pc[s]].stage;
-    };
-    std::vector<int> seenAt(p, -1);
-    std::vector<int> path;
-    int s = stuck.front();
-    while (seenAt[s] < 0) {
-      seenAt[s] = static_cast<int>(path.size());
-      path.push_back(s);
-      s = target(s);
-    }
-    std::vector<int> cycle(path.begin() + seenAt[s], path.end());
-    std::ostringstream os;
-    os << "deadlock: stages";
-    for (int c : cycle)
-      os << ' ' << c << " ->";
-    os << ' ' << cycle.front() << " wait on each other in a cycle:";
-    for (size_t k = 0; k < cycle.size(); ++k) {
-      int c = cycle[k];
-      size_t i = pc[c];
-      Ref r = partner[offsets[c] + i];
-      os << (k ? "; " : " ") << where(c, i, schedule[c][i])
-         << " waits for "
-         << where(r.stage, size_t(r.index), schedule[r.stage][r.index]);
-    }
-    os << '.';
-    if (stuck.size() > cycle.size())
-      os << ' ' << stuck.size() - cycle.size()
-         << (stuck.size() - cycle.size() == 1 ? " other stage waits"
-                                               : " other stages wait")
-         << " behind it.";
-    error = os.str();
+    error = describeDeadlock(schedule, offsets, partner, pc, stuck);
     return false;
   }
 
