@@ -652,6 +652,27 @@ public:
   JointResult run(std::vector<Chunk> *out, int stage,
                   const std::vector<int> &bubbleIds) {
     JointResult r;
+    if (!buildTransitions())
+      return r;
+    std::vector<std::vector<double>> W;
+    std::vector<int> order;
+    iterationValues(W, order);
+    std::vector<int> states;
+    int first = -1;
+    if (!bestCycle(W, order, states, first))
+      return r.ok = true, r;
+    r.ok = true;
+    r.prefix = first;
+    r.period = int(states.size()) - 1 - first;
+    replay(states, first, out, stage, bubbleIds, r);
+    return r;
+  }
+
+private:
+  /// Joint states (one cursor per member), the split DPs and tail items,
+  /// and per bubble and state the best value of each reachable next state.
+  /// False when there are too many states or the work budget ran out.
+  bool buildTransitions() {
     const size_t m = members.size();
     const size_t nb = budget.size();
     radix.assign(m, 1);
@@ -661,7 +682,7 @@ public:
       numStates *= int(members[j].cfg->ops.size());
     }
     if (numStates > kMaxStates)
-      return r;
+      return false;
     // Split DPs from every cursor, per member and bubble.
     dps.assign(m, std::vector<std::vector<SplitDpRef>>(nb));
     for (size_t j = 0; j < m; ++j) {
@@ -682,14 +703,19 @@ public:
     for (size_t k = 0; k < nb && !aborted; ++k)
       for (int s = 0; s < numStates && !aborted; ++s)
         trans[k][s] = bubbleMoves(k, s, nullptr, -1);
-    if (aborted)
-      return r;
-    // W[s0][s]: best value of one iteration; parent[s0][k][s]: the state
-    // before bubble k on that path.
-    std::vector<std::vector<double>> W(numStates);
+    return !aborted;
+  }
+
+  /// W[s0][s]: best value of one iteration from state s0 to s, for the
+  /// states reachable from state 0 (`order`, in discovery order);
+  /// parent[s0][k][s]: the state before bubble k on that path.
+  void iterationValues(std::vector<std::vector<double>> &W,
+                       std::vector<int> &order) {
+    const size_t nb = budget.size();
+    W.assign(numStates, {});
     parent.assign(numStates, {});
     std::vector<char> seen(numStates, 0);
-    std::vector<int> order = {0};
+    order = {0};
     seen[0] = 1;
     for (size_t q = 0; q < order.size(); ++q) {
       int s0 = order[q];
@@ -716,11 +742,17 @@ public:
           order.push_back(s);
         }
     }
+  }
+
+  /// Karp's maximum mean cycle over the iteration graph W. On success the
+  /// states of the walk from state 0 through the best cycle (`states`, the
+  /// cycle being [first, states.size() - 1]); false when no cycle has a
+  /// positive value.
+  static bool bestCycle(const std::vector<std::vector<double>> &W,
+                        const std::vector<int> &order, std::vector<int> &states,
+                        int &first) {
     // Karp: D[k][v] = best k-iteration walk from state 0 to v.
     const int V = int(order.size());
-    std::vector<int> index(numStates, -1);
-    for (int i = 0; i < V; ++i)
-      index[order[i]] = i;
     std::vector<std::vector<double>> D(V + 1, std::vector<double>(V, -kInf));
     std::vector<std::vector<int>> pred(V + 1, std::vector<int>(V, -1));
     D[0][0] = 0;
@@ -752,14 +784,15 @@ public:
       }
     }
     if (critical < 0 || !(lambda > 1e-12))
-      return r.ok = true, r;
+      return false;
     // The walk to the critical state holds a best cycle: the segment
     // between two visits of one state with the best mean.
     std::vector<int> walk(V + 1);
     walk[V] = critical;
     for (int len = V; len > 0; --len)
       walk[len - 1] = pred[len][walk[len]];
-    int first = -1, last = -1;
+    int last = -1;
+    first = -1;
     double bestMean = -kInf;
     for (int i = 0; i <= V; ++i)
       for (int j = i + 1; j <= V; ++j)
@@ -773,14 +806,20 @@ public:
           break;
         }
     if (first < 0 || !(bestMean > 1e-12))
-      return r.ok = true, r;
-    r.ok = true;
-    r.prefix = first;
-    r.period = last - first;
-    std::vector<int> states(last + 1);
+      return false;
+    states.resize(last + 1);
     for (int i = 0; i <= last; ++i)
       states[i] = order[walk[i]];
-    // Replay (and emit) every iteration of the prefix and the period.
+    return true;
+  }
+
+  /// Replays (and emits) every iteration of the prefix and the period along
+  /// `states`; the period's iterations count into r.
+  void replay(const std::vector<int> &states, int first, std::vector<Chunk> *out,
+              int stage, const std::vector<int> &bubbleIds, JointResult &r) {
+    const size_t m = members.size();
+    const size_t nb = budget.size();
+    const int last = int(states.size()) - 1;
     r.opsPeriod.assign(m, 0);
     r.tailSamplesPeriod.assign(m, 0);
     r.tailUsefulPeriod.assign(m, 0);
@@ -808,10 +847,8 @@ public:
                 r.tailValuePeriod[j]) /
                r.period;
     r.value = value;
-    return r;
   }
 
-private:
   static constexpr int kMaxStates = 1024;
   static constexpr size_t kMaxFrontier = 64;
 
