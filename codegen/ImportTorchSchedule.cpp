@@ -16,6 +16,7 @@
 #include "algo/torch/TorchSchedule.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
+#include "passes/ScheduleIR.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -28,65 +29,6 @@ using namespace mlir;
 
 namespace pipefill {
 namespace {
-
-double f64(llvm::APFloat v) { return v.convertToDouble(); }
-
-Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &in) {
-  auto dur = llvm::APFloat(in.durationUs);
-  uint64_t mb = in.microbatch < 0 ? 0 : in.microbatch;
-  uint64_t chunk = in.chunk;
-  Payload payload = in.payload == sched::Payload::Activation
-                        ? Payload::Activation
-                        : Payload::Gradient;
-  switch (in.kind) {
-  case sched::InstrKind::Forward:
-    return b.create<ForwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::Backward:
-    return b.create<BackwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::BackwardInput:
-    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::BackwardWeight:
-    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::Send:
-    return b.create<SendOp>(loc, payload, mb, chunk, (uint64_t)in.peer,
-                            (uint64_t)in.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::Recv:
-    return b.create<RecvOp>(loc, payload, mb, chunk, (uint64_t)in.peer,
-                            (uint64_t)in.bytes, FloatAttr(), FloatAttr(), IntegerAttr());
-  case sched::InstrKind::AllReduceGrads:
-    return b.create<AllReduceGradsOp>(loc, (uint64_t)in.bytes, dur, FloatAttr(),
-                                      FloatAttr(), IntegerAttr());
-  case sched::InstrKind::OptimizerStep:
-    return b.create<OptimizerStepOp>(loc, dur, FloatAttr(), FloatAttr(), IntegerAttr());
-  }
-  return nullptr;
-}
-
-sched::PipelineSpec specOf(PipelineOp pipeline) {
-  sched::PipelineSpec spec;
-  spec.stages = pipeline.getNumStages();
-  spec.microbatches = pipeline.getNumMicrobatches();
-  spec.virtualStages = pipeline.getVirtualStages();
-  spec.p2pLatencyUs = f64(pipeline.getP2pLatencyUs());
-  spec.p2pBandwidthGBps = f64(pipeline.getP2pBandwidthGbps());
-  spec.tail = pipeline.getTail();
-  spec.dataParallel = pipeline.getDataParallel();
-  spec.gradBytes = pipeline.getGradBytes();
-  spec.dpBandwidthGBps = f64(pipeline.getAllreduceBandwidthGbps());
-  spec.dpLatencyUs = f64(pipeline.getAllreduceLatencyUs());
-  spec.optimizerUs = f64(pipeline.getOptimizerUs());
-  for (StageOp stage : pipeline.getStages()) {
-    sched::StageCost c;
-    c.forwardUs = f64(stage.getForwardUs());
-    c.backwardUs = f64(stage.getBackwardUs());
-    c.backwardWeightUs = f64(stage.getBackwardWeightUs());
-    c.activationBytes = stage.getActivationBytes();
-    c.stashBytes = stage.getStashBytes();
-    c.staticBytes = stage.getStaticBytes();
-    spec.costs.push_back(c);
-  }
-  return spec;
-}
 
 llvm::cl::opt<std::string> &jobOption() {
   static llvm::cl::opt<std::string> job(
@@ -173,7 +115,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
   pipeline.setSchedule(ScheduleKind::Imported);
   pipeline.setVirtualStages(imported.chunksPerRank);
 
-  sched::PipelineSpec spec = specOf(pipeline);
+  sched::PipelineSpec spec = specFromIR(pipeline);
   if (imported.splitBackward) {
     bool anyWeight = false;
     for (const sched::StageCost &c : spec.costs)
@@ -188,6 +130,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
 
   Builder b(context);
   OpBuilder builder(context);
+  AttrCache attrs(context);
   StringAttr overlapId = b.getStringAttr("torch_overlap");
   size_t r = 0;
   for (StageOp stage : pipeline.getStages()) {
@@ -211,7 +154,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
         loc = at(order[next].loc);
       if (compute && next < order.size())
         loc = at(order[next].loc);
-      Operation *op = buildInstr(builder, loc, in);
+      Operation *op = buildInstr(builder, loc, in, attrs);
       if (compute && next < order.size()) {
         if (order[next].overlapGroup >= 0)
           op->setAttr(overlapId, b.getI64IntegerAttr(order[next].overlapGroup));
