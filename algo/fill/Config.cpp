@@ -37,6 +37,51 @@ std::string describe(const Knobs &k, bool training) {
   return s;
 }
 
+Chunk chunkOf(const JobConfig &cfg, int stage, int bubbleId) {
+  Chunk c;
+  c.stage = stage;
+  c.bubbleId = bubbleId;
+  c.job = cfg.job;
+  c.batch = cfg.knobs.batch;
+  c.weights = cfg.knobs.weights;
+  c.acts = cfg.knobs.acts;
+  c.optimizer = cfg.knobs.optimizer;
+  c.checkpoint = cfg.knobs.checkpoint;
+  return c;
+}
+
+Chunk tailChunk(const JobConfig &cfg, int stage, int bubbleId,
+                int64_t sampleBegin, double predictedUs, int iteration,
+                int repeat, double offsetUs) {
+  Chunk c = chunkOf(cfg, stage, bubbleId);
+  c.layerBegin = 0;
+  c.layerEnd = int(cfg.ops.size());
+  c.sampleBegin = sampleBegin;
+  c.computeUs = cfg.batchComputeUs;
+  c.copyUs = cfg.batchCopyUs;
+  c.predictedUs = predictedUs;
+  c.peakBytes = cfg.batchTransient;
+  c.iteration = iteration;
+  c.repeat = repeat;
+  c.offsetUs = offsetUs;
+  return c;
+}
+
+Assignment assignmentFor(const JobConfig &cfg, int stage, int prefix, int period) {
+  Assignment a;
+  a.stage = stage;
+  a.job = cfg.job;
+  a.batch = cfg.knobs.batch;
+  a.weights = cfg.knobs.weights;
+  a.acts = cfg.knobs.acts;
+  a.optimizer = cfg.knobs.optimizer;
+  a.checkpoint = cfg.knobs.checkpoint;
+  a.prefixIterations = prefix;
+  a.periodIterations = period;
+  a.persistentBytes = cfg.persistentBytes;
+  return a;
+}
+
 /// Builds the op costs of `job` under `k`; false if the setting is unusable
 /// (needs PCIe bandwidth that is not there).
 bool buildConfig(const Job &job, int jobIndex, const Knobs &k,

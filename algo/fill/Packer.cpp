@@ -127,18 +127,10 @@ protected:
   void emitChunk(Emitter *emit, int k, int begin, int end, int64_t batchIndex,
                  double computeUs, double copyUs, double time,
                  int64_t transient, int64_t repeat, double offset) {
-    Chunk c;
-    c.stage = emit->stage;
-    c.bubbleId = (*emit->bubbleIds)[k];
-    c.job = cfg.job;
+    Chunk c = chunkOf(cfg, emit->stage, (*emit->bubbleIds)[k]);
     c.layerBegin = begin;
     c.layerEnd = end;
-    c.batch = cfg.knobs.batch;
     c.sampleBegin = batchIndex * cfg.knobs.batch;
-    c.weights = cfg.knobs.weights;
-    c.acts = cfg.knobs.acts;
-    c.optimizer = cfg.knobs.optimizer;
-    c.checkpoint = cfg.knobs.checkpoint;
     c.computeUs = computeUs;
     c.copyUs = copyUs;
     c.predictedUs = ctx + time;
@@ -1187,26 +1179,8 @@ private:
       const Tail &t = tails[f.items[i]];
       const JobConfig &cfg = *t.cfg;
       if (out) {
-        Chunk c;
-        c.stage = stage;
-        c.bubbleId = bubbleIds[k];
-        c.job = cfg.job;
-        c.layerBegin = 0;
-        c.layerEnd = int(cfg.ops.size());
-        c.batch = cfg.knobs.batch;
-        c.sampleBegin = tailSample[t.member];
-        c.weights = cfg.knobs.weights;
-        c.acts = cfg.knobs.acts;
-        c.optimizer = cfg.knobs.optimizer;
-        c.checkpoint = cfg.knobs.checkpoint;
-        c.computeUs = cfg.batchComputeUs;
-        c.copyUs = cfg.batchCopyUs;
-        c.predictedUs = t.time;
-        c.peakBytes = cfg.batchTransient;
-        c.iteration = iteration;
-        c.repeat = int(counts[i]);
-        c.offsetUs = used;
-        out->push_back(c);
+        out->push_back(tailChunk(cfg, stage, bubbleIds[k], tailSample[t.member],
+                                 t.time, iteration, int(counts[i]), used));
       }
       tailSample[t.member] += counts[i] * cfg.knobs.batch;
       used += double(counts[i]) * t.time;

@@ -73,6 +73,21 @@ struct JobConfig {
   std::vector<double> prefixComputeUs; // size ops + 1
 };
 
+/// A chunk of `cfg` in a bubble: stage, bubble, job and the knobs set; the
+/// caller sets the layers, samples, times and place.
+Chunk chunkOf(const JobConfig &cfg, int stage, int bubbleId);
+
+/// A tail chunk: `repeat` whole batches of `cfg` (a smaller batch size of an
+/// assigned job) from `sampleBegin`, each taking `predictedUs`.
+Chunk tailChunk(const JobConfig &cfg, int stage, int bubbleId,
+                int64_t sampleBegin, double predictedUs, int iteration,
+                int repeat, double offsetUs);
+
+/// The assignment of `cfg` on `stage`: the knobs, the iteration schedule and
+/// the persistent bytes; the caller sets what the packing achieved
+/// (batches, samples, useful and filled time).
+Assignment assignmentFor(const JobConfig &cfg, int stage, int prefix, int period);
+
 /// Incremental evaluation of a chunk, op by op: the double-buffered
 /// copy-in / compute / copy-out pipeline
 ///   F_j = max(F_{j-1}, E_{j-2}) + in_j        (in buffer of op j-2 free)

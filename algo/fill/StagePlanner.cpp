@@ -153,22 +153,12 @@ public:
     for (const Layout::Slot &slot : bestSlots) {
       SimResult r = apply(layout, slot, &plan.chunks);
       const JobConfig &cfg = *slot.cfg;
-      Assignment a;
-      a.stage = stageId;
-      a.job = cfg.job;
-      a.batch = cfg.knobs.batch;
-      a.weights = cfg.knobs.weights;
-      a.acts = cfg.knobs.acts;
-      a.optimizer = cfg.knobs.optimizer;
-      a.checkpoint = cfg.knobs.checkpoint;
-      a.prefixIterations = r.prefix;
-      a.periodIterations = r.period;
+      Assignment a = assignmentFor(cfg, stageId, r.prefix, r.period);
       a.batchesPerPeriod = r.opsPeriod / int64_t(cfg.ops.size());
       a.samplesPerIteration =
           double(a.batchesPerPeriod) * cfg.knobs.batch / r.period;
       a.usefulUs = double(a.batchesPerPeriod) * cfg.usefulPerBatch / r.period;
       a.filledUs = r.filledPeriod / r.period;
-      a.persistentBytes = cfg.persistentBytes;
       assignmentOf.push_back(plan.assignments.size());
       plan.assignments.push_back(a);
     }
@@ -323,16 +313,7 @@ private:
       int64_t batches = r.opsPeriod[j] / int64_t(cfg.ops.size());
       if (batches == 0 && r.tailSamplesPeriod[j] == 0)
         continue; // placed but never run: drop it
-      Assignment a;
-      a.stage = stageId;
-      a.job = cfg.job;
-      a.batch = cfg.knobs.batch;
-      a.weights = cfg.knobs.weights;
-      a.acts = cfg.knobs.acts;
-      a.optimizer = cfg.knobs.optimizer;
-      a.checkpoint = cfg.knobs.checkpoint;
-      a.prefixIterations = r.prefix;
-      a.periodIterations = r.period;
+      Assignment a = assignmentFor(cfg, stageId, r.prefix, r.period);
       a.batchesPerPeriod = batches;
       a.tailSamplesPerIteration = r.tailSamplesPeriod[j] / r.period;
       a.samplesPerIteration =
@@ -340,7 +321,6 @@ private:
       a.usefulUs = (double(batches) * cfg.usefulPerBatch + r.tailUsefulPeriod[j]) /
                    r.period;
       a.filledUs = r.filledPeriod[j] / r.period;
-      a.persistentBytes = cfg.persistentBytes;
       persistent += cfg.persistentBytes;
       plan.assignments.push_back(a);
     }
@@ -892,26 +872,9 @@ private:
             const TailItem &it = items[i];
             if (counts[k][i] > 0 && it.slot == int(s)) {
               const JobConfig &cfg = *it.cfg;
-              Chunk c;
-              c.stage = stageId;
-              c.bubbleId = stage.bubbleIds[k];
-              c.job = cfg.job;
-              c.layerBegin = 0;
-              c.layerEnd = int(cfg.ops.size());
-              c.batch = cfg.knobs.batch;
-              c.sampleBegin = tailSamples[s];
-              c.weights = cfg.knobs.weights;
-              c.acts = cfg.knobs.acts;
-              c.optimizer = cfg.knobs.optimizer;
-              c.checkpoint = cfg.knobs.checkpoint;
-              c.computeUs = cfg.batchComputeUs;
-              c.copyUs = cfg.batchCopyUs;
-              c.predictedUs = it.time;
-              c.peakBytes = cfg.batchTransient;
-              c.iteration = t;
-              c.repeat = int(counts[k][i]);
-              c.offsetUs = offset;
-              plan.chunks.push_back(c);
+              plan.chunks.push_back(tailChunk(cfg, stageId, stage.bubbleIds[k],
+                                              tailSamples[s], it.time, t,
+                                              int(counts[k][i]), offset));
               tailSamples[s] += counts[k][i] * cfg.knobs.batch;
             }
             if (counts[k][i] > 0)
