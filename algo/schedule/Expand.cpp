@@ -125,14 +125,7 @@ void materialize(const PipelineSpec &spec, const Order &order,
     list.reserve(order[d].size() * 2 + 2);
     auto comm = [&](InstrKind kind, Payload payload, int mb, int chunk,
                     int peer, int64_t bytes) {
-      Instr in;
-      in.kind = kind;
-      in.payload = payload;
-      in.microbatch = mb;
-      in.chunk = chunk;
-      in.peer = peer;
-      in.bytes = bytes;
-      list.push_back(in);
+      list.push_back(transferInstr(kind, payload, mb, chunk, peer, bytes));
     };
     for (const Op &op : order[d]) {
       int vs = op.chunk * p + d;
@@ -176,21 +169,7 @@ void materialize(const PipelineSpec &spec, const Order &order,
         break;
       }
     }
-    if (spec.tail) {
-      if (spec.dataParallel > 1) {
-        Instr in;
-        in.kind = InstrKind::AllReduceGrads;
-        in.bytes = spec.gradBytes;
-        in.durationUs = allReduceUs(spec);
-        list.push_back(in);
-      }
-      if (spec.optimizerUs > 0) {
-        Instr in;
-        in.kind = InstrKind::OptimizerStep;
-        in.durationUs = spec.optimizerUs;
-        list.push_back(in);
-      }
-    }
+    appendIterationTail(spec, list);
   }
 }
 

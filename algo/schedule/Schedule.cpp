@@ -27,6 +27,36 @@ double allReduceUs(const PipelineSpec &spec) {
   return us;
 }
 
+Instr transferInstr(InstrKind kind, Payload payload, int mb, int chunk,
+                    int peer, int64_t bytes) {
+  Instr in;
+  in.kind = kind;
+  in.payload = payload;
+  in.microbatch = mb;
+  in.chunk = chunk;
+  in.peer = peer;
+  in.bytes = bytes;
+  return in;
+}
+
+void appendIterationTail(const PipelineSpec &spec, std::vector<Instr> &list) {
+  if (!spec.tail)
+    return;
+  if (spec.dataParallel > 1) {
+    Instr in;
+    in.kind = InstrKind::AllReduceGrads;
+    in.bytes = spec.gradBytes;
+    in.durationUs = allReduceUs(spec);
+    list.push_back(in);
+  }
+  if (spec.optimizerUs > 0) {
+    Instr in;
+    in.kind = InstrKind::OptimizerStep;
+    in.durationUs = spec.optimizerUs;
+    list.push_back(in);
+  }
+}
+
 double bubbleFraction(const SimResult &result) {
   if (result.stages.empty() || !(result.iterationUs > 0))
     return 0;

@@ -151,6 +151,13 @@ double p2pTransferUs(const PipelineSpec &spec, int64_t bytes);
 /// Ring all-reduce of gradBytes over dataParallel replicas:
 /// 2(d-1) * latency + 2(d-1)/d * gradBytes / bandwidth; 0 when d <= 1.
 double allReduceUs(const PipelineSpec &spec);
+/// A send or recv of `payload` for (mb, chunk) to / from stage `peer`.
+Instr transferInstr(InstrKind kind, Payload payload, int mb, int chunk,
+                    int peer, int64_t bytes);
+/// Appends the end of an iteration (spec.tail) to a stage's list: the
+/// gradient all-reduce when dataParallel > 1, then the optimizer step when
+/// it takes time.
+void appendIterationTail(const PipelineSpec &spec, std::vector<Instr> &list);
 /// Sum of idle time / (stages x iteration); 0 for an empty result.
 double bubbleFraction(const SimResult &result);
 

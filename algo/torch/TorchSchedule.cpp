@@ -846,14 +846,7 @@ void toPipefill(const Imported &imp, const sched::PipelineSpec &spec,
     list.reserve(imp.order[d].size() * 2 + 2);
     auto comm = [&](sched::InstrKind kind, sched::Payload payload, int mb,
                     int chunk, int peer, int64_t bytes) {
-      sched::Instr in;
-      in.kind = kind;
-      in.payload = payload;
-      in.microbatch = mb;
-      in.chunk = chunk;
-      in.peer = peer;
-      in.bytes = bytes;
-      list.push_back(in);
+      list.push_back(sched::transferInstr(kind, payload, mb, chunk, peer, bytes));
     };
     for (const ComputeOp &op : imp.order[d]) {
       int s = op.stage;
@@ -898,21 +891,7 @@ void toPipefill(const Imported &imp, const sched::PipelineSpec &spec,
         break;
       }
     }
-    if (spec.tail) {
-      if (spec.dataParallel > 1) {
-        sched::Instr in;
-        in.kind = sched::InstrKind::AllReduceGrads;
-        in.bytes = spec.gradBytes;
-        in.durationUs = sched::allReduceUs(spec);
-        list.push_back(in);
-      }
-      if (spec.optimizerUs > 0) {
-        sched::Instr in;
-        in.kind = sched::InstrKind::OptimizerStep;
-        in.durationUs = spec.optimizerUs;
-        list.push_back(in);
-      }
-    }
+    sched::appendIterationTail(spec, list);
   }
 }
 
