@@ -40,15 +40,25 @@ const char *fillKindName(pfrt_fill_kind k) {
   return k == PFRT_FILL_TRAINING ? "training" : "inference";
 }
 
+// Fill chunks run, deferred, skipped and pending, over the jobs.
+struct ChunkTotals {
+  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
+};
+
+ChunkTotals chunkTotals(const std::vector<RunResult::Job> &jobs) {
+  ChunkTotals t;
+  for (const RunResult::Job &j : jobs) {
+    t.run += j.chunksRun;
+    t.deferred += j.chunksDeferred;
+    t.skipped += j.chunksSkipped;
+    t.pending += j.chunksPending;
+  }
+  return t;
+}
+
 // The bubble bound's totals over the jobs.
 void writeFillBoundJson(JsonWriter &w, const ReportData &r) {
-  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
-  for (const RunResult::Job &j : r.jobs) {
-    run += j.chunksRun;
-    deferred += j.chunksDeferred;
-    skipped += j.chunksSkipped;
-    pending += j.chunksPending;
-  }
+  auto [run, deferred, skipped, pending] = chunkTotals(r.jobs);
   w.beginObject("fill_bound");
   w.value("policy", r.fillBounded ? "bounded" : "unbounded");
   w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
@@ -289,13 +299,7 @@ void writeSummary(ReportData &r) {
           (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
                            : std::string()));
   {
-    uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
-    for (const RunResult::Job &j : r.jobs) {
-      run += j.chunksRun;
-      deferred += j.chunksDeferred;
-      skipped += j.chunksSkipped;
-      pending += j.chunksPending;
-    }
+    auto [run, deferred, skipped, pending] = chunkTotals(r.jobs);
     if (r.fillEnabled)
       row("fill chunks run", "-", std::to_string(run),
           std::to_string(deferred) + " deferred, " + std::to_string(skipped) + " skipped, " +
