@@ -453,20 +453,42 @@ void prune(Frontier &f) {
   f.swap(out);
 }
 
-/// Best long-run value per iteration of one stage running `settings`
-/// together (each job's own cursor), with their tail chunks.
-double jointValue(const StageBubbles &stage, const std::vector<const Setting *> &set,
-                  const Config &config) {
-  const double ctx = config.contextSwitchUs;
-  int64_t persistent = 0;
+using Set = std::vector<const Setting *>;
+using Matrix = std::vector<std::vector<double>>;
+
+/// The (time, value) frontier of all multisets of the set's tail chunks
+/// within `budget` (unbounded knapsack: add one more copy of the item to
+/// every point until nothing new fits).
+Frontier tailFrontier(const Set &set, double budget, int64_t mem) {
+  Frontier tails = {{0.0, 0.0}};
   for (const Setting *s : set)
-    persistent += s->persistent;
-  if (persistent > stage.minFreeBytes - config.reserveBytes)
-    return 0;
-  // Joint state: mixed-radix tuple of cursors.
-  int states = 1;
-  for (const Setting *s : set)
-    states *= s->n;
+    for (const Setting::Tail &t : s->tails) {
+      if (t.bytes > mem || !(t.time > 0) || t.time > budget)
+        continue;
+      Frontier all = tails, wave = tails;
+      while (!wave.empty()) {
+        Frontier shifted;
+        shifted.reserve(wave.size());
+        for (const auto &p : wave)
+          if (p.first + t.time <= budget)
+            shifted.push_back({p.first + t.time, p.second + t.value});
+        all.insert(all.end(), shifted.begin(), shifted.end());
+        prune(all);
+        // Only the points of this wave that survived go on.
+        wave.clear();
+        for (const auto &p : shifted)
+          if (std::binary_search(all.begin(), all.end(), p))
+            wave.push_back(p);
+      }
+      tails.swap(all);
+    }
+  return tails;
+}
+
+/// E[from][to]: the best value of one bubble taking the joint state (a
+/// mixed-radix tuple of cursors) from `from` to `to`, tails included.
+Matrix bubbleValues(const Set &set, int states, double budget, int64_t mem,
+                    double ctx) {
   auto digit = [&](int state, size_t j) {
     for (size_t i = 0; i < j; ++i)
       state /= set[i]->n;
@@ -478,115 +500,73 @@ double jointValue(const StageBubbles &stage, const std::vector<const Setting *> 
       w *= set[i]->n;
     return w;
   };
-  // Per bubble: E[k][from][to] = best value of one bubble.
-  const size_t nb = stage.bubbles.size();
-  std::vector<std::vector<std::vector<double>>> E(
-      nb, std::vector<std::vector<double>>(states, std::vector<double>(states, kNegInf)));
-  for (size_t k = 0; k < nb; ++k) {
-    const Bubble &bubble = stage.bubbles[k];
-    const double budget = bubble.durationUs * (1 - config.safetyMargin);
-    const int64_t mem = bubble.freeBytes - config.reserveBytes - persistent;
-    // Tails of every job: the (time, value) frontier of all multisets
-    // (unbounded knapsack: add one more copy of the item to every point
-    // until nothing new fits).
-    Frontier tails = {{0.0, 0.0}};
-    for (const Setting *s : set)
-      for (const Setting::Tail &t : s->tails) {
-        if (t.bytes > mem || !(t.time > 0) || t.time > budget)
-          continue;
-        Frontier all = tails, wave = tails;
-        while (!wave.empty()) {
-          Frontier shifted;
-          shifted.reserve(wave.size());
-          for (const auto &p : wave)
-            if (p.first + t.time <= budget)
-              shifted.push_back({p.first + t.time, p.second + t.value});
-          all.insert(all.end(), shifted.begin(), shifted.end());
-          prune(all);
-          // Only the points of this wave that survived go on.
-          wave.clear();
-          for (const auto &p : shifted)
-            if (std::binary_search(all.begin(), all.end(), p))
-              wave.push_back(p);
-        }
-        tails.swap(all);
-      }
-    auto tailBest = [&](double left) {
-      // Largest value with time <= left (frontier sorted by time).
-      auto it = std::upper_bound(tails.begin(), tails.end(), left,
-                                 [](double x, const auto &p) { return x < p.first; });
-      return it == tails.begin() ? kNegInf : std::prev(it)->second;
-    };
-    // options[j][c][end]: (time, value) frontier of job j's advances from
-    // cursor c to cursor `end` inside this bubble.
-    std::vector<std::vector<std::vector<Frontier>>> options(set.size());
+  Matrix E(states, std::vector<double>(states, kNegInf));
+  Frontier tails = tailFrontier(set, budget, mem);
+  auto tailBest = [&](double left) {
+    // Largest value with time <= left (frontier sorted by time).
+    auto it = std::upper_bound(tails.begin(), tails.end(), left,
+                               [](double x, const auto &p) { return x < p.first; });
+    return it == tails.begin() ? kNegInf : std::prev(it)->second;
+  };
+  // options[j][c][end]: (time, value) frontier of job j's advances from
+  // cursor c to cursor `end` inside this bubble.
+  std::vector<std::vector<std::vector<Frontier>>> options(set.size());
+  for (size_t j = 0; j < set.size(); ++j) {
+    const Setting &s = *set[j];
+    options[j].assign(s.n, std::vector<Frontier>(s.n));
+    for (int c = 0; c < s.n; ++c) {
+      std::vector<double> best = advanceTimes(s, c, budget, mem, ctx);
+      for (int a = 0; a < int(best.size()); ++a)
+        if (best[a] <= budget)
+          options[j][c][(c + a) % s.n].push_back({best[a], a * s.valuePerOp});
+      for (Frontier &f : options[j][c])
+        prune(f);
+    }
+  }
+  std::vector<Frontier> partial(states), next(states);
+  for (int from = 0; from < states; ++from) {
+    // partial[key]: frontier over the jobs so far, by their end cursors.
+    std::vector<int> keys = {0}, nextKeys;
+    partial[0].assign(1, {0.0, 0.0});
     for (size_t j = 0; j < set.size(); ++j) {
-      const Setting &s = *set[j];
-      options[j].assign(s.n, std::vector<Frontier>(s.n));
-      for (int c = 0; c < s.n; ++c) {
-        std::vector<double> best = advanceTimes(s, c, budget, mem, ctx);
-        for (int a = 0; a < int(best.size()); ++a)
-          if (best[a] <= budget)
-            options[j][c][(c + a) % s.n].push_back({best[a], a * s.valuePerOp});
-        for (Frontier &f : options[j][c])
-          prune(f);
-      }
+      int c = digit(from, j), w = weight(j);
+      nextKeys.clear();
+      for (int key : keys)
+        for (int end = 0; end < set[j]->n; ++end) {
+          const Frontier &opts = options[j][c][end];
+          if (opts.empty())
+            continue;
+          int to = key + end * w;
+          Frontier &dst = next[to];
+          if (dst.empty())
+            nextKeys.push_back(to);
+          for (const auto &p : partial[key])
+            for (const auto &o : opts)
+              if (p.first + o.first <= budget)
+                dst.push_back({p.first + o.first, p.second + o.second});
+        }
+      for (int key : keys)
+        partial[key].clear();
+      for (int key : nextKeys)
+        prune(next[key]);
+      std::swap(partial, next);
+      keys.swap(nextKeys);
     }
-    std::vector<Frontier> partial(states), next(states);
-    for (int from = 0; from < states; ++from) {
-      // partial[key]: frontier over the jobs so far, by their end cursors.
-      std::vector<int> keys = {0}, nextKeys;
-      partial[0].assign(1, {0.0, 0.0});
-      for (size_t j = 0; j < set.size(); ++j) {
-        int c = digit(from, j), w = weight(j);
-        nextKeys.clear();
-        for (int key : keys)
-          for (int end = 0; end < set[j]->n; ++end) {
-            const Frontier &opts = options[j][c][end];
-            if (opts.empty())
-              continue;
-            int to = key + end * w;
-            Frontier &dst = next[to];
-            if (dst.empty())
-              nextKeys.push_back(to);
-            for (const auto &p : partial[key])
-              for (const auto &o : opts)
-                if (p.first + o.first <= budget)
-                  dst.push_back({p.first + o.first, p.second + o.second});
-          }
-        for (int key : keys)
-          partial[key].clear();
-        for (int key : nextKeys)
-          prune(next[key]);
-        std::swap(partial, next);
-        keys.swap(nextKeys);
-      }
-      for (int to : keys) {
-        double v = kNegInf;
-        for (const auto &p : partial[to])
-          v = std::max(v, p.second + tailBest(budget - p.first));
-        E[k][from][to] = v;
-        partial[to].clear();
-      }
+    for (int to : keys) {
+      double v = kNegInf;
+      for (const auto &p : partial[to])
+        v = std::max(v, p.second + tailBest(budget - p.first));
+      E[from][to] = v;
+      partial[to].clear();
     }
   }
-  // One iteration: W[from][to] by a DP over the bubbles.
-  std::vector<std::vector<double>> W(states, std::vector<double>(states, kNegInf));
-  for (int s0 = 0; s0 < states; ++s0) {
-    std::vector<double> reach(states, kNegInf);
-    reach[s0] = 0;
-    for (size_t k = 0; k < nb; ++k) {
-      std::vector<double> next(states, kNegInf);
-      for (int u = 0; u < states; ++u)
-        if (reach[u] != kNegInf)
-          for (int v = 0; v < states; ++v)
-            if (E[k][u][v] != kNegInf)
-              next[v] = std::max(next[v], reach[u] + E[k][u][v]);
-      reach.swap(next);
-    }
-    W[s0] = reach;
-  }
-  // Karp's maximum mean cycle over the states reachable from all-zero.
+  return E;
+}
+
+/// Karp's maximum mean cycle of W over the states reachable from state 0;
+/// 0 when there is none with a positive mean.
+double maxMeanCycle(const Matrix &W) {
+  const int states = int(W.size());
   std::vector<int> ids(states, -1), nodes = {0};
   ids[0] = 0;
   for (size_t i = 0; i < nodes.size(); ++i)
@@ -596,7 +576,7 @@ double jointValue(const StageBubbles &stage, const std::vector<const Setting *> 
         nodes.push_back(v);
       }
   const int r = int(nodes.size());
-  std::vector<std::vector<double>> D(r + 1, std::vector<double>(r, kNegInf));
+  Matrix D(r + 1, std::vector<double>(r, kNegInf));
   D[0][0] = 0;
   for (int len = 1; len <= r; ++len)
     for (int u = 0; u < r; ++u)
@@ -617,6 +597,48 @@ double jointValue(const StageBubbles &stage, const std::vector<const Setting *> 
     lambda = std::max(lambda, worst);
   }
   return lambda;
+}
+
+/// Best long-run value per iteration of one stage running `settings`
+/// together (each job's own cursor), with their tail chunks.
+double jointValue(const StageBubbles &stage, const Set &set,
+                  const Config &config) {
+  const double ctx = config.contextSwitchUs;
+  int64_t persistent = 0;
+  for (const Setting *s : set)
+    persistent += s->persistent;
+  if (persistent > stage.minFreeBytes - config.reserveBytes)
+    return 0;
+  // Joint state: mixed-radix tuple of cursors.
+  int states = 1;
+  for (const Setting *s : set)
+    states *= s->n;
+  // Per bubble: E[k][from][to] = best value of one bubble.
+  const size_t nb = stage.bubbles.size();
+  std::vector<Matrix> E(nb);
+  for (size_t k = 0; k < nb; ++k) {
+    const Bubble &bubble = stage.bubbles[k];
+    const double budget = bubble.durationUs * (1 - config.safetyMargin);
+    const int64_t mem = bubble.freeBytes - config.reserveBytes - persistent;
+    E[k] = bubbleValues(set, states, budget, mem, ctx);
+  }
+  // One iteration: W[from][to] by a DP over the bubbles.
+  Matrix W(states, std::vector<double>(states, kNegInf));
+  for (int s0 = 0; s0 < states; ++s0) {
+    std::vector<double> reach(states, kNegInf);
+    reach[s0] = 0;
+    for (size_t k = 0; k < nb; ++k) {
+      std::vector<double> next(states, kNegInf);
+      for (int u = 0; u < states; ++u)
+        if (reach[u] != kNegInf)
+          for (int v = 0; v < states; ++v)
+            if (E[k][u][v] != kNegInf)
+              next[v] = std::max(next[v], reach[u] + E[k][u][v]);
+      reach.swap(next);
+    }
+    W[s0] = reach;
+  }
+  return maxMeanCycle(W);
 }
 
 } // namespace
