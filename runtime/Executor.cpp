@@ -654,6 +654,58 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue 
   return true;
 }
 
+// A receive: the message of this iteration from the transport, then the backend's wait for it.
+void Executor::execRecv(StreamCtx &ctx, Backend &backend, const Op &op, uint32_t index,
+                        TimeSlot &slot) {
+  backend.markStart(ctx, slot);
+  const ChannelKey key{op.peer, ctx.device, op.tag};
+  const int64_t gen = ctx.iteration;
+  Message m;
+  try {
+    if (!transport_->take(key, gen, m, abort_))
+      throw AbortRun{};
+  } catch (const Error &e) {
+    throw Error(e.status(),
+                opLocation(program_, ctx.device, ctx.stream, index) + ": " + e.what());
+  }
+  backend.recv(ctx, op, m);
+  transport_->consumed(key, gen);
+  backend.markEnd(ctx, slot);
+}
+
+// Record: the backend's event, then the waiters of this generation are released.
+void Executor::execRecord(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot) {
+  backend.markStart(ctx, slot);
+  backend.record(ctx, op.event, ctx.iteration);
+  EventState &e = *events_[ctx.device][op.event];
+  {
+    std::lock_guard<std::mutex> lock(e.m);
+    e.recorded = ctx.iteration + 1;
+  }
+  e.cv.notify_all();
+  backend.markEnd(ctx, slot);
+}
+
+// Wait: until the record of this generation was enqueued, then the backend's wait on it.
+void Executor::execWait(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot) {
+  backend.markStart(ctx, slot);
+  EventState &e = *events_[ctx.device][op.event];
+  const int64_t gen = ctx.iteration;
+  {
+    std::unique_lock<std::mutex> lock(e.m);
+    e.cv.wait(lock, [&] { return e.recorded >= gen + 1 || abort_.load(); });
+    if (abort_)
+      throw AbortRun{};
+  }
+  backend.wait(ctx, op.event, gen);
+  {
+    std::lock_guard<std::mutex> lock(e.m);
+    ++e.waitsDone;
+  }
+  e.cv.notify_all();
+  backend.markEnd(ctx, slot);
+}
+
 void Executor::streamThread(uint32_t d, uint32_t s) {
   Backend &backend = *backendOf_[d];
   const Device &dev = program_.devices[d];
@@ -697,52 +749,15 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
           backend.markEnd(ctx, slot);
           break;
         }
-        case OpKind::Recv: {
-          backend.markStart(ctx, slot);
-          const ChannelKey key{op.peer, d, op.tag};
-          Message m;
-          try {
-            if (!transport_->take(key, gen, m, abort_))
-              throw AbortRun{};
-          } catch (const Error &e) {
-            throw Error(e.status(),
-                        opLocation(program_, d, s, static_cast<uint32_t>(i)) + ": " + e.what());
-          }
-          backend.recv(ctx, op, m);
-          transport_->consumed(key, gen);
-          backend.markEnd(ctx, slot);
+        case OpKind::Recv:
+          execRecv(ctx, backend, op, static_cast<uint32_t>(i), slot);
           break;
-        }
-        case OpKind::Record: {
-          backend.markStart(ctx, slot);
-          backend.record(ctx, op.event, gen);
-          EventState &e = *events_[d][op.event];
-          {
-            std::lock_guard<std::mutex> lock(e.m);
-            e.recorded = gen + 1;
-          }
-          e.cv.notify_all();
-          backend.markEnd(ctx, slot);
+        case OpKind::Record:
+          execRecord(ctx, backend, op, slot);
           break;
-        }
-        case OpKind::Wait: {
-          backend.markStart(ctx, slot);
-          EventState &e = *events_[d][op.event];
-          {
-            std::unique_lock<std::mutex> lock(e.m);
-            e.cv.wait(lock, [&] { return e.recorded >= gen + 1 || abort_.load(); });
-            if (abort_)
-              throw AbortRun{};
-          }
-          backend.wait(ctx, op.event, gen);
-          {
-            std::lock_guard<std::mutex> lock(e.m);
-            ++e.waitsDone;
-          }
-          e.cv.notify_all();
-          backend.markEnd(ctx, slot);
+        case OpKind::Wait:
+          execWait(ctx, backend, op, slot);
           break;
-        }
         case OpKind::Bubble:
           if (clocked)
             bubbleBegins(ctx, backend, op.bubble.bubble_id);

@@ -126,6 +126,9 @@ private:
   void writeCheckpoint(int64_t iterationsDone);
   void planSamples();
   void streamThread(uint32_t device, uint32_t stream);
+  void execRecv(StreamCtx &ctx, Backend &backend, const Op &op, uint32_t index, TimeSlot &slot);
+  void execRecord(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot);
+  void execWait(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot);
   void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
   // Runs one work item; false when it cannot run (its batch's state is gone: skipped).
   bool execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,

@@ -2,12 +2,12 @@
 
 A 2-stage plan (test/runtime/Inputs/two_stage.pbtxt) runs as 2 MPI ranks on the CUDA backend, one
 GPU per rank (the local rank picks it):
-1. PFRT_RANK_TRANSFER=nccl: the run succeeds (every ncclSend met its ncclRecv: a mismatch
+1. --rank-transfer nccl: the run succeeds (every ncclSend met its ncclRecv: a mismatch
    would hang until the peer timeout) and the report says transfers between ranks are measured.
-2. PFRT_RANK_TRANSFER=modelled: the same run with the planned transfer time; the report says so.
+2. --rank-transfer modelled: the same run with the planned transfer time; the report says so.
 3. The two runs have the same report keys apart from that label's value and equal fill accounting
    of the plan (planned samples).
-4. PFRT_RANK_TRANSFER=nccl with PFRT_NCCL_LIBRARY pointing nowhere: a clear error, non-zero exit,
+4. --rank-transfer nccl with PFRT_NCCL_LIBRARY pointing nowhere: a clear error, non-zero exit,
    no hang.
 
 Needs two GPUs, mpirun and a runtime built with MPI and nccl.h; otherwise it exits 77 (ctest:
@@ -60,12 +60,13 @@ def main():
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    OMPI_MCA_btl_vader_single_copy_mechanism="none")
         env.update(extra_env or {})
-        cmd = [shutil.which("mpirun"), "-n", "2", "-x", "PFRT_RANK_TRANSFER=" + transfer]
+        cmd = [shutil.which("mpirun"), "-n", "2"]
         for k in (extra_env or {}):
             cmd += ["-x", k]
         if os.geteuid() == 0:
             cmd.append("--allow-run-as-root")
-        cmd += [exe, plan, "--backend", "cuda", "--iterations", "3", "--report", report,
+        cmd += [exe, plan, "--backend", "cuda", "--rank-transfer", transfer, "--iterations", "3",
+                "--report", report,
                 "--peer-timeout", "60", "--quiet"]
         start = time.monotonic()
         try:
@@ -103,7 +104,7 @@ def main():
     text = (out.stdout + out.stderr) if out else ""
     check(out is not None and out.returncode != 0 and
           "cannot load the NCCL library '/nonexistent/libnccl.so.2'" in text,
-          "a missing NCCL library with PFRT_RANK_TRANSFER=nccl is a clear error")
+          "a missing NCCL library with --rank-transfer nccl is a clear error")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

@@ -158,6 +158,12 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
     if (!c.nextPositive(v, x))
       return usageError("--peer-timeout expects seconds > 0, got '" + v + "'");
     options.peer_timeout_s = x;
+  } else if (arg == "--rank-transfer") {
+    if (!c.nextChoice(v, {"auto", "nccl", "modelled"}))
+      return usageError("--rank-transfer expects auto, nccl or modelled, got '" + v + "'");
+    options.rank_transfer = v == "nccl"       ? PFRT_RANK_TRANSFER_NCCL
+                            : v == "modelled" ? PFRT_RANK_TRANSFER_MODELLED
+                                              : PFRT_RANK_TRANSFER_AUTO;
   } else if (arg == "--verbose") {
     options.verbose = 1;
   } else {
