@@ -28,9 +28,9 @@ namespace {
 
 thread_local std::string tlsError;
 
-// pfrt_request_stop's flag: a lock-free atomic, so a signal handler may set it.
+// pfrt_stop_request's flag: a lock-free atomic, so a signal handler may set it.
 std::atomic<int> gStopRequest{0};
-static_assert(std::atomic<int>::is_always_lock_free, "pfrt_request_stop must be signal-safe");
+static_assert(std::atomic<int>::is_always_lock_free, "pfrt_stop_request must be signal-safe");
 
 template <class F> pfrt_status guard(F &&f) {
   try {
@@ -86,7 +86,7 @@ void checkEvent(pfrt_program *p, uint32_t d, uint32_t e) {
   pfrt::Device &dev = device(p, d);
   if (e >= dev.events.size())
     invalid("event " + std::to_string(e) + " does not exist on device " + std::to_string(d) +
-            " (create it with pfrt_create_event first)");
+            " (create it with pfrt_program_create_event first)");
 }
 
 pfrt::Op &append(pfrt_program *p, uint32_t d, uint32_t s, pfrt::OpKind kind) {
@@ -215,7 +215,7 @@ pfrt_status pfrt_program_set_planned_iteration_us(pfrt_program *p, double us) {
   });
 }
 
-pfrt_status pfrt_add_device(pfrt_program *p, const pfrt_device_desc *desc, uint32_t *out) {
+pfrt_status pfrt_program_add_device(pfrt_program *p, const pfrt_device_desc *desc, uint32_t *out) {
   return guard([&] {
     pfrt::Program &pr = prog(p);
     pfrt::Device dev;
@@ -235,8 +235,8 @@ pfrt_status pfrt_add_device(pfrt_program *p, const pfrt_device_desc *desc, uint3
   });
 }
 
-pfrt_status pfrt_create_stream(pfrt_program *p, uint32_t d, pfrt_stream_role role,
-                               pfrt_priority priority, const char *name, uint32_t *out) {
+pfrt_status pfrt_program_create_stream(pfrt_program *p, uint32_t d, pfrt_stream_role role,
+                                       pfrt_priority priority, const char *name, uint32_t *out) {
   return guard([&] {
     pfrt::Device &dev = device(p, d);
     if (role != PFRT_STREAM_MAIN && role != PFRT_STREAM_FILL && role != PFRT_STREAM_COPY)
@@ -254,7 +254,8 @@ pfrt_status pfrt_create_stream(pfrt_program *p, uint32_t d, pfrt_stream_role rol
   });
 }
 
-pfrt_status pfrt_create_event(pfrt_program *p, uint32_t d, const char *name, uint32_t *out) {
+pfrt_status pfrt_program_create_event(pfrt_program *p, uint32_t d, const char *name,
+                                      uint32_t *out) {
   return guard([&] {
     pfrt::Device &dev = device(p, d);
     dev.events.push_back({name ? name : ""});
@@ -263,9 +264,10 @@ pfrt_status pfrt_create_event(pfrt_program *p, uint32_t d, const char *name, uin
   });
 }
 
-pfrt_status pfrt_enqueue_compute(pfrt_program *p, uint32_t d, uint32_t s, pfrt_compute_kind kind,
-                                 uint32_t microbatch, uint32_t chunk, double planned_us,
-                                 double planned_start_us) {
+pfrt_status pfrt_program_enqueue_compute(pfrt_program *p, uint32_t d, uint32_t s,
+                                         pfrt_compute_kind kind, uint32_t microbatch,
+                                         uint32_t chunk, double planned_us,
+                                         double planned_start_us) {
   return guard([&] {
     if (kind < PFRT_COMPUTE_FORWARD || kind > PFRT_COMPUTE_OPTIMIZER)
       invalid("compute kind " + std::to_string(static_cast<int>(kind)) + " is unknown");
@@ -298,34 +300,34 @@ static pfrt_status enqueueP2P(pfrt_program *p, uint32_t d, uint32_t s, pfrt::OpK
   });
 }
 
-pfrt_status pfrt_enqueue_send(pfrt_program *p, uint32_t d, uint32_t s, uint32_t peer,
-                              uint64_t bytes, uint32_t tag, double planned_us,
-                              double planned_start_us) {
+pfrt_status pfrt_program_enqueue_send(pfrt_program *p, uint32_t d, uint32_t s, uint32_t peer,
+                                      uint64_t bytes, uint32_t tag, double planned_us,
+                                      double planned_start_us) {
   return enqueueP2P(p, d, s, pfrt::OpKind::Send, peer, bytes, tag, planned_us, planned_start_us);
 }
 
-pfrt_status pfrt_enqueue_recv(pfrt_program *p, uint32_t d, uint32_t s, uint32_t peer,
-                              uint64_t bytes, uint32_t tag, double planned_us,
-                              double planned_start_us) {
+pfrt_status pfrt_program_enqueue_recv(pfrt_program *p, uint32_t d, uint32_t s, uint32_t peer,
+                                      uint64_t bytes, uint32_t tag, double planned_us,
+                                      double planned_start_us) {
   return enqueueP2P(p, d, s, pfrt::OpKind::Recv, peer, bytes, tag, planned_us, planned_start_us);
 }
 
-pfrt_status pfrt_enqueue_record(pfrt_program *p, uint32_t d, uint32_t s, uint32_t event) {
+pfrt_status pfrt_program_enqueue_record(pfrt_program *p, uint32_t d, uint32_t s, uint32_t event) {
   return guard([&] {
     checkEvent(p, d, event);
     append(p, d, s, pfrt::OpKind::Record).event = event;
   });
 }
 
-pfrt_status pfrt_enqueue_wait(pfrt_program *p, uint32_t d, uint32_t s, uint32_t event) {
+pfrt_status pfrt_program_enqueue_wait(pfrt_program *p, uint32_t d, uint32_t s, uint32_t event) {
   return guard([&] {
     checkEvent(p, d, event);
     append(p, d, s, pfrt::OpKind::Wait).event = event;
   });
 }
 
-pfrt_status pfrt_enqueue_bubble(pfrt_program *p, uint32_t d, uint32_t s,
-                                const pfrt_bubble_desc *bubble) {
+pfrt_status pfrt_program_enqueue_bubble(pfrt_program *p, uint32_t d, uint32_t s,
+                                        const pfrt_bubble_desc *bubble) {
   return guard([&] {
     if (!bubble)
       invalid("bubble is NULL");
@@ -340,8 +342,8 @@ pfrt_status pfrt_enqueue_bubble(pfrt_program *p, uint32_t d, uint32_t s,
   });
 }
 
-pfrt_status pfrt_enqueue_fill(pfrt_program *p, uint32_t d, uint32_t s,
-                              const pfrt_fill_chunk_desc *chunk) {
+pfrt_status pfrt_program_enqueue_fill(pfrt_program *p, uint32_t d, uint32_t s,
+                                      const pfrt_fill_chunk_desc *chunk) {
   return guard([&] {
     if (!chunk)
       invalid("fill chunk is NULL");
@@ -361,8 +363,9 @@ pfrt_status pfrt_enqueue_fill(pfrt_program *p, uint32_t d, uint32_t s,
   });
 }
 
-pfrt_status pfrt_enqueue_copy(pfrt_program *p, uint32_t d, uint32_t s,
-                              pfrt_copy_direction direction, uint64_t bytes, double planned_us) {
+pfrt_status pfrt_program_enqueue_copy(pfrt_program *p, uint32_t d, uint32_t s,
+                                      pfrt_copy_direction direction, uint64_t bytes,
+                                      double planned_us) {
   return guard([&] {
     if (direction != PFRT_COPY_HOST_TO_DEVICE && direction != PFRT_COPY_DEVICE_TO_HOST)
       invalid("copy direction " + std::to_string(static_cast<int>(direction)) + " is unknown");
@@ -374,8 +377,8 @@ pfrt_status pfrt_enqueue_copy(pfrt_program *p, uint32_t d, uint32_t s,
   });
 }
 
-pfrt_status pfrt_enqueue_alloc(pfrt_program *p, uint32_t d, uint32_t s, uint32_t buffer,
-                               uint64_t bytes) {
+pfrt_status pfrt_program_enqueue_alloc(pfrt_program *p, uint32_t d, uint32_t s, uint32_t buffer,
+                                       uint64_t bytes) {
   return guard([&] {
     pfrt::Op &op = append(p, d, s, pfrt::OpKind::Alloc);
     op.buffer = buffer;
@@ -383,11 +386,12 @@ pfrt_status pfrt_enqueue_alloc(pfrt_program *p, uint32_t d, uint32_t s, uint32_t
   });
 }
 
-pfrt_status pfrt_enqueue_free(pfrt_program *p, uint32_t d, uint32_t s, uint32_t buffer) {
+pfrt_status pfrt_program_enqueue_free(pfrt_program *p, uint32_t d, uint32_t s, uint32_t buffer) {
   return guard([&] { append(p, d, s, pfrt::OpKind::Free).buffer = buffer; });
 }
 
-pfrt_status pfrt_add_fill_job(pfrt_program *p, const pfrt_fill_job_desc *job, uint32_t *out) {
+pfrt_status pfrt_program_add_fill_job(pfrt_program *p, const pfrt_fill_job_desc *job,
+                                      uint32_t *out) {
   return guard([&] {
     pfrt::Program &pr = prog(p);
     if (!job)
@@ -601,8 +605,8 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
   });
 }
 
-void pfrt_request_stop(void) { gStopRequest.store(1); }
-void pfrt_clear_stop(void) { gStopRequest.store(0); }
+void pfrt_stop_request(void) { gStopRequest.store(1); }
+void pfrt_stop_clear(void) { gStopRequest.store(0); }
 int pfrt_stop_requested(void) { return gStopRequest.load(); }
 
 int pfrt_cuda_device_count(void) {

@@ -118,7 +118,7 @@ void addFillJob(pfrt_program *prog, const pipefill::rt::FillWorkload &fj, int j,
   jd.seed = fj.seed();
   jd.learning_rate = fj.learning_rate();
   uint32_t job = 0;
-  check(pfrt_add_fill_job(prog, &jd, &job), source, where);
+  check(pfrt_program_add_fill_job(prog, &jd, &job), source, where);
   for (int l = 0; l < fj.layers_size(); ++l) {
     const pipefill::rt::FillWorkloadLayer &fl = fj.layers(l);
     std::string lwhere = where + "." + at("layers", l);
@@ -176,18 +176,18 @@ uint32_t addDevice(pfrt_program *prog, const pipefill::rt::DeviceProgram &dp,
   dd.optimizer_us = c.optimizer_us();
   dd.gemm_dim = c.gemm_dim();
   uint32_t dev = 0;
-  check(pfrt_add_device(prog, &dd, &dev), source, where);
+  check(pfrt_program_add_device(prog, &dd, &dev), source, where);
   for (int s = 0; s < dp.streams_size(); ++s) {
     const pipefill::rt::ProgramStream &ps = dp.streams(s);
     uint32_t id = 0;
-    check(pfrt_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
-                             static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
-                             &id),
+    check(pfrt_program_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
+                                     static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
+                                     &id),
           source, where + "." + at("streams", s));
   }
   for (int e = 0; e < dp.events_size(); ++e) {
     uint32_t id = 0;
-    check(pfrt_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
+    check(pfrt_program_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
           where + "." + at("events", e));
   }
   return dev;
@@ -200,28 +200,28 @@ void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt
   switch (op.op_case()) {
   case pipefill::rt::StreamOp::kCompute: {
     const auto &o = op.compute();
-    status = pfrt_enqueue_compute(prog, dev, st, static_cast<pfrt_compute_kind>(o.kind()),
-                                  o.microbatch(), o.chunk(), o.planned_us(),
-                                  o.planned_start_us());
+    status = pfrt_program_enqueue_compute(prog, dev, st, static_cast<pfrt_compute_kind>(o.kind()),
+                                          o.microbatch(), o.chunk(), o.planned_us(),
+                                          o.planned_start_us());
     break;
   }
   case pipefill::rt::StreamOp::kSend: {
     const auto &o = op.send();
-    status = pfrt_enqueue_send(prog, dev, st, o.peer(), o.bytes(), o.tag(),
-                               o.planned_us(), o.planned_start_us());
+    status = pfrt_program_enqueue_send(prog, dev, st, o.peer(), o.bytes(), o.tag(), o.planned_us(),
+                                       o.planned_start_us());
     break;
   }
   case pipefill::rt::StreamOp::kRecv: {
     const auto &o = op.recv();
-    status = pfrt_enqueue_recv(prog, dev, st, o.peer(), o.bytes(), o.tag(),
-                               o.planned_us(), o.planned_start_us());
+    status = pfrt_program_enqueue_recv(prog, dev, st, o.peer(), o.bytes(), o.tag(), o.planned_us(),
+                                       o.planned_start_us());
     break;
   }
   case pipefill::rt::StreamOp::kRecord:
-    status = pfrt_enqueue_record(prog, dev, st, op.record().event());
+    status = pfrt_program_enqueue_record(prog, dev, st, op.record().event());
     break;
   case pipefill::rt::StreamOp::kWait:
-    status = pfrt_enqueue_wait(prog, dev, st, op.wait().event());
+    status = pfrt_program_enqueue_wait(prog, dev, st, op.wait().event());
     break;
   case pipefill::rt::StreamOp::kBubble: {
     const auto &o = op.bubble();
@@ -232,7 +232,7 @@ void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt
     b.planned_duration_us = o.planned_duration_us();
     b.free_bytes = o.free_bytes();
     b.emulate_idle = o.emulate_idle();
-    status = pfrt_enqueue_bubble(prog, dev, st, &b);
+    status = pfrt_program_enqueue_bubble(prog, dev, st, &b);
     break;
   }
   case pipefill::rt::StreamOp::kFill: {
@@ -261,19 +261,19 @@ void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt
       throw Error(PFRT_ERROR_INVALID_PROGRAM,
                   source + ": " + owhere + ": unknown activations placement " +
                       std::to_string(o.activations()));
-    status = pfrt_enqueue_fill(prog, dev, st, &f);
+    status = pfrt_program_enqueue_fill(prog, dev, st, &f);
     break;
   }
   case pipefill::rt::StreamOp::kCopy:
-    status = pfrt_enqueue_copy(prog, dev, st,
-                               static_cast<pfrt_copy_direction>(op.copy().direction()),
-                               op.copy().bytes(), op.copy().planned_us());
+    status = pfrt_program_enqueue_copy(prog, dev, st,
+                                       static_cast<pfrt_copy_direction>(op.copy().direction()),
+                                       op.copy().bytes(), op.copy().planned_us());
     break;
   case pipefill::rt::StreamOp::kAlloc:
-    status = pfrt_enqueue_alloc(prog, dev, st, op.alloc().buffer(), op.alloc().bytes());
+    status = pfrt_program_enqueue_alloc(prog, dev, st, op.alloc().buffer(), op.alloc().bytes());
     break;
   case pipefill::rt::StreamOp::kFree:
-    status = pfrt_enqueue_free(prog, dev, st, op.free().buffer());
+    status = pfrt_program_enqueue_free(prog, dev, st, op.free().buffer());
     break;
   case pipefill::rt::StreamOp::OP_NOT_SET:
     throw Error(PFRT_ERROR_INVALID_PROGRAM,

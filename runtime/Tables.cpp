@@ -40,7 +40,7 @@ void addJobs(pfrt_program *p, const pfrt_program_tables &t) {
                               ") are beyond the " + std::to_string(t.num_layers) +
                               " rows of the layers table");
     uint32_t id = 0;
-    check(pfrt_add_fill_job(p, &job.desc, &id), row("jobs", j));
+    check(pfrt_program_add_fill_job(p, &job.desc, &id), row("jobs", j));
     for (uint32_t l = 0; l < job.num_layers; ++l)
       check(pfrt_fill_job_add_layer(p, id, &t.layers[job.first_layer + l]),
             row("layers", job.first_layer + l));
@@ -50,14 +50,15 @@ void addJobs(pfrt_program *p, const pfrt_program_tables &t) {
 void addDevicesStreamsEvents(pfrt_program *p, const pfrt_program_tables &t) {
   uint32_t id = 0;
   for (uint32_t d = 0; d < t.num_devices; ++d)
-    check(pfrt_add_device(p, &t.devices[d], &id), row("devices", d));
+    check(pfrt_program_add_device(p, &t.devices[d], &id), row("devices", d));
   for (uint32_t s = 0; s < t.num_streams; ++s) {
     const pfrt_table_stream &st = t.streams[s];
-    check(pfrt_create_stream(p, st.device, st.role, st.priority, st.name, &id),
+    check(pfrt_program_create_stream(p, st.device, st.role, st.priority, st.name, &id),
           row("streams", s));
   }
   for (uint32_t e = 0; e < t.num_events; ++e)
-    check(pfrt_create_event(p, t.events[e].device, t.events[e].name, &id), row("events", e));
+    check(pfrt_program_create_event(p, t.events[e].device, t.events[e].name, &id),
+          row("events", e));
 }
 
 void enqueue(pfrt_program *p, const pfrt_program_tables &t, uint32_t i) {
@@ -71,44 +72,45 @@ void enqueue(pfrt_program *p, const pfrt_program_tables &t, uint32_t i) {
   pfrt_status status = PFRT_OK;
   switch (o.kind) {
   case PFRT_TABLE_COMPUTE:
-    status = pfrt_enqueue_compute(p, o.device, o.stream, static_cast<pfrt_compute_kind>(o.a),
-                                  u32(o.b, "microbatch"), u32(o.c, "chunk"), o.x, o.y);
+    status =
+        pfrt_program_enqueue_compute(p, o.device, o.stream, static_cast<pfrt_compute_kind>(o.a),
+                                     u32(o.b, "microbatch"), u32(o.c, "chunk"), o.x, o.y);
     break;
   case PFRT_TABLE_SEND:
-    status = pfrt_enqueue_send(p, o.device, o.stream, u32(o.a, "peer"), o.b, u32(o.c, "tag"),
-                               o.x, o.y);
+    status = pfrt_program_enqueue_send(p, o.device, o.stream, u32(o.a, "peer"), o.b,
+                                       u32(o.c, "tag"), o.x, o.y);
     break;
   case PFRT_TABLE_RECV:
-    status = pfrt_enqueue_recv(p, o.device, o.stream, u32(o.a, "peer"), o.b, u32(o.c, "tag"),
-                               o.x, o.y);
+    status = pfrt_program_enqueue_recv(p, o.device, o.stream, u32(o.a, "peer"), o.b,
+                                       u32(o.c, "tag"), o.x, o.y);
     break;
   case PFRT_TABLE_RECORD:
-    status = pfrt_enqueue_record(p, o.device, o.stream, u32(o.a, "event"));
+    status = pfrt_program_enqueue_record(p, o.device, o.stream, u32(o.a, "event"));
     break;
   case PFRT_TABLE_WAIT:
-    status = pfrt_enqueue_wait(p, o.device, o.stream, u32(o.a, "event"));
+    status = pfrt_program_enqueue_wait(p, o.device, o.stream, u32(o.a, "event"));
     break;
   case PFRT_TABLE_BUBBLE:
     if (o.a >= t.num_bubbles)
       bad(where, "bubble row " + std::to_string(o.a) + " is beyond the " +
                      std::to_string(t.num_bubbles) + " rows of the bubbles table");
-    status = pfrt_enqueue_bubble(p, o.device, o.stream, &t.bubbles[o.a]);
+    status = pfrt_program_enqueue_bubble(p, o.device, o.stream, &t.bubbles[o.a]);
     break;
   case PFRT_TABLE_FILL:
     if (o.a >= t.num_chunks)
       bad(where, "chunk row " + std::to_string(o.a) + " is beyond the " +
                      std::to_string(t.num_chunks) + " rows of the chunks table");
-    status = pfrt_enqueue_fill(p, o.device, o.stream, &t.chunks[o.a]);
+    status = pfrt_program_enqueue_fill(p, o.device, o.stream, &t.chunks[o.a]);
     break;
   case PFRT_TABLE_COPY:
-    status = pfrt_enqueue_copy(p, o.device, o.stream, static_cast<pfrt_copy_direction>(o.a), o.b,
-                               o.x);
+    status = pfrt_program_enqueue_copy(p, o.device, o.stream, static_cast<pfrt_copy_direction>(o.a),
+                                       o.b, o.x);
     break;
   case PFRT_TABLE_ALLOC:
-    status = pfrt_enqueue_alloc(p, o.device, o.stream, u32(o.a, "buffer"), o.b);
+    status = pfrt_program_enqueue_alloc(p, o.device, o.stream, u32(o.a, "buffer"), o.b);
     break;
   case PFRT_TABLE_FREE:
-    status = pfrt_enqueue_free(p, o.device, o.stream, u32(o.a, "buffer"));
+    status = pfrt_program_enqueue_free(p, o.device, o.stream, u32(o.a, "buffer"));
     break;
   default:
     bad(where, "unknown op kind " + std::to_string(static_cast<int>(o.kind)));

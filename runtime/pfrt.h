@@ -146,27 +146,29 @@ typedef struct pfrt_device_desc {
 } pfrt_device_desc;
 
 /* desc may be NULL (all defaults). */
-pfrt_status pfrt_add_device(pfrt_program *program, const pfrt_device_desc *desc,
-                            uint32_t *out_device);
-pfrt_status pfrt_create_stream(pfrt_program *program, uint32_t device, pfrt_stream_role role,
-                               pfrt_priority priority, const char *name, uint32_t *out_stream);
-pfrt_status pfrt_create_event(pfrt_program *program, uint32_t device, const char *name,
-                              uint32_t *out_event);
+pfrt_status pfrt_program_add_device(pfrt_program *program, const pfrt_device_desc *desc,
+                                    uint32_t *out_device);
+pfrt_status pfrt_program_create_stream(pfrt_program *program, uint32_t device,
+                                       pfrt_stream_role role, pfrt_priority priority,
+                                       const char *name, uint32_t *out_stream);
+pfrt_status pfrt_program_create_event(pfrt_program *program, uint32_t device, const char *name,
+                                      uint32_t *out_event);
 
 /* Ops are appended to the stream's loop body in call order. */
-pfrt_status pfrt_enqueue_compute(pfrt_program *program, uint32_t device, uint32_t stream,
-                                 pfrt_compute_kind kind, uint32_t microbatch, uint32_t chunk,
-                                 double planned_us, double planned_start_us);
-pfrt_status pfrt_enqueue_send(pfrt_program *program, uint32_t device, uint32_t stream,
-                              uint32_t peer, uint64_t bytes, uint32_t tag, double planned_us,
-                              double planned_start_us);
-pfrt_status pfrt_enqueue_recv(pfrt_program *program, uint32_t device, uint32_t stream,
-                              uint32_t peer, uint64_t bytes, uint32_t tag, double planned_us,
-                              double planned_start_us);
-pfrt_status pfrt_enqueue_record(pfrt_program *program, uint32_t device, uint32_t stream,
-                                uint32_t event);
-pfrt_status pfrt_enqueue_wait(pfrt_program *program, uint32_t device, uint32_t stream,
-                              uint32_t event);
+pfrt_status pfrt_program_enqueue_compute(pfrt_program *program, uint32_t device, uint32_t stream,
+                                         pfrt_compute_kind kind, uint32_t microbatch,
+                                         uint32_t chunk, double planned_us,
+                                         double planned_start_us);
+pfrt_status pfrt_program_enqueue_send(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      uint32_t peer, uint64_t bytes, uint32_t tag,
+                                      double planned_us, double planned_start_us);
+pfrt_status pfrt_program_enqueue_recv(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      uint32_t peer, uint64_t bytes, uint32_t tag,
+                                      double planned_us, double planned_start_us);
+pfrt_status pfrt_program_enqueue_record(pfrt_program *program, uint32_t device, uint32_t stream,
+                                        uint32_t event);
+pfrt_status pfrt_program_enqueue_wait(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      uint32_t event);
 
 typedef struct pfrt_bubble_desc {
   uint32_t bubble_id; /* unique per device */
@@ -176,8 +178,8 @@ typedef struct pfrt_bubble_desc {
   uint64_t free_bytes;
   int emulate_idle; /* nonzero: the main stream idles planned_duration_us itself */
 } pfrt_bubble_desc;
-pfrt_status pfrt_enqueue_bubble(pfrt_program *program, uint32_t device, uint32_t stream,
-                                const pfrt_bubble_desc *bubble);
+pfrt_status pfrt_program_enqueue_bubble(pfrt_program *program, uint32_t device, uint32_t stream,
+                                        const pfrt_bubble_desc *bubble);
 
 typedef struct pfrt_fill_chunk_desc {
   uint32_t job;
@@ -194,14 +196,15 @@ typedef struct pfrt_fill_chunk_desc {
    * index replaces the iteration in the sample formula. 0 or 1: every iteration. */
   uint32_t period, phase;
 } pfrt_fill_chunk_desc;
-pfrt_status pfrt_enqueue_fill(pfrt_program *program, uint32_t device, uint32_t stream,
-                              const pfrt_fill_chunk_desc *chunk);
-pfrt_status pfrt_enqueue_copy(pfrt_program *program, uint32_t device, uint32_t stream,
-                              pfrt_copy_direction direction, uint64_t bytes, double planned_us);
-pfrt_status pfrt_enqueue_alloc(pfrt_program *program, uint32_t device, uint32_t stream,
-                               uint32_t buffer, uint64_t bytes);
-pfrt_status pfrt_enqueue_free(pfrt_program *program, uint32_t device, uint32_t stream,
-                              uint32_t buffer);
+pfrt_status pfrt_program_enqueue_fill(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      const pfrt_fill_chunk_desc *chunk);
+pfrt_status pfrt_program_enqueue_copy(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      pfrt_copy_direction direction, uint64_t bytes,
+                                      double planned_us);
+pfrt_status pfrt_program_enqueue_alloc(pfrt_program *program, uint32_t device, uint32_t stream,
+                                       uint32_t buffer, uint64_t bytes);
+pfrt_status pfrt_program_enqueue_free(pfrt_program *program, uint32_t device, uint32_t stream,
+                                      uint32_t buffer);
 
 typedef struct pfrt_fill_job_desc {
   const char *name;
@@ -211,8 +214,8 @@ typedef struct pfrt_fill_job_desc {
   uint64_t seed;
   float learning_rate; /* training; 0 = 0.01 */
 } pfrt_fill_job_desc;
-pfrt_status pfrt_add_fill_job(pfrt_program *program, const pfrt_fill_job_desc *job,
-                              uint32_t *out_job);
+pfrt_status pfrt_program_add_fill_job(pfrt_program *program, const pfrt_fill_job_desc *job,
+                                      uint32_t *out_job);
 
 typedef struct pfrt_fill_layer_desc {
   const char *name;
@@ -326,13 +329,13 @@ void pfrt_options_init(pfrt_options *options);
 pfrt_status pfrt_run(pfrt_program *program, const pfrt_options *options,
                      pfrt_report **out_report);
 
-/* Clean stop. pfrt_request_stop() asks every run in this process (and any started later, until
- * pfrt_clear_stop()) to stop at the next iteration boundary: every stream finishes the iteration it
+/* Clean stop. pfrt_stop_request() asks every run in this process (and any started later, until
+ * pfrt_stop_clear()) to stop at the next iteration boundary: every stream finishes the iteration it
  * is in, the checkpoint (if any) is written for the iterations done, and pfrt_run returns PFRT_OK
  * with a report marked incomplete (pfrt_report_incomplete). Async-signal-safe: it only stores an
  * atomic flag, so a SIGINT/SIGTERM handler may call it. */
-void pfrt_request_stop(void);
-void pfrt_clear_stop(void);
+void pfrt_stop_request(void);
+void pfrt_stop_clear(void);
 int pfrt_stop_requested(void);
 
 /* Number of CUDA devices (0 without a GPU/driver or when the runtime was built without CUDA). */
@@ -390,7 +393,7 @@ pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
 /* Writes a pipefill.rt.MeasuredProfile (binary, or text for the text extensions). */
 pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
 void pfrt_report_destroy(pfrt_report *report);
-/* 1 when the run stopped early on pfrt_request_stop (fewer iterations than asked), else 0. */
+/* 1 when the run stopped early on pfrt_stop_request (fewer iterations than asked), else 0. */
 int pfrt_report_incomplete(const pfrt_report *report);
 
 /* Rank mode: pfrt_run on rank 0 returns the merged report of every rank (gathered over MPI, the
@@ -693,6 +696,28 @@ pfrt_status pfrt_session_task_state_set(pfrt_session *session, uint32_t task, co
                                         size_t size);
 pfrt_status pfrt_session_task_state_get(const pfrt_session *session, uint32_t task,
                                         const void **out_data, size_t *out_size);
+
+/* Names before API version 4, when the builder and stop calls were verb-first (pfrt_add_device):
+ * every call is now object, then verb (pfrt_program_add_device, pfrt_stop_request). The old
+ * names stay as aliases for one version; define PFRT_NO_DEPRECATED_NAMES to leave them out. */
+#ifndef PFRT_NO_DEPRECATED_NAMES
+#define pfrt_add_device pfrt_program_add_device
+#define pfrt_add_fill_job pfrt_program_add_fill_job
+#define pfrt_create_stream pfrt_program_create_stream
+#define pfrt_create_event pfrt_program_create_event
+#define pfrt_enqueue_compute pfrt_program_enqueue_compute
+#define pfrt_enqueue_send pfrt_program_enqueue_send
+#define pfrt_enqueue_recv pfrt_program_enqueue_recv
+#define pfrt_enqueue_record pfrt_program_enqueue_record
+#define pfrt_enqueue_wait pfrt_program_enqueue_wait
+#define pfrt_enqueue_bubble pfrt_program_enqueue_bubble
+#define pfrt_enqueue_fill pfrt_program_enqueue_fill
+#define pfrt_enqueue_copy pfrt_program_enqueue_copy
+#define pfrt_enqueue_alloc pfrt_program_enqueue_alloc
+#define pfrt_enqueue_free pfrt_program_enqueue_free
+#define pfrt_request_stop pfrt_stop_request
+#define pfrt_clear_stop pfrt_stop_clear
+#endif
 
 #ifdef __cplusplus
 } /* extern "C" */

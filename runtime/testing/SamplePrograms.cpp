@@ -190,7 +190,7 @@ pfrt_program *buildPipeline(const PipelineSpec &spec, std::string *error) {
       jd.samples = spec.fillSamples;
       jd.seed = 42;
       jd.learning_rate = 0.05f;
-      PFRT_TRY(pfrt_add_fill_job(prog, &jd, &job));
+      PFRT_TRY(pfrt_program_add_fill_job(prog, &jd, &job));
       pfrt_fill_layer_desc layer = spec.layer;
       if (!layer.kind)
         layer = spec.fillKind == PFRT_FILL_TRAINING ? smallMlp() : smallEncoder();
@@ -219,14 +219,14 @@ pfrt_program *buildPipeline(const PipelineSpec &spec, std::string *error) {
       dd.allreduce_us = spec.allreduceUs;
       dd.optimizer_us = spec.optimizerUs;
       uint32_t dev = 0, main = 0, fill = 0;
-      PFRT_TRY(pfrt_add_device(prog, &dd, &dev));
-      PFRT_TRY(pfrt_create_stream(prog, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
-                                  &main));
+      PFRT_TRY(pfrt_program_add_device(prog, &dd, &dev));
+      PFRT_TRY(pfrt_program_create_stream(prog, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                          "main", &main));
       const bool fillHere =
           spec.fill && (spec.fillKind == PFRT_FILL_INFERENCE || s == fillDevice);
       if (fillHere)
-        PFRT_TRY(pfrt_create_stream(prog, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill",
-                                    &fill));
+        PFRT_TRY(pfrt_program_create_stream(prog, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT,
+                                            "fill", &fill));
       bool computed = false;
       uint32_t forwardsDone = 0, bubbleId = 0;
       const std::vector<SOp> &ops = plan.ops[s];
@@ -247,15 +247,15 @@ pfrt_program *buildPipeline(const PipelineSpec &spec, std::string *error) {
             if (fillHere) {
               uint32_t ev = 0;
               std::string evName = "bubble" + std::to_string(b.bubble_id);
-              PFRT_TRY(pfrt_create_event(prog, dev, evName.c_str(), &ev));
-              PFRT_TRY(pfrt_enqueue_record(prog, dev, main, ev));
-              PFRT_TRY(pfrt_enqueue_bubble(prog, dev, main, &b));
+              PFRT_TRY(pfrt_program_create_event(prog, dev, evName.c_str(), &ev));
+              PFRT_TRY(pfrt_program_enqueue_record(prog, dev, main, ev));
+              PFRT_TRY(pfrt_program_enqueue_bubble(prog, dev, main, &b));
               double budget = spec.fillFraction * b.planned_duration_us - spec.switchUs;
               uint32_t batch = perSample > 0 ? static_cast<uint32_t>(
                                                    std::max(0.0, std::floor(budget / perSample)))
                                              : 0;
               batch = std::min(batch, spec.maxBatch);
-              PFRT_TRY(pfrt_enqueue_wait(prog, dev, fill, ev));
+              PFRT_TRY(pfrt_program_enqueue_wait(prog, dev, fill, ev));
               if (batch > 0) {
                 pfrt_fill_chunk_desc c{};
                 c.job = job;
@@ -269,18 +269,18 @@ pfrt_program *buildPipeline(const PipelineSpec &spec, std::string *error) {
                 c.planned_us = batch * perSample;
                 c.peak_bytes = 64ull << 20;
                 nextSample += batch;
-                PFRT_TRY(pfrt_enqueue_fill(prog, dev, fill, &c));
+                PFRT_TRY(pfrt_program_enqueue_fill(prog, dev, fill, &c));
               }
             } else {
-              PFRT_TRY(pfrt_enqueue_bubble(prog, dev, main, &b));
+              PFRT_TRY(pfrt_program_enqueue_bubble(prog, dev, main, &b));
             }
           }
-          PFRT_TRY(pfrt_enqueue_recv(prog, dev, main, op.peer, spec.activationBytes, op.tag, 0,
-                                     std::max(0.0, start)));
+          PFRT_TRY(pfrt_program_enqueue_recv(prog, dev, main, op.peer, spec.activationBytes, op.tag,
+                                             0, std::max(0.0, start)));
           break;
         case SOp::Send:
-          PFRT_TRY(pfrt_enqueue_send(prog, dev, main, op.peer, spec.activationBytes, op.tag,
-                                     op.dur, std::max(0.0, start)));
+          PFRT_TRY(pfrt_program_enqueue_send(prog, dev, main, op.peer, spec.activationBytes, op.tag,
+                                             op.dur, std::max(0.0, start)));
           break;
         case SOp::F:
         case SOp::B:
@@ -290,8 +290,8 @@ pfrt_program *buildPipeline(const PipelineSpec &spec, std::string *error) {
                                    : op.kind == SOp::B ? PFRT_COMPUTE_BACKWARD
                                    : op.kind == SOp::AllReduce ? PFRT_COMPUTE_ALLREDUCE
                                                                : PFRT_COMPUTE_OPTIMIZER;
-          PFRT_TRY(pfrt_enqueue_compute(prog, dev, main, kind, op.mb, 0, op.dur,
-                                        std::max(0.0, start)));
+          PFRT_TRY(pfrt_program_enqueue_compute(prog, dev, main, kind, op.mb, 0, op.dur,
+                                                std::max(0.0, start)));
           computed = true;
           if (op.kind == SOp::F)
             ++forwardsDone;

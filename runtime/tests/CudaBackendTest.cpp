@@ -54,22 +54,22 @@ ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, u
   uint32_t dev = 0, main = 0, fill = 0, copy = 0, job = 0;
   pfrt_device_desc dd{};
   dd.gemm_dim = 1024;
-  pfrt_add_device(p.get(), &dd, &dev);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "copy", &copy);
+  pfrt_program_add_device(p.get(), &dd, &dev);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "copy", &copy);
   pfrt_fill_job_desc jd{};
   jd.name = "job";
   jd.kind = kind;
   jd.seed = 11;
   jd.learning_rate = 0.05f;
-  pfrt_add_fill_job(p.get(), &jd, &job);
+  pfrt_program_add_fill_job(p.get(), &jd, &job);
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &layer), PFRT_OK) << pfrt_last_error();
   enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, computeUs, /*bubbleUs=*/500,
                       /*plannedUs=*/400);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, computeUs, 0);
-  pfrt_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 0);
+  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, computeUs, 0);
+  pfrt_program_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 0);
   EXPECT_EQ(pfrt_program_validate(p.get()), PFRT_OK) << pfrt_last_error();
   return p;
 }
@@ -143,12 +143,15 @@ TEST_F(CudaBackendTest, MainComputeIsCalibratedToPlannedTime) {
   uint32_t dev = 0, main = 0;
   pfrt_device_desc dd{};
   dd.gemm_dim = 2048;
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), &dd, &dev));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
-                                    &main));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 3000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 6000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_OPTIMIZER, 0, 0, 500, 0));
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), &dd, &dev));
+  PFRT_ASSERT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                            "main", &main));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 3000, 0));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 6000, 0));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_OPTIMIZER, 0, 0, 500, 0));
   ReportPtr r = runOk(p.get(), cudaOptions(6));
   ASSERT_TRUE(r);
   const DeviceReport &d = r->data.devices[0];

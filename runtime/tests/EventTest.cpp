@@ -13,17 +13,20 @@ TEST(EventTest, WaitWaitsForRecordOfSameIteration) {
   PFRT_ASSERT_OK(pfrt_program_create("events", &raw));
   ProgramPtr p(raw);
   uint32_t dev = 0, main = 0, copy = 0, ev = 0;
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), nullptr, &dev));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
-                                    &main));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "copy",
-                                    &copy));
-  PFRT_ASSERT_OK(pfrt_create_event(p.get(), dev, "e", &ev));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 3000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_record(p.get(), dev, main, ev));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 3000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_wait(p.get(), dev, copy, ev));
-  PFRT_ASSERT_OK(pfrt_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 500));
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &dev));
+  PFRT_ASSERT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                            "main", &main));
+  PFRT_ASSERT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT,
+                                            "copy", &copy));
+  PFRT_ASSERT_OK(pfrt_program_create_event(p.get(), dev, "e", &ev));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 3000, 0));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_record(p.get(), dev, main, ev));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 3000, 0));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_wait(p.get(), dev, copy, ev));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 500));
 
   ReportPtr r = runOk(p.get(), hostOptions(3));
   ASSERT_TRUE(r);
@@ -50,18 +53,22 @@ TEST(EventTest, SeveralWaitersAndManyIterations) {
   PFRT_ASSERT_OK(pfrt_program_create("events2", &raw));
   ProgramPtr p(raw);
   uint32_t dev = 0, main = 0, a = 0, b = 0, ev = 0;
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), nullptr, &dev));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
-                                    &main));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "a", &a));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "b", &b));
-  PFRT_ASSERT_OK(pfrt_create_event(p.get(), dev, "late", &ev));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_record(p.get(), dev, main, ev));
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &dev));
+  PFRT_ASSERT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                            "main", &main));
+  PFRT_ASSERT_OK(
+      pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "a", &a));
+  PFRT_ASSERT_OK(
+      pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_COPY, PFRT_PRIORITY_DEFAULT, "b", &b));
+  PFRT_ASSERT_OK(pfrt_program_create_event(p.get(), dev, "late", &ev));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_record(p.get(), dev, main, ev));
   for (uint32_t s : {a, b}) {
-    PFRT_ASSERT_OK(pfrt_enqueue_wait(p.get(), dev, s, ev));
-    PFRT_ASSERT_OK(pfrt_enqueue_copy(p.get(), dev, s, PFRT_COPY_HOST_TO_DEVICE, 4096, 100));
+    PFRT_ASSERT_OK(pfrt_program_enqueue_wait(p.get(), dev, s, ev));
+    PFRT_ASSERT_OK(pfrt_program_enqueue_copy(p.get(), dev, s, PFRT_COPY_HOST_TO_DEVICE, 4096, 100));
   }
   const uint32_t iterations = 8;
   ReportPtr r = runOk(p.get(), hostOptions(iterations));

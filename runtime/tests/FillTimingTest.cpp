@@ -15,36 +15,41 @@ ProgramPtr bubbleProgram(double fillUs) {
   uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
   pfrt_device_desc dd{};
   dd.planned_iteration_us = 16000;
-  EXPECT_EQ(pfrt_add_device(p.get(), &dd, &dev), PFRT_OK);
-  EXPECT_EQ(pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main),
+  EXPECT_EQ(pfrt_program_add_device(p.get(), &dd, &dev), PFRT_OK);
+  EXPECT_EQ(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                       "main", &main),
             PFRT_OK);
-  EXPECT_EQ(pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill),
+  EXPECT_EQ(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT,
+                                       "fill", &fill),
             PFRT_OK);
-  EXPECT_EQ(pfrt_create_event(p.get(), dev, "bubble0", &ev), PFRT_OK);
+  EXPECT_EQ(pfrt_program_create_event(p.get(), dev, "bubble0", &ev), PFRT_OK);
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
   jd.kind = PFRT_FILL_INFERENCE;
-  EXPECT_EQ(pfrt_add_fill_job(p.get(), &jd, &job), PFRT_OK);
+  EXPECT_EQ(pfrt_program_add_fill_job(p.get(), &jd, &job), PFRT_OK);
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
   ld.dim = 32;
   ld.planned_us_per_sample = fillUs;
   EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &ld), PFRT_OK);
 
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 4000, 0), PFRT_OK);
-  EXPECT_EQ(pfrt_enqueue_record(p.get(), dev, main, ev), PFRT_OK);
+  EXPECT_EQ(pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 4000, 0),
+            PFRT_OK);
+  EXPECT_EQ(pfrt_program_enqueue_record(p.get(), dev, main, ev), PFRT_OK);
   pfrt_bubble_desc b{};
   b.bubble_id = 0;
   b.kind = PFRT_BUBBLE_STEADY;
   b.planned_start_us = 4000;
   b.planned_duration_us = 4000;
   b.emulate_idle = 1;
-  EXPECT_EQ(pfrt_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 4000, 8000),
-            PFRT_OK);
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 4000, 12000),
-            PFRT_OK);
-  EXPECT_EQ(pfrt_enqueue_wait(p.get(), dev, fill, ev), PFRT_OK);
+  EXPECT_EQ(pfrt_program_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
+  EXPECT_EQ(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 4000, 8000),
+      PFRT_OK);
+  EXPECT_EQ(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 4000, 12000),
+      PFRT_OK);
+  EXPECT_EQ(pfrt_program_enqueue_wait(p.get(), dev, fill, ev), PFRT_OK);
   pfrt_fill_chunk_desc c{};
   c.job = job;
   c.bubble_id = 0;
@@ -52,7 +57,7 @@ ProgramPtr bubbleProgram(double fillUs) {
   c.layer_end = 1;
   c.batch = 1;
   c.planned_us = fillUs;
-  EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK);
+  EXPECT_EQ(pfrt_program_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK);
   return p;
 }
 

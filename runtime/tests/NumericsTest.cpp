@@ -29,21 +29,21 @@ ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, u
   ProgramPtr p(raw);
   pfrt_program_set_seed(p.get(), 99);
   uint32_t dev = 0, main = 0, fill = 0, job = 0;
-  pfrt_add_device(p.get(), nullptr, &dev);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_program_add_device(p.get(), nullptr, &dev);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
   pfrt_fill_job_desc jd{};
   jd.name = "job";
   jd.kind = kind;
   jd.seed = 5;
   jd.learning_rate = 0.05f;
   jd.samples_per_iteration = samplesPerIteration;
-  pfrt_add_fill_job(p.get(), &jd, &job);
+  pfrt_program_add_fill_job(p.get(), &jd, &job);
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &layer), PFRT_OK) << pfrt_last_error();
   enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, /*computeUs=*/200,
                       /*bubbleUs=*/200, /*plannedUs=*/0);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 200, 0);
+  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 200, 0);
   EXPECT_EQ(pfrt_program_validate(p.get()), PFRT_OK) << pfrt_last_error();
   return p;
 }
@@ -95,7 +95,7 @@ TEST(NumericsTest, EncoderLayerBlasMatchesNaive) {
   uint32_t job = 0;
   pfrt_fill_job_desc jd{};
   jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_add_fill_job(p.get(), &jd, &job);
+  pfrt_program_add_fill_job(p.get(), &jd, &job);
   pfrt_fill_layer_desc l = samples::smallEncoder();
   l.seq = 12;
   pfrt_fill_job_add_layer(p.get(), job, &l);

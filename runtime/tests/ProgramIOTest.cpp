@@ -119,35 +119,38 @@ TEST(ProgramIOTest, BuilderRejectsBadArguments) {
   PFRT_ASSERT_OK(pfrt_program_create("x", &raw));
   ProgramPtr p(raw);
   uint32_t dev = 0, main = 0, ev = 0;
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), nullptr, &dev));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m",
-                                    &main));
-  EXPECT_EQ(pfrt_create_stream(p.get(), 5, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &main),
-            PFRT_ERROR_INVALID_ARGUMENT);
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &dev));
+  PFRT_ASSERT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT,
+                                            "m", &main));
+  EXPECT_EQ(
+      pfrt_program_create_stream(p.get(), 5, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &main),
+      PFRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(pfrt_last_error()).find("device 5 does not exist"), std::string::npos);
-  EXPECT_EQ(pfrt_create_stream(p.get(), dev, static_cast<pfrt_stream_role>(9),
-                               PFRT_PRIORITY_DEFAULT, "m", &main),
+  EXPECT_EQ(pfrt_program_create_stream(p.get(), dev, static_cast<pfrt_stream_role>(9),
+                                       PFRT_PRIORITY_DEFAULT, "m", &main),
             PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, 3, PFRT_COMPUTE_FORWARD, 0, 0, 1, 0),
+  EXPECT_EQ(pfrt_program_enqueue_compute(p.get(), dev, 3, PFRT_COMPUTE_FORWARD, 0, 0, 1, 0),
             PFRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(pfrt_last_error()).find("stream 3 does not exist"), std::string::npos);
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, -5, 0),
+  EXPECT_EQ(pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, -5, 0),
             PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(pfrt_enqueue_compute(p.get(), dev, main, static_cast<pfrt_compute_kind>(0), 0, 0, 1, 0),
+  EXPECT_EQ(pfrt_program_enqueue_compute(p.get(), dev, main, static_cast<pfrt_compute_kind>(0), 0,
+                                         0, 1, 0),
             PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(pfrt_enqueue_record(p.get(), dev, main, 0), PFRT_ERROR_INVALID_ARGUMENT);
-  PFRT_ASSERT_OK(pfrt_create_event(p.get(), dev, "e", &ev));
-  PFRT_ASSERT_OK(pfrt_enqueue_record(p.get(), dev, main, ev));
-  EXPECT_EQ(pfrt_enqueue_send(p.get(), dev, main, dev, 8, 0, 0, 0), PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_EQ(pfrt_enqueue_bubble(p.get(), dev, main, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_program_enqueue_record(p.get(), dev, main, 0), PFRT_ERROR_INVALID_ARGUMENT);
+  PFRT_ASSERT_OK(pfrt_program_create_event(p.get(), dev, "e", &ev));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_record(p.get(), dev, main, ev));
+  EXPECT_EQ(pfrt_program_enqueue_send(p.get(), dev, main, dev, 8, 0, 0, 0),
+            PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_program_enqueue_bubble(p.get(), dev, main, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
   pfrt_fill_chunk_desc c{};
   c.batch = 1;
   c.layer_end = 1;
-  EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, main, &c), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_program_enqueue_fill(p.get(), dev, main, &c), PFRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(pfrt_last_error()).find("MAIN stream"), std::string::npos);
   pfrt_fill_job_desc jd{};
   jd.kind = static_cast<pfrt_fill_kind>(7);
-  EXPECT_EQ(pfrt_add_fill_job(p.get(), &jd, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_program_add_fill_job(p.get(), &jd, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_MLP;
   EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), 0, &ld), PFRT_ERROR_INVALID_ARGUMENT);

@@ -13,15 +13,20 @@ TEST(SendRecvTest, RecvCompletesAfterTheTransfer) {
   PFRT_ASSERT_OK(pfrt_program_create("p2p", &raw));
   ProgramPtr p(raw);
   uint32_t d0 = 0, d1 = 0, m0 = 0, m1 = 0;
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), nullptr, &d0));
-  PFRT_ASSERT_OK(pfrt_add_device(p.get(), nullptr, &d1));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), d0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m0));
-  PFRT_ASSERT_OK(pfrt_create_stream(p.get(), d1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m1));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 0, 0, 2000, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_send(p.get(), d0, m0, d1, 1 << 20, 7, 1000, 2000));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 3000));
-  PFRT_ASSERT_OK(pfrt_enqueue_recv(p.get(), d1, m1, d0, 1 << 20, 7, 0, 0));
-  PFRT_ASSERT_OK(pfrt_enqueue_compute(p.get(), d1, m1, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 3000));
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d0));
+  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d1));
+  PFRT_ASSERT_OK(
+      pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m0));
+  PFRT_ASSERT_OK(
+      pfrt_program_create_stream(p.get(), d1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m1));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 0, 0, 2000, 0));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1 << 20, 7, 1000, 2000));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 3000));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1 << 20, 7, 0, 0));
+  PFRT_ASSERT_OK(
+      pfrt_program_enqueue_compute(p.get(), d1, m1, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 3000));
   const uint32_t iterations = 4;
   ReportPtr r = runOk(p.get(), hostOptions(iterations));
   ASSERT_TRUE(r);

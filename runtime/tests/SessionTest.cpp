@@ -211,27 +211,27 @@ ProgramPtr oneBubbleSixChunks(double bubbleUs) {
   EXPECT_EQ(pfrt_program_create("bound", &raw), PFRT_OK);
   ProgramPtr p(raw);
   uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
-  pfrt_add_device(p.get(), nullptr, &dev);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_create_event(p.get(), dev, "b", &ev);
+  pfrt_program_add_device(p.get(), nullptr, &dev);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
+  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
+  pfrt_program_create_event(p.get(), dev, "b", &ev);
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
   jd.kind = PFRT_FILL_INFERENCE;
-  EXPECT_EQ(pfrt_add_fill_job(p.get(), &jd, &job), PFRT_OK);
+  EXPECT_EQ(pfrt_program_add_fill_job(p.get(), &jd, &job), PFRT_OK);
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
   ld.dim = 16;
   ld.planned_us_per_sample = 1000;
   EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &ld), PFRT_OK);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  pfrt_enqueue_record(p.get(), dev, main, ev);
+  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
+  pfrt_program_enqueue_record(p.get(), dev, main, ev);
   pfrt_bubble_desc b{};
   b.planned_duration_us = bubbleUs;
   b.emulate_idle = 1;
-  EXPECT_EQ(pfrt_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
-  pfrt_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
-  pfrt_enqueue_wait(p.get(), dev, fill, ev);
+  EXPECT_EQ(pfrt_program_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
+  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
+  pfrt_program_enqueue_wait(p.get(), dev, fill, ev);
   for (uint32_t c = 0; c < 6; ++c) {
     pfrt_fill_chunk_desc f{};
     f.job = job;
@@ -239,7 +239,7 @@ ProgramPtr oneBubbleSixChunks(double bubbleUs) {
     f.batch = 2;
     f.sample_begin = 2 * c;
     f.planned_us = 2000;
-    EXPECT_EQ(pfrt_enqueue_fill(p.get(), dev, fill, &f), PFRT_OK) << pfrt_last_error();
+    EXPECT_EQ(pfrt_program_enqueue_fill(p.get(), dev, fill, &f), PFRT_OK) << pfrt_last_error();
   }
   return p;
 }

@@ -1,4 +1,4 @@
-// Clean stop (pfrt_request_stop) and the progress callback: a stop request ends the run at an
+// Clean stop (pfrt_stop_request) and the progress callback: a stop request ends the run at an
 // iteration boundary agreed by every stream (no stream waits on a peer that stopped), the report
 // is marked incomplete, the checkpoint holds exactly the iterations run, and resuming from it
 // gives the uninterrupted run's fill accounting (samples, steps, checksum).
@@ -42,12 +42,12 @@ void onProgress(void *user, uint32_t done, uint32_t total, double elapsedS) {
   log.done.push_back(done);
   log.total = total;
   if (log.stopAfter && done == log.stopAfter)
-    pfrt_request_stop();
+    pfrt_stop_request();
 }
 
 // Clears the process-wide request whatever the test's outcome.
 struct StopGuard {
-  ~StopGuard() { pfrt_clear_stop(); }
+  ~StopGuard() { pfrt_stop_clear(); }
 };
 
 uint32_t checkpointIterations(pfrt_program *p, const std::string &path) {
@@ -99,7 +99,7 @@ TEST(StopTest, StopMidRunThenResumeMatchesUninterrupted) {
   EXPECT_NE(first->data.json.find("\"incomplete\": true"), std::string::npos);
   EXPECT_NE(std::string(pfrt_report_summary(first.get())).find("INCOMPLETE"), std::string::npos);
   // Planned samples cover only the iterations that ran.
-  pfrt_clear_stop();
+  pfrt_stop_clear();
   ReportPtr prefix = runOk(p.get(), hostOptions(ran));
   ASSERT_TRUE(prefix);
   EXPECT_EQ(first->data.jobs[0].samplesPlanned, prefix->data.jobs[0].samplesPlanned);
@@ -124,7 +124,7 @@ TEST(StopTest, StopBeforeTheFirstIterationWritesTheCheckpoint) {
   std::string cp = tempPath("early.ckpt");
   pfrt_options o = hostOptions(4);
   o.checkpoint_path = cp.c_str();
-  pfrt_request_stop();
+  pfrt_stop_request();
   EXPECT_EQ(pfrt_stop_requested(), 1);
   ReportPtr r = runOk(p.get(), o);
   ASSERT_TRUE(r);
@@ -133,7 +133,7 @@ TEST(StopTest, StopBeforeTheFirstIterationWritesTheCheckpoint) {
   EXPECT_EQ(r->data.jobs[0].samplesCompleted, 0u);
   EXPECT_EQ(r->data.jobs[0].samplesPlanned, 0u);
   EXPECT_EQ(checkpointIterations(p.get(), cp), 0u);
-  pfrt_clear_stop();
+  pfrt_stop_clear();
   EXPECT_EQ(pfrt_stop_requested(), 0);
   ReportPtr again = runOk(p.get(), o);
   ASSERT_TRUE(again);

@@ -137,30 +137,31 @@ struct Rows {
     pfrt_program_set_seed(raw, 99);
     pfrt_program_set_planned_iteration_us(raw, 9000);
     uint32_t id = 0;
-    EXPECT_EQ(pfrt_add_fill_job(raw, &jobs[0].desc, &id), PFRT_OK);
+    EXPECT_EQ(pfrt_program_add_fill_job(raw, &jobs[0].desc, &id), PFRT_OK);
     for (const pfrt_fill_layer_desc &l : layers)
       EXPECT_EQ(pfrt_fill_job_add_layer(raw, 0, &l), PFRT_OK) << pfrt_last_error();
     for (const pfrt_device_desc &d : devices)
-      EXPECT_EQ(pfrt_add_device(raw, &d, &id), PFRT_OK);
+      EXPECT_EQ(pfrt_program_add_device(raw, &d, &id), PFRT_OK);
     for (const pfrt_table_stream &s : streams)
-      EXPECT_EQ(pfrt_create_stream(raw, s.device, s.role, s.priority, s.name, &id), PFRT_OK);
+      EXPECT_EQ(pfrt_program_create_stream(raw, s.device, s.role, s.priority, s.name, &id),
+                PFRT_OK);
     for (const pfrt_table_event &e : events)
-      EXPECT_EQ(pfrt_create_event(raw, e.device, e.name, &id), PFRT_OK);
-    pfrt_enqueue_compute(raw, 0, 0, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-    pfrt_enqueue_send(raw, 0, 0, 1, 4096, 5, 50, 1000);
-    pfrt_enqueue_record(raw, 0, 0, 0);
-    pfrt_enqueue_bubble(raw, 0, 0, &bubbles[0]);
-    pfrt_enqueue_recv(raw, 0, 0, 1, 4096, 6, 50, 5000);
-    pfrt_enqueue_compute(raw, 0, 0, PFRT_COMPUTE_BACKWARD, 0, 0, 2000, 5050);
-    pfrt_enqueue_copy(raw, 0, 2, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 80);
-    pfrt_enqueue_alloc(raw, 0, 0, 3, 1 << 16);
-    pfrt_enqueue_free(raw, 0, 0, 3);
-    pfrt_enqueue_wait(raw, 0, 1, 0);
-    EXPECT_EQ(pfrt_enqueue_fill(raw, 0, 1, &chunks[0]), PFRT_OK) << pfrt_last_error();
-    pfrt_enqueue_recv(raw, 1, 0, 0, 4096, 5, 50, 1000);
-    pfrt_enqueue_compute(raw, 1, 0, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 1050);
-    pfrt_enqueue_compute(raw, 1, 0, PFRT_COMPUTE_BACKWARD, 0, 0, 2000, 2050);
-    pfrt_enqueue_send(raw, 1, 0, 0, 4096, 6, 50, 5000);
+      EXPECT_EQ(pfrt_program_create_event(raw, e.device, e.name, &id), PFRT_OK);
+    pfrt_program_enqueue_compute(raw, 0, 0, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
+    pfrt_program_enqueue_send(raw, 0, 0, 1, 4096, 5, 50, 1000);
+    pfrt_program_enqueue_record(raw, 0, 0, 0);
+    pfrt_program_enqueue_bubble(raw, 0, 0, &bubbles[0]);
+    pfrt_program_enqueue_recv(raw, 0, 0, 1, 4096, 6, 50, 5000);
+    pfrt_program_enqueue_compute(raw, 0, 0, PFRT_COMPUTE_BACKWARD, 0, 0, 2000, 5050);
+    pfrt_program_enqueue_copy(raw, 0, 2, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 80);
+    pfrt_program_enqueue_alloc(raw, 0, 0, 3, 1 << 16);
+    pfrt_program_enqueue_free(raw, 0, 0, 3);
+    pfrt_program_enqueue_wait(raw, 0, 1, 0);
+    EXPECT_EQ(pfrt_program_enqueue_fill(raw, 0, 1, &chunks[0]), PFRT_OK) << pfrt_last_error();
+    pfrt_program_enqueue_recv(raw, 1, 0, 0, 4096, 5, 50, 1000);
+    pfrt_program_enqueue_compute(raw, 1, 0, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 1050);
+    pfrt_program_enqueue_compute(raw, 1, 0, PFRT_COMPUTE_BACKWARD, 0, 0, 2000, 2050);
+    pfrt_program_enqueue_send(raw, 1, 0, 0, 4096, 6, 50, 5000);
     EXPECT_EQ(pfrt_program_validate(raw), PFRT_OK) << pfrt_last_error();
     return p;
   }

@@ -16,30 +16,30 @@ struct Fixture {
     pfrt_program_create("v", &raw);
     p.reset(raw);
     uint32_t d = 0;
-    pfrt_add_device(raw, nullptr, &d);
-    pfrt_add_device(raw, nullptr, &d);
-    pfrt_create_stream(raw, 0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main0);
-    pfrt_create_stream(raw, 0, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill0);
-    pfrt_create_stream(raw, 1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main1);
-    pfrt_create_event(raw, 0, "b0", &ev);
+    pfrt_program_add_device(raw, nullptr, &d);
+    pfrt_program_add_device(raw, nullptr, &d);
+    pfrt_program_create_stream(raw, 0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main0);
+    pfrt_program_create_stream(raw, 0, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill0);
+    pfrt_program_create_stream(raw, 1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main1);
+    pfrt_program_create_event(raw, 0, "b0", &ev);
     pfrt_fill_job_desc jd{};
     jd.name = "job";
     jd.kind = PFRT_FILL_INFERENCE;
-    pfrt_add_fill_job(raw, &jd, &job);
+    pfrt_program_add_fill_job(raw, &jd, &job);
     pfrt_fill_layer_desc l = samples::smallEncoder();
     pfrt_fill_job_add_layer(raw, job, &l);
     pfrt_fill_job_add_layer(raw, job, &l);
-    pfrt_enqueue_compute(raw, 0, main0, PFRT_COMPUTE_FORWARD, 0, 0, 10, 0);
-    pfrt_enqueue_send(raw, 0, main0, 1, 64, 0, 0, 0);
-    pfrt_enqueue_record(raw, 0, main0, ev);
+    pfrt_program_enqueue_compute(raw, 0, main0, PFRT_COMPUTE_FORWARD, 0, 0, 10, 0);
+    pfrt_program_enqueue_send(raw, 0, main0, 1, 64, 0, 0, 0);
+    pfrt_program_enqueue_record(raw, 0, main0, ev);
     pfrt_bubble_desc b{};
     b.bubble_id = 0;
-    pfrt_enqueue_bubble(raw, 0, main0, &b);
-    pfrt_enqueue_recv(raw, 0, main0, 1, 64, 1, 0, 0);
-    pfrt_enqueue_recv(raw, 1, main1, 0, 64, 0, 0, 0);
-    pfrt_enqueue_compute(raw, 1, main1, PFRT_COMPUTE_FORWARD, 0, 0, 10, 0);
-    pfrt_enqueue_send(raw, 1, main1, 0, 64, 1, 0, 0);
-    pfrt_enqueue_wait(raw, 0, fill0, ev);
+    pfrt_program_enqueue_bubble(raw, 0, main0, &b);
+    pfrt_program_enqueue_recv(raw, 0, main0, 1, 64, 1, 0, 0);
+    pfrt_program_enqueue_recv(raw, 1, main1, 0, 64, 0, 0, 0);
+    pfrt_program_enqueue_compute(raw, 1, main1, PFRT_COMPUTE_FORWARD, 0, 0, 10, 0);
+    pfrt_program_enqueue_send(raw, 1, main1, 0, 64, 1, 0, 0);
+    pfrt_program_enqueue_wait(raw, 0, fill0, ev);
   }
   pfrt_fill_chunk_desc chunk(uint32_t begin, uint32_t end, uint64_t sample = 0) const {
     pfrt_fill_chunk_desc c{};
@@ -67,32 +67,36 @@ std::string invalid(const std::function<void(Fixture &)> &mutate) {
 TEST(ValidationTest, FixtureIsValid) {
   Fixture f;
   pfrt_fill_chunk_desc c = f.chunk(0, 2);
-  PFRT_ASSERT_OK(pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c));
   PFRT_ASSERT_OK(pfrt_program_validate(f.p.get()));
 }
 
 TEST(ValidationTest, UnmatchedSendAndRecv) {
-  EXPECT_CONTAINS(invalid([](Fixture &f) { pfrt_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 9, 0, 0); }),
-                  "device 0 stream 0 ('main') op 5 (send): send to device 1 with tag 9 has no "
-                  "matching recv");
-  EXPECT_CONTAINS(invalid([](Fixture &f) { pfrt_enqueue_recv(f.p.get(), 1, f.main1, 0, 64, 9, 0, 0); }),
-                  "recv from device 0 with tag 9 has no matching send");
-  EXPECT_CONTAINS(invalid([](Fixture &f) { pfrt_enqueue_send(f.p.get(), 0, f.main0, 7, 64, 9, 0, 0); }),
-                  "peer device 7 does not exist");
+  EXPECT_CONTAINS(
+      invalid([](Fixture &f) { pfrt_program_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 9, 0, 0); }),
+      "device 0 stream 0 ('main') op 5 (send): send to device 1 with tag 9 has no "
+      "matching recv");
+  EXPECT_CONTAINS(
+      invalid([](Fixture &f) { pfrt_program_enqueue_recv(f.p.get(), 1, f.main1, 0, 64, 9, 0, 0); }),
+      "recv from device 0 with tag 9 has no matching send");
+  EXPECT_CONTAINS(
+      invalid([](Fixture &f) { pfrt_program_enqueue_send(f.p.get(), 0, f.main0, 7, 64, 9, 0, 0); }),
+      "peer device 7 does not exist");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
-                    pfrt_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 5, 0, 0);
-                    pfrt_enqueue_recv(f.p.get(), 1, f.main1, 0, 32, 5, 0, 0);
+                    pfrt_program_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 5, 0, 0);
+                    pfrt_program_enqueue_recv(f.p.get(), 1, f.main1, 0, 32, 5, 0, 0);
                   }),
                   "recv of 32 bytes does not match the send of 64 bytes");
 }
 
 TEST(ValidationTest, EventRules) {
-  EXPECT_CONTAINS(invalid([](Fixture &f) { pfrt_enqueue_record(f.p.get(), 0, f.main0, f.ev); }),
-                  "is recorded twice");
+  EXPECT_CONTAINS(
+      invalid([](Fixture &f) { pfrt_program_enqueue_record(f.p.get(), 0, f.main0, f.ev); }),
+      "is recorded twice");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     uint32_t e2 = 0;
-                    pfrt_create_event(f.p.get(), 0, "never", &e2);
-                    pfrt_enqueue_wait(f.p.get(), 0, f.fill0, e2);
+                    pfrt_program_create_event(f.p.get(), 0, "never", &e2);
+                    pfrt_program_enqueue_wait(f.p.get(), 0, f.fill0, e2);
                   }),
                   "which is never recorded");
 }
@@ -100,9 +104,9 @@ TEST(ValidationTest, EventRules) {
 TEST(ValidationTest, MainNeverWaitsOnFill) {
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     uint32_t done = 0;
-                    pfrt_create_event(f.p.get(), 0, "done", &done);
-                    pfrt_enqueue_record(f.p.get(), 0, f.fill0, done);
-                    pfrt_enqueue_wait(f.p.get(), 0, f.main0, done);
+                    pfrt_program_create_event(f.p.get(), 0, "done", &done);
+                    pfrt_program_enqueue_record(f.p.get(), 0, f.fill0, done);
+                    pfrt_program_enqueue_wait(f.p.get(), 0, f.main0, done);
                   }),
                   "the MAIN stream depends on device 0 stream 1 ('fill')");
 }
@@ -111,24 +115,24 @@ TEST(ValidationTest, BubbleAndFillPlacement) {
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_bubble_desc b{};
                     b.bubble_id = 0;
-                    pfrt_enqueue_bubble(f.p.get(), 0, f.main0, &b);
+                    pfrt_program_enqueue_bubble(f.p.get(), 0, f.main0, &b);
                   }),
                   "bubble id 0 is used twice");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc c = f.chunk(0, 2);
                     c.bubble_id = 4;
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c);
                   }),
                   "bubble id 4 is not a bubble of device 0");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc c = f.chunk(0, 3);
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c);
                   }),
                   "layer range [0, 3) is not within the job's 2 passes");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc c = f.chunk(0, 2);
                     c.job = 3;
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c);
                   }),
                   "fill job 3 does not exist");
 }
@@ -136,18 +140,18 @@ TEST(ValidationTest, BubbleAndFillPlacement) {
 TEST(ValidationTest, BatchContinuity) {
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc c = f.chunk(1, 2);
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c);
                   }),
                   "but no chunk on this device began that batch");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc c = f.chunk(0, 1);
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &c);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &c);
                   }),
                   "never reaches the last layer");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     pfrt_fill_chunk_desc a = f.chunk(0, 2, 0), b = f.chunk(0, 2, 1);
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &a);
-                    pfrt_enqueue_fill(f.p.get(), 0, f.fill0, &b);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &a);
+                    pfrt_program_enqueue_fill(f.p.get(), 0, f.fill0, &b);
                   }),
                   "overlap");
 }
@@ -157,7 +161,7 @@ TEST(ValidationTest, JobRules) {
                     pfrt_fill_job_desc jd{};
                     jd.kind = PFRT_FILL_TRAINING;
                     uint32_t j = 0;
-                    pfrt_add_fill_job(f.p.get(), &jd, &j);
+                    pfrt_program_add_fill_job(f.p.get(), &jd, &j);
                     pfrt_fill_layer_desc l = samples::smallEncoder();
                     pfrt_fill_job_add_layer(f.p.get(), j, &l);
                   }),
@@ -166,7 +170,7 @@ TEST(ValidationTest, JobRules) {
                     pfrt_fill_job_desc jd{};
                     jd.kind = PFRT_FILL_INFERENCE;
                     uint32_t j = 0;
-                    pfrt_add_fill_job(f.p.get(), &jd, &j);
+                    pfrt_program_add_fill_job(f.p.get(), &jd, &j);
                     pfrt_fill_layer_desc a = samples::smallMlp(), b = samples::smallMlp();
                     b.in = 5;
                     pfrt_fill_job_add_layer(f.p.get(), j, &a);
@@ -177,7 +181,7 @@ TEST(ValidationTest, JobRules) {
                     pfrt_fill_job_desc jd{};
                     jd.kind = PFRT_FILL_INFERENCE;
                     uint32_t j = 0;
-                    pfrt_add_fill_job(f.p.get(), &jd, &j);
+                    pfrt_program_add_fill_job(f.p.get(), &jd, &j);
                     pfrt_fill_layer_desc a = samples::smallEncoder();
                     a.heads = 5;
                     pfrt_fill_job_add_layer(f.p.get(), j, &a);
@@ -188,20 +192,20 @@ TEST(ValidationTest, JobRules) {
 TEST(ValidationTest, StructureRules) {
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     uint32_t s = 0;
-                    pfrt_create_stream(f.p.get(), 1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m2", &s);
+                    pfrt_program_create_stream(f.p.get(), 1, PFRT_STREAM_MAIN,
+                                               PFRT_PRIORITY_DEFAULT, "m2", &s);
                   }),
                   "device 1 has 2 MAIN streams");
-  EXPECT_CONTAINS(invalid([](Fixture &f) {
-                    pfrt_enqueue_alloc(f.p.get(), 0, f.main0, 1, 100);
-                  }),
-                  "buffer 1 is allocated but never freed");
+  EXPECT_CONTAINS(
+      invalid([](Fixture &f) { pfrt_program_enqueue_alloc(f.p.get(), 0, f.main0, 1, 100); }),
+      "buffer 1 is allocated but never freed");
   EXPECT_CONTAINS(invalid([](Fixture &f) {
                     // device 1 receives tag 0 before ... and device 0 waits for device 1's send
                     // before sending: a cycle.
-                    pfrt_enqueue_recv(f.p.get(), 0, f.main0, 1, 64, 2, 0, 0);
-                    pfrt_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 3, 0, 0);
-                    pfrt_enqueue_recv(f.p.get(), 1, f.main1, 0, 64, 3, 0, 0);
-                    pfrt_enqueue_send(f.p.get(), 1, f.main1, 0, 64, 2, 0, 0);
+                    pfrt_program_enqueue_recv(f.p.get(), 0, f.main0, 1, 64, 2, 0, 0);
+                    pfrt_program_enqueue_send(f.p.get(), 0, f.main0, 1, 64, 3, 0, 0);
+                    pfrt_program_enqueue_recv(f.p.get(), 1, f.main1, 0, 64, 3, 0, 0);
+                    pfrt_program_enqueue_send(f.p.get(), 1, f.main1, 0, 64, 2, 0, 0);
                   }),
                   "can never run");
 }

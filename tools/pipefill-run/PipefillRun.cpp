@@ -54,7 +54,7 @@ volatile std::sig_atomic_t gStopSignal = 0;
 
 void onStopSignal(int sig) {
   gStopSignal = sig;
-  pfrt_request_stop();
+  pfrt_stop_request();
   const char msg[] = "\npipefill-run: stopping at the next iteration boundary (again to kill)\n";
   ssize_t ignored = ::write(2, msg, sizeof msg - 1);
   (void)ignored;

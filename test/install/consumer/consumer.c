@@ -33,18 +33,18 @@ static int built_program(void) {
   pfrt_device_desc device = {0};
   device.memory_bytes = 1u << 30;
   uint32_t dev, main_stream, fill_stream, event, job;
-  CHECK(pfrt_add_device(program, &device, &dev));
-  CHECK(pfrt_create_stream(program, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
-                           &main_stream));
-  CHECK(pfrt_create_stream(program, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill",
-                           &fill_stream));
-  CHECK(pfrt_create_event(program, dev, "bubble0", &event));
+  CHECK(pfrt_program_add_device(program, &device, &dev));
+  CHECK(pfrt_program_create_stream(program, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main",
+                                   &main_stream));
+  CHECK(pfrt_program_create_stream(program, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill",
+                                   &fill_stream));
+  CHECK(pfrt_program_create_event(program, dev, "bubble0", &event));
 
   pfrt_fill_job_desc job_desc = {0};
   job_desc.name = "mlp";
   job_desc.kind = PFRT_FILL_INFERENCE;
   job_desc.seed = 7;
-  CHECK(pfrt_add_fill_job(program, &job_desc, &job));
+  CHECK(pfrt_program_add_fill_job(program, &job_desc, &job));
   pfrt_fill_layer_desc layer = {0};
   layer.name = "mlp";
   layer.kind = PFRT_LAYER_MLP;
@@ -57,8 +57,9 @@ static int built_program(void) {
   CHECK(pfrt_fill_job_add_layer(program, job, &layer));
 
   /* main: forward, [bubble of 20 ms], backward; fill: wait for the bubble, one chunk. */
-  CHECK(pfrt_enqueue_compute(program, dev, main_stream, PFRT_COMPUTE_FORWARD, 0, 0, 300, 0));
-  CHECK(pfrt_enqueue_record(program, dev, main_stream, event));
+  CHECK(
+      pfrt_program_enqueue_compute(program, dev, main_stream, PFRT_COMPUTE_FORWARD, 0, 0, 300, 0));
+  CHECK(pfrt_program_enqueue_record(program, dev, main_stream, event));
   pfrt_bubble_desc bubble = {0};
   bubble.bubble_id = 0;
   bubble.kind = PFRT_BUBBLE_STEADY;
@@ -66,10 +67,10 @@ static int built_program(void) {
   bubble.planned_duration_us = 20000;
   bubble.free_bytes = 1u << 29;
   bubble.emulate_idle = 1;
-  CHECK(pfrt_enqueue_bubble(program, dev, main_stream, &bubble));
-  CHECK(pfrt_enqueue_compute(program, dev, main_stream, PFRT_COMPUTE_BACKWARD, 0, 0, 600,
-                             20300));
-  CHECK(pfrt_enqueue_wait(program, dev, fill_stream, event));
+  CHECK(pfrt_program_enqueue_bubble(program, dev, main_stream, &bubble));
+  CHECK(pfrt_program_enqueue_compute(program, dev, main_stream, PFRT_COMPUTE_BACKWARD, 0, 0, 600,
+                                     20300));
+  CHECK(pfrt_program_enqueue_wait(program, dev, fill_stream, event));
   pfrt_fill_chunk_desc chunk = {0};
   chunk.job = job;
   chunk.bubble_id = 0;
@@ -78,7 +79,7 @@ static int built_program(void) {
   chunk.batch = BATCH;
   chunk.planned_us = 200;
   chunk.peak_bytes = 1u << 20;
-  CHECK(pfrt_enqueue_fill(program, dev, fill_stream, &chunk));
+  CHECK(pfrt_program_enqueue_fill(program, dev, fill_stream, &chunk));
   CHECK(pfrt_program_validate(program));
 
   pfrt_options options;
