@@ -249,59 +249,10 @@ public:
   }
 
   std::vector<std::string> gather(const std::string &mine) override {
-    int size = static_cast<int>(mine.size());
-    std::vector<int> sizes(rank_ == 0 ? world_ : 0);
-    MPI_Request request;
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Igather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request);
-    }
-    wait(request, "gathering the ranks' results on rank 0");
-    std::vector<int> displs(sizes.size(), 0);
-    int total = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      displs[i] = total;
-      total += sizes[i];
-    }
-    std::string all(static_cast<size_t>(total), '\0');
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Igatherv(mine.data(), size, MPI_BYTE, &all[0], sizes.data(), displs.data(), MPI_BYTE,
-                   0, comm_, &request);
-    }
-    wait(request, "gathering the ranks' results on rank 0");
-    std::vector<std::string> out;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
-    return out;
+    return collect(mine, /*everyone=*/false);
   }
-
   std::vector<std::string> allGather(const std::string &mine) override {
-    int size = static_cast<int>(mine.size());
-    std::vector<int> sizes(static_cast<size_t>(world_));
-    MPI_Request request;
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Iallgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request);
-    }
-    wait(request, "exchanging setup data between the ranks");
-    std::vector<int> displs(sizes.size(), 0);
-    int total = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      displs[i] = total;
-      total += sizes[i];
-    }
-    std::string all(static_cast<size_t>(total), '\0');
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Iallgatherv(mine.data(), size, MPI_BYTE, total ? &all[0] : nullptr, sizes.data(),
-                      displs.data(), MPI_BYTE, comm_, &request);
-    }
-    wait(request, "exchanging setup data between the ranks");
-    std::vector<std::string> out;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
-    return out;
+    return collect(mine, /*everyone=*/true);
   }
 
 private:
@@ -312,6 +263,46 @@ private:
   struct RecvChannel {
     int64_t next = 0;
   };
+
+  // Every rank's bytes on rank 0 (gather) or on every rank (allGather): the sizes first, then the
+  // bytes, both nonblocking and polled with the peer timeout.
+  std::vector<std::string> collect(const std::string &mine, bool everyone) {
+    const char *what = everyone ? "exchanging setup data between the ranks"
+                                : "gathering the ranks' results on rank 0";
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(everyone || rank_ == 0 ? world_ : 0);
+    MPI_Request request;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      if (everyone)
+        MPI_Iallgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request);
+      else
+        MPI_Igather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request);
+    }
+    wait(request, what);
+    std::vector<int> displs(sizes.size(), 0);
+    int total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      displs[i] = total;
+      total += sizes[i];
+    }
+    std::string all(static_cast<size_t>(total), '\0');
+    char *buffer = total ? &all[0] : nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      if (everyone)
+        MPI_Iallgatherv(mine.data(), size, MPI_BYTE, buffer, sizes.data(), displs.data(),
+                        MPI_BYTE, comm_, &request);
+      else
+        MPI_Igatherv(mine.data(), size, MPI_BYTE, buffer, sizes.data(), displs.data(), MPI_BYTE,
+                     0, comm_, &request);
+    }
+    wait(request, what);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
+    return out;
+  }
 
   bool isLocal(const ChannelKey &k) const {
     return rankOf(k.src) == rank_ && rankOf(k.dst) == rank_;
