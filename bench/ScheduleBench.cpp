@@ -53,6 +53,11 @@ size_t countInstrs(const Schedule &s) {
   return n;
 }
 
+bool expandAndSimulate(const PipelineSpec &spec, Schedule &sched, SimResult &r,
+                       std::string &error) {
+  return expandSchedule(spec, sched, error) && simulate(spec, sched, r, error);
+}
+
 void fail(benchmark::State &state, const std::string &error) {
   state.SkipWithError(error.c_str());
 }
@@ -69,8 +74,7 @@ void BM_Pipeline(benchmark::State &state) {
     Schedule sched;
     SimResult r;
     std::string error;
-    if (!expandSchedule(spec, sched, error) ||
-        !simulate(spec, sched, r, error))
+    if (!expandAndSimulate(spec, sched, r, error))
       return fail(state, error);
     std::vector<Bubble> b =
         findBubbles(spec, sched, r, int64_t(80) << 30, 100, int64_t(1) << 30);
@@ -122,8 +126,7 @@ void BM_FindBubblesOnly(benchmark::State &state) {
   Schedule sched;
   SimResult r;
   std::string error;
-  if (!expandSchedule(spec, sched, error) ||
-      !simulate(spec, sched, r, error))
+  if (!expandAndSimulate(spec, sched, r, error))
     return fail(state, error);
   for (auto _ : state) {
     std::vector<Bubble> b =

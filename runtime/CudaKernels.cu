@@ -13,18 +13,21 @@ int blocksFor(size_t n) {
   return static_cast<int>(b < 65535 ? (b ? b : 1) : 65535);
 }
 
-// Block-wide sum for blockDim.x == kThreads.
-__device__ float blockSum(float v, float *shared) {
+// Block-wide reduction for blockDim.x == kThreads: warp shuffles, then the warps' results through
+// `shared` (one float per warp); every thread gets the result. `identity` fills the lanes beyond
+// the block's warps.
+template <typename Op>
+__device__ float blockReduce(float v, float *shared, float identity, Op op) {
   for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_down_sync(0xffffffffu, v, o);
+    v = op(v, __shfl_down_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0)
     shared[warp] = v;
   __syncthreads();
-  v = threadIdx.x < (blockDim.x >> 5) ? shared[lane] : 0.0f;
+  v = threadIdx.x < (blockDim.x >> 5) ? shared[lane] : identity;
   if (warp == 0)
     for (int o = 16; o > 0; o >>= 1)
-      v += __shfl_down_sync(0xffffffffu, v, o);
+      v = op(v, __shfl_down_sync(0xffffffffu, v, o));
   __syncthreads();
   if (threadIdx.x == 0)
     shared[0] = v;
@@ -34,24 +37,16 @@ __device__ float blockSum(float v, float *shared) {
   return r;
 }
 
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ float blockSum(float v, float *shared) { return blockReduce(v, shared, 0.0f, SumOp{}); }
 __device__ float blockMax(float v, float *shared) {
-  for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0)
-    shared[warp] = v;
-  __syncthreads();
-  v = threadIdx.x < (blockDim.x >> 5) ? shared[lane] : -3.402823466e38f;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1)
-      v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if (threadIdx.x == 0)
-    shared[0] = v;
-  __syncthreads();
-  float r = shared[0];
-  __syncthreads();
-  return r;
+  return blockReduce(v, shared, -3.402823466e38f, MaxOp{});
 }
 
 __global__ void makeInputKernel(float *out, uint64_t seed, uint64_t sampleBegin, size_t per,

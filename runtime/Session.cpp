@@ -530,15 +530,19 @@ void Session::worker() {
       workerError_ = msg;
     }
   };
-  bool began = false;
-  try {
-    backend_->threadBegin(ctx_);
-    began = true;
-  } catch (const Error &e) {
-    fail(e.status(), e.what());
-  } catch (const std::exception &e) {
-    fail(PFRT_ERROR_INTERNAL, std::string("internal error: ") + e.what());
-  }
+  // Runs `body`; an error becomes the worker's status, reported by the next call that waits.
+  auto guarded = [&](auto &&body) {
+    try {
+      body();
+      return true;
+    } catch (const Error &e) {
+      fail(e.status(), e.what());
+    } catch (const std::exception &e) {
+      fail(PFRT_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+    }
+    return false;
+  };
+  const bool began = guarded([&] { backend_->threadBegin(ctx_); });
   {
     std::lock_guard<std::mutex> lock(m_);
     taskDone_ = true;
@@ -554,13 +558,7 @@ void Session::worker() {
         break;
       hasTask_ = false;
     }
-    try {
-      runTask(task_);
-    } catch (const Error &e) {
-      fail(e.status(), e.what());
-    } catch (const std::exception &e) {
-      fail(PFRT_ERROR_INTERNAL, std::string("internal error: ") + e.what());
-    }
+    guarded([&] { runTask(task_); });
     {
       std::lock_guard<std::mutex> lock(m_);
       taskDone_ = true;

@@ -9,6 +9,7 @@
 #define PIPEFILL_PYTHON_SESSION_H
 
 #include "python/src/Compile.h"
+#include "runtime/Program.h"
 #include "runtime/pfrt.h"
 
 #include <nanobind/nanobind.h>
@@ -110,7 +111,7 @@ public:
       pfrt_session_op o{};
       check(pfrt_session_op_get(get(), i, &o), "session");
       nb::dict d;
-      d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? computeKind(o.compute)
+      d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? pfrt::computeKindName(o.compute)
                   : o.kind == PFRT_SESSION_OP_SEND  ? "send"
                                                     : "recv";
       d["microbatch"] = o.microbatch;
@@ -230,17 +231,6 @@ private:
     case PFRT_BUBBLE_TAIL: return "tail";
     default: return "unspecified";
     }
-  }
-  static const char *computeKind(pfrt_compute_kind k) {
-    switch (k) {
-    case PFRT_COMPUTE_FORWARD: return "forward";
-    case PFRT_COMPUTE_BACKWARD: return "backward";
-    case PFRT_COMPUTE_BACKWARD_INPUT: return "backward_input";
-    case PFRT_COMPUTE_BACKWARD_WEIGHT: return "backward_weight";
-    case PFRT_COMPUTE_ALLREDUCE: return "allreduce";
-    case PFRT_COMPUTE_OPTIMIZER: return "optimizer";
-    }
-    return "compute";
   }
 
   pfrt_session *session;
