@@ -7,6 +7,8 @@
 # FUZZ_TIMEOUT (default 10): seconds one input may take before libFuzzer reports a hang. It is wall
 # time: on a machine loaded by other work a niced fuzzer can be starved past it (rerun the
 # reported input alone to tell), so long runs on shared machines use a larger value.
+# FUZZ_FLAGS: more libFuzzer flags (e.g. -max_len=4096: the trace seeds include a 30 KB,
+# 1000-job CSV that makes every input slow; capped, inputs are cut to their first 4 KB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN_DIR=${PIPEFILL_SAN_DIR:-build-san}
@@ -42,7 +44,7 @@ for t in "${TARGETS[@]}"; do
   start=$(date +%s)
   set +e
   nice "$DIR/bin/fuzz-$t" -runs="$RUNS" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
-    -use_value_profile=1 -print_final_stats=1 -artifact_prefix="$DIR/findings/$t/" \
+    -use_value_profile=1 -print_final_stats=1 ${FUZZ_FLAGS:-} -artifact_prefix="$DIR/findings/$t/" \
     "$DIR/corpus/$t" "fuzz/corpus/$t" >"$DIR/findings/$t.log" 2>&1
   rc=$?
   set -e
