@@ -3,7 +3,7 @@
 # archive, for scripts/gpu-check.sh's GPU_CHECK_PREBUILT mode: the GPU machines lent to this project
 # carry CUDA (nvcc, cuBLAS) but not protobuf or OpenBLAS, and can fetch nothing.
 #   scripts/gpu-bundle.sh [ARCHIVE]      (default .gpu-carry/pfrt-gpu.tar.xz; CUDA_ARCH, default 90)
-# The archive holds bin/{pipefill-run,pfrt-tests,pfrt-cuda-tests}, lib/ (every library the binaries
+# The archive holds bin/{pipefill-run,pfrt-tests,pfrt-cuda-tests[,pfrt-nccl-tests]}, lib/ (every library the binaries
 # load that is not glibc, libstdc++, zlib or CUDA's own) and examples/gpt40b-1f1b-run.pb when a full
 # build made it. Unpack it into a folder and pass that folder as GPU_CHECK_PREBUILT.
 set -euo pipefail
@@ -17,10 +17,15 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -
 cmake -S runtime/standalone -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${launcher[@]}" >/dev/null
 cmake --build build-gpu -j "${PIPEFILL_JOBS:-$(nproc)}" --target pfrt-cuda-tests pfrt-tests pipefill-run
+# NCCL support (rank transfers) is built when nccl.h is found; libnccl itself is loaded at run time
+# and not packed (200 MB).
+grep -q "pfrt-nccl-tests" build-gpu/build.ninja &&
+  cmake --build build-gpu -j "${PIPEFILL_JOBS:-$(nproc)}" --target pfrt-nccl-tests
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/examples"
 cp build-gpu/bin/pipefill-run build-gpu/bin/pfrt-tests build-gpu/bin/pfrt-cuda-tests "$stage/bin/"
+[ -f build-gpu/bin/pfrt-nccl-tests ] && cp build-gpu/bin/pfrt-nccl-tests "$stage/bin/"
 ldd build-gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -vE '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libcudart|libcublas|libcublasLt)\.so' |
   while read -r name path; do cp -L "$path" "$stage/lib/$name"; done

@@ -69,6 +69,11 @@ grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/cuda-tests.log"
 cuda_tests=$(grep -Eo "^\[  PASSED  \] [0-9]+" "$out/cuda-tests.log" | grep -Eo "[0-9]+$" || echo 0)
 cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda-tests.log" || true)
 
+if [ -x "$build/bin/pfrt-nccl-tests" ]; then
+  step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
+  timeout 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
+fi
+
 step "host tests (bubble bound, labels; 60 s max)"
 timeout 60 "$build/bin/pfrt-tests" --gtest_brief=1 --gtest_color=no \
   --gtest_filter='BubbleBound*:Profile*' || fail "pfrt-tests"

@@ -49,7 +49,9 @@ struct FakeTask {
   std::vector<uint32_t> *order = nullptr;
   std::atomic<uint64_t> calls{0};
   uint64_t failAt = std::numeric_limits<uint64_t>::max(); // the call that returns an error
-  pfrt_status failWith = PFRT_ERROR_BACKEND;
+  // What the failing call returns; an int, as a C step function may return any value (a
+  // pfrt_status lvalue holding 42 would be undefined behaviour to load, UBSan's enum check).
+  int failWith = PFRT_ERROR_BACKEND;
   const pfrt_session *session = nullptr;
   std::vector<uint32_t> chunkCounts;
 };
@@ -57,7 +59,7 @@ struct FakeTask {
 pfrt_status fakeStep(void *user, uint64_t *outSamples) {
   FakeTask &t = *static_cast<FakeTask *>(user);
   if (t.calls++ == t.failAt)
-    return t.failWith;
+    return static_cast<pfrt_status>(t.failWith);
   if (t.session) {
     uint32_t n = 0;
     pfrt_session_chunk_count(t.session, &n);
@@ -448,7 +450,7 @@ TEST(SessionTaskTest, AFailingStepDisablesItsTask) {
   // bubble_end (no wait) returns the error as well, and the bubble is over.
   FakeTask bad2;
   bad2.failAt = 0;
-  bad2.failWith = static_cast<pfrt_status>(42);
+  bad2.failWith = 42;
   addOk(s.get(), "odd", bad2, 100);
   PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 1000, nullptr));
   while (bad2.calls == 0)
