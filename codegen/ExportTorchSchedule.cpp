@@ -16,10 +16,10 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
+#include "passes/ScheduleIR.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 
@@ -45,22 +45,14 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
     int64_t d = stage.getIndex();
     auto &row = rows.emplace_back();
     for (Operation &op : stage.getBody().front()) {
+      auto instr = dyn_cast<InstructionOpInterface>(op);
       torchsched::ExportOp out;
-      bool compute =
-          llvm::TypeSwitch<Operation *, bool>(&op)
-              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
-                  [&](auto c) {
-                    out.kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
-                               : isa<BackwardOp>(op) ? sched::InstrKind::Backward
-                               : isa<BackwardInputOp>(op)
-                                   ? sched::InstrKind::BackwardInput
-                                   : sched::InstrKind::BackwardWeight;
-                    out.microbatch = c.getMicrobatch();
-                    int64_t chunk = c.getChunk();
-                    out.stage = stageOf[d * v + chunk];
-                    return true;
-                  })
-              .Default([](Operation *) { return false; });
+      const bool compute = instr && isComputeKind(toSchedKind(instr.getInstrKind()));
+      if (compute) {
+        out.kind = toSchedKind(instr.getInstrKind());
+        out.microbatch = instr.getMicrobatchIndex();
+        out.stage = stageOf[d * v + instr.getChunkIndex()];
+      }
       if (!compute)
         continue;
       if (auto g = op.getAttrOfType<IntegerAttr>("torch_overlap"))

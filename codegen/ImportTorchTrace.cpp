@@ -15,10 +15,10 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
+#include "passes/ScheduleIR.h"
 #include "proto/profile.pb.h"
 
 #include "mlir/Tools/mlir-translate/Translation.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -199,22 +199,12 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
       continue;
     auto mapping = stage->getAttrOfType<DenseI64ArrayAttr>("torch_stages");
     for (Operation &op : stage.getBody().front()) {
-      sched::InstrKind kind;
-      int64_t mb = 0, chunk = 0;
-      bool compute =
-          llvm::TypeSwitch<Operation *, bool>(&op)
-              .Case<ForwardOp, BackwardOp, BackwardInputOp, BackwardWeightOp>(
-                  [&](auto c) {
-                    kind = isa<ForwardOp>(op) ? sched::InstrKind::Forward
-                           : isa<BackwardOp>(op) ? sched::InstrKind::Backward
-                           : isa<BackwardInputOp>(op)
-                               ? sched::InstrKind::BackwardInput
-                               : sched::InstrKind::BackwardWeight;
-                    mb = c.getMicrobatch();
-                    chunk = c.getChunk();
-                    return true;
-                  })
-              .Default([](Operation *) { return false; });
+      auto instr = dyn_cast<InstructionOpInterface>(op);
+      const bool compute = instr && isComputeKind(toSchedKind(instr.getInstrKind()));
+      const sched::InstrKind kind = compute ? toSchedKind(instr.getInstrKind())
+                                            : sched::InstrKind::Forward;
+      const int64_t mb = compute ? instr.getMicrobatchIndex() : 0;
+      const int64_t chunk = compute ? instr.getChunkIndex() : 0;
       if (!compute)
         continue;
       if (byKey.count({(int)stage.getIndex(), int(kind), (int)mb, (int)chunk}))

@@ -51,7 +51,7 @@ sched::PipelineSpec specFromIR(PipelineOp pipeline) {
   return spec;
 }
 
-static sched::InstrKind toSched(InstrKind kind) {
+sched::InstrKind toSchedKind(InstrKind kind) {
   switch (kind) {
   case InstrKind::Forward: return sched::InstrKind::Forward;
   case InstrKind::Backward: return sched::InstrKind::Backward;
@@ -85,7 +85,7 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
       if (!typed)
         continue;
       sched::Instr instr;
-      instr.kind = toSched(typed.getInstrKind());
+      instr.kind = toSchedKind(typed.getInstrKind());
       instr.microbatch = typed.getMicrobatchIndex();
       instr.chunk = typed.getChunkIndex();
       instr.durationUs = typed.getDeviceUs();

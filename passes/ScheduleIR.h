@@ -21,6 +21,16 @@ namespace pipefill {
 /// The algorithm's view of a pipeline's attributes and stage costs.
 sched::PipelineSpec specFromIR(PipelineOp pipeline);
 
+/// The schedule algorithm's kind of an instruction op (InstructionOpInterface::getInstrKind).
+sched::InstrKind toSchedKind(InstrKind kind);
+
+/// True for the compute instructions a torch action names (forward, backward, backward-input,
+/// backward-weight).
+inline bool isComputeKind(sched::InstrKind kind) {
+  return kind == sched::InstrKind::Forward || kind == sched::InstrKind::Backward ||
+         kind == sched::InstrKind::BackwardInput || kind == sched::InstrKind::BackwardWeight;
+}
+
 /// The instruction lists of a pipeline (bubble ops are skipped). `ops[s][i]`
 /// is the op behind `schedule[s][i]`. Timing attributes already in the IR
 /// are copied into startUs/endUs/liveBytesAfter.
