@@ -3,6 +3,7 @@
 #define PIPEFILL_ENUMS_TD
 
 include "mlir/IR/EnumAttr.td"
+include "dialect/PipefillConstraints.td"
 
 def Pipefill_ScheduleKind : I32EnumAttr<"ScheduleKind", "pipeline schedule", [
     I32EnumAttrCase<"GPipe", 0, "gpipe">,
@@ -16,12 +17,8 @@ def Pipefill_ScheduleKind : I32EnumAttr<"ScheduleKind", "pipeline schedule", [
   let cppNamespace = "::pipefill";
 }
 
-def Pipefill_BubbleKind : I32EnumAttr<"BubbleKind", "where a bubble sits in the iteration", [
-    I32EnumAttrCase<"Warmup", 0, "warmup">,
-    I32EnumAttrCase<"Steady", 1, "steady">,
-    I32EnumAttrCase<"Cooldown", 2, "cooldown">,
-    I32EnumAttrCase<"Tail", 3, "tail">
-  ]> {
+def Pipefill_BubbleKind : I32EnumAttr<"BubbleKind", "where a bubble sits in the iteration",
+                                     Pipefill_BubbleKindCases<0>.cases> {
   let cppNamespace = "::pipefill";
 }
 

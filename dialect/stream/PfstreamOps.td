@@ -52,16 +52,10 @@ def Pfstream_ComputeKind : I32EnumAttr<"ComputeKind", "main-job compute", [
     I32EnumAttrCase<"Optimizer", 6, "optimizer">]> {
   let cppNamespace = "::pipefill::pfstream";
 }
-// The same cases as pipefill's BubbleKind, numbered as the runtime's
-// StreamProgram enums (proto/stream_program.proto, 0 = unspecified) like every
-// pfstream enum, so the exporter stores them by value; pipefill's are
-// numbered as the schedule algorithm's. passes/LowerToStream.cpp maps one to
-// the other by case.
-def Pfstream_BubbleKind : I32EnumAttr<"BubbleKind", "bubble kind", [
-    I32EnumAttrCase<"Warmup", 1, "warmup">,
-    I32EnumAttrCase<"Steady", 2, "steady">,
-    I32EnumAttrCase<"Cooldown", 3, "cooldown">,
-    I32EnumAttrCase<"Tail", 4, "tail">]> {
+// The cases of pipefill's BubbleKind (dialect/PipefillConstraints.td), numbered
+// from 1 as the runtime's StreamProgram enums.
+def Pfstream_BubbleKind : I32EnumAttr<"BubbleKind", "bubble kind",
+                                     Pipefill_BubbleKindCases<1>.cases> {
   let cppNamespace = "::pipefill::pfstream";
 }
 def Pfstream_CopyDirection : I32EnumAttr<"CopyDirection", "copy direction", [
