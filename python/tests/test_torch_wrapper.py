@@ -389,12 +389,15 @@ def worker(rank, store):
     # Rank 1's plan runs 6 micro-batches: only rank 1 sees the mismatch itself.
     plan = pipefill.compile(JOB.format(m=4 if rank == 0 else 6))
     with pipefill.Session(plan, rank) as session:
+        # Each rank writes its verdict to a file of its own: two processes printing long
+        # messages to one pipe interleave them.
         try:
             pft.FilledSchedule(sched, session)
+            verdict = f"rank {rank} accepted"
         except pft.ScheduleMismatchError as e:
-            print(f"rank {rank} raised: {e}", flush=True)
-        else:
-            print(f"rank {rank} accepted", flush=True)
+            verdict = f"rank {rank} raised: {e}"
+        with open(store + f".rank{rank}", "w") as f:
+            f.write(verdict)
     dist.destroy_process_group()
 
 if __name__ == "__main__":
@@ -416,8 +419,11 @@ def test_refusal_reaches_every_rank(tmp_path):
         env=dict(os.environ, OMP_NUM_THREADS="1"),
     )
     assert out.returncode == 0, out.stderr
-    lines = sorted(l for l in out.stdout.splitlines() if l.startswith("rank "))
-    assert len(lines) == 2, out.stdout
+    lines = []
+    for r in range(2):
+        path = tmp_path / f"store.rank{r}"
+        assert path.exists(), f"rank {r} wrote no verdict: {out.stdout}{out.stderr}"
+        lines.append(path.read_text())
     assert lines[0].startswith(
         "rank 0 raised: pipefill.torch: rank 1 refused its schedule: rank 1: the plan runs "
         "6 micro-batches but the schedule 4"), lines[0]
