@@ -375,7 +375,7 @@ public:
     // engine / communication stream moves the data): the sending stream goes
     // on at once and the data is ready planned_us later at the receiver.
     Message m;
-    m.readyUs = state(ctx).intended + plannedUs;
+    m.readyUs = state(ctx).intended + plannedUs * config_.timeScale;
     publisher.publish(m);
   }
   void recv(StreamCtx &ctx, const Op &, const Message &message) override {
