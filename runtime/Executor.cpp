@@ -85,7 +85,8 @@ struct Executor::BubbleClock {
   std::map<std::pair<uint32_t, int64_t>, Times> times;
   std::pair<uint32_t, int64_t> open{0, -1};
   int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
-  std::map<uint32_t, double> plannedUs; // bubble id -> planned duration
+  std::map<uint32_t, double> plannedUs;      // bubble id -> planned duration
+  std::map<uint32_t, double> plannedStartUs; // bubble id -> planned start in its iteration
 };
 
 Executor::Executor(const Program &program, const ProgramInfo &info, const RunConfig &config)
@@ -167,7 +168,7 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
   BubbleClock &bc = *bubbleClocks_[device];
   const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
   BubbleClock::Times t;
-  double planned = 0;
+  double planned = 0, plannedStart = 0;
   {
     std::unique_lock<std::mutex> lock(bc.m);
     // The main stream never waits on fill, so it reaches the bubble marker.
@@ -180,6 +181,7 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
       return -std::numeric_limits<double>::infinity(); // long over: nothing fits
     t = bc.times[key];
     planned = bc.plannedUs[bubbleId];
+    plannedStart = bc.plannedStartUs[bubbleId];
   }
   // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
   // there (fill must not start before its bubble), the end edge only if it has already passed.
@@ -205,6 +207,16 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
   double deadline = t.begin.us + planned * config_.timeScale;
   if (t.end.us >= 0) // main already resumed: the bubble is over
     deadline = std::min(deadline, t.end.us);
+  if (replayOnModelledClock_ && backendOf_[device] == host_.get()) {
+    // Host replay: the emulated peers keep the modelled clock (the plan's timeline from the run's
+    // origin), and the main stream resumes when their data is there. A real stage that reached
+    // the bubble late has that much less of it: the bubble ends at its planned end at the latest.
+    const double plannedEnd =
+        originUs_ + (static_cast<double>(iteration - first_) * plannedIterationUs_ +
+                     plannedStart + planned) *
+                        config_.timeScale;
+    deadline = std::min(deadline, plannedEnd);
+  }
   return deadline;
 }
 
@@ -862,8 +874,10 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
     if (fillOn_[d] && config_.fillBounded && backendOf_[d]->boundsOnHost()) {
       bubbleClocks_[d] = std::make_unique<BubbleClock>();
       for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
-        if (op.kind == OpKind::Bubble)
+        if (op.kind == OpKind::Bubble) {
           bubbleClocks_[d]->plannedUs[op.bubble.bubble_id] = op.bubble.planned_duration_us;
+          bubbleClocks_[d]->plannedStartUs[op.bubble.bubble_id] = op.bubble.planned_start_us;
+        }
     }
   result_.fillBounded = config_.fillBounded;
   result_.boundedOnHost = true;
@@ -926,6 +940,9 @@ void Executor::runThreads(uint32_t numDevices) {
   for (const Device &dev : program_.devices)
     streams += dev.streams.size();
   const double origin = result_.runStartUs + 50.0 * static_cast<double>(streams + 1);
+  originUs_ = origin;
+  plannedIterationUs_ = plannedIterationUs(program_);
+  replayOnModelledClock_ = config_.stage >= 0 && !config_.modelledTime && config_.rank < 0;
   host_->begin(origin);
   if (cuda_)
     cuda_->begin(origin);

@@ -170,6 +170,10 @@ private:
   std::mutex chunkRunsMutex_;
 
   int64_t first_ = 0, end_ = 0;
+  // Host replay (--stage, measured time): bubble deadlines are capped by the bubble's planned end
+  // on the modelled clock, which the emulated peers keep (bubbleDeadline).
+  bool replayOnModelledClock_ = false;
+  double originUs_ = 0, plannedIterationUs_ = 0;
 
   // memory model
   std::unique_ptr<std::atomic<int64_t>[]> used_, peak_;
