@@ -58,6 +58,17 @@ void backoff(int spin) {
   std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
 }
 
+// The channels `senderRank` sends on to another rank, in channel order: the communicators whose
+// unique ids that rank makes.
+std::vector<ChannelKey> crossing(const std::vector<ChannelKey> &channels,
+                                 const Transport &transport, int senderRank) {
+  std::vector<ChannelKey> out;
+  for (const ChannelKey &k : channels)
+    if (transport.rankOf(k.src) == senderRank && transport.rankOf(k.dst) != senderRank)
+      out.push_back(k);
+  return out;
+}
+
 } // namespace
 
 std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
@@ -100,15 +111,6 @@ std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
   // The handle stays open for the process's lifetime: communicators may outlive their owner
   // until NCCL's own threads have finished.
   return api;
-}
-
-std::vector<ChannelKey> NcclChannels::crossing(const std::vector<ChannelKey> &channels,
-                                               const Transport &transport, int senderRank) {
-  std::vector<ChannelKey> out;
-  for (const ChannelKey &k : channels)
-    if (transport.rankOf(k.src) == senderRank && transport.rankOf(k.dst) != senderRank)
-      out.push_back(k);
-  return out;
 }
 
 NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
@@ -170,7 +172,6 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
         fail(k, "ncclCommInitRankConfig", res);
       }
       comms_[k] = comm;
-      sender_[k] = sender;
     }
   }
   try {

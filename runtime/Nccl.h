@@ -75,11 +75,6 @@ public:
   // an error, abort instead. The destructor does it too.
   void close(bool failed);
 
-  // The two-rank communicators' unique ids as this rank contributes them to the exchange: one per
-  // crossing channel it sends on, in channel order. Exposed for the tests.
-  static std::vector<ChannelKey> crossing(const std::vector<ChannelKey> &channels,
-                                          const Transport &transport, int senderRank);
-
 private:
   void settle(ncclComm_t comm, const ChannelKey &key, const char *what);
   [[noreturn]] void fail(const ChannelKey &key, const char *what, ncclResult_t result);
@@ -87,7 +82,6 @@ private:
   std::shared_ptr<const NcclApi> api_;
   double timeoutS_;
   std::map<ChannelKey, ncclComm_t> comms_;
-  std::map<ChannelKey, bool> sender_;
   bool closed_ = false;
 };
 
