@@ -13,6 +13,24 @@
 
 namespace pfrt {
 
+// Statistics of a window of measured times (the chunk and fill-task predictors).
+inline std::vector<double> sortedSample(const std::deque<double> &window) {
+  std::vector<double> v(window.begin(), window.end());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+// The median of a sorted, non-empty sample (the mean of the two middle values for an even count).
+inline double sortedMedian(const std::vector<double> &v) {
+  const size_t n = v.size();
+  return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
+}
+// The nearest-rank q-percentile (0 < q <= 1) of a sorted, non-empty sample.
+inline double sortedPercentile(const std::vector<double> &v, double q) {
+  const size_t n = v.size();
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
+  return v[std::min(n, std::max<size_t>(rank, 1)) - 1];
+}
+
 // Predicts a chunk's time (planned microseconds) for the bubble bound. It starts from the plan and
 // is corrected online from the measured times of the job's chunks on this device:
 // - chunks of the same shape (passes, batch) seen before: the larger of 1.05 x their median and
@@ -27,21 +45,14 @@ public:
   double predict(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs) const {
     auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
     if (it != byShape_.end() && !it->second.empty()) {
-      std::vector<double> v(it->second.begin(), it->second.end());
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      const double median = 0.5 * (v[(n - 1) / 2] + v[n / 2]);
-      if (n < 5)
+      const std::vector<double> v = sortedSample(it->second);
+      const double median = sortedMedian(v);
+      if (v.size() < 5)
         return std::max(1.2 * median, v.back());
-      const size_t q = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(n))) - 1;
-      return std::max(1.05 * median, v[q]);
+      return std::max(1.05 * median, sortedPercentile(v, 0.9));
     }
-    if (!ratios_.empty() && plannedUs > 0) {
-      std::vector<double> v(ratios_.begin(), ratios_.end());
-      std::sort(v.begin(), v.end());
-      const size_t q = static_cast<size_t>(std::ceil(0.9 * static_cast<double>(v.size()))) - 1;
-      return plannedUs * v[q];
-    }
+    if (!ratios_.empty() && plannedUs > 0)
+      return plannedUs * sortedPercentile(sortedSample(ratios_), 0.9);
     return plannedUs;
   }
   void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,

@@ -3,6 +3,7 @@
 #ifndef PFRT_SESSION_TASKS_H
 #define PFRT_SESSION_TASKS_H
 
+#include "runtime/FillPredictor.h"
 #include "runtime/pfrt.h"
 
 #include <algorithm>
@@ -28,7 +29,8 @@ public:
   double predict() const {
     if (recent_.empty())
       return kMargin * estimateUs_;
-    return std::max(kMargin * quantile(0.5), quantile(0.9));
+    const std::vector<double> v = sortedSample(recent_);
+    return std::max(kMargin * sortedMedian(v), sortedPercentile(v, 0.9));
   }
   void add(double measuredUs) {
     recent_.push_back(measuredUs);
@@ -41,13 +43,8 @@ public:
   double quantile(double q) const {
     if (recent_.empty())
       return 0;
-    std::vector<double> v(recent_.begin(), recent_.end());
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    if (q == 0.5)
-      return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
-    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
-    return v[std::min(n, std::max<size_t>(rank, 1)) - 1];
+    const std::vector<double> v = sortedSample(recent_);
+    return q == 0.5 ? sortedMedian(v) : sortedPercentile(v, q);
   }
 
 private:
