@@ -55,6 +55,9 @@ struct RunConfig {
   void *progressUser = nullptr;
   // Set by the executor before prepare(): per device, true when it is emulated at planned times.
   std::vector<bool> emulated;
+  // Host replay, measured time: emulated computes follow the real stage's measured speed (their
+  // planned time x its measured/planned ratio) instead of the plan.
+  bool replayScalesPeers = false;
   // One process per rank (a rank = a device): this process runs device `rank` only and reaches
   // the others through `transport`. -1: every device runs in this process.
   int32_t rank = -1;
@@ -227,6 +230,9 @@ public:
   }
   // How far (real us) the threads lagged behind the modelled clock at worst (host backend).
   virtual double lagUs() const { return 0; }
+  // Host replay: the emulated devices' compute time / planned (RunConfig::replayScalesPeers), the
+  // median over the real stage's recent computes at the end of the run; 0 when not scaled.
+  virtual double emulatedSpeedRatio() const { return 0; }
   // Measured minimum free device memory, or false when the backend does not measure it.
   virtual bool minFreeBytes(uint32_t device, uint64_t &bytes) {
     (void)device;

@@ -86,7 +86,6 @@ struct Executor::BubbleClock {
   std::pair<uint32_t, int64_t> open{0, -1};
   int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
   std::map<uint32_t, double> plannedUs;      // bubble id -> planned duration
-  std::map<uint32_t, double> plannedStartUs; // bubble id -> planned start in its iteration
 };
 
 Executor::Executor(const Program &program, const ProgramInfo &info, const RunConfig &config)
@@ -168,7 +167,7 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
   BubbleClock &bc = *bubbleClocks_[device];
   const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
   BubbleClock::Times t;
-  double planned = 0, plannedStart = 0;
+  double planned = 0;
   {
     std::unique_lock<std::mutex> lock(bc.m);
     // The main stream never waits on fill, so it reaches the bubble marker.
@@ -181,7 +180,6 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
       return -std::numeric_limits<double>::infinity(); // long over: nothing fits
     t = bc.times[key];
     planned = bc.plannedUs[bubbleId];
-    plannedStart = bc.plannedStartUs[bubbleId];
   }
   // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
   // there (fill must not start before its bubble), the end edge only if it has already passed.
@@ -207,16 +205,6 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
   double deadline = t.begin.us + planned * config_.timeScale;
   if (t.end.us >= 0) // main already resumed: the bubble is over
     deadline = std::min(deadline, t.end.us);
-  if (replayOnModelledClock_ && backendOf_[device] == host_.get()) {
-    // Host replay: the emulated peers keep the modelled clock (the plan's timeline from the run's
-    // origin), and the main stream resumes when their data is there. A real stage that reached
-    // the bubble late has that much less of it: the bubble ends at its planned end at the latest.
-    const double plannedEnd =
-        originUs_ + (static_cast<double>(iteration - first_) * plannedIterationUs_ +
-                     plannedStart + planned) *
-                        config_.timeScale;
-    deadline = std::min(deadline, plannedEnd);
-  }
   return deadline;
 }
 
@@ -277,6 +265,7 @@ void Executor::chooseBackends() {
   fillOn_.assign(numDevices, false);
   bool fill = config_.fill && !config_.profile;
   config_.emulated.assign(numDevices, false);
+  config_.replayScalesPeers = false;
   if (kind == PFRT_BACKEND_HOST) {
     cuda_.reset();
     result_.backend = "host";
@@ -301,6 +290,7 @@ void Executor::chooseBackends() {
     }
     if (config_.stage < 0 || numDevices <= 1)
       result_.replayDevice = -1;
+    config_.replayScalesPeers = result_.replayDevice >= 0 && !config_.modelledTime;
   } else {
     result_.measuredTime = true;
     result_.timeScale = 1.0;
@@ -876,7 +866,6 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
       for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
         if (op.kind == OpKind::Bubble) {
           bubbleClocks_[d]->plannedUs[op.bubble.bubble_id] = op.bubble.planned_duration_us;
-          bubbleClocks_[d]->plannedStartUs[op.bubble.bubble_id] = op.bubble.planned_start_us;
         }
     }
   result_.fillBounded = config_.fillBounded;
@@ -940,9 +929,6 @@ void Executor::runThreads(uint32_t numDevices) {
   for (const Device &dev : program_.devices)
     streams += dev.streams.size();
   const double origin = result_.runStartUs + 50.0 * static_cast<double>(streams + 1);
-  originUs_ = origin;
-  plannedIterationUs_ = plannedIterationUs(program_);
-  replayOnModelledClock_ = config_.stage >= 0 && !config_.modelledTime && config_.rank < 0;
   host_->begin(origin);
   if (cuda_)
     cuda_->begin(origin);
@@ -1061,6 +1047,7 @@ RunResult Executor::run() {
   if (hasError_)
     throw Error(errorStatus_, errorMessage_);
   result_.hostLagUs = host_ ? host_->lagUs() : 0;
+  result_.emulatedSpeedRatio = host_ ? host_->emulatedSpeedRatio() : 0;
   result_.iterationsRequested = result_.iterations;
   if (stopAt_ < end_) {
     // Stopped on request: every stream finished [first_, stopAt_) and nothing after it.

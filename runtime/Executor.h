@@ -69,6 +69,9 @@ struct RunResult {
   uint32_t iterationsRequested = 0;
   std::string checkpointPath;
   double hostLagUs = 0; // real us the host threads lagged behind the modelled clock at worst
+  // Host replay: emulated computes lasted planned x this (the real stage's measured/planned
+  // ratio); 0: emulated devices kept their planned times.
+  double emulatedSpeedRatio = 0;
   bool fillBounded = true;
   bool boundedOnHost = true; // false: the device enforces the bound (CUDA)
 
@@ -170,10 +173,6 @@ private:
   std::mutex chunkRunsMutex_;
 
   int64_t first_ = 0, end_ = 0;
-  // Host replay (--stage, measured time): bubble deadlines are capped by the bubble's planned end
-  // on the modelled clock, which the emulated peers keep (bubbleDeadline).
-  bool replayOnModelledClock_ = false;
-  double originUs_ = 0, plannedIterationUs_ = 0;
 
   // memory model
   std::unique_ptr<std::atomic<int64_t>[]> used_, peak_;

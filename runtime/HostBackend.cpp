@@ -18,10 +18,14 @@
 // reported as lag. In MODELLED mode a fill chunk made only of GEMM_CHAIN layers is a modelled
 // stand-in (planned time on the scaled clock). Reports divide by time_scale.
 #include "runtime/Backend.h"
+#include "runtime/FillPredictor.h"
 #include "runtime/HostKernels.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cmath>
+#include <deque>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -45,6 +49,50 @@ void sleepUntilUs(double deadlineUs) {
     now = hostNowUs();
   }
 }
+
+// Host replay (one stage real, the others emulated): the emulated stages stand for the same
+// hardware as the real one, so an emulated compute lasts its planned time x the real stage's
+// measured / planned ratio for that compute kind (the median of its last kWindow computes of the
+// kind; before the first, of any kind; before any, 1). A real stage running 6% over its plan thus
+// stretches the emulated pipeline by 6%, as it would stretch a pipeline of stages like it, instead
+// of falling behind peers that keep the plan and losing its bubbles to them.
+class PeerSpeed {
+public:
+  void record(pfrt_compute_kind kind, double ratio) {
+    if (!(ratio > 0) || !std::isfinite(ratio))
+      return;
+    std::lock_guard<std::mutex> lock(m_);
+    push(byKind_[slot(kind)], ratio);
+    push(all_, ratio);
+  }
+  double ratio(pfrt_compute_kind kind) const {
+    std::lock_guard<std::mutex> lock(m_);
+    const std::deque<double> &w = byKind_[slot(kind)];
+    if (!w.empty())
+      return sortedMedian(sortedSample(w));
+    return all_.empty() ? 1.0 : sortedMedian(sortedSample(all_));
+  }
+  // Of any kind.
+  double overall() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return all_.empty() ? 1.0 : sortedMedian(sortedSample(all_));
+  }
+
+private:
+  static constexpr size_t kWindow = 16;
+  static constexpr size_t kKinds = 8;
+  static size_t slot(pfrt_compute_kind kind) {
+    return std::min(static_cast<size_t>(kind), kKinds - 1);
+  }
+  static void push(std::deque<double> &w, double v) {
+    w.push_back(v);
+    if (w.size() > kWindow)
+      w.pop_front();
+  }
+  mutable std::mutex m_;
+  std::array<std::deque<double>, kKinds> byKind_;
+  std::deque<double> all_;
+};
 
 struct HostStreamState {
   double intended = 0;   // host-clock microseconds
@@ -321,6 +369,9 @@ public:
     }
   }
   double lagUs() const override { return lag_.load(); }
+  double emulatedSpeedRatio() const override {
+    return config_.replayScalesPeers ? peerSpeed_.overall() : 0;
+  }
 
   void compute(StreamCtx &ctx, const Op &op, double plannedUs) override {
     if (config_.computeFn) {
@@ -332,12 +383,17 @@ public:
     if (isReal(ctx.device)) {
       HostStreamState &st = state(ctx);
       sleepUntilUs(st.intended); // inputs are (modelled to be) there
-      st.realStart = std::max(st.realStart, hostNowUs());
+      const double start = hostNowUs();
+      st.realStart = std::max(st.realStart, start);
       st.realWork = true;
-      host::runWorkUnits(host::workUnitsFor(plannedUs * config_.timeScale));
+      const double us = plannedUs * config_.timeScale;
+      host::runWorkUnits(host::workUnitsFor(us));
+      if (us > 0)
+        peerSpeed_.record(op.compute, (hostNowUs() - start) / us);
       return;
     }
-    hold(ctx, plannedUs);
+    hold(ctx, scalesWithRealStage(ctx.device) ? plannedUs * peerSpeed_.ratio(op.compute)
+                                              : plannedUs);
   }
   // Measured: the clock (or the intended time if that is later). Modelled: the intended time
   // alone, so the bubble bound decides on the modelled clock and a loaded machine (threads
@@ -400,6 +456,11 @@ private:
     return !config_.modelledTime &&
            !(device < config_.emulated.size() && config_.emulated[device]);
   }
+  // An emulated device of a host replay, whose compute follows the real stage's speed (PeerSpeed).
+  bool scalesWithRealStage(uint32_t device) const {
+    return !config_.modelledTime && config_.replayScalesPeers &&
+           device < config_.emulated.size() && config_.emulated[device];
+  }
   static HostStreamState &state(StreamCtx &ctx) {
     return *static_cast<HostStreamState *>(ctx.backendData);
   }
@@ -412,6 +473,7 @@ private:
   }
 
   RunConfig config_;
+  PeerSpeed peerSpeed_;
   double start_ = 0;
   std::atomic<double> lag_{0};
   std::vector<std::vector<uint32_t>> waiters_;

@@ -1,6 +1,7 @@
 #include "runtime/HostKernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
@@ -60,10 +61,16 @@ double workUnitUs() {
   return unit;
 }
 
+namespace {
+std::atomic<double> workFactor{1.0};
+} // namespace
+
+void setWorkFactorForTesting(double factor) { workFactor.store(factor > 0 ? factor : 1.0); }
+
 long workUnitsFor(double us) {
   if (!(us > 0))
     return 0;
-  return std::max(1L, std::lround(us / workUnitUs()));
+  return std::max(1L, std::lround(us * workFactor.load() / workUnitUs()));
 }
 
 void gemm(bool naive, bool transA, bool transB, int M, int N, int K, float alpha, const float *A,

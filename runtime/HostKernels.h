@@ -22,6 +22,9 @@ double workUnitUs();
 // Units that make up `us` real microseconds at the calibrated speed (at least 1 when us > 0).
 long workUnitsFor(double us);
 void runWorkUnits(long units);
+// Tests only: workUnitsFor() returns `factor` x the calibrated units, standing for a machine that
+// runs main compute slower (factor > 1) than it was calibrated. 1 restores the calibration.
+void setWorkFactorForTesting(double factor);
 
 // Row-major C = alpha * op(A) * op(B) + beta * C with op(A): M x K, op(B): K x N.
 void gemm(bool naive, bool transA, bool transB, int M, int N, int K, float alpha, const float *A,

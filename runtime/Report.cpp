@@ -177,12 +177,15 @@ void writeJson(ReportData &r, const Program &program) {
   // or take their planned time.
   if (!r.rankTransfer.empty())
     w.value("transfers_between_ranks", r.rankTransfer == "nccl" ? "measured" : "modelled");
-  w.value("emulated_devices", "planned");
+  // Host replay: planned x the real stage's measured speed (modelled); otherwise planned.
+  w.value("emulated_devices", r.emulatedSpeedRatio > 0 ? "modelled" : "planned");
   w.value("fill_chunks", "measured");
   w.endObject();
   w.value("time_scale", r.timeScale);
   if (r.replayDevice >= 0)
     w.value("replay_device", r.replayDevice);
+  if (r.emulatedSpeedRatio > 0)
+    w.value("emulated_compute_vs_planned", r.emulatedSpeedRatio);
   else
     w.null("replay_device");
   w.value("fill_enabled", r.fillEnabled);
@@ -268,7 +271,11 @@ void writeSummary(ReportData &r) {
   if (r.timeScale != 1.0)
     os << "; time_scale " << fmt("%g", r.timeScale);
   os << ")\n";
-  if (emulated)
+  if (emulated && r.emulatedSpeedRatio > 0)
+    os << "  replay: device " << r.replayDevice << " runs for real, " << emulated
+       << " device(s) emulated at its measured speed (their compute took "
+       << fmt("%.3f", r.emulatedSpeedRatio) << " x planned)\n";
+  else if (emulated)
     os << "  replay: device " << r.replayDevice << " runs for real, " << emulated
        << " device(s) emulated at their planned times\n";
   if (r.hostLagUs > 1000 && r.hostLagUs > 0.05 * r.plannedIterationUs)
@@ -520,6 +527,7 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   }
   r.boundedOnHost = run.boundedOnHost;
   r.hostLagUs = run.hostLagUs / in.scale;
+  r.emulatedSpeedRatio = run.emulatedSpeedRatio;
 }
 
 // A device's identity, every stream's op times and its main stream's iterations.

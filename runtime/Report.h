@@ -90,6 +90,7 @@ struct ReportData {
   uint32_t iterationsRequested = 0;
   std::string checkpointPath;
   double hostLagUs = 0; // modelled us
+  double emulatedSpeedRatio = 0; // RunResult::emulatedSpeedRatio
   std::string json, summary;
   pipefill::rt::MeasuredProfile profile;
 };

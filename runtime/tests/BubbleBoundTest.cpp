@@ -3,6 +3,7 @@
 // mis-predicted (the plan says 200 us, the chunk lasts 2000 us); the modelled time model makes the
 // GEMM_CHAIN chunk last exactly its planned per-sample time, so the schedule is deterministic.
 #include "runtime/CheckpointFile.h"
+#include "runtime/HostKernels.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/tests/TestUtil.h"
 
@@ -125,86 +126,89 @@ namespace pfrt {
 namespace test {
 namespace {
 
-// Host replay (--stage 0, measured time): device 1 is emulated on the modelled clock and sends
-// device 0 the data that ends its bubble at the bubble's planned end (12 ms into each 14 ms
-// iteration). Device 0's forward is made 7 ms late by the framework's compute callback, so it
-// reaches its 10 ms bubble at 9 ms and has 3 ms of it; the 4 ms chunk must wait for a later
-// bubble instead of running 1 ms past the main job's resume. Without the modelled-clock cap the
-// deadline was 9 + 10 = 19 ms and every chunk overran (3 overruns in 3 iterations).
-void lateForward(void *, uint32_t device, pfrt_compute_kind kind, uint32_t, uint32_t,
-                 double plannedUs, void *) {
-  const double us = device == 0 && kind == PFRT_COMPUTE_FORWARD ? 9000 : plannedUs;
-  std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(us)));
-}
-
-TEST(BubbleBoundTest, ReplayBubbleEndsAtItsPlannedEndWhenTheRealStageIsLate) {
+// Host replay (--stage 0, measured time): the emulated stage stands for the same hardware as the
+// real one, so its computes last their planned time x the real stage's measured/planned ratio.
+// A 2-stage 1F1B with f = 2 ms, b = 4 ms: device 0 runs F0 F1 | bubble | B0 B1, device 1 (emulated)
+// F0 B0 F1 B1. Main compute is made 3x slower than calibrated. Device 0's bubble is what device 1
+// takes for F0 + B0 minus device 0's own F1: with peers at the plan, 6 - 6 = 0 ms (the real stage
+// "falls behind" them and loses its bubble); with peers at the real stage's speed, 18 - 6 = 12 ms,
+// the planned 4 ms stretched like everything else.
+TEST(BubbleBoundTest, ReplayPeersFollowTheRealStagesMeasuredSpeed) {
   pfrt_program *raw = nullptr;
-  PFRT_ASSERT_OK(pfrt_program_create("late", &raw));
+  PFRT_ASSERT_OK(pfrt_program_create("slow", &raw));
   ProgramPtr p(raw);
-  uint32_t d0 = 0, d1 = 0, m0 = 0, f0 = 0, m1 = 0, ev = 0, job = 0;
+  uint32_t d0 = 0, d1 = 0, m0 = 0, m1 = 0;
   PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d0));
   PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d1));
   PFRT_ASSERT_OK(
       pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m0));
   PFRT_ASSERT_OK(
-      pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "f", &f0));
-  PFRT_ASSERT_OK(
       pfrt_program_create_stream(p.get(), d1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m1));
-  PFRT_ASSERT_OK(pfrt_program_create_event(p.get(), d0, "b", &ev));
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  jd.samples = 3;
-  PFRT_ASSERT_OK(pfrt_program_add_fill_job(p.get(), &jd, &job));
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = 4000;
-  PFRT_ASSERT_OK(pfrt_fill_job_add_layer(p.get(), job, &ld));
-  // Device 0: F (2 ms planned) | bubble 10 ms | recv from device 1 | B (2 ms).
-  PFRT_ASSERT_OK(
-      pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 0, 0, 2000, 0));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_record(p.get(), d0, m0, ev));
-  pfrt_bubble_desc b{};
-  b.planned_start_us = 2000;
-  b.planned_duration_us = 10000;
-  PFRT_ASSERT_OK(pfrt_program_enqueue_bubble(p.get(), d0, m0, &b));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 1, 0, 12000));
-  PFRT_ASSERT_OK(
-      pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_BACKWARD, 0, 0, 2000, 12000));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_wait(p.get(), d0, f0, ev));
-  pfrt_fill_chunk_desc c{};
-  c.job = job;
-  c.layer_end = 1;
-  c.batch = 1;
-  c.planned_us = 4000;
-  PFRT_ASSERT_OK(pfrt_program_enqueue_fill(p.get(), d0, f0, &c));
-  // Device 1 (emulated): idles to 12 ms, sends (arrives at once), idles to 14 ms.
-  pfrt_bubble_desc idle1{};
-  idle1.bubble_id = 0;
-  idle1.planned_duration_us = 12000;
-  idle1.emulate_idle = 1;
-  PFRT_ASSERT_OK(pfrt_program_enqueue_bubble(p.get(), d1, m1, &idle1));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 1, 0, 12000));
-  pfrt_bubble_desc idle2 = idle1;
-  idle2.bubble_id = 1;
-  idle2.planned_start_us = 12000;
-  idle2.planned_duration_us = 2000;
-  PFRT_ASSERT_OK(pfrt_program_enqueue_bubble(p.get(), d1, m1, &idle2));
-  PFRT_ASSERT_OK(pfrt_program_set_planned_iteration_us(p.get(), 14000));
+  const double f = 2000, b = 4000;
+  auto compute = [&](uint32_t d, uint32_t s, pfrt_compute_kind k, uint32_t mb, double at) {
+    PFRT_ASSERT_OK(pfrt_program_enqueue_compute(p.get(), d, s, k, mb, 0, k == PFRT_COMPUTE_FORWARD ? f : b, at));
+  };
+  // Device 0: F0 send F1 send | bubble | recv B0, B0, recv B1, B1.
+  compute(d0, m0, PFRT_COMPUTE_FORWARD, 0, 0);
+  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 0, 0, f));
+  compute(d0, m0, PFRT_COMPUTE_FORWARD, 1, f);
+  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 1, 0, 2 * f));
+  pfrt_bubble_desc bubble{};
+  bubble.planned_start_us = 2 * f;
+  bubble.planned_duration_us = b;
+  PFRT_ASSERT_OK(pfrt_program_enqueue_bubble(p.get(), d0, m0, &bubble));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 2, 0, 2 * f));
+  compute(d0, m0, PFRT_COMPUTE_BACKWARD, 0, 2 * f + b);
+  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 3, 0, 2 * f + 2 * b));
+  compute(d0, m0, PFRT_COMPUTE_BACKWARD, 1, 2 * f + 2 * b + f);
+  // Device 1: recv F0, F0, B0, send B0, recv F1, F1, B1, send B1.
+  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 0, 0, f));
+  compute(d1, m1, PFRT_COMPUTE_FORWARD, 0, f);
+  compute(d1, m1, PFRT_COMPUTE_BACKWARD, 0, 2 * f);
+  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 2, 0, 2 * f + b));
+  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 1, 0, 2 * f + b));
+  compute(d1, m1, PFRT_COMPUTE_FORWARD, 1, 2 * f + b);
+  compute(d1, m1, PFRT_COMPUTE_BACKWARD, 1, 3 * f + b);
+  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 3, 0, 3 * f + 2 * b));
+  PFRT_ASSERT_OK(pfrt_program_set_planned_iteration_us(p.get(), 3 * f + 3 * b));
 
-  pfrt_options o = hostOptions(3);
+  pfrt_options o = hostOptions(2);
   o.time_model = PFRT_TIME_MEASURED;
-  o.fill_policy = PFRT_FILL_BOUNDED;
+  o.enable_fill = 0;
   o.stage = 0;
-  o.compute_fn = lateForward;
+  host::setWorkFactorForTesting(3);
   ReportPtr r = runOk(p.get(), o);
+  host::setWorkFactorForTesting(1);
   ASSERT_TRUE(r);
-  const RunResult::Job &j = r->data.jobs[0];
-  EXPECT_EQ(r->data.overrunCount, 0u) << "a chunk ran past the bubble's planned end";
-  EXPECT_EQ(j.chunksRun, 0u);
-  EXPECT_EQ(j.samplesCompleted, 0u);
-  EXPECT_EQ(j.chunksPending, 3u); // deferred every iteration, kept, never lost
+  const auto &s0 = r->data.devices[0].streamOps[0], &s1 = r->data.devices[1].streamOps[0];
+  ASSERT_EQ(s0.size(), 2u);
+  ASSERT_EQ(s1.size(), 2u);
+  const size_t computes0[] = {0, 2, 6, 8}, computes1[] = {1, 2, 5, 6};
+  // The real stage's measured/planned ratios so far; the peer's computes use medians of them.
+  double lo = 1e9, hi = 0;
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t i : computes0) {
+      const double ratio = s0[k][i].duration() / (i < 4 ? f : b);
+      lo = std::min(lo, ratio);
+      hi = std::max(hi, ratio);
+    }
+    for (size_t i : computes1) {
+      const double ratio = s1[k][i].duration() / (i == 1 || i == 5 ? f : b);
+      EXPECT_GE(ratio, 1.5) << "iteration " << k << " op " << i << ": the peer kept the plan";
+      if (k == 1) { // by then the real stage has run every kind
+        EXPECT_LE(ratio, 1.02 * hi) << "op " << i;
+      }
+    }
+    EXPECT_GE(lo, 1.5) << "main compute was not slowed";
+    // Device 0's bubble: from the end of F1 to the start of B0.
+    // It ends when the peer's B0 is there (transfers take no time here); with peers at the plan it
+    // would be ~0 (the peer's F0 + B0 = 6 ms = the real F1), at the real stage's speed ~12 ms
+    // (less when a loaded machine slows the real F1 more than the F0 the peer's speed came from).
+    const double bubbleUs = s0[k][6].start - s0[k][2].end;
+    EXPECT_GE(bubbleUs, s1[k][2].end - s0[k][2].end - 1) << "iteration " << k;
+    EXPECT_GE(bubbleUs, 0.25 * b) << "iteration " << k;
+    EXPECT_NEAR(r->data.devices[0].bubbles[0].measuredUs[k], bubbleUs, 1) << "iteration " << k;
+  }
 }
 
 } // namespace
