@@ -83,21 +83,27 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
   }
 
   // Fill-job layer costs measured by the runtime (only entries marked measured): the fill
-  // planner then sizes chunks for what the layers really cost where they ran.
+  // planner then sizes chunks for what the layers really cost where they ran. Where the profile
+  // has it, the cost the runtime's bubble bound admits chunks at (their p90) is used rather than
+  // the mean: a chunk planned at its mean cost does not fit its bubble half the time.
   void applyFillCosts(ModuleOp module, const rt::MeasuredProfile &measured) {
     for (const rt::MeasuredFillLayer &fl : measured.fill_layers()) {
       if (!fl.measured() || !(fl.measured_us_per_sample() > 0))
         continue;
+      const double forward =
+          fl.p90_us_per_sample() > 0 ? fl.p90_us_per_sample() : fl.measured_us_per_sample();
+      const double backward = fl.p90_backward_us_per_sample() > 0
+                                  ? fl.p90_backward_us_per_sample()
+                                  : fl.measured_backward_us_per_sample();
       module.walk([&](FillJobOp job) {
         if (job.getSymName() != fl.job())
           return;
         int64_t index = 0;
         for (LayerOp layer : job.getLayers())
           if (index++ == (int64_t)fl.layer()) {
-            layer.setForwardUsPerSample(llvm::APFloat(fl.measured_us_per_sample()));
-            if (fl.measured_backward_us_per_sample() > 0)
-              layer.setBackwardUsPerSample(
-                  llvm::APFloat(fl.measured_backward_us_per_sample()));
+            layer.setForwardUsPerSample(llvm::APFloat(forward));
+            if (backward > 0)
+              layer.setBackwardUsPerSample(llvm::APFloat(backward));
           }
       });
     }

@@ -419,6 +419,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
   // their planned costs; per (job name, layer) the estimate is the sample-weighted mean.
   struct Acc {
     double planned = 0, plannedBack = 0, fwd = 0, back = 0, fwdSamples = 0, backSamples = 0;
+    std::vector<double> fwdRatios, backRatios; // measured / planned of the chunks with the layer
   };
   std::map<std::pair<std::string, uint32_t>, Acc> layers;
   const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
@@ -448,12 +449,18 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       if (q < L) {
         a.fwd += ratio * ls.usPerSample * c.batch;
         a.fwdSamples += c.batch;
+        a.fwdRatios.push_back(ratio);
       } else {
         a.back += ratio * ls.backwardUsPerSample * c.batch;
         a.backSamples += c.batch;
+        a.backRatios.push_back(ratio);
       }
     }
   }
+  auto p90 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : nearestRankPercentile(v, 0.9);
+  };
   for (const auto &kv : layers) {
     const Acc &a = kv.second;
     pipefill::rt::MeasuredFillLayer *fl = p.add_fill_layers();
@@ -463,6 +470,8 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     fl->set_measured_us_per_sample(a.fwdSamples ? a.fwd / a.fwdSamples : 0);
     fl->set_planned_backward_us_per_sample(a.plannedBack);
     fl->set_measured_backward_us_per_sample(a.backSamples ? a.back / a.backSamples : 0);
+    fl->set_p90_us_per_sample(a.planned * p90(a.fwdRatios));
+    fl->set_p90_backward_us_per_sample(a.plannedBack * p90(a.backRatios));
     fl->set_samples(static_cast<uint64_t>(a.fwdSamples));
     fl->set_measured(a.fwdSamples > 0);
     fl->set_max_dim(r.maxDim);

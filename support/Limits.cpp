@@ -224,6 +224,8 @@ constexpr FieldLimit kFieldLimits[] = {
     {"pipefill.rt.MeasuredFillLayer.measured_us_per_sample", 0, US, false, kTime},
     {"pipefill.rt.MeasuredFillLayer.planned_backward_us_per_sample", 0, US, false, kTime},
     {"pipefill.rt.MeasuredFillLayer.measured_backward_us_per_sample", 0, US, false, kTime},
+    {"pipefill.rt.MeasuredFillLayer.p90_us_per_sample", 0, US, false, kTime},
+    {"pipefill.rt.MeasuredFillLayer.p90_backward_us_per_sample", 0, US, false, kTime},
     {"pipefill.rt.MeasuredFillLayer.samples", 0, 1e15, false, "10^15 samples"},
     {"pipefill.rt.MeasuredFillLayer.max_dim", 0, 262144, false, "widest layer"},
 };

@@ -5,6 +5,8 @@
 
 #include "proto/profile.pb.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
@@ -74,6 +76,43 @@ TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
   }
   EXPECT_GT(prof.stages(2).bubbles_size(), 0);
   std::remove(path.c_str());
+}
+
+// The profile's fill-layer costs, recomputed from the chunk records: every chunk of this plan runs
+// both layers at the same planned cost, so each layer's measured / planned is the chunks'
+// sample-weighted mean ratio and its p90 / planned their nearest-rank 90th-percentile ratio.
+TEST(ProfileTest, FillLayerCostsAreTheChunksMeanAndP90) {
+  samples::PipelineSpec spec;
+  spec.iterations = 3;
+  ProgramPtr p = buildOk(spec);
+  ASSERT_TRUE(p);
+  pfrt_options o = hostOptions(0);
+  o.fill_policy = PFRT_FILL_UNBOUNDED; // every planned chunk runs and is timed
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const double planned = spec.fillLayers * spec.fillUsPerSample; // per sample, both layers
+  std::vector<double> ratios;
+  double weighted = 0, samples = 0;
+  for (const RunResult::ChunkRun &c : r->data.chunkRuns) {
+    ASSERT_EQ(c.passEnd - c.passBegin, spec.fillLayers);
+    const double ratio = (c.end - c.start) / r->data.timeScale / (planned * c.batch);
+    ratios.push_back(ratio);
+    weighted += ratio * c.batch;
+    samples += c.batch;
+  }
+  ASSERT_GE(ratios.size(), 10u);
+  std::sort(ratios.begin(), ratios.end());
+  const double p90 = ratios[static_cast<size_t>(std::ceil(0.9 * ratios.size())) - 1];
+  const auto &layers = r->data.profile.fill_layers();
+  ASSERT_EQ(layers.size(), static_cast<int>(spec.fillLayers));
+  for (const pipefill::rt::MeasuredFillLayer &fl : layers) {
+    EXPECT_TRUE(fl.measured());
+    EXPECT_EQ(fl.samples(), static_cast<uint64_t>(samples));
+    EXPECT_DOUBLE_EQ(fl.planned_us_per_sample(), spec.fillUsPerSample);
+    EXPECT_NEAR(fl.measured_us_per_sample(), spec.fillUsPerSample * weighted / samples,
+                1e-9 * fl.measured_us_per_sample());
+    EXPECT_NEAR(fl.p90_us_per_sample(), spec.fillUsPerSample * p90, 1e-9 * fl.p90_us_per_sample());
+  }
 }
 
 TEST(ProfileTest, ReportJsonHasTheDocumentedKeys) {
