@@ -86,6 +86,32 @@ struct Executor::BubbleClock {
   std::pair<uint32_t, int64_t> open{0, -1};
   int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
   std::map<uint32_t, double> plannedUs;      // bubble id -> planned duration
+  double timeScale = 1;
+
+  // How long this bubble is predicted to last, relative to its plan: the smallest measured /
+  // planned of its last kHistory iterations whose both edges are known (1 before any). A pipeline
+  // running slower than planned stretches its bubbles (and one whose stage runs behind its peers
+  // shortens them); the plan alone would overrun the short ones and leave the long ones part
+  // empty. The minimum keeps one long outlier from admitting chunks that do not fit. Under m.
+  double lengthFactor(uint32_t bubbleId, int64_t iteration) const {
+    constexpr int kHistory = 5;
+    const double planned = plannedUs.count(bubbleId) ? plannedUs.at(bubbleId) * timeScale : 0;
+    if (!(planned > 0))
+      return 1;
+    double factor = -1;
+    int seen = 0;
+    for (auto it = times.lower_bound({bubbleId, iteration}); it != times.begin() && seen < kHistory;) {
+      --it;
+      if (it->first.first != bubbleId)
+        break;
+      const Times &t = it->second;
+      if (t.begin.us < 0 || t.end.us < 0)
+        continue;
+      const double ratio = (t.end.us - t.begin.us) / planned;
+      factor = seen++ == 0 ? ratio : std::min(factor, ratio);
+    }
+    return seen ? std::max(factor, 0.0) : 1.0;
+  }
 };
 
 Executor::Executor(const Program &program, const ProgramInfo &info, const RunConfig &config)
@@ -179,7 +205,7 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
     if (!bc.times.count(key))
       return -std::numeric_limits<double>::infinity(); // long over: nothing fits
     t = bc.times[key];
-    planned = bc.plannedUs[bubbleId];
+    planned = bc.plannedUs[bubbleId] * bc.lengthFactor(bubbleId, iteration);
   }
   // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
   // there (fill must not start before its bubble), the end edge only if it has already passed.
@@ -863,6 +889,7 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
   for (uint32_t d = 0; d < numDevices; ++d)
     if (fillOn_[d] && config_.fillBounded && backendOf_[d]->boundsOnHost()) {
       bubbleClocks_[d] = std::make_unique<BubbleClock>();
+      bubbleClocks_[d]->timeScale = config_.timeScale;
       for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
         if (op.kind == OpKind::Bubble) {
           bubbleClocks_[d]->plannedUs[op.bubble.bubble_id] = op.bubble.planned_duration_us;

@@ -133,45 +133,83 @@ namespace {
 // takes for F0 + B0 minus device 0's own F1: with peers at the plan, 6 - 6 = 0 ms (the real stage
 // "falls behind" them and loses its bubble); with peers at the real stage's speed, 18 - 6 = 12 ms,
 // the planned 4 ms stretched like everything else.
-TEST(BubbleBoundTest, ReplayPeersFollowTheRealStagesMeasuredSpeed) {
+constexpr double kF = 2000, kB = 4000;
+
+// The 2-stage 1F1B above. withFill: device 0 also has a fill stream whose chunk (one sample of a
+// small encoder layer, planned at 5 ms: longer than the 4 ms bubble; it really takes well under
+// 1 ms) waits for the bubble.
+ProgramPtr slowTwoStages(bool withFill) {
   pfrt_program *raw = nullptr;
-  PFRT_ASSERT_OK(pfrt_program_create("slow", &raw));
+  EXPECT_EQ(pfrt_program_create("slow", &raw), PFRT_OK);
   ProgramPtr p(raw);
   uint32_t d0 = 0, d1 = 0, m0 = 0, m1 = 0;
-  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d0));
-  PFRT_ASSERT_OK(pfrt_program_add_device(p.get(), nullptr, &d1));
-  PFRT_ASSERT_OK(
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_device(p.get(), nullptr, &d0));
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_device(p.get(), nullptr, &d1));
+  EXPECT_EQ(PFRT_OK, 
       pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m0));
-  PFRT_ASSERT_OK(
+  EXPECT_EQ(PFRT_OK, 
       pfrt_program_create_stream(p.get(), d1, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "m", &m1));
-  const double f = 2000, b = 4000;
+  const double f = kF, b = kB;
   auto compute = [&](uint32_t d, uint32_t s, pfrt_compute_kind k, uint32_t mb, double at) {
-    PFRT_ASSERT_OK(pfrt_program_enqueue_compute(p.get(), d, s, k, mb, 0, k == PFRT_COMPUTE_FORWARD ? f : b, at));
+    EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.get(), d, s, k, mb, 0, k == PFRT_COMPUTE_FORWARD ? f : b, at));
   };
   // Device 0: F0 send F1 send | bubble | recv B0, B0, recv B1, B1.
   compute(d0, m0, PFRT_COMPUTE_FORWARD, 0, 0);
-  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 0, 0, f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 0, 0, f));
   compute(d0, m0, PFRT_COMPUTE_FORWARD, 1, f);
-  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 1, 0, 2 * f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 1, 0, 2 * f));
   pfrt_bubble_desc bubble{};
   bubble.planned_start_us = 2 * f;
   bubble.planned_duration_us = b;
-  PFRT_ASSERT_OK(pfrt_program_enqueue_bubble(p.get(), d0, m0, &bubble));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 2, 0, 2 * f));
+  uint32_t ev = 0;
+  if (withFill) {
+    EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.get(), d0, "b", &ev));
+    EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_record(p.get(), d0, m0, ev));
+  }
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_bubble(p.get(), d0, m0, &bubble));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 2, 0, 2 * f));
   compute(d0, m0, PFRT_COMPUTE_BACKWARD, 0, 2 * f + b);
-  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 3, 0, 2 * f + 2 * b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 3, 0, 2 * f + 2 * b));
   compute(d0, m0, PFRT_COMPUTE_BACKWARD, 1, 2 * f + 2 * b + f);
   // Device 1: recv F0, F0, B0, send B0, recv F1, F1, B1, send B1.
-  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 0, 0, f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 0, 0, f));
   compute(d1, m1, PFRT_COMPUTE_FORWARD, 0, f);
   compute(d1, m1, PFRT_COMPUTE_BACKWARD, 0, 2 * f);
-  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 2, 0, 2 * f + b));
-  PFRT_ASSERT_OK(pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 1, 0, 2 * f + b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 2, 0, 2 * f + b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 1, 0, 2 * f + b));
   compute(d1, m1, PFRT_COMPUTE_FORWARD, 1, 2 * f + b);
   compute(d1, m1, PFRT_COMPUTE_BACKWARD, 1, 3 * f + b);
-  PFRT_ASSERT_OK(pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 3, 0, 3 * f + 2 * b));
-  PFRT_ASSERT_OK(pfrt_program_set_planned_iteration_us(p.get(), 3 * f + 3 * b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 3, 0, 3 * f + 2 * b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_set_planned_iteration_us(p.get(), 3 * f + 3 * b));
+  if (withFill) {
+    uint32_t f0 = 0, job = 0;
+    EXPECT_EQ(PFRT_OK, pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_FILL,
+                                                  PFRT_PRIORITY_DEFAULT, "f", &f0));
+    pfrt_fill_job_desc jd{};
+    jd.name = "enc";
+    jd.kind = PFRT_FILL_INFERENCE;
+    jd.samples = 4;
+    EXPECT_EQ(PFRT_OK, pfrt_program_add_fill_job(p.get(), &jd, &job));
+    pfrt_fill_layer_desc ld = samples::smallEncoder();
+    ld.planned_us_per_sample = 5000;
+    EXPECT_EQ(PFRT_OK, pfrt_fill_job_add_layer(p.get(), job, &ld));
+    EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_wait(p.get(), d0, f0, ev));
+    pfrt_fill_chunk_desc c{};
+    c.job = job;
+    c.layer_end = 1;
+    c.batch = 1;
+    c.planned_us = 5000;
+    EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_fill(p.get(), d0, f0, &c));
+  }
+  return p;
+}
 
+// Host replay (--stage 0, measured time): the emulated stage stands for the same hardware as the
+// real one (see above), so with main compute 3x slower than calibrated, the peers are too.
+TEST(BubbleBoundTest, ReplayPeersFollowTheRealStagesMeasuredSpeed) {
+  const double f = kF, b = kB;
+  ProgramPtr p = slowTwoStages(false);
+  ASSERT_TRUE(p);
   pfrt_options o = hostOptions(2);
   o.time_model = PFRT_TIME_MEASURED;
   o.enable_fill = 0;
@@ -209,6 +247,35 @@ TEST(BubbleBoundTest, ReplayPeersFollowTheRealStagesMeasuredSpeed) {
     EXPECT_GE(bubbleUs, 0.25 * b) << "iteration " << k;
     EXPECT_NEAR(r->data.devices[0].bubbles[0].measuredUs[k], bubbleUs, 1) << "iteration " << k;
   }
+}
+
+// The bound predicts a bubble's length from its past iterations (the smallest measured / planned
+// of the last five), not from the plan alone. Here the bubble really lasts ~12 ms (the pipeline
+// runs 3x slower than planned) against 4 ms planned; the chunk, planned at 5 ms, does not fit the
+// plan's 4 ms, so in the first iteration it is deferred, and from the second (the bubble measured
+// once) it runs. Predicted from the plan alone it would never run: 0 of 4 samples.
+TEST(BubbleBoundTest, BubbleLengthIsLearnedFromPastIterations) {
+  ProgramPtr p = slowTwoStages(true);
+  ASSERT_TRUE(p);
+  pfrt_options o = hostOptions(4);
+  o.time_model = PFRT_TIME_MEASURED;
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  o.stage = 0;
+  host::setWorkFactorForTesting(3);
+  ReportPtr r = runOk(p.get(), o);
+  host::setWorkFactorForTesting(1);
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  if (getenv("PFRT_DEBUG"))
+    for (const auto &c : r->data.chunkRuns)
+      fprintf(stderr, "it %lld pred %.0f start %.0f end %.0f deferred %d\n",
+              (long long)c.iteration, c.predictedUs, c.start, c.end, c.deferred);
+  const std::vector<double> &gaps = r->data.devices[0].bubbles[0].measuredUs;
+  ASSERT_EQ(gaps.size(), 4u);
+  EXPECT_GT(gaps[0], 1.5 * kB) << "the bubble must outlast the 5 ms chunk for this test";
+  EXPECT_GE(j.chunksDeferred, 1u); // the first iteration: 5 ms of prediction > 4 ms of plan
+  EXPECT_GE(j.samplesCompleted, 3u);
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending, 4u);
 }
 
 } // namespace
