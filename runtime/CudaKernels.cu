@@ -1,6 +1,8 @@
 #include "runtime/CudaKernels.h"
 #include "runtime/Random.h"
 
+#include <cuda_bf16.h>
+
 namespace pfrt {
 namespace cuda {
 
@@ -172,7 +174,46 @@ __global__ void spinKernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
+__global__ void toBf16Kernel(const float *x, __nv_bfloat16 *y, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x)
+    y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__device__ __forceinline__ void store(float *p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+// i runs over the head-major layout [batch][heads][seq][dh]; `merge` swaps source and
+// destination (head-major fp32 in, row-major [batch*seq][heads*dh] out).
+template <typename T>
+__global__ void headsKernel(const float *x, T *out, int seq, int heads, int dh, size_t n,
+                            bool merge) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t c = i % dh, r = (i / dh) % seq, bj = i / (size_t(dh) * seq);
+    const size_t j = bj % heads, b = bj / heads;
+    const size_t rowMajor = (b * seq + r) * (size_t(heads) * dh) + j * dh + c;
+    if (merge)
+      store(out + rowMajor, x[i]);
+    else
+      store(out + i, x[rowMajor]);
+  }
+}
+
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+void permuteHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
+           bool merge, cudaStream_t s) {
+  const size_t n = size_t(batch) * seq * heads * dh;
+  if (n == 0)
+    return;
+  if (bf16)
+    headsKernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16 *>(out), seq,
+                                                  heads, dh, n, merge);
+  else
+    headsKernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<float *>(out), seq, heads, dh,
+                                                  n, merge);
+}
 
 } // namespace
 
@@ -189,6 +230,40 @@ cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, in
                                   int ldc, long long strideC, int batch) {
   return cublasSgemmStridedBatched(h, op(transB), op(transA), N, M, K, &alpha, B, ldb, strideB, A,
                                    lda, strideA, &beta, C, ldc, strideC, batch);
+}
+
+cublasStatus_t gemmEx(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
+                      const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
+                      cudaDataType ab, cublasComputeType_t compute) {
+  // The same row-major <=> column-major swap as gemm(); alpha and beta are float (the scale type
+  // of CUBLAS_COMPUTE_32F and its _FAST_ variants), C is fp32.
+  return cublasGemmEx(h, op(transB), op(transA), N, M, K, &alpha, B, ab, ldb, A, ab, lda, &beta, C,
+                      CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+}
+
+cublasStatus_t gemmStridedBatchedEx(cublasHandle_t h, bool transA, bool transB, int M, int N,
+                                    int K, float alpha, const void *A, int lda, long long strideA,
+                                    const void *B, int ldb, long long strideB, float beta,
+                                    float *C, int ldc, long long strideC, int batch,
+                                    cudaDataType ab, cublasComputeType_t compute) {
+  return cublasGemmStridedBatchedEx(h, op(transB), op(transA), N, M, K, &alpha, B, ab, ldb,
+                                    strideB, A, ab, lda, strideA, &beta, C, CUDA_R_32F, ldc,
+                                    strideC, batch, compute, CUBLAS_GEMM_DEFAULT);
+}
+
+void toBf16(const float *x, void *y, size_t n, cudaStream_t s) {
+  if (n)
+    toBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(x, static_cast<__nv_bfloat16 *>(y), n);
+}
+
+void splitHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
+                cudaStream_t s) {
+  permuteHeads(x, out, bf16, batch, seq, heads, dh, /*merge=*/false, s);
+}
+
+void mergeHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
+                cudaStream_t s) {
+  permuteHeads(x, out, bf16, batch, seq, heads, dh, /*merge=*/true, s);
 }
 
 void makeInput(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t per,

@@ -21,6 +21,30 @@ cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, in
                                   const float *B, int ldb, long long strideB, float beta, float *C,
                                   int ldc, long long strideC, int batch);
 
+// Fill GEMMs with cublasGemmEx: row-major fp32 C = alpha * op(A) * op(B) + beta * C where A and B
+// are of type `ab` (CUDA_R_16BF with CUBLAS_COMPUTE_32F: bf16 tensor cores, fp32 accumulation;
+// CUDA_R_32F with CUBLAS_COMPUTE_32F_FAST_TF32: TF32 tensor cores). Leading dimensions and strides
+// are in elements, row-major, as in gemm() above.
+cublasStatus_t gemmEx(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
+                      const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
+                      cudaDataType ab, cublasComputeType_t compute);
+cublasStatus_t gemmStridedBatchedEx(cublasHandle_t h, bool transA, bool transB, int M, int N,
+                                    int K, float alpha, const void *A, int lda, long long strideA,
+                                    const void *B, int ldb, long long strideB, float beta,
+                                    float *C, int ldc, long long strideC, int batch,
+                                    cudaDataType ab, cublasComputeType_t compute);
+
+// y[i] = bf16(x[i]) (round to nearest even); y holds n __nv_bfloat16.
+void toBf16(const float *x, void *y, size_t n, cudaStream_t s);
+// Attention layouts. x: batch*seq rows of heads*dh (row-major, a sample's rows together);
+// split: out[((b * heads + j) * seq + r) * dh + c] = x[(b * seq + r) * heads * dh + j * dh + c]
+// (each (sample, head) a contiguous seq x dh block, so one strided-batched GEMM covers all);
+// merge is its inverse. out is fp32 or, with bf16, __nv_bfloat16 (converted).
+void splitHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
+                cudaStream_t s);
+void mergeHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
+                cudaStream_t s);
+
 // out[b * per + e] = uniformAt(seed, kStreamInput + sampleBegin + b, e)
 void makeInput(float *out, uint64_t seed, uint64_t sampleBegin, uint32_t batch, size_t per,
                cudaStream_t s);
