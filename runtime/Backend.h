@@ -246,6 +246,16 @@ std::unique_ptr<Backend> createHostBackend();
 std::unique_ptr<Backend> createCudaBackend();
 // Number of CUDA devices (0 without CUDA, driver or GPU).
 int cudaDeviceCount();
+// CUDA backend: what the fill chunks allocated in the hot path (between Backend::begin and
+// finish), cumulative over the process (tests compare before and after a run); zero without CUDA.
+struct CudaHotPathStats {
+  uint64_t scratchCarves = 0;   // per-layer scratch carved from the preallocated arenas (no alloc)
+  uint64_t deviceAllocs = 0;    // device allocations (an arena or GEMM_CHAIN buffer too small)
+  uint64_t pinnedAllocs = 0;    // cudaMallocHost (no preallocated pinned buffer fit)
+  uint64_t batchAllocs = 0;     // batch-state sub-allocations from the pre-grown fill pool
+  uint64_t poolGrowthBytes = 0; // growth of the fill pool's reserved memory during the loop
+};
+CudaHotPathStats cudaHotPathStats();
 
 } // namespace pfrt
 

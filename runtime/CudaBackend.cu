@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <cstdio>
 #include <map>
@@ -67,6 +68,17 @@ public:
                const std::vector<uint32_t> &devices) override {
     config_ = config;
     program_ = &program;
+    // The fill GEMMs' precision: bf16 (the fill cost model's) unless PFRT_CUDA_FILL_MATH=tf32.
+    if (const char *m = std::getenv("PFRT_CUDA_FILL_MATH")) {
+      const std::string v = m;
+      if (v == "bf16" || v.empty())
+        fillMath_ = FillMath::Bf16;
+      else if (v == "tf32")
+        fillMath_ = FillMath::Tf32;
+      else
+        throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                    "PFRT_CUDA_FILL_MATH=" + v + ": expected bf16 or tf32");
+    }
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     const bool oneGpuPerDevice = static_cast<size_t>(count) >= program.devices.size();
@@ -159,13 +171,15 @@ public:
         PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
         PFRT_CUBLAS(cublasCreate(&st->blas));
         PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
-        // Fill GEMMs on tensor cores (TF32), the precision the fill cost model assumes; the
-        // main chain stays FP32 (it is calibrated, its precision does not matter).
-        if (dev.streams[s].role == PFRT_STREAM_FILL)
-          PFRT_CUBLAS(cublasSetMathMode(st->blas, CUBLAS_TF32_TENSOR_OP_MATH));
+        // The handles keep the default math mode: fill GEMMs name their compute type themselves
+        // (cublasGemmEx, CudaWorkloads.cu), the main chain stays FP32 (calibrated, its precision
+        // does not matter).
         streams_[{d, s}] = std::move(st);
       }
       calibrateMainChain(g, dev, *streams_[{d, info.devices[d].mainStream}], config_.verbose);
+      if (config_.verbose)
+        std::fprintf(stderr, "pfrt: cuda device %u (gpu %d): fill GEMMs in %s\n", d, g.gpu,
+                     fillMathName(fillMath_));
       g.sampleMemory();
     }
     // GPU-to-GPU channels (multi-GPU mode only).
@@ -214,6 +228,11 @@ public:
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
+      // The jobs' reservations go back to the fill pool together (it keeps their sum); what the
+      // pool holds now is the baseline its growth in the loop is measured from.
+      releaseFillReservations(g);
+      PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent,
+                                        &g.fillPoolReserved));
       PFRT_CUDA(cudaDeviceSynchronize());
       PFRT_CUDA(cudaEventRecord(g.base, g.setup));
       PFRT_CUDA(cudaEventSynchronize(g.base));
@@ -400,12 +419,22 @@ public:
   }
 
   std::unique_ptr<JobData> createJob(uint32_t device, uint32_t job, const JobShape &shape) override {
-    bool streams = false;
-    for (const Stream &st : program_->devices[device].streams)
-      for (const Op &op : st.ops)
-        streams = streams || (op.kind == OpKind::Fill && op.fill.job == job &&
-                              op.fill.weights_streamed);
-    return createCudaJob(*gpus_.at(device), shape, streams);
+    // The job's chunks on this device size its scratch, pinned buffers and pool reservation.
+    std::vector<JobChunk> chunks;
+    const std::vector<Stream> &streams = program_->devices[device].streams;
+    for (uint32_t s = 0; s < streams.size(); ++s)
+      for (const Op &op : streams[s].ops)
+        if (op.kind == OpKind::Fill && op.fill.job == job) {
+          JobChunk c;
+          c.stream = s;
+          c.batch = op.fill.batch;
+          c.passBegin = op.fill.layer_begin;
+          c.passEnd = std::min(op.fill.layer_end, shape.passes);
+          c.weightsStreamed = op.fill.weights_streamed != 0;
+          c.activationsHost = op.fill.activations_on_host != 0;
+          chunks.push_back(c);
+        }
+    return createCudaJob(*gpus_.at(device), shape, fillMath_, chunks);
   }
 
   void iterationEnd(StreamCtx &ctx) override {
@@ -484,8 +513,13 @@ public:
 
   void finish() override {
     for (auto &kv : gpus_) {
-      PFRT_CUDA(cudaSetDevice(kv.second->gpu));
+      GpuDevice &g = *kv.second;
+      PFRT_CUDA(cudaSetDevice(g.gpu));
       PFRT_CUDA(cudaDeviceSynchronize());
+      uint64_t reserved = 0;
+      PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+      if (reserved > g.fillPoolReserved)
+        hotPath().poolGrowthBytes.fetch_add(reserved - g.fillPoolReserved);
     }
 #if PFRT_HAVE_NCCL
     if (nccl_) {
@@ -650,6 +684,9 @@ private:
       if (g.base)
         cudaEventDestroy(g.base);
       if (g.fillPool) {
+        for (void *p : g.reservations) // a run that failed before begin()
+          cudaFreeAsync(p, g.setup);
+        g.reservations.clear();
         cudaDeviceSynchronize();
         cudaMemPoolDestroy(g.fillPool);
       }
@@ -664,6 +701,7 @@ private:
   }
 
   RunConfig config_;
+  FillMath fillMath_ = FillMath::Bf16;
   const Program *program_ = nullptr;
   std::map<uint32_t, std::unique_ptr<GpuDevice>> gpus_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;

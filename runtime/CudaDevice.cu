@@ -42,23 +42,51 @@ void CudaStreamState::resolve(std::pair<cudaEvent_t, std::vector<PendingTiming>>
   entry.second.clear();
 }
 
-PinnedPool::~PinnedPool() {
-  for (auto &kv : free_)
-    for (void *p : kv.second)
-      cudaFreeHost(p);
+HotPathCounters &hotPath() {
+  static HotPathCounters counters;
+  return counters;
 }
 
-void *PinnedPool::get(size_t bytes) {
-  auto &list = free_[bytes];
-  if (!list.empty()) {
-    void *p = list.back();
-    list.pop_back();
+PinnedPool::~PinnedPool() {
+  for (auto &kv : free_)
+    cudaFreeHost(kv.second);
+}
+
+void *PinnedPool::get(size_t bytes, size_t *capacity, bool hot) {
+  bytes = bytes ? bytes : 1;
+  auto it = free_.lower_bound(bytes);
+  if (it != free_.end()) {
+    void *p = it->second;
+    *capacity = it->first;
+    free_.erase(it);
     return p;
   }
   void *p = nullptr;
-  PFRT_CUDA(cudaMallocHost(&p, bytes ? bytes : 1));
+  PFRT_CUDA(cudaMallocHost(&p, bytes));
+  if (hot)
+    hotPath().pinnedAllocs.fetch_add(1);
+  *capacity = bytes;
   return p;
 }
 
+void PinnedPool::reserve(size_t bytes) {
+  bytes = bytes ? bytes : 1;
+  void *p = nullptr;
+  PFRT_CUDA(cudaMallocHost(&p, bytes));
+  free_.emplace(bytes, p);
+}
+
 } // namespace cudabk
+
+CudaHotPathStats cudaHotPathStats() {
+  const cudabk::HotPathCounters &c = cudabk::hotPath();
+  CudaHotPathStats s;
+  s.scratchCarves = c.scratchCarves.load();
+  s.deviceAllocs = c.deviceAllocs.load();
+  s.pinnedAllocs = c.pinnedAllocs.load();
+  s.batchAllocs = c.batchAllocs.load();
+  s.poolGrowthBytes = c.poolGrowthBytes.load();
+  return s;
+}
+
 } // namespace pfrt

@@ -74,6 +74,12 @@ struct GpuDevice {
   // Fill scratch, batches and streamed weights come from their own pool, so a main-job
   // allocation (AllocOp, default pool) never waits on fill frees.
   cudaMemPool_t fillPool = nullptr;
+  // The jobs' reservations in fillPool (batch state), allocated when the jobs are made and freed
+  // together before the loop, so the pool holds their sum; fillPoolReserved: the pool's reserved
+  // bytes when the loop begins (its growth in the loop is counted in hotPath()).
+  std::mutex reserveMutex;
+  std::vector<void *> reservations;
+  uint64_t fillPoolReserved = 0;
   double baseHostUs = 0;
   // Calibrated GEMM chain of the main job.
   int bigDim = 2048, smallDim = 512;
@@ -135,15 +141,27 @@ struct GpuChannel {
   void *src = nullptr, *dst = nullptr;
 };
 
-// Pinned host buffers reused by size (cudaMallocHost is slow).
+// Allocations made in the hot path (by the fill jobs' chunks, i.e. between Backend::begin and
+// finish), cumulative over the process; cudaHotPathStats() (Backend.h) reads them for the tests.
+struct HotPathCounters {
+  std::atomic<uint64_t> scratchCarves{0}, deviceAllocs{0}, pinnedAllocs{0}, batchAllocs{0},
+      poolGrowthBytes{0};
+};
+HotPathCounters &hotPath();
+
+// Pinned host buffers (cudaMallocHost is slow), made before the loop and reused by capacity.
 class PinnedPool {
 public:
   ~PinnedPool();
-  void *get(size_t bytes);
-  void put(void *p, size_t bytes) { free_[bytes].push_back(p); }
+  // The smallest free buffer of at least `bytes`, else a new one of `bytes` (counted in
+  // hotPath().pinnedAllocs when `hot`). *capacity: the buffer's size, to give to put().
+  void *get(size_t bytes, size_t *capacity, bool hot);
+  void put(void *p, size_t capacity) { free_.emplace(capacity, p); }
+  // Adds a free buffer of `bytes` (before the loop).
+  void reserve(size_t bytes);
 
 private:
-  std::map<size_t, std::vector<void *>> free_;
+  std::multimap<size_t, void *> free_;
 };
 
 inline CudaStreamState &streamState(StreamCtx &ctx) {

@@ -16,11 +16,23 @@ namespace {
 
 class CudaJobData;
 
-// A device tensor that may be parked in pinned host memory between chunks.
+constexpr size_t kAlign = 256; // carved scratch: cuBLAS and vector loads like aligned operands
+size_t padded(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+
+// A device tensor that may be parked in pinned host memory between chunks (h, hcap: the pinned
+// buffer and its capacity).
 struct Tensor {
   float *d = nullptr;
   void *h = nullptr;
-  size_t n = 0;
+  size_t n = 0, hcap = 0;
+};
+
+// Per-layer scratch of one fill stream: allocated once, before the loop, and carved from the start
+// again for every pass. Reuse is safe because everything carved is used only by work enqueued on
+// this one stream, in order.
+struct Arena {
+  char *base = nullptr;
+  size_t capacity = 0, used = 0;
 };
 
 class CudaBatch : public BatchData {
@@ -40,39 +52,119 @@ private:
 
 class CudaJobData : public JobData {
 public:
-  CudaJobData(GpuDevice &dev, const JobShape &shape, bool streamsWeights)
-      : dev_(dev), shape_(shape) {
+  CudaJobData(GpuDevice &dev, const JobShape &shape, FillMath math,
+              const std::vector<JobChunk> &chunks)
+      : dev_(dev), shape_(shape), bf16_(math == FillMath::Bf16) {
     DeviceGuard guard(dev_.gpu);
     stream_ = dev_.setup;
+    bool streamsWeights = false;
+    for (const JobChunk &c : chunks)
+      streamsWeights = streamsWeights || c.weightsStreamed;
     for (uint32_t l = 0; l < shape_.numLayers(); ++l) {
       std::vector<std::vector<float>> w = initLayerWeights(shape_, l);
       std::vector<float *> dl;
-      for (const auto &t : w) {
+      std::vector<void *> cl;
+      for (size_t t = 0; t < w.size(); ++t) {
         float *p = nullptr;
-        PFRT_CUDA(cudaMalloc(&p, std::max<size_t>(1, t.size()) * sizeof(float)));
-        PFRT_CUDA(cudaMemcpy(p, t.data(), t.size() * sizeof(float), cudaMemcpyHostToDevice));
+        PFRT_CUDA(cudaMalloc(&p, std::max<size_t>(1, w[t].size()) * sizeof(float)));
+        // On the setup stream (non-blocking, like the streams that use the weights), so the
+        // conversion below is ordered after the copy.
+        PFRT_CUDA(cudaMemcpyAsync(p, w[t].data(), w[t].size() * sizeof(float),
+                                  cudaMemcpyHostToDevice, stream_));
         dl.push_back(p);
+        void *c = p;
+        if (bf16_ && isGemmWeight(l, t)) {
+          PFRT_CUDA(cudaMalloc(&c, std::max<size_t>(1, w[t].size()) * 2));
+          cuda::toBf16(p, c, w[t].size(), stream_);
+          PFRT_CUDA_LAUNCHED();
+        }
+        cl.push_back(c);
       }
       dW_.push_back(dl);
+      cW_.push_back(cl);
       sizes_.push_back(shape_.layers[l].weightSizes());
+      PFRT_CUDA(cudaStreamSynchronize(stream_)); // `w` (pageable) goes out of scope
     }
     PFRT_CUDA(cudaMalloc(&acc_, 2 * sizeof(double)));
-    PFRT_CUDA(cudaMemset(acc_, 0, 2 * sizeof(double)));
+    PFRT_CUDA(cudaMemsetAsync(acc_, 0, 2 * sizeof(double), stream_));
     if (streamsWeights) { // pinned masters made now, not at the first chunk (the hot path)
-      ensurePinned(stream_);
-      PFRT_CUDA(cudaStreamSynchronize(stream_));
+      for (size_t l = 0; l < cW_.size(); ++l) {
+        std::vector<void *> hl;
+        for (size_t t = 0; t < cW_[l].size(); ++t) {
+          void *p = nullptr;
+          PFRT_CUDA(cudaMallocHost(&p, std::max<size_t>(1, computeBytes(l, t))));
+          PFRT_CUDA(cudaMemcpyAsync(p, cW_[l][t], computeBytes(l, t), cudaMemcpyDeviceToHost,
+                                    stream_));
+          hl.push_back(p);
+        }
+        hW_.push_back(hl);
+      }
     }
+    // Scratch: one arena per fill stream that runs the job, each for the largest chunk of the job
+    // on this device (deferred work may run on another of its streams).
+    size_t scratch = 0, batchState = 0;
+    for (const JobChunk &c : chunks) {
+      for (uint32_t p = c.passBegin; p < c.passEnd; ++p)
+        scratch = std::max(scratch, scratchBytes(p, c.batch, c.weightsStreamed));
+      if (c.passBegin == 0)
+        batchState += batchStateBytes(c.batch);
+      if (c.activationsHost && c.passEnd < shape_.passes)
+        for (size_t bytes : parkedBytes(c.passEnd, c.batch))
+          pinned_.reserve(bytes);
+    }
+    for (const JobChunk &c : chunks) {
+      Arena &a = arenas_[c.stream];
+      if (!a.base && scratch) {
+        PFRT_CUDA(cudaMalloc(reinterpret_cast<void **>(&a.base), scratch));
+        a.capacity = scratch;
+      }
+    }
+    // GEMM_CHAIN stand-ins: buffers for the largest link and each size timed now.
+    for (const LayerShape &ls : shape_.layers)
+      if (ls.kind == PFRT_LAYER_GEMM_CHAIN)
+        chainDim_ = std::max(chainDim_, chainDim(ls));
+    if (chainDim_) {
+      allocChain(chainDim_, stream_);
+      cublasHandle_t h = nullptr;
+      PFRT_CUBLAS(cublasCreate(&h));
+      cublasStatus_t st = cublasSetStream(h, stream_);
+      try {
+        if (st != CUBLAS_STATUS_SUCCESS)
+          PFRT_CUBLAS(st);
+        for (const LayerShape &ls : shape_.layers)
+          if (ls.kind == PFRT_LAYER_GEMM_CHAIN && !chainUs_.count(chainDim(ls)))
+            chainUs_[chainDim(ls)] = timeChain(h, stream_, chainDim(ls));
+      } catch (...) {
+        cublasDestroy(h);
+        throw;
+      }
+      PFRT_CUBLAS(cublasDestroy(h));
+    }
+    // The batches' state comes from the fill pool: reserve it now (freed with the other jobs'
+    // reservations before the loop, so the pool does not grow in the hot path).
+    if (batchState) {
+      void *r = nullptr;
+      PFRT_CUDA(cudaMallocFromPoolAsync(&r, batchState, dev_.fillPool, stream_));
+      std::lock_guard<std::mutex> lock(dev_.reserveMutex);
+      dev_.reservations.push_back(r);
+    }
+    PFRT_CUDA(cudaStreamSynchronize(stream_));
   }
 
   ~CudaJobData() override {
     cudaSetDevice(dev_.gpu);
     cudaDeviceSynchronize();
-    for (auto &l : dW_)
-      for (float *p : l)
-        cudaFree(p);
+    for (size_t l = 0; l < dW_.size(); ++l)
+      for (size_t t = 0; t < dW_[l].size(); ++t) {
+        if (cW_[l][t] != dW_[l][t])
+          cudaFree(cW_[l][t]);
+        cudaFree(dW_[l][t]);
+      }
     for (auto &l : hW_)
-      for (float *p : l)
+      for (void *p : l)
         cudaFreeHost(p);
+    for (auto &kv : arenas_)
+      cudaFree(kv.second.base);
     cudaFree(acc_);
     if (chainA_) {
       cudaFree(chainA_);
@@ -86,6 +178,7 @@ public:
     cudaStream_t s = st.s;
     cublasHandle_t h = st.blas;
     stream_ = s;
+    arena_ = &arenas_[ctx.stream];
     const uint32_t L = shape_.numLayers();
     const bool training = shape_.kind == PFRT_FILL_TRAINING;
     if (ex.begins || !batchPtr) {
@@ -99,7 +192,8 @@ public:
         b->stashH.resize(L);
       }
       PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
-                                      dev_.fillPool, s));
+                                        dev_.fillPool, s));
+      hotPath().batchAllocs.fetch_add(1);
       PFRT_CUDA(cudaMemsetAsync(b->loss, 0, sizeof(double), s));
       batchPtr = std::move(b);
     }
@@ -108,22 +202,19 @@ public:
       restore(b, s);
     const int rows = static_cast<int>(ex.batch * shape_.rows);
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
+      // Every pass carves its scratch from the start of the stream's arena: the previous pass's
+      // scratch is dead once this pass's kernels run (same stream, in order).
+      reserveScratch(scratchBytes(p, ex.batch, ex.weightsStreamed), s);
       if (p < L) {
         const LayerShape &ls = shape_.layers[p];
-        std::vector<float *> staged;
-        std::vector<float *> w = dW_[p];
-        if (ex.weightsStreamed && !sizes_[p].empty()) {
-          ensurePinned(s);
+        std::vector<const void *> w(cW_[p].begin(), cW_[p].end());
+        if (ex.weightsStreamed && !sizes_[p].empty())
           for (size_t t = 0; t < sizes_[p].size(); ++t) {
-            float *d = nullptr;
-            PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&d),
-                                      std::max<size_t>(1, sizes_[p][t]) * sizeof(float), dev_.fillPool, s));
-            PFRT_CUDA(cudaMemcpyAsync(d, hW_[p][t], sizes_[p][t] * sizeof(float),
-                                      cudaMemcpyHostToDevice, s));
-            staged.push_back(d);
+            void *d = carve(computeBytes(p, t));
+            PFRT_CUDA(cudaMemcpyAsync(d, hW_[p][t], computeBytes(p, t), cudaMemcpyHostToDevice,
+                                      s));
+            w[t] = d;
           }
-          w = staged;
-        }
         switch (ls.kind) {
         case PFRT_LAYER_ENCODER: {
           Tensor y = alloc(b.act.n, s);
@@ -133,21 +224,23 @@ public:
           break;
         }
         case PFRT_LAYER_MLP: {
-          Tensor hpre = alloc(size_t(rows) * ls.mid, s), y = alloc(size_t(rows) * ls.out, s);
-          Tensor hact = alloc(hpre.n, s);
-          PFRT_CUBLAS(cuda::gemm(h, false, false, rows, ls.mid, ls.in, 1.0f, b.act.d, ls.in, w[0],
-                                 ls.mid, 0.0f, hpre.d, ls.mid));
-          cuda::gelu(hpre.d, hact.d, hpre.n, s);
+          Tensor hpre = training ? alloc(size_t(rows) * ls.mid, s)
+                                 : scratch(size_t(rows) * ls.mid);
+          Tensor y = alloc(size_t(rows) * ls.out, s);
+          float *hact = carveF(size_t(rows) * ls.mid);
+          PFRT_CUBLAS(mm(h, false, false, rows, ls.mid, ls.in, 1.0f,
+                         operand(b.act.d, size_t(rows) * ls.in, s), ls.in, w[0], ls.mid, 0.0f,
+                         hpre.d, ls.mid));
+          cuda::gelu(hpre.d, hact, hpre.n, s);
           PFRT_CUDA_LAUNCHED();
-          PFRT_CUBLAS(cuda::gemm(h, false, false, rows, ls.out, ls.mid, 1.0f, hact.d, ls.mid,
-                                 w[1], ls.out, 0.0f, y.d, ls.out));
-          release(hact, s);
+          PFRT_CUBLAS(mm(h, false, false, rows, ls.out, ls.mid, 1.0f,
+                         operand(hact, size_t(rows) * ls.mid, s), ls.mid, w[1], ls.out, 0.0f,
+                         y.d, ls.out));
           if (training) {
             b.stashX[p] = b.act;
             b.stashH[p] = hpre;
           } else {
             release(b.act, s);
-            release(hpre, s);
           }
           b.act = y;
           break;
@@ -156,16 +249,14 @@ public:
           chain(h, s, ls, ls.usPerSample * ex.batch);
           break;
         }
-        for (float *d : staged)
-          PFRT_CUDA(cudaFreeAsync(d, s));
         if (training && p == L - 1) {
-          Tensor t = alloc(b.act.n, s), dy = alloc(b.act.n, s);
-          cuda::makeTarget(t.d, shape_.seed, ex.sampleBegin, ex.batch,
+          float *t = carveF(b.act.n);
+          Tensor dy = alloc(b.act.n, s);
+          cuda::makeTarget(t, shape_.seed, ex.sampleBegin, ex.batch,
                            size_t(shape_.rows) * shape_.outWidth,
                            size_t(shape_.rows) * shape_.inWidth, s);
-          cuda::mseLoss(b.act.d, t.d, dy.d, b.act.n, static_cast<int>(ex.batch), b.loss, s);
+          cuda::mseLoss(b.act.d, t, dy.d, b.act.n, static_cast<int>(ex.batch), b.loss, s);
           PFRT_CUDA_LAUNCHED();
-          release(t, s);
           release(b.act, s);
           b.act = dy;
         }
@@ -174,35 +265,43 @@ public:
         const LayerShape &ls = shape_.layers[l];
         if (ls.kind == PFRT_LAYER_MLP) {
           float *w1 = dW_[l][0], *w2 = dW_[l][1];
-          Tensor hact = alloc(b.stashH[l].n, s), dh = alloc(b.stashH[l].n, s);
-          Tensor dw1 = alloc(sizes_[l][0], s), dw2 = alloc(sizes_[l][1], s);
+          const size_t nh = b.stashH[l].n;
+          float *hact = carveF(nh), *dh = carveF(nh);
+          float *dw1 = carveF(sizes_[l][0]), *dw2 = carveF(sizes_[l][1]);
           Tensor dx;
-          cuda::gelu(b.stashH[l].d, hact.d, hact.n, s);
+          cuda::gelu(b.stashH[l].d, hact, nh, s);
           PFRT_CUDA_LAUNCHED();
-          PFRT_CUBLAS(cuda::gemm(h, true, false, ls.mid, ls.out, rows, 1.0f, hact.d, ls.mid,
-                                 b.act.d, ls.out, 0.0f, dw2.d, ls.out));
-          PFRT_CUBLAS(cuda::gemm(h, false, true, rows, ls.mid, ls.out, 1.0f, b.act.d, ls.out, w2,
-                                 ls.out, 0.0f, dh.d, ls.mid));
-          cuda::geluBackwardMul(dh.d, b.stashH[l].d, dh.n, s);
+          // dW2 = gelu(H)^T dY, dH = dY W2^T (weights before this step's update).
+          const void *dyOp = operand(b.act.d, b.act.n, s);
+          PFRT_CUBLAS(mm(h, true, false, ls.mid, ls.out, rows, 1.0f, operand(hact, nh, s),
+                         ls.mid, dyOp, ls.out, 0.0f, dw2, ls.out));
+          PFRT_CUBLAS(mm(h, false, true, rows, ls.mid, ls.out, 1.0f, dyOp, ls.out, cW_[l][1],
+                         ls.out, 0.0f, dh, ls.mid));
+          cuda::geluBackwardMul(dh, b.stashH[l].d, nh, s);
           PFRT_CUDA_LAUNCHED();
-          PFRT_CUBLAS(cuda::gemm(h, true, false, ls.in, ls.mid, rows, 1.0f, b.stashX[l].d, ls.in,
-                                 dh.d, ls.mid, 0.0f, dw1.d, ls.mid));
+          // dW1 = X^T dH, dX = dH W1^T.
+          const void *dhOp = operand(dh, nh, s);
+          PFRT_CUBLAS(mm(h, true, false, ls.in, ls.mid, rows, 1.0f,
+                         operand(b.stashX[l].d, b.stashX[l].n, s), ls.in, dhOp, ls.mid, 0.0f,
+                         dw1, ls.mid));
           if (l > 0) {
             dx = alloc(size_t(rows) * ls.in, s);
-            PFRT_CUBLAS(cuda::gemm(h, false, true, rows, ls.in, ls.mid, 1.0f, dh.d, ls.mid, w1,
-                                   ls.mid, 0.0f, dx.d, ls.in));
+            PFRT_CUBLAS(mm(h, false, true, rows, ls.in, ls.mid, 1.0f, dhOp, ls.mid, cW_[l][0],
+                           ls.mid, 0.0f, dx.d, ls.in));
           }
+          // SGD on the fp32 masters, then their bf16 copies and the pinned masters follow.
           const float alpha = -shape_.learningRate;
-          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(dw1.n), &alpha, dw1.d, 1, w1, 1));
-          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(dw2.n), &alpha, dw2.d, 1, w2, 1));
-          if (!hW_.empty()) // keep the pinned master (streamed weights) in sync
-            for (size_t t = 0; t < 2; ++t)
-              PFRT_CUDA(cudaMemcpyAsync(hW_[l][t], dW_[l][t], sizes_[l][t] * sizeof(float),
+          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][0]), &alpha, dw1, 1, w1, 1));
+          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][1]), &alpha, dw2, 1, w2, 1));
+          for (size_t t = 0; t < 2; ++t) {
+            if (cW_[l][t] != dW_[l][t]) {
+              cuda::toBf16(dW_[l][t], cW_[l][t], sizes_[l][t], s);
+              PFRT_CUDA_LAUNCHED();
+            }
+            if (!hW_.empty()) // keep the pinned master (streamed weights) in sync
+              PFRT_CUDA(cudaMemcpyAsync(hW_[l][t], cW_[l][t], computeBytes(l, t),
                                         cudaMemcpyDeviceToHost, s));
-          release(hact, s);
-          release(dh, s);
-          release(dw1, s);
-          release(dw2, s);
+          }
           release(b.stashX[l], s);
           release(b.stashH[l], s);
           release(b.act, s);
@@ -249,17 +348,24 @@ public:
 
   void loadWeights(const std::vector<std::vector<float>> &w) override {
     DeviceGuard guard(dev_.gpu);
+    PFRT_CUDA(cudaStreamSynchronize(stream_));
     size_t k = 0;
     for (size_t l = 0; l < dW_.size(); ++l)
       for (size_t t = 0; t < dW_[l].size(); ++t, ++k) {
         if (k >= w.size() || w[k].size() != sizes_[l][t])
           throw Error(PFRT_ERROR_PARSE,
                       "checkpoint: fill-job weights do not match the job's layer shapes");
-        PFRT_CUDA(cudaMemcpy(dW_[l][t], w[k].data(), w[k].size() * sizeof(float),
-                             cudaMemcpyHostToDevice));
+        PFRT_CUDA(cudaMemcpyAsync(dW_[l][t], w[k].data(), w[k].size() * sizeof(float),
+                                  cudaMemcpyHostToDevice, dev_.setup));
+        if (cW_[l][t] != dW_[l][t]) {
+          cuda::toBf16(dW_[l][t], cW_[l][t], sizes_[l][t], dev_.setup);
+          PFRT_CUDA_LAUNCHED();
+        }
         if (!hW_.empty())
-          std::copy(w[k].begin(), w[k].end(), hW_[l][t]);
+          PFRT_CUDA(cudaMemcpyAsync(hW_[l][t], cW_[l][t], computeBytes(l, t),
+                                    cudaMemcpyDeviceToHost, dev_.setup));
       }
+    PFRT_CUDA(cudaStreamSynchronize(dev_.setup));
   }
 
   std::unique_ptr<BatchData> loadBatch(const std::vector<std::vector<float>> &t,
@@ -273,10 +379,12 @@ public:
     auto b = std::make_unique<CudaBatch>(*this);
     cudaStream_t s = dev_.setup;
     auto upload = [&](const std::vector<float> &v) {
-      Tensor x = alloc(v.size(), s);
-      if (!v.empty())
-        PFRT_CUDA(cudaMemcpyAsync(x.d, v.data(), v.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice, s));
+      Tensor x;
+      if (v.empty()) // an absent tensor (e.g. a stash of a layer that keeps none)
+        return x;
+      x = alloc(v.size(), s, /*hot=*/false);
+      PFRT_CUDA(cudaMemcpyAsync(x.d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                s));
       PFRT_CUDA(cudaStreamSynchronize(s));
       return x;
     };
@@ -299,43 +407,196 @@ public:
   cudaStream_t stream() const { return stream_; }
   int gpu() const { return dev_.gpu; }
 
-  Tensor alloc(size_t n, cudaStream_t s) {
+  // Batch state (activations between chunks, stashes): a stream-ordered sub-allocation from the
+  // fill pool, which was grown before the loop.
+  Tensor alloc(size_t n, cudaStream_t s, bool hot = true) {
     Tensor t;
     t.n = n;
     PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&t.d),
-                              std::max<size_t>(1, n) * sizeof(float), dev_.fillPool, s));
+                                      std::max<size_t>(1, n) * sizeof(float), dev_.fillPool, s));
+    if (hot)
+      hotPath().batchAllocs.fetch_add(1);
     return t;
   }
   void release(Tensor &t, cudaStream_t s) {
     if (t.d)
       cudaFreeAsync(t.d, s);
     if (t.h)
-      pinned_.put(t.h, t.n * sizeof(float));
+      pinned_.put(t.h, t.hcap);
     t = Tensor{};
   }
 
 private:
-  void ensurePinned(cudaStream_t s) {
-    if (!hW_.empty())
-      return;
-    for (size_t l = 0; l < dW_.size(); ++l) {
-      std::vector<float *> hl;
-      for (size_t t = 0; t < dW_[l].size(); ++t) {
-        float *p = nullptr;
-        PFRT_CUDA(cudaMallocHost(reinterpret_cast<void **>(&p),
-                                 std::max<size_t>(1, sizes_[l][t]) * sizeof(float)));
-        PFRT_CUDA(cudaMemcpyAsync(p, dW_[l][t], sizes_[l][t] * sizeof(float),
-                                  cudaMemcpyDeviceToHost, s));
-        hl.push_back(p);
+  bool isGemmWeight(size_t l, size_t t) const {
+    const LayerShape &ls = shape_.layers[l];
+    return ls.kind == PFRT_LAYER_MLP || (ls.kind == PFRT_LAYER_ENCODER && t < 6);
+  }
+  // Bytes of weight tensor t of layer l in the form the GEMMs read (bf16 or fp32).
+  size_t computeBytes(size_t l, size_t t) const {
+    return sizes_[l][t] * (bf16_ && isGemmWeight(l, t) ? 2 : sizeof(float));
+  }
+  size_t esz() const { return bf16_ ? 2 : sizeof(float); }
+  static int chainDim(const LayerShape &ls) { return static_cast<int>(std::max<uint32_t>(ls.dim, 16)); }
+
+  // The arena bytes pass p of a batch of `batch` samples carves; run() carves in this order and
+  // carve() checks the bound. Mirrors run(), encoderForward() and operand().
+  size_t scratchBytes(uint32_t p, uint32_t batch, bool streamed) const {
+    const uint32_t L = shape_.numLayers();
+    const size_t rows = size_t(batch) * shape_.rows;
+    const size_t f4 = sizeof(float), c = esz(), b2 = bf16_ ? 2 : 0; // b2: operand() copies
+    size_t total = 0;
+    if (p < L) {
+      const LayerShape &ls = shape_.layers[p];
+      if (streamed)
+        for (size_t t = 0; t < sizes_[p].size(); ++t)
+          total += padded(computeBytes(p, t));
+      if (ls.kind == PFRT_LAYER_ENCODER) {
+        const size_t N = size_t(batch) * ls.seq, H = ls.hidden, F = ls.ffn, NH = ls.heads,
+                     S = ls.seq;
+        const size_t scores = size_t(batch) * NH * S * S;
+        total += padded(b2 * N * H);                     // x (bf16)
+        total += 3 * padded(f4 * N * H);                 // q k v
+        total += 3 * padded(c * N * H);                  // q k v by head
+        total += padded(f4 * scores) + padded(b2 * scores); // scores, P (bf16)
+        total += padded(f4 * N * H) + padded(c * N * H); // o by head, o merged
+        total += padded(f4 * N * H);                     // a
+        total += padded(f4 * N * H) + padded(b2 * N * H); // x1, x1 (bf16)
+        total += padded(f4 * N * F) + padded(b2 * N * F); // f1, f1 (bf16)
+      } else if (ls.kind == PFRT_LAYER_MLP) {
+        const bool training = shape_.kind == PFRT_FILL_TRAINING;
+        if (!training)
+          total += padded(f4 * rows * ls.mid);           // hpre
+        total += padded(f4 * rows * ls.mid);             // gelu(hpre)
+        total += padded(b2 * rows * ls.in) + padded(b2 * rows * ls.mid); // operands (bf16)
       }
-      hW_.push_back(hl);
+      if (shape_.kind == PFRT_FILL_TRAINING && p == L - 1)
+        total += padded(f4 * rows * shape_.outWidth);    // target
+    } else {
+      const LayerShape &ls = shape_.layers[2 * L - 1 - p];
+      if (ls.kind == PFRT_LAYER_MLP) {
+        const size_t nh = rows * ls.mid;
+        total += 2 * padded(f4 * nh);                    // gelu(H), dH
+        total += padded(f4 * ls.in * ls.mid) + padded(f4 * ls.mid * ls.out); // dW1 dW2
+        total += padded(b2 * rows * ls.out) + padded(b2 * nh); // dY, gelu(H) (bf16)
+        total += padded(b2 * nh) + padded(b2 * rows * ls.in);  // dH, X (bf16)
+      }
     }
+    return total;
+  }
+
+  // Device bytes of a batch's state at its largest (reserved in the fill pool before the loop):
+  // the input and each layer's output at once (a layer's input is freed after its output is
+  // made), the loss, and in training every layer's stash and the loss gradient.
+  size_t batchStateBytes(uint32_t batch) const {
+    const size_t rows = size_t(batch) * shape_.rows;
+    size_t widest = 0, stash = 0;
+    uint32_t prev = shape_.inWidth;
+    for (const LayerShape &ls : shape_.layers) {
+      widest = std::max(widest, padded(sizeof(float) * rows * prev) +
+                                    padded(sizeof(float) * rows * ls.outWidth));
+      if (ls.kind == PFRT_LAYER_MLP)
+        stash += padded(sizeof(float) * rows * ls.in) + padded(sizeof(float) * rows * ls.mid);
+      prev = ls.outWidth;
+    }
+    return widest + stash + padded(sizeof(double)) +
+           (shape_.kind == PFRT_FILL_TRAINING ? padded(sizeof(float) * rows * shape_.outWidth) : 0);
+  }
+
+  // Bytes of the tensors a batch of `batch` parks on the host after its passes [0, next).
+  std::vector<size_t> parkedBytes(uint32_t next, uint32_t batch) const {
+    const uint32_t L = shape_.numLayers();
+    const size_t rows = size_t(batch) * shape_.rows;
+    std::vector<size_t> out;
+    if (next == 0)
+      return out;
+    const uint32_t q = next - 1; // the last pass run
+    // The activation's width after pass q, as run() changes it: encoder and MLP layers make their
+    // output (the loss gradient has the output's size), a GEMM_CHAIN leaves it; an MLP's backward
+    // makes dX (none for layer 0), a GEMM_CHAIN's leaves it.
+    size_t width = shape_.inWidth;
+    for (uint32_t p = 0; p <= q; ++p) {
+      const LayerShape &ls = shape_.layers[p < L ? p : 2 * L - 1 - p];
+      if (ls.kind == PFRT_LAYER_GEMM_CHAIN)
+        continue;
+      if (p < L)
+        width = ls.kind == PFRT_LAYER_MLP ? ls.out : ls.outWidth;
+      else if (ls.kind == PFRT_LAYER_MLP)
+        width = 2 * L - 1 - p > 0 ? ls.in : 0;
+    }
+    if (width)
+      out.push_back(sizeof(float) * rows * width);
+    if (shape_.kind == PFRT_FILL_TRAINING)
+      for (uint32_t l = 0; l < L; ++l) {
+        const LayerShape &ls = shape_.layers[l];
+        if (ls.kind == PFRT_LAYER_MLP && l <= q && l + q < 2 * L - 1) { // forward done, not back
+          out.push_back(sizeof(float) * rows * ls.in);
+          out.push_back(sizeof(float) * rows * ls.mid);
+        }
+      }
+    return out;
+  }
+
+  // Starts a pass: its scratch from the start of the stream's arena. An arena that is missing or
+  // too small (a chunk larger than any the plan sized for) is replaced, counted as a hot-path
+  // allocation.
+  void reserveScratch(size_t bytes, cudaStream_t s) {
+    Arena &a = *arena_;
+    a.used = 0;
+    if (bytes <= a.capacity)
+      return;
+    PFRT_CUDA(cudaStreamSynchronize(s)); // the old arena may still be in use on this stream
+    PFRT_CUDA(cudaFree(a.base));
+    a.base = nullptr;
+    a.capacity = 0;
+    PFRT_CUDA(cudaMalloc(reinterpret_cast<void **>(&a.base), bytes));
+    a.capacity = bytes;
+    hotPath().deviceAllocs.fetch_add(1);
+  }
+  void *carve(size_t bytes) {
+    Arena &a = *arena_;
+    const size_t need = padded(bytes);
+    if (a.used + need > a.capacity)
+      throw Error(PFRT_ERROR_INTERNAL, "cuda fill scratch: carving " + std::to_string(need) +
+                                           " bytes at " + std::to_string(a.used) +
+                                           " overruns the arena of " +
+                                           std::to_string(a.capacity) + " (scratchBytes is wrong)");
+    void *p = a.base + a.used;
+    a.used += need;
+    hotPath().scratchCarves.fetch_add(1);
+    return p;
+  }
+  float *carveF(size_t n) { return static_cast<float *>(carve(n * sizeof(float))); }
+  Tensor scratch(size_t n) {
+    Tensor t;
+    t.n = n;
+    t.d = carveF(n);
+    return t;
+  }
+  // The GEMM operand of fp32 tensor x (n elements): x itself (TF32), or its bf16 copy carved from
+  // the arena (same layout, so leading dimensions and strides do not change).
+  const void *operand(const float *x, size_t n, cudaStream_t s) {
+    if (!bf16_)
+      return x;
+    void *y = carve(n * 2);
+    cuda::toBf16(x, y, n, s);
+    PFRT_CUDA_LAUNCHED();
+    return y;
+  }
+  cudaDataType abType() const { return bf16_ ? CUDA_R_16BF : CUDA_R_32F; }
+  cublasComputeType_t computeType() const {
+    return bf16_ ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  cublasStatus_t mm(cublasHandle_t h, bool tA, bool tB, int M, int N, int K, float alpha,
+                    const void *A, int lda, const void *B, int ldb, float beta, float *C,
+                    int ldc) const {
+    return cuda::gemmEx(h, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, abType(),
+                        computeType());
   }
 
   void offloadTensor(Tensor &t, cudaStream_t s) {
     if (!t.d)
       return;
-    t.h = pinned_.get(t.n * sizeof(float));
+    t.h = pinned_.get(t.n * sizeof(float), &t.hcap, /*hot=*/true);
     PFRT_CUDA(cudaMemcpyAsync(t.h, t.d, t.n * sizeof(float), cudaMemcpyDeviceToHost, s));
     PFRT_CUDA(cudaFreeAsync(t.d, s));
     t.d = nullptr;
@@ -344,10 +605,12 @@ private:
     if (!t.h)
       return;
     PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&t.d),
-                              std::max<size_t>(1, t.n) * sizeof(float), dev_.fillPool, s));
+                                      std::max<size_t>(1, t.n) * sizeof(float), dev_.fillPool, s));
+    hotPath().batchAllocs.fetch_add(1);
     PFRT_CUDA(cudaMemcpyAsync(t.d, t.h, t.n * sizeof(float), cudaMemcpyHostToDevice, s));
-    pinned_.put(t.h, t.n * sizeof(float)); // reused only by later work on this same stream
+    pinned_.put(t.h, t.hcap); // reused only by later work on this same stream
     t.h = nullptr;
+    t.hcap = 0;
   }
   void offload(CudaBatch &b, cudaStream_t s) {
     offloadTensor(b.act, s);
@@ -366,92 +629,141 @@ private:
     b.onHost = false;
   }
 
+  // One encoder layer, row-major, N = batch * S rows of H. Attention over all samples and heads
+  // at once: Q, K, V are rearranged to [batch][heads][S][dh] (converted to bf16 on the way), so
+  // that every (sample, head) pair is one S x dh block at a fixed stride and QK^T and PV are one
+  // strided-batched GEMM each over batch * heads.
   void encoderForward(cublasHandle_t h, cudaStream_t s, const LayerShape &ls,
-                      const std::vector<float *> &w, const float *x, float *y, int batch) {
+                      const std::vector<const void *> &w, const float *x, float *y, int batch) {
     const int H = static_cast<int>(ls.hidden), S = static_cast<int>(ls.seq),
               F = static_cast<int>(ls.ffn), NH = static_cast<int>(ls.heads);
-    const int dh = H / NH, N = batch * S;
-    const size_t nh = size_t(N) * H;
-    Tensor q = alloc(nh, s), k = alloc(nh, s), v = alloc(nh, s), o = alloc(nh, s),
-           a = alloc(nh, s), x1 = alloc(nh, s), f1 = alloc(size_t(N) * F, s),
-           scores = alloc(size_t(NH) * S * S, s);
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, H, H, 1.0f, x, H, w[0], H, 0.0f, q.d, H));
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, H, H, 1.0f, x, H, w[1], H, 0.0f, k.d, H));
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, H, H, 1.0f, x, H, w[2], H, 0.0f, v.d, H));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-    for (int bi = 0; bi < batch; ++bi) {
-      const size_t off = size_t(bi) * S * H;
-      PFRT_CUBLAS(cuda::gemmStridedBatched(h, false, true, S, S, dh, scale, q.d + off, H, dh,
-                                           k.d + off, H, dh, 0.0f, scores.d, S,
-                                           (long long)S * S, NH));
-      cuda::softmaxRows(scores.d, NH * S, S, s);
-      PFRT_CUDA_LAUNCHED();
-      PFRT_CUBLAS(cuda::gemmStridedBatched(h, false, false, S, dh, S, 1.0f, scores.d, S,
-                                           (long long)S * S, v.d + off, H, dh, 0.0f, o.d + off, H,
-                                           dh, NH));
-    }
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, H, H, 1.0f, o.d, H, w[3], H, 0.0f, a.d, H));
-    cuda::layerNorm(x, a.d, w[6], w[7], x1.d, N, H, s);
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, F, H, 1.0f, x1.d, H, w[4], F, 0.0f, f1.d, F));
-    cuda::gelu(f1.d, f1.d, f1.n, s);
-    PFRT_CUBLAS(cuda::gemm(h, false, false, N, H, F, 1.0f, f1.d, F, w[5], H, 0.0f, a.d, H));
-    cuda::layerNorm(x1.d, a.d, w[8], w[9], y, N, H, s);
+    const int dh = H / NH, N = batch * S, BH = batch * NH;
+    const size_t nh = size_t(N) * H, nScores = size_t(BH) * S * S;
+    const void *xo = operand(x, nh, s);
+    float *q = carveF(nh), *k = carveF(nh), *v = carveF(nh);
+    PFRT_CUBLAS(mm(h, false, false, N, H, H, 1.0f, xo, H, w[0], H, 0.0f, q, H));
+    PFRT_CUBLAS(mm(h, false, false, N, H, H, 1.0f, xo, H, w[1], H, 0.0f, k, H));
+    PFRT_CUBLAS(mm(h, false, false, N, H, H, 1.0f, xo, H, w[2], H, 0.0f, v, H));
+    void *qh = carve(nh * esz()), *kh = carve(nh * esz()), *vh = carve(nh * esz());
+    cuda::splitHeads(q, qh, bf16_, batch, S, NH, dh, s);
+    cuda::splitHeads(k, kh, bf16_, batch, S, NH, dh, s);
+    cuda::splitHeads(v, vh, bf16_, batch, S, NH, dh, s);
     PFRT_CUDA_LAUNCHED();
-    for (Tensor *t : {&q, &k, &v, &o, &a, &x1, &f1, &scores})
-      release(*t, s);
+    // scores_i = scale Q_i K_i^T (S x S), i over batch * heads.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+    const long long blk = (long long)S * dh, sq = (long long)S * S;
+    float *scores = carveF(nScores);
+    PFRT_CUBLAS(cuda::gemmStridedBatchedEx(h, false, true, S, S, dh, scale, qh, dh, blk, kh, dh,
+                                           blk, 0.0f, scores, S, sq, BH, abType(),
+                                           computeType()));
+    cuda::softmaxRows(scores, BH * S, S, s);
+    PFRT_CUDA_LAUNCHED();
+    // O_i = P_i V_i (S x dh), back to N x H for the output projection.
+    const void *po = operand(scores, nScores, s);
+    float *oh = carveF(nh);
+    PFRT_CUBLAS(cuda::gemmStridedBatchedEx(h, false, false, S, dh, S, 1.0f, po, S, sq, vh, dh,
+                                           blk, 0.0f, oh, dh, blk, BH, abType(),
+                                           computeType()));
+    void *om = carve(nh * esz());
+    cuda::mergeHeads(oh, om, bf16_, batch, S, NH, dh, s);
+    PFRT_CUDA_LAUNCHED();
+    float *a = carveF(nh);
+    PFRT_CUBLAS(mm(h, false, false, N, H, H, 1.0f, om, H, w[3], H, 0.0f, a, H));
+    // Layer norms read fp32 parameters: the masters (tiny, never streamed as bf16).
+    float *x1 = carveF(nh);
+    cuda::layerNorm(x, a, static_cast<const float *>(w[6]), static_cast<const float *>(w[7]), x1,
+                    N, H, s);
+    PFRT_CUDA_LAUNCHED();
+    float *f1 = carveF(size_t(N) * F);
+    PFRT_CUBLAS(mm(h, false, false, N, F, H, 1.0f, operand(x1, nh, s), H, w[4], F, 0.0f, f1, F));
+    cuda::gelu(f1, f1, size_t(N) * F, s);
+    PFRT_CUDA_LAUNCHED();
+    PFRT_CUBLAS(mm(h, false, false, N, H, F, 1.0f, operand(f1, size_t(N) * F, s), F, w[5], H,
+                   0.0f, a, H));
+    cuda::layerNorm(x1, a, static_cast<const float *>(w[8]), static_cast<const float *>(w[9]), y,
+                    N, H, s);
+    PFRT_CUDA_LAUNCHED();
   }
 
-  // GEMM_CHAIN stand-in: square GEMMs calibrated (once) to last `us`.
+  void allocChain(int n, cudaStream_t s) {
+    const size_t bytes = size_t(n) * n * sizeof(float);
+    PFRT_CUDA(cudaMalloc(&chainA_, bytes));
+    PFRT_CUDA(cudaMalloc(&chainB_, bytes));
+    PFRT_CUDA(cudaMalloc(&chainC_, bytes));
+    PFRT_CUDA(cudaMemsetAsync(chainA_, 0, bytes, s));
+    PFRT_CUDA(cudaMemsetAsync(chainB_, 0, bytes, s));
+  }
+  cublasStatus_t chainGemm(cublasHandle_t h, int n) {
+    return cuda::gemmEx(h, false, false, n, n, n, 1.0f, chainA_, n, chainB_, n, 0.0f, chainC_, n,
+                        CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
+  }
+  // Times one n^3 link (the mean of 8 after a warm-up) on stream s; before the loop.
+  double timeChain(cublasHandle_t h, cudaStream_t s, int n) {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    PFRT_CUDA(cudaEventCreate(&e0));
+    cudaError_t ce = cudaEventCreate(&e1);
+    if (ce != cudaSuccess) {
+      cudaEventDestroy(e0);
+      cudaFail(ce, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    float ms = 0;
+    try {
+      PFRT_CUBLAS(chainGemm(h, n));
+      PFRT_CUDA(cudaEventRecord(e0, s));
+      for (int i = 0; i < 8; ++i)
+        PFRT_CUBLAS(chainGemm(h, n));
+      PFRT_CUDA(cudaEventRecord(e1, s));
+      PFRT_CUDA(cudaEventSynchronize(e1));
+      PFRT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    } catch (...) {
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      throw;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return std::max(0.5, 1000.0 * ms / 8);
+  }
+
+  // GEMM_CHAIN stand-in: square TF32 GEMMs (their precision does not matter: the chain stands
+  // for planned time) timed before the loop, as many as last `us`.
   void chain(cublasHandle_t h, cudaStream_t s, const LayerShape &ls, double us) {
-    const int n = static_cast<int>(std::max<uint32_t>(ls.dim, 16));
-    if (chainDim_ != n) {
-      if (chainA_) {
+    const int n = chainDim(ls);
+    auto it = chainUs_.find(n);
+    if (it == chainUs_.end() || n > chainDim_) { // not sized before the loop: should not happen
+      if (n > chainDim_) {
         PFRT_CUDA(cudaStreamSynchronize(s));
         cudaFree(chainA_);
         cudaFree(chainB_);
         cudaFree(chainC_);
+        allocChain(n, s);
+        chainDim_ = n;
+        hotPath().deviceAllocs.fetch_add(1);
       }
-      const size_t bytes = size_t(n) * n * sizeof(float);
-      PFRT_CUDA(cudaMalloc(&chainA_, bytes));
-      PFRT_CUDA(cudaMalloc(&chainB_, bytes));
-      PFRT_CUDA(cudaMalloc(&chainC_, bytes));
-      PFRT_CUDA(cudaMemsetAsync(chainA_, 0, bytes, s));
-      PFRT_CUDA(cudaMemsetAsync(chainB_, 0, bytes, s));
-      chainDim_ = n;
-      // Calibrate: time 8 GEMMs.
-      cudaEvent_t e0, e1;
-      PFRT_CUDA(cudaEventCreate(&e0));
-      PFRT_CUDA(cudaEventCreate(&e1));
-      PFRT_CUBLAS(cuda::gemm(h, false, false, n, n, n, 1.0f, chainA_, n, chainB_, n, 0.0f,
-                             chainC_, n));
-      PFRT_CUDA(cudaEventRecord(e0, s));
-      for (int i = 0; i < 8; ++i)
-        PFRT_CUBLAS(cuda::gemm(h, false, false, n, n, n, 1.0f, chainA_, n, chainB_, n, 0.0f,
-                               chainC_, n));
-      PFRT_CUDA(cudaEventRecord(e1, s));
-      PFRT_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      PFRT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      chainUs_ = std::max(0.5, 1000.0 * ms / 8);
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
+      chainUs_[n] = timeChain(h, s, n);
+      it = chainUs_.find(n);
     }
-    const long reps = std::max(1L, std::lround(us / chainUs_));
+    const long reps = std::max(1L, std::lround(us / it->second));
     for (long i = 0; i < reps; ++i)
-      PFRT_CUBLAS(cuda::gemm(h, false, false, n, n, n, 1.0f, chainA_, n, chainB_, n, 0.0f,
-                             chainC_, n));
+      PFRT_CUBLAS(chainGemm(h, n));
   }
 
   GpuDevice &dev_;
   JobShape shape_;
+  bool bf16_;
   cudaStream_t stream_ = nullptr;
-  std::vector<std::vector<float *>> dW_, hW_;
+  // Weights: fp32 masters (dW_), the form the GEMMs read (cW_: bf16 copies of GEMM weights in
+  // bf16 mode, else the masters themselves), pinned host masters of cW_ for streamed weights.
+  std::vector<std::vector<float *>> dW_;
+  std::vector<std::vector<void *>> cW_, hW_;
   std::vector<std::vector<size_t>> sizes_;
   double *acc_ = nullptr; // checksum, loss sum
   PinnedPool pinned_;
+  std::map<uint32_t, Arena> arenas_; // by program stream
+  Arena *arena_ = nullptr;           // the running chunk's stream's
   int chainDim_ = 0;
+  std::map<int, double> chainUs_;
   float *chainA_ = nullptr, *chainB_ = nullptr, *chainC_ = nullptr;
-  double chainUs_ = 1;
 };
 
 CudaBatch::~CudaBatch() {
@@ -492,9 +804,21 @@ std::vector<std::vector<float>> CudaBatch::save() {
 
 } // namespace
 
-std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape,
-                                       bool streamsWeights) {
-  return std::make_unique<CudaJobData>(dev, shape, streamsWeights);
+const char *fillMathName(FillMath m) { return m == FillMath::Bf16 ? "bf16" : "tf32"; }
+
+std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, FillMath math,
+                                       const std::vector<JobChunk> &chunks) {
+  return std::make_unique<CudaJobData>(dev, shape, math, chunks);
+}
+
+void releaseFillReservations(GpuDevice &dev) {
+  std::lock_guard<std::mutex> lock(dev.reserveMutex);
+  if (dev.reservations.empty())
+    return;
+  for (void *p : dev.reservations)
+    PFRT_CUDA(cudaFreeAsync(p, dev.setup));
+  dev.reservations.clear();
+  PFRT_CUDA(cudaStreamSynchronize(dev.setup));
 }
 
 void calibrateMainChain(GpuDevice &g, const Device &dev, CudaStreamState &main, bool verbose) {

@@ -5,5 +5,6 @@ namespace pfrt {
 
 std::unique_ptr<Backend> createCudaBackend() { return nullptr; }
 int cudaDeviceCount() { return 0; }
+CudaHotPathStats cudaHotPathStats() { return {}; }
 
 } // namespace pfrt
