@@ -7,7 +7,8 @@
 #      ABBA main-job slowdown with its A/A noise floor, switch latency p50/p99 on bubbles with an
 #      idle fill stream, fill throughput measured / planned;
 #   4. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
-#      step): relative error of the output checksums and of the trained weights' checksum;
+#      step), fill GEMMs in bf16 (the default) and in TF32: relative error of the output checksums
+#      and of the trained weights' checksum, each with its derived bound;
 #   5. prints one table (and writes it to $OUT/table.txt).
 # Without a GPU it still builds, runs the CPU-side parts (host tests, the host --compare, the host
 # side of the numerics) and exits 3 with "no GPU" after printing what it could.
@@ -101,8 +102,13 @@ num=runtime/tests/data/full_size_numerics.pbtxt
 timeout 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
   --quiet --report "$out/numerics.host.json" || fail "numerics (host)"
 if [ "$gpus" -gt 0 ]; then
-  timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 --fill-policy unbounded --quiet \
-    --report "$out/numerics.cuda.json" || fail "numerics (cuda)"
+  # The default fill precision (bf16 operands, fp32 accumulation: the cost model's) and the TF32
+  # option (PFRT_CUDA_FILL_MATH=tf32).
+  PFRT_CUDA_FILL_MATH=bf16 timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+    --fill-policy unbounded --quiet --report "$out/numerics.cuda.json" || fail "numerics (cuda bf16)"
+  PFRT_CUDA_FILL_MATH=tf32 timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+    --fill-policy unbounded --quiet --report "$out/numerics.cuda-tf32.json" ||
+    fail "numerics (cuda tf32)"
 fi
 
 step "table"
@@ -131,15 +137,29 @@ if c:
          f"{c['chunks_run']} / {c['chunks_deferred']} / {c['chunks_pending']}"),
         ("overrun / fill time", f"{100 * c['overrun_fraction_of_fill']:.2f}%"),
     ]
-h, g = load("numerics.host.json"), load("numerics.cuda.json")
-if h and g:
+# Derived bound on the relative error of a checksum (runtime/tests/CudaBackendTest.cpp,
+# fillTolerance): per GEMM stage sqrt(2/3) u + K 2^-24 (operand rounding, unit roundoff u; fp32
+# accumulation over K), sqrt(D) of that over D stages, x2 for a loss. Full-size layers: the encoder
+# layer D = 6 (Q, QK^T, PV, Wo, W1, W2), the MLP step's loss D = 2 and weights D = 4; K <= 4096.
+def bound(u, stages, factor=1.0, k=4096):
+    return factor * stages ** 0.5 * ((2.0 / 3.0) ** 0.5 * u + k * 2.0 ** -24)
+stages = {("bert-layer", "checksum"): (6, 1.0), ("mlp-train", "checksum"): (2, 2.0),
+          ("mlp-train", "weights_checksum"): (4, 1.0)}
+h = load("numerics.host.json")
+for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
+                     ("tf32", "numerics.cuda-tf32.json", 2.0 ** -11)):
+    g = load(name)
+    if not (h and g):
+        continue
     for jh, jg in zip(h["fill"]["jobs"], g["fill"]["jobs"]):
         for key in ("checksum", "weights_checksum"):
-            if key in jh:
+            if key in jh and key in jg:
                 a, b = jh[key], jg[key]
-                rows.append((f"cuBLAS vs host, {jh['name']} {key}",
-                             f"rel. error {abs(b - a) / max(abs(a), 1e-30):.2e} (host {a:.6g}, cuda {b:.6g})"))
-elif h:
+                d, f = stages.get((jh["name"], key), (6, 1.0))
+                rows.append((f"cuBLAS {tag} vs host, {jh['name']} {key}",
+                             f"rel. error {abs(b - a) / max(abs(a), 1e-30):.2e} "
+                             f"(bound {bound(u, d, f):.1e}; host {a:.6g}, cuda {b:.6g})"))
+if h and not load("numerics.cuda.json"):
     rows.append(("cuBLAS vs host numerics", "host side only (no GPU)"))
 w = max(len(r[0]) for r in rows)
 for k, v in rows:
