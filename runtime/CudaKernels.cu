@@ -1,4 +1,5 @@
 #include "runtime/CudaKernels.h"
+#include "runtime/CudaGemmPlan.h"
 #include "runtime/Random.h"
 
 #include <cuda_bf16.h>
@@ -190,9 +191,7 @@ __global__ void headsKernel(const float *x, T *out, int seq, int heads, int dh, 
                             bool merge) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x) {
-    const size_t c = i % dh, r = (i / dh) % seq, bj = i / (size_t(dh) * seq);
-    const size_t j = bj % heads, b = bj / heads;
-    const size_t rowMajor = (b * seq + r) * (size_t(heads) * dh) + j * dh + c;
+    const size_t rowMajor = rowMajorOfHeadMajor(i, seq, heads, dh);
     if (merge)
       store(out + rowMajor, x[i]);
     else
@@ -220,35 +219,49 @@ void permuteHeads(const float *x, void *out, bool bf16, int batch, int seq, int 
 cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
-  // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T.
-  return cublasSgemm(h, op(transB), op(transA), N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc);
-}
-
-cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, int M, int N, int K,
-                                  float alpha, const float *A, int lda, long long strideA,
-                                  const float *B, int ldb, long long strideB, float beta, float *C,
-                                  int ldc, long long strideC, int batch) {
-  return cublasSgemmStridedBatched(h, op(transB), op(transA), N, M, K, &alpha, B, ldb, strideB, A,
-                                   lda, strideA, &beta, C, ldc, strideC, batch);
+  // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T (CudaGemmPlan.h).
+  RowMajorGemm g;
+  g.transA = transA;
+  g.transB = transB;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  const CublasGemm c = toCublas(g);
+  return cublasSgemm(h, op(c.transa), op(c.transb), c.m, c.n, c.k, &alpha, B, c.lda, A, c.ldb,
+                     &beta, C, c.ldc);
 }
 
 cublasStatus_t gemmEx(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
                       cudaDataType ab, cublasComputeType_t compute) {
-  // The same row-major <=> column-major swap as gemm(); alpha and beta are float (the scale type
-  // of CUBLAS_COMPUTE_32F and its _FAST_ variants), C is fp32.
-  return cublasGemmEx(h, op(transB), op(transA), N, M, K, &alpha, B, ab, ldb, A, ab, lda, &beta, C,
-                      CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT);
+  RowMajorGemm g;
+  g.transA = transA;
+  g.transB = transB;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  return gemmPlanEx(h, g, alpha, A, B, beta, C, ab, compute);
 }
 
-cublasStatus_t gemmStridedBatchedEx(cublasHandle_t h, bool transA, bool transB, int M, int N,
-                                    int K, float alpha, const void *A, int lda, long long strideA,
-                                    const void *B, int ldb, long long strideB, float beta,
-                                    float *C, int ldc, long long strideC, int batch,
-                                    cudaDataType ab, cublasComputeType_t compute) {
-  return cublasGemmStridedBatchedEx(h, op(transB), op(transA), N, M, K, &alpha, B, ab, ldb,
-                                    strideB, A, ab, lda, strideA, &beta, C, CUDA_R_32F, ldc,
-                                    strideC, batch, compute, CUBLAS_GEMM_DEFAULT);
+cublasStatus_t gemmPlanEx(cublasHandle_t h, const RowMajorGemm &g, float alpha, const void *A,
+                             const void *B, float beta, float *C, cudaDataType ab,
+                             cublasComputeType_t compute) {
+  // cuBLAS's first operand is our B (CudaGemmPlan.h); alpha and beta are float (the scale type of
+  // CUBLAS_COMPUTE_32F and its _FAST_ variants), C is fp32.
+  const CublasGemm c = toCublas(g);
+  if (c.batch == 1 && c.strideA == 0 && c.strideB == 0 && c.strideC == 0)
+    return cublasGemmEx(h, op(c.transa), op(c.transb), c.m, c.n, c.k, &alpha, B, ab, c.lda, A, ab,
+                        c.ldb, &beta, C, CUDA_R_32F, c.ldc, compute, CUBLAS_GEMM_DEFAULT);
+  return cublasGemmStridedBatchedEx(h, op(c.transa), op(c.transb), c.m, c.n, c.k, &alpha, B, ab,
+                                    c.lda, c.strideA, A, ab, c.ldb, c.strideB, &beta, C,
+                                    CUDA_R_32F, c.ldc, c.strideC, c.batch, compute,
+                                    CUBLAS_GEMM_DEFAULT);
 }
 
 void toBf16(const float *x, void *y, size_t n, cudaStream_t s) {

@@ -3,6 +3,8 @@
 #ifndef PFRT_CUDA_KERNELS_H
 #define PFRT_CUDA_KERNELS_H
 
+#include "runtime/CudaGemmPlan.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -12,34 +14,29 @@
 namespace pfrt {
 namespace cuda {
 
-// Row-major C = alpha * op(A) * op(B) + beta * C (op(A): M x K, op(B): K x N).
+// Row-major C = alpha * op(A) * op(B) + beta * C (op(A): M x K, op(B): K x N), FP32 SGEMM (the
+// main job's calibrated chain).
 cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-// Same, batched with strides (elements) between consecutive A, B, C.
-cublasStatus_t gemmStridedBatched(cublasHandle_t h, bool transA, bool transB, int M, int N, int K,
-                                  float alpha, const float *A, int lda, long long strideA,
-                                  const float *B, int ldb, long long strideB, float beta, float *C,
-                                  int ldc, long long strideC, int batch);
 
 // Fill GEMMs with cublasGemmEx: row-major fp32 C = alpha * op(A) * op(B) + beta * C where A and B
 // are of type `ab` (CUDA_R_16BF with CUBLAS_COMPUTE_32F: bf16 tensor cores, fp32 accumulation;
-// CUDA_R_32F with CUBLAS_COMPUTE_32F_FAST_TF32: TF32 tensor cores). Leading dimensions and strides
-// are in elements, row-major, as in gemm() above.
+// CUDA_R_32F with CUBLAS_COMPUTE_32F_FAST_TF32: TF32 tensor cores). Leading dimensions are in
+// elements, row-major; the column-major call is toCublas() of CudaGemmPlan.h.
 cublasStatus_t gemmEx(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
                       cudaDataType ab, cublasComputeType_t compute);
-cublasStatus_t gemmStridedBatchedEx(cublasHandle_t h, bool transA, bool transB, int M, int N,
-                                    int K, float alpha, const void *A, int lda, long long strideA,
-                                    const void *B, int ldb, long long strideB, float beta,
-                                    float *C, int ldc, long long strideC, int batch,
-                                    cudaDataType ab, cublasComputeType_t compute);
+// Same for a RowMajorGemm; with g.batch > 1 (or nonzero strides) one cublasGemmStridedBatchedEx.
+cublasStatus_t gemmPlanEx(cublasHandle_t h, const RowMajorGemm &g, float alpha, const void *A,
+                             const void *B, float beta, float *C, cudaDataType ab,
+                             cublasComputeType_t compute);
 
 // y[i] = bf16(x[i]) (round to nearest even); y holds n __nv_bfloat16.
 void toBf16(const float *x, void *y, size_t n, cudaStream_t s);
-// Attention layouts. x: batch*seq rows of heads*dh (row-major, a sample's rows together);
-// split: out[((b * heads + j) * seq + r) * dh + c] = x[(b * seq + r) * heads * dh + j * dh + c]
-// (each (sample, head) a contiguous seq x dh block, so one strided-batched GEMM covers all);
-// merge is its inverse. out is fp32 or, with bf16, __nv_bfloat16 (converted).
+// Attention layouts (CudaGemmPlan.h): split: out[i] = x[rowMajorOfHeadMajor(i)], row-major
+// [batch * seq][heads * dh] to head-major [batch][heads][seq][dh] (each (sample, head) a contiguous
+// seq x dh block, so one strided-batched GEMM covers all); merge is its inverse. out is fp32 or,
+// with bf16, __nv_bfloat16 (converted).
 void splitHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,
                 cudaStream_t s);
 void mergeHeads(const float *x, void *out, bool bf16, int batch, int seq, int heads, int dh,

@@ -651,19 +651,16 @@ private:
     PFRT_CUDA_LAUNCHED();
     // scores_i = scale Q_i K_i^T (S x S), i over batch * heads.
     const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-    const long long blk = (long long)S * dh, sq = (long long)S * S;
     float *scores = carveF(nScores);
-    PFRT_CUBLAS(cuda::gemmStridedBatchedEx(h, false, true, S, S, dh, scale, qh, dh, blk, kh, dh,
-                                           blk, 0.0f, scores, S, sq, BH, abType(),
-                                           computeType()));
+    PFRT_CUBLAS(cuda::gemmPlanEx(h, cuda::attentionScores(batch, S, NH, dh), scale, qh, kh, 0.0f,
+                                 scores, abType(), computeType()));
     cuda::softmaxRows(scores, BH * S, S, s);
     PFRT_CUDA_LAUNCHED();
     // O_i = P_i V_i (S x dh), back to N x H for the output projection.
     const void *po = operand(scores, nScores, s);
     float *oh = carveF(nh);
-    PFRT_CUBLAS(cuda::gemmStridedBatchedEx(h, false, false, S, dh, S, 1.0f, po, S, sq, vh, dh,
-                                           blk, 0.0f, oh, dh, blk, BH, abType(),
-                                           computeType()));
+    PFRT_CUBLAS(cuda::gemmPlanEx(h, cuda::attentionValues(batch, S, NH, dh), 1.0f, po, vh, 0.0f,
+                                 oh, abType(), computeType()));
     void *om = carve(nh * esz());
     cuda::mergeHeads(oh, om, bf16_, batch, S, NH, dh, s);
     PFRT_CUDA_LAUNCHED();
