@@ -418,9 +418,13 @@ public:
       hotPath().batchAllocs.fetch_add(1);
     return t;
   }
-  void release(Tensor &t, cudaStream_t s) {
-    if (t.d)
-      cudaFreeAsync(t.d, s);
+  // checked: false from destructors (which must not throw).
+  void release(Tensor &t, cudaStream_t s, bool checked = true) {
+    if (t.d) {
+      const cudaError_t e = cudaFreeAsync(t.d, s);
+      if (checked && e != cudaSuccess)
+        cudaFail(e, "cudaFreeAsync", __FILE__, __LINE__);
+    }
     if (t.h)
       pinned_.put(t.h, t.hcap);
     t = Tensor{};
@@ -766,11 +770,11 @@ private:
 CudaBatch::~CudaBatch() {
   cudaSetDevice(job_.gpu());
   cudaStream_t s = job_.stream();
-  job_.release(act, s);
+  job_.release(act, s, /*checked=*/false);
   for (Tensor &t : stashX)
-    job_.release(t, s);
+    job_.release(t, s, false);
   for (Tensor &t : stashH)
-    job_.release(t, s);
+    job_.release(t, s, false);
   if (loss)
     cudaFreeAsync(loss, s);
 }
