@@ -245,8 +245,9 @@ TEST_F(CudaBackendTest, HotLoopMakesNoAllocation) {
     EXPECT_EQ(after.deviceAllocs - before.deviceAllocs, 0u) << c.name;
     EXPECT_EQ(after.pinnedAllocs - before.pinnedAllocs, 0u) << c.name;
     EXPECT_EQ(after.poolGrowthBytes - before.poolGrowthBytes, 0u) << c.name;
-    if (c.layer.kind != PFRT_LAYER_GEMM_CHAIN) // the chain needs no scratch
+    if (c.layer.kind != PFRT_LAYER_GEMM_CHAIN) { // the chain needs no scratch
       EXPECT_GT(after.scratchCarves - before.scratchCarves, 0u) << c.name;
+    }
     std::printf("%s: %llu scratch carves, %llu batch sub-allocations from the fill pool, %llu "
                 "device / %llu pinned allocations, pool growth %llu bytes\n",
                 c.name, (unsigned long long)(after.scratchCarves - before.scratchCarves),
