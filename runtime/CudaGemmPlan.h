@@ -28,6 +28,21 @@ struct RowMajorGemm {
   int batch = 1;
 };
 
+// One (unbatched) row-major GEMM.
+inline RowMajorGemm rowMajorGemm(bool transA, bool transB, int M, int N, int K, int lda, int ldb,
+                                 int ldc) {
+  RowMajorGemm g;
+  g.transA = transA;
+  g.transB = transB;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  return g;
+}
+
 // The cuBLAS (column-major) call computing a RowMajorGemm: a row-major matrix read column-major is
 // its transpose, so C^T = op(B)^T op(A)^T: cuBLAS's first operand is our B and its second our A,
 // with m = N, n = M and each operand keeping its own leading dimension and stride.

@@ -220,16 +220,7 @@ cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, in
                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
                     int ldc) {
   // Row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T (CudaGemmPlan.h).
-  RowMajorGemm g;
-  g.transA = transA;
-  g.transB = transB;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  const CublasGemm c = toCublas(g);
+  const CublasGemm c = toCublas(rowMajorGemm(transA, transB, M, N, K, lda, ldb, ldc));
   return cublasSgemm(h, op(c.transa), op(c.transb), c.m, c.n, c.k, &alpha, B, c.lda, A, c.ldb,
                      &beta, C, c.ldc);
 }
@@ -237,16 +228,8 @@ cublasStatus_t gemm(cublasHandle_t h, bool transA, bool transB, int M, int N, in
 cublasStatus_t gemmEx(cublasHandle_t h, bool transA, bool transB, int M, int N, int K, float alpha,
                       const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc,
                       cudaDataType ab, cublasComputeType_t compute) {
-  RowMajorGemm g;
-  g.transA = transA;
-  g.transB = transB;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  return gemmPlanEx(h, g, alpha, A, B, beta, C, ab, compute);
+  return gemmPlanEx(h, rowMajorGemm(transA, transB, M, N, K, lda, ldb, ldc), alpha, A, B, beta, C,
+                    ab, compute);
 }
 
 cublasStatus_t gemmPlanEx(cublasHandle_t h, const RowMajorGemm &g, float alpha, const void *A,
