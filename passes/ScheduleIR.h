@@ -33,9 +33,13 @@ inline bool isComputeKind(sched::InstrKind kind) {
 
 /// The instruction lists of a pipeline (bubble ops are skipped). `ops[s][i]`
 /// is the op behind `schedule[s][i]`. Timing attributes already in the IR
-/// are copied into startUs/endUs/liveBytesAfter.
+/// are copied into startUs/endUs/liveBytesAfter unless `withTiming` is
+/// false. Reads each op's properties directly (one type test per op), which
+/// must agree with InstructionOpInterface: an instruction class added to the
+/// dialect must be added to readAnyInstr (ScheduleIR.cpp) too.
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
-                    llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops);
+                    llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops,
+                    bool withTiming = true);
 
 /// The shared deadlock rule (sched::checkDeadlockFree, support/Graph.h) on
 /// a pipeline's instruction order, whatever its timing attributes say: an
