@@ -69,8 +69,11 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
              << "has no simulated timeline to lower; run pipefill-simulate "
                 "(or --pipefill-compile) first";
     // The runtime rejects an order that deadlocks; so does the compiler,
-    // with the same rule, before handing the program on.
-    if (failed(verifyDeadlockFree(pipeline)))
+    // with the same rule, before handing the program on. The instruction
+    // lists read for the check are also what the stages are lowered from.
+    sched::Schedule schedule;
+    SmallVector<SmallVector<Operation *>> instrOps;
+    if (failed(verifyDeadlockFree(pipeline, schedule, instrOps)))
       return failure();
     OpBuilder b(pipeline);
     auto program = b.create<ps::ProgramOp>(
@@ -139,6 +142,9 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
 
       int64_t event = 0, bubbleId = 0;
       llvm::StringMap<Schedule> schedules = schedulesOf(stage);
+      // schedule[index] lists the stage's instructions in block order.
+      const std::vector<sched::Instr> &instrs = schedule[index];
+      size_t next = 0;
       for (Operation &op : stageBody) {
         b.setInsertionPointToEnd(mainBody);
         if (auto bubble = dyn_cast<BubbleOp>(op)) {
@@ -158,44 +164,43 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
             lowerChunk(b, attrs, fill, id, schedules);
           continue;
         }
-        auto instr = dyn_cast<InstructionOpInterface>(op);
-        if (!instr)
+        if (next == instrs.size() || instrOps[index][next] != &op)
           continue;
-        FloatAttr at = instr.getStartTime();
+        const sched::Instr &instr = instrs[next++];
+        FloatAttr at = cast<InstructionOpInterface>(op).getStartTime();
         if (!at)
           at = attrs.f64(0.0);
-        InstrKind kind = instr.getInstrKind();
-        switch (kind) {
-        case InstrKind::Send: {
-          int64_t bytes = instr.getInstrBytes();
+        auto payload = [&] {
+          return instr.payload == sched::Payload::Activation ? Payload::Activation
+                                                             : Payload::Gradient;
+        };
+        switch (instr.kind) {
+        case sched::InstrKind::Send: {
+          int64_t bytes = instr.bytes;
           double us = latency + (bandwidth > 0 ? bytes / (bandwidth * 1e3) : 0.0);
-          b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.getPeerStage()),
-                               attrs.i64(bytes),
-                               attrs.i64(tagOf(pipeline, instr.getTransferPayload(),
-                                               instr.getChunkIndex(),
-                                               instr.getMicrobatchIndex())),
+          b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(bytes),
+                               attrs.i64(tagOf(pipeline, payload(), instr.chunk,
+                                               instr.microbatch)),
                                attrs.f64(us), at);
           break;
         }
-        case InstrKind::Recv:
-          b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.getPeerStage()),
-                               attrs.i64(instr.getInstrBytes()),
-                               attrs.i64(tagOf(pipeline, instr.getTransferPayload(),
-                                               instr.getChunkIndex(),
-                                               instr.getMicrobatchIndex())),
+        case sched::InstrKind::Recv:
+          b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(instr.bytes),
+                               attrs.i64(tagOf(pipeline, payload(), instr.chunk,
+                                               instr.microbatch)),
                                at);
           break;
         default: {
-          double us = instr.getDeviceUs();
+          InstrKind kind = cast<InstructionOpInterface>(op).getInstrKind();
+          double us = instr.durationUs;
           if (kind == InstrKind::AllReduceGrads)
             device.setAllreduceUs(llvm::APFloat(us));
           if (kind == InstrKind::OptimizerStep)
             device.setOptimizerUs(llvm::APFloat(us));
-          int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
+          int64_t mb = std::max<int64_t>(0, instr.microbatch);
           b.create<ps::ComputeOp>(op.getLoc(),
                                   ps::ComputeKindAttr::get(ctx, computeKind(kind)),
-                                  attrs.i64(mb), attrs.i64(instr.getChunkIndex()),
-                                  attrs.f64(us), at);
+                                  attrs.i64(mb), attrs.i64(instr.chunk), attrs.f64(us), at);
           break;
         }
         }

@@ -198,6 +198,11 @@ Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
 LogicalResult verifyDeadlockFree(PipelineOp pipeline) {
   sched::Schedule schedule;
   SmallVector<SmallVector<Operation *>> ops;
+  return verifyDeadlockFree(pipeline, schedule, ops);
+}
+
+LogicalResult verifyDeadlockFree(PipelineOp pipeline, sched::Schedule &schedule,
+                                 SmallVectorImpl<SmallVector<Operation *>> &ops) {
   // The order alone decides; the timing attributes are not read.
   scheduleFromIR(pipeline, schedule, ops, /*withTiming=*/false);
   int stage = -1;
