@@ -135,14 +135,99 @@ std::optional<ReportData> computeReport(ModuleOp module) {
 // general format and precision 17 is specified to give the same characters,
 // without glibc's multi-precision printf, which was a third of the report's
 // time at 64 x 512 (four doubles per bubble and one per fill chunk).
-static void attributeF64(llvm::json::OStream &j, llvm::StringRef key, double v) {
+
+// The bubbles and their fill chunks are most of the report (10^5-10^6
+// objects at 64 x 512). They are written here as llvm::json::OStream with
+// indent 2 writes them at their depth (a bubble at indent 8, inside
+// {"stages": [{"bubbles": [...]}]}), without its per-value bookkeeping:
+// the same characters, which test/compile/report-numbers.test checks
+// against the multi-tool path and against Python.
+namespace {
+void writeF64(llvm::raw_ostream &os, double v) {
   char buf[64];
   std::to_chars_result r =
       std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
-  j.attributeBegin(key);
-  j.rawValue(llvm::StringRef(buf, r.ptr - buf));
-  j.attributeEnd();
+  os.write(buf, r.ptr - buf);
 }
+
+/// A JSON string as llvm::json writes it: plain names directly, anything
+/// that needs escaping through llvm::json itself.
+void writeString(llvm::raw_ostream &os, llvm::StringRef str) {
+  bool plain = llvm::all_of(str, [](char c) {
+    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  });
+  if (!plain) {
+    os << llvm::json::Value(str.str());
+    return;
+  }
+  os << '"' << str << '"';
+}
+
+/// `"key": ` at `indent`, after a comma unless it is the object's first key.
+void key(llvm::raw_ostream &os, unsigned indent, llvm::StringRef name, bool first) {
+  if (!first)
+    os << ',';
+  os << '\n';
+  os.indent(indent);
+  os << '"' << name << "\": ";
+}
+
+constexpr unsigned kBubbleIndent = 8;
+
+void writeBubble(llvm::raw_ostream &os, const ReportBubble &b) {
+  const unsigned in = kBubbleIndent + 2;
+  os << '{';
+  key(os, in, "duration_us", true);
+  writeF64(os, b.durationUs);
+  key(os, in, "filled_us", false);
+  writeF64(os, b.filledUs);
+  if (!b.fills.empty()) {
+    key(os, in, "fills", false);
+    os << '[';
+    bool firstFill = true;
+    for (const ReportFill &f : b.fills) {
+      const unsigned fin = in + 4;
+      if (!firstFill)
+        os << ',';
+      firstFill = false;
+      os << '\n';
+      os.indent(in + 2);
+      os << '{';
+      key(os, fin, "batch", true);
+      os << f.batch;
+      key(os, fin, "iteration", false);
+      os << f.iteration;
+      key(os, fin, "job", false);
+      writeString(os, f.job);
+      key(os, fin, "layer_begin", false);
+      os << f.layerBegin;
+      key(os, fin, "layer_end", false);
+      os << f.layerEnd;
+      key(os, fin, "peak_bytes", false);
+      os << f.peakBytes;
+      key(os, fin, "predicted_us", false);
+      writeF64(os, f.predictedUs);
+      key(os, fin, "repeat", false);
+      os << f.repeat;
+      os << '\n';
+      os.indent(in + 2);
+      os << '}';
+    }
+    os << '\n';
+    os.indent(in);
+    os << ']';
+  }
+  key(os, in, "free_bytes", false);
+  os << b.freeBytes;
+  key(os, in, "kind", false);
+  writeString(os, b.kind);
+  key(os, in, "start_us", false);
+  writeF64(os, b.startUs);
+  os << '\n';
+  os.indent(kBubbleIndent);
+  os << '}';
+}
+} // namespace
 
 LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
   std::optional<ReportData> r = computeReport(module);
@@ -196,28 +281,10 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
     for (const ReportStage &s : r->stages)
       j.object([&] {
         j.attributeArray("bubbles", [&] {
-          for (const ReportBubble &b : s.bubbles)
-            j.object([&] {
-              attributeF64(j, "duration_us", b.durationUs);
-              attributeF64(j, "filled_us", b.filledUs);
-              if (!b.fills.empty())
-                j.attributeArray("fills", [&] {
-                  for (const ReportFill &f : b.fills)
-                    j.object([&] {
-                      j.attribute("batch", f.batch);
-                      j.attribute("iteration", f.iteration);
-                      j.attribute("job", f.job);
-                      j.attribute("layer_begin", f.layerBegin);
-                      j.attribute("layer_end", f.layerEnd);
-                      j.attribute("peak_bytes", f.peakBytes);
-                      attributeF64(j, "predicted_us", f.predictedUs);
-                      j.attribute("repeat", f.repeat);
-                    });
-                });
-              j.attribute("free_bytes", b.freeBytes);
-              j.attribute("kind", b.kind);
-              attributeF64(j, "start_us", b.startUs);
-            });
+          for (const ReportBubble &b : s.bubbles) {
+            writeBubble(j.rawValueBegin(), b);
+            j.rawValueEnd();
+          }
         });
         j.attribute("busy_us", s.busyUs);
         if (s.fillAccount)
