@@ -66,16 +66,36 @@ public:
     return a;
   }
   mlir::IntegerAttr i64(int64_t v) {
-    mlir::IntegerAttr &a = ints[v];
+    mlir::IntegerAttr &a = ints[static_cast<uint64_t>(v)];
     if (!a)
       a = b.getI64IntegerAttr(v);
     return a;
   }
 
 private:
+  /// DenseMapInfo<uint64_t> hashes a key as key * 37, which keeps the low
+  /// bits of the key: a double's low mantissa bits are zero for the round
+  /// times of a schedule (2000.0 is 0x409F400000000000) and byte counts are
+  /// multiples of large powers of two, so nearly every key fell into one
+  /// bucket and each lookup probed a long chain. Mixed keys spread.
+  /// Reserved keys: NaN bit patterns for doubles (as DenseMapInfo<uint64_t>),
+  /// INT64_MAX and INT64_MIN for integers (as DenseMapInfo<int64_t>).
+  template <uint64_t Empty, uint64_t Tombstone> struct MixedKeyInfo {
+    static uint64_t getEmptyKey() { return Empty; }
+    static uint64_t getTombstoneKey() { return Tombstone; }
+    static unsigned getHashValue(uint64_t v) {
+      v ^= v >> 33;
+      v *= 0xff51afd7ed558ccdull;
+      v ^= v >> 33;
+      return static_cast<unsigned>(v);
+    }
+    static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
+  };
   mlir::Builder b;
-  llvm::DenseMap<uint64_t, mlir::FloatAttr> floats;
-  llvm::DenseMap<int64_t, mlir::IntegerAttr> ints;
+  llvm::DenseMap<uint64_t, mlir::FloatAttr, MixedKeyInfo<~0ull, ~0ull - 1>> floats;
+  llvm::DenseMap<uint64_t, mlir::IntegerAttr,
+                 MixedKeyInfo<0x7fffffffffffffffull, 0x8000000000000000ull>>
+      ints;
 };
 
 /// Creates the op for one instruction at the builder's insertion point.
