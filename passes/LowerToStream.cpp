@@ -57,9 +57,8 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
   }
 
   /// Tag of a transfer: unique per (sender, receiver) pair because the
-  /// (payload, chunk, micro-batch) triple is.
-  int64_t tagOf(PipelineOp pipeline, Payload payload, int64_t chunk, int64_t mb) {
-    int64_t m = pipeline.getNumMicrobatches(), v = pipeline.getVirtualStages();
+  /// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
+  static int64_t tagOf(int64_t m, int64_t v, Payload payload, int64_t chunk, int64_t mb) {
     return (static_cast<int64_t>(payload) * v + chunk) * m + mb;
   }
 
@@ -85,6 +84,28 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
     double latency = f64(pipeline.getP2pLatencyUs());
     double bandwidth = f64(pipeline.getP2pBandwidthGbps());
     int64_t v = pipeline.getVirtualStages();
+    int64_t m = pipeline.getNumMicrobatches();
+    // The six compute kinds' attributes, uniqued once rather than per op.
+    ps::ComputeKindAttr kindAttrs[] = {
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::Forward)),
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::Backward)),
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::BackwardInput)),
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::BackwardWeight)),
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::AllReduceGrads)),
+        ps::ComputeKindAttr::get(ctx, computeKind(InstrKind::OptimizerStep))};
+    auto kindAttr = [&](InstrKind kind) {
+      switch (kind) {
+      case InstrKind::Forward: return kindAttrs[0];
+      case InstrKind::Backward: return kindAttrs[1];
+      case InstrKind::BackwardInput: return kindAttrs[2];
+      case InstrKind::BackwardWeight: return kindAttrs[3];
+      case InstrKind::AllReduceGrads: return kindAttrs[4];
+      case InstrKind::OptimizerStep: return kindAttrs[5];
+      case InstrKind::Send:
+      case InstrKind::Recv: break;
+      }
+      return ps::ComputeKindAttr::get(ctx, computeKind(kind));
+    };
 
     // The devices are created in order here; each one's body is then built
     // from its stage alone, so stages are lowered on parallel threads.
@@ -179,14 +200,14 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
           int64_t bytes = instr.bytes;
           double us = latency + (bandwidth > 0 ? bytes / (bandwidth * 1e3) : 0.0);
           b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(bytes),
-                               attrs.i64(tagOf(pipeline, payload(), instr.chunk,
+                               attrs.i64(tagOf(m, v, payload(), instr.chunk,
                                                instr.microbatch)),
                                attrs.f64(us), at);
           break;
         }
         case sched::InstrKind::Recv:
           b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(instr.bytes),
-                               attrs.i64(tagOf(pipeline, payload(), instr.chunk,
+                               attrs.i64(tagOf(m, v, payload(), instr.chunk,
                                                instr.microbatch)),
                                at);
           break;
@@ -198,8 +219,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
           if (kind == InstrKind::OptimizerStep)
             device.setOptimizerUs(llvm::APFloat(us));
           int64_t mb = std::max<int64_t>(0, instr.microbatch);
-          b.create<ps::ComputeOp>(op.getLoc(),
-                                  ps::ComputeKindAttr::get(ctx, computeKind(kind)),
+          b.create<ps::ComputeOp>(op.getLoc(), kindAttr(kind),
                                   attrs.i64(mb), attrs.i64(instr.chunk), attrs.f64(us), at);
           break;
         }
