@@ -45,6 +45,59 @@ struct TransferEnd {
   int64_t bytes;
 };
 
+/// The fields of one instruction the verifier checks, read straight from
+/// the op's properties (one type test per op rather than an interface
+/// dispatch per field); the same values InstructionOpInterface returns.
+struct InstrFields {
+  InstrKind kind = InstrKind::Forward;
+  int64_t mb = -1, chunk = 0, peer = -1, bytes = 0;
+  Payload payload = Payload::Activation;
+  FloatAttr start, end;
+};
+
+template <typename Op>
+void readFields(Op op, InstrFields &f) {
+  f.kind = Op::kInstrKind;
+  if constexpr (::pipefill::detail::kHasMicrobatch<Op>) {
+    f.mb = static_cast<int64_t>(op.getMicrobatch());
+    f.chunk = static_cast<int64_t>(op.getChunk());
+  }
+  if constexpr (::pipefill::detail::kHasPeer<Op>) {
+    f.peer = static_cast<int64_t>(op.getPeer());
+    f.payload = op.getPayload();
+  }
+  if constexpr (::pipefill::detail::kHasBytes<Op>)
+    f.bytes = static_cast<int64_t>(op.getBytes());
+  f.start = op.getProperties().start_us;
+  f.end = op.getProperties().end_us;
+}
+
+/// readFields for whichever instruction class `op` is; false for others.
+bool readAnyFields(Operation &op, InstrFields &f) {
+  f = InstrFields();
+  TypeID id = op.getName().getTypeID();
+  if (id == TypeID::get<ForwardOp>())
+    return readFields(ForwardOp(&op), f), true;
+  if (id == TypeID::get<BackwardOp>())
+    return readFields(BackwardOp(&op), f), true;
+  if (id == TypeID::get<SendOp>())
+    return readFields(SendOp(&op), f), true;
+  if (id == TypeID::get<RecvOp>())
+    return readFields(RecvOp(&op), f), true;
+  if (id == TypeID::get<BackwardInputOp>())
+    return readFields(BackwardInputOp(&op), f), true;
+  if (id == TypeID::get<BackwardWeightOp>())
+    return readFields(BackwardWeightOp(&op), f), true;
+  if (id == TypeID::get<AllReduceGradsOp>())
+    return readFields(AllReduceGradsOp(&op), f), true;
+  if (id == TypeID::get<OptimizerStepOp>())
+    return readFields(OptimizerStepOp(&op), f), true;
+  // Keep the list above complete: an instruction class it misses would
+  // escape the checks.
+  assert(!isa<InstructionOpInterface>(op) && "instruction class missing in readAnyFields");
+  return false;
+}
+
 /// The instruction rules of a pipeline, stage by stage, then the transfer
 /// pairing across stages.
 ///
@@ -67,9 +120,10 @@ public:
     int64_t self = stage.getIndex();
     std::fill(seen.begin(), seen.end(), 0);
     stageTransfers.clear();
+    InstrFields fields;
     for (Operation &op : stage.getBody().front())
-      if (auto instr = dyn_cast<InstructionOpInterface>(op))
-        if (failed(checkInstruction(op, instr, self)))
+      if (readAnyFields(op, fields))
+        if (failed(checkInstruction(op, fields, self)))
           return failure();
     return success();
   }
@@ -94,11 +148,11 @@ private:
            mb;
   }
 
-  LogicalResult checkInstruction(Operation &op, InstructionOpInterface instr,
+  LogicalResult checkInstruction(Operation &op, const InstrFields &instr,
                                  int64_t self);
   LogicalResult checkOrder(Operation &op, InstrKind kind, int64_t mb,
                            int64_t chunk, int64_t self);
-  LogicalResult addTransfer(Operation &op, InstructionOpInterface instr,
+  LogicalResult addTransfer(Operation &op, const InstrFields &instr,
                             int64_t self, int64_t mb, int64_t chunk);
 
   const int64_t numStages, numMb, numChunks;
@@ -108,14 +162,16 @@ private:
 };
 
 LogicalResult InstructionChecker::checkInstruction(Operation &op,
-                                                   InstructionOpInterface instr,
+                                                   const InstrFields &instr,
                                                    int64_t self) {
-  FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
-  if (start && end && end.getValueAsDouble() < start.getValueAsDouble())
+  FloatAttr start = instr.start, end = instr.end;
+  // One uniqued attribute (a send's or recv's start and end) is never out of
+  // order; only distinct values are compared.
+  if (start && end && start != end && end.getValueAsDouble() < start.getValueAsDouble())
     return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
                             << " us) before it starts ("
                             << fmtNum(start.getValueAsDouble()) << " us)";
-  int64_t mb = instr.getMicrobatchIndex(), chunk = instr.getChunkIndex();
+  int64_t mb = instr.mb, chunk = instr.chunk;
   if (mb < 0)
     return success();
   if (mb >= numMb)
@@ -124,7 +180,7 @@ LogicalResult InstructionChecker::checkInstruction(Operation &op,
   if (chunk >= numChunks || chunk < 0)
     return op.emitOpError() << "chunk " << chunk << " is out of range [0, "
                             << numChunks << ")";
-  InstrKind kind = instr.getInstrKind();
+  InstrKind kind = instr.kind;
   if (kind == InstrKind::Send || kind == InstrKind::Recv)
     return addTransfer(op, instr, self, mb, chunk);
   return checkOrder(op, kind, mb, chunk, self);
@@ -173,17 +229,17 @@ LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
 /// A send or recv: its peer in range, not a repeat on this stage; recorded
 /// for matchTransfers.
 LogicalResult InstructionChecker::addTransfer(Operation &op,
-                                              InstructionOpInterface instr,
+                                              const InstrFields &instr,
                                               int64_t self, int64_t mb,
                                               int64_t chunk) {
-  int64_t peer = instr.getPeerStage();
+  int64_t peer = instr.peer;
   if (peer >= numStages)
     return op.emitOpError() << "peer stage " << peer << " is out of range [0, "
                             << numStages << ")";
   if (peer == self)
     return op.emitOpError() << "names its own stage " << self << " as peer";
-  bool isSend = instr.getInstrKind() == InstrKind::Send;
-  Payload payload = instr.getTransferPayload();
+  bool isSend = instr.kind == InstrKind::Send;
+  Payload payload = instr.payload;
   TransferKey tk{isSend ? self : peer, isSend ? peer : self,
                  static_cast<int>(payload), mb, chunk};
   uint64_t packed = pack(tk);
@@ -195,7 +251,7 @@ LogicalResult InstructionChecker::addTransfer(Operation &op,
                             << stringifyPayload(payload) << " micro-batch "
                             << mb << " chunk " << chunk;
   (isSend ? sendList : recvList)
-      .push_back({tk, packed, TransferEnd{&op, instr.getInstrBytes()}});
+      .push_back({tk, packed, TransferEnd{&op, instr.bytes}});
   return success();
 }
 

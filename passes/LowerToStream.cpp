@@ -228,6 +228,9 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       // The stage is consumed: freeing it now lets the next devices reuse its
       // memory, so the peak is one copy of the IR rather than two.
       stageBody.clear();
+      // So are its instruction lists.
+      std::vector<sched::Instr>().swap(schedule[index]);
+      SmallVector<Operation *>().swap(instrOps[index]);
     });
     return success();
   }
