@@ -13,6 +13,7 @@
 #include "algo/fill/PlannerInternal.h"
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -145,22 +146,43 @@ protected:
     emit->maxTransient[k] = std::max(emit->maxTransient[k], transient);
   }
 
+  /// Walks the chunks of a split-DP path from op p to op q, calling
+  /// sink(from, to, cost, offset) for each and advancing `used`.
+  template <typename Sink>
+  void forEachPathChunk(const SplitDp &dp, int p, int q, double &used,
+                        Sink &&sink) {
+    int cuts[64];
+    std::vector<int> more;
+    int n = 0;
+    for (int e = q; e != p; e = dp.from[e]) {
+      if (n < 64)
+        cuts[n++] = e;
+      else
+        more.push_back(e);
+    }
+    // Visit the cuts in path order (the reverse of how they were found).
+    int from = p;
+    auto visit = [&](int to) {
+      ChunkCost c = evalChunk(from, to);
+      sink(from, to, c, used);
+      used += ctx + c.time;
+      from = to;
+    };
+    for (size_t i = more.size(); i-- > 0;)
+      visit(more[i]);
+    for (int i = n; i-- > 0;)
+      visit(cuts[i]);
+  }
+
   /// Runs (and emits) the chunks of a split-DP path from op p to op q.
   void runPath(Emitter *emit, int k, const SplitDp &dp, int p, int q,
                int64_t batchIndex, double &used) {
-    std::vector<int> cuts;
-    for (int e = q; e != p; e = dp.from[e])
-      cuts.push_back(e);
-    std::reverse(cuts.begin(), cuts.end());
-    int from = p;
-    for (int to : cuts) {
-      ChunkCost c = evalChunk(from, to);
-      if (emit)
-        emitChunk(emit, k, from, to, batchIndex, c.computeUs, c.copyUs, c.time,
-                  c.bytes, 1, used);
-      used += ctx + c.time;
-      from = to;
-    }
+    forEachPathChunk(dp, p, q, used,
+                     [&](int from, int to, const ChunkCost &c, double offset) {
+                       if (emit)
+                         emitChunk(emit, k, from, to, batchIndex, c.computeUs,
+                                   c.copyUs, c.time, c.bytes, 1, offset);
+                     });
   }
 
   const JobConfig &cfg;
@@ -180,6 +202,12 @@ protected:
 /// rest of the batch into several chunks. The cursor at the start of each
 /// iteration determines everything after it, so the run stops when a cursor
 /// repeats.
+///
+/// What the greedy does in a bubble depends only on the cursor, the bubble's
+/// time and its memory, and no chunk needs more than memCap() bytes, so
+/// bubbles of equal time with at least that much memory are one class (a
+/// pipeline's bubbles fall into a few); each (class, cursor) step is packed
+/// once per run and replayed from the memo (docs/planner.md section 3).
 class GreedyPacker : Packer {
 public:
   GreedyPacker(const JobConfig &cfg, double ctx,
@@ -190,15 +218,17 @@ public:
 
   SimResult run(Emitter *emit) {
     SimResult r;
+    std::vector<int> usable = usableBubbles();
+    computeLive();
+    if (!live[0])
+      return r; // no batch can ever start
+    classify(usable);
     std::vector<int> seen(numOp, -1);
     std::vector<int64_t> opsAt;
     std::vector<double> filledAt;
     int cursor = 0;
     int64_t batchIndex = 0;
-    std::vector<int> usable = usableBubbles();
-    computeLive();
-    if (!live[0])
-      return r; // no batch can ever start
+    const bool emitChunks = emit && emit->chunks;
     for (int t = 0;; ++t) {
       if (seen[cursor] >= 0) {
         r.prefix = seen[cursor];
@@ -214,10 +244,26 @@ public:
         emit->iteration = t;
       int64_t ops = 0;
       double filled = 0;
-      for (int k : usable) {
-        double used = 0;
-        ops += packBubble(k, cursor, batchIndex, used, emit);
-        filled += used;
+      for (size_t u = 0; u < usable.size(); ++u) {
+        const Step &step = stepFrom(classOf[u], cursor);
+        int k = usable[u];
+        if (emitChunks) {
+          for (uint32_t i = step.firstChunk; i < step.endChunk; ++i) {
+            const Recorded &c = recorded[i];
+            emitChunk(emit, k, c.begin, c.end, batchIndex + c.batch, c.computeUs,
+                      c.copyUs, c.time, c.transient, c.repeat, c.offset);
+          }
+        } else if (emit) {
+          // What emitChunk keeps per bubble: the chunks end at `used` at the
+          // latest (each starts where the previous ended).
+          emit->maxUse[k] = std::max(emit->maxUse[k], step.used);
+          emit->maxTransient[k] =
+              std::max(emit->maxTransient[k], step.maxTransient);
+        }
+        cursor = step.cursor;
+        batchIndex += step.batches;
+        ops += step.ops;
+        filled += step.used;
       }
       opsAt.push_back(ops);
       filledAt.push_back(filled);
@@ -225,6 +271,92 @@ public:
   }
 
 private:
+  /// One chunk of a step, relative to the step's start.
+  struct Recorded {
+    int begin = 0, end = 0;
+    int64_t batch = 0; // batches completed in the bubble before it
+    double computeUs = 0, copyUs = 0, time = 0;
+    int64_t transient = 0, repeat = 1;
+    double offset = 0;
+  };
+  /// What packing one bubble class from one cursor does.
+  struct Step {
+    bool known = false;
+    int cursor = 0;         // after the bubble
+    int64_t ops = 0;        // ops completed
+    int64_t batches = 0;    // batches completed (the batch index advance)
+    double used = 0;        // bubble time used
+    int64_t maxTransient = -1;
+    uint32_t firstChunk = 0, endChunk = 0; // its chunks in `recorded`
+  };
+
+  /// No chunk of this configuration needs more transient bytes: the most
+  /// work bytes plus twice the most in and out bytes of an op (activation
+  /// copies at the chunk's ends included), as a chunk's transient bytes are
+  /// its most work bytes plus its largest pairs of in and out buffers.
+  int64_t memCap() const {
+    int64_t work = 0, in = 0, out = 0;
+    for (int j = 0; j < numOp; ++j) {
+      const OpCost &op = cfg.ops[j];
+      work = std::max(work, op.workBytes);
+      in = std::max(in, op.inBytes + (j > 0 ? cfg.ops[j - 1].boundaryBytes : 0));
+      out = std::max(out, op.outBytes + op.boundaryBytes);
+    }
+    return std::max({work + 2 * in + 2 * out, cfg.batchTransient,
+                     cfg.minOpTransient});
+  }
+
+  /// classOf[u]: the class of usable bubble u (equal time, and equal memory
+  /// or both at least memCap()); classLimit / classMem: its time and memory.
+  void classify(const std::vector<int> &usable) {
+    const int64_t cap = memCap();
+    const int64_t kAmple = std::numeric_limits<int64_t>::max();
+    // Open addressing on (time bits, memory), sized for every bubble.
+    size_t size = 16;
+    while (size < 2 * usable.size())
+      size *= 2;
+    std::vector<int> table(size, -1);
+    classOf.resize(usable.size());
+    for (size_t u = 0; u < usable.size(); ++u) {
+      int k = usable[u];
+      double limit = budget[k];
+      int64_t memory = mem[k] >= cap ? kAmple : mem[k];
+      uint64_t bits;
+      std::memcpy(&bits, &limit, sizeof bits);
+      uint64_t h = (bits ^ (uint64_t(memory) * 0x9E3779B97F4A7C15ull)) *
+                   0xC2B2AE3D27D4EB4Full;
+      size_t slot = size_t(h >> 20) & (size - 1);
+      while (true) {
+        int c = table[slot];
+        if (c < 0) {
+          c = int(classLimit.size());
+          table[slot] = c;
+          classLimit.push_back(limit);
+          classMem.push_back(mem[k]);
+          classOf[u] = c;
+          break;
+        }
+        uint64_t other;
+        std::memcpy(&other, &classLimit[c], sizeof other);
+        int64_t otherMem = classMem[c] >= cap ? kAmple : classMem[c];
+        if (other == bits && otherMem == memory) {
+          classOf[u] = c;
+          break;
+        }
+        slot = (slot + 1) & (size - 1);
+      }
+    }
+    steps.assign(classLimit.size() * size_t(numOp), Step());
+    zeroDps.resize(classLimit.size());
+  }
+
+  const Step &stepFrom(int cls, int cursor) {
+    Step &step = steps[size_t(cls) * numOp + cursor];
+    if (!step.known)
+      packBubble(cls, cursor, step);
+    return step;
+  }
+
   /// live[c]: some chunk starting at op c fits some bubble (fresh).
   void computeLive() {
     live.assign(numOp, 0);
@@ -249,12 +381,29 @@ private:
     }
   }
 
-  /// Packs bubble k starting at `cursor`; returns the ops completed.
-  int64_t packBubble(int k, int &cursor, int64_t &batchIndex, double &used,
-                     Emitter *emit) {
-    const double limit = budget[k];
-    const int64_t memLimit = mem[k];
-    int64_t ops = 0;
+  /// Packs a bubble of class `cls` starting at `cursor` into `step`.
+  void packBubble(int cls, int cursor, Step &step) {
+    const double limit = classLimit[cls];
+    const int64_t memLimit = classMem[cls];
+    double used = 0;
+    int64_t ops = 0, batches = 0, maxTransient = -1;
+    step.firstChunk = uint32_t(recorded.size());
+    auto record = [&](int begin, int end, double computeUs, double copyUs,
+                      double time, int64_t transient, int64_t repeat,
+                      double offset) {
+      Recorded c;
+      c.begin = begin;
+      c.end = end;
+      c.batch = batches;
+      c.computeUs = computeUs;
+      c.copyUs = copyUs;
+      c.time = time;
+      c.transient = transient;
+      c.repeat = repeat;
+      c.offset = offset;
+      recorded.push_back(c);
+      maxTransient = std::max(maxTransient, transient);
+    };
     for (int64_t guard = 0; guard < kMaxChunksPerBubble; ++guard) {
       // Whole batches back to back.
       if (cursor == 0 && cfg.batchTransient <= memLimit &&
@@ -266,12 +415,10 @@ private:
           while (count > 0 && used + double(count) * cost > limit)
             --count;
           if (count > 0) {
-            if (emit)
-              emitChunk(emit, k, 0, numOp, batchIndex, cfg.batchComputeUs,
-                        cfg.batchCopyUs, cfg.batchUs, cfg.batchTransient,
-                        count, used);
+            record(0, numOp, cfg.batchComputeUs, cfg.batchCopyUs, cfg.batchUs,
+                   cfg.batchTransient, count, used);
             used += double(count) * cost;
-            batchIndex += count;
+            batches += count;
             ops += count * numOp;
           }
         }
@@ -345,9 +492,7 @@ private:
         SplitDp *dp = &local;
         if (p == 0) {
           // From op 0 the split depends only on the bubble: cached.
-          if (zeroDps.empty())
-            zeroDps.resize(budget.size());
-          dp = &zeroDps[k];
+          dp = &zeroDps[cls];
           if (!dp->valid)
             runSplitDp(0, limit, memLimit, policy.minEfficiency, *dp);
         } else {
@@ -360,35 +505,49 @@ private:
             break;
           }
         if (q > best) {
-          runPath(emit, k, *dp, p, q, batchIndex, used);
+          forEachPathChunk(*dp, p, q, used,
+                           [&](int from, int to, const ChunkCost &c,
+                               double offset) {
+                             record(from, to, c.computeUs, c.copyUs, c.time,
+                                    c.bytes, 1, offset);
+                           });
           ops += q - p;
           cursor = q;
           if (cursor == numOp) {
             cursor = 0;
-            ++batchIndex;
+            ++batches;
           }
           continue;
         }
       }
       if (best < 0)
         break;
-      if (emit)
-        emitChunk(emit, k, p, best, batchIndex, bestCompute, bestCopy,
-                  bestTime, bestBytes, 1, used);
+      record(p, best, bestCompute, bestCopy, bestTime, bestBytes, 1, used);
       used += ctx + bestTime;
       ops += best - p;
       cursor = best;
       if (cursor == numOp) {
         cursor = 0;
-        ++batchIndex;
+        ++batches;
       }
     }
-    return ops;
+    step.known = true;
+    step.cursor = cursor;
+    step.ops = ops;
+    step.batches = batches;
+    step.used = used;
+    step.maxTransient = maxTransient;
+    step.endChunk = uint32_t(recorded.size());
   }
 
   Policy policy;
   std::vector<char> live;
-  std::vector<SplitDp> zeroDps;
+  std::vector<int> classOf;       // per usable bubble
+  std::vector<double> classLimit; // per class: time
+  std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
+  std::vector<SplitDp> zeroDps;   // per class: the split DP from op 0
+  std::vector<Step> steps;        // per class and cursor
+  std::vector<Recorded> recorded;
 };
 
 /// Exact periodic packing for small problems. Within a bubble, any chunk
