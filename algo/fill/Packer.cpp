@@ -223,6 +223,8 @@ public:
     if (!live[0])
       return r; // no batch can ever start
     classify(usable);
+    if (!emit)
+      return runByRuns(usable);
     std::vector<int> seen(numOp, -1);
     std::vector<int64_t> opsAt;
     std::vector<double> filledAt;
@@ -281,14 +283,174 @@ private:
   };
   /// What packing one bubble class from one cursor does.
   struct Step {
-    bool known = false;
     int cursor = 0;         // after the bubble
     int64_t ops = 0;        // ops completed
     int64_t batches = 0;    // batches completed (the batch index advance)
     double used = 0;        // bubble time used
     int64_t maxTransient = -1;
     uint32_t firstChunk = 0, endChunk = 0; // its chunks in `recorded`
+    /// Its decisions (per chunk choice: whole batches taken, end of the
+    /// longest run) in `trace`, and whether memory cut a run short.
+    uint32_t traceBegin = 0, traceEnd = 0;
+    bool memoryLimited = false;
   };
+
+  /// The same periodic run without an emitter, where only the cursors and
+  /// the ops count: consecutive bubbles of one group (classes of nearly
+  /// equal time, see groupStepFrom) are a run, and a run of L bubbles is
+  /// walked until its cursors repeat, the rest of it being whole turns of
+  /// that cycle. filledPeriod is then summed turn by turn (equal to the
+  /// bubble-by-bubble sum up to rounding; only emitting runs report it).
+  SimResult runByRuns(const std::vector<int> &usable) {
+    SimResult r;
+    buildGroups(usable);
+    std::vector<int> seen(numOp, -1);
+    std::vector<int64_t> opsAt;
+    std::vector<double> filledAt;
+    visitToken.assign(numOp, 0);
+    visitIndex.assign(numOp, 0);
+    visitOps.assign(numOp, 0);
+    visitFilled.assign(numOp, 0);
+    int cursor = 0;
+    for (int t = 0;; ++t) {
+      if (seen[cursor] >= 0) {
+        r.prefix = seen[cursor];
+        r.period = t - r.prefix;
+        for (int i = r.prefix; i < t; ++i) {
+          r.opsPeriod += opsAt[i];
+          r.filledPeriod += filledAt[i];
+        }
+        return r;
+      }
+      seen[cursor] = t;
+      int64_t ops = 0;
+      double filled = 0;
+      for (const Run &run : runs)
+        walkRun(run, cursor, ops, filled);
+      opsAt.push_back(ops);
+      filledAt.push_back(filled);
+    }
+  }
+
+  /// Consecutive usable bubbles [begin, begin + length) of one group.
+  struct Run {
+    int group = 0;
+    size_t begin = 0;
+    int64_t length = 0;
+  };
+
+  /// Walks a run from `cursor`, adding its ops and used time.
+  void walkRun(const Run &run, int &cursor, int64_t &ops, double &filled) {
+    int64_t left = run.length;
+    int64_t index = 0; // steps since the cycle detection last started
+    ++token;
+    while (left > 0) {
+      const Step *shared = groupStepFrom(run.group, cursor);
+      if (!shared) {
+        // Not the same for the whole group here: this bubble on its own.
+        const Step &step =
+            stepFrom(classOf[run.begin + size_t(run.length - left)], cursor);
+        cursor = step.cursor;
+        ops += step.ops;
+        filled += step.used;
+        --left;
+        ++token;
+        index = 0;
+        continue;
+      }
+      if (visitToken[cursor] == token) {
+        // The cursors cycle: skip whole turns of the cycle.
+        int64_t length = index - visitIndex[cursor];
+        int64_t turns = left / length;
+        ops += turns * (ops - visitOps[cursor]);
+        filled += double(turns) * (filled - visitFilled[cursor]);
+        left -= turns * length;
+        ++token; // the rest (shorter than the cycle) step by step
+        index = 0;
+        continue;
+      }
+      visitToken[cursor] = token;
+      visitIndex[cursor] = index;
+      visitOps[cursor] = ops;
+      visitFilled[cursor] = filled;
+      cursor = shared->cursor;
+      ops += shared->ops;
+      filled += shared->used;
+      --left;
+      ++index;
+    }
+  }
+
+  /// Groups: classes of equal memory and nearly equal time (a pipeline's
+  /// simulated bubble lengths differ in their last bits), and the runs.
+  void buildGroups(const std::vector<int> &usable) {
+    const size_t numClasses = classLimit.size();
+    std::vector<int> order(numClasses);
+    for (size_t c = 0; c < numClasses; ++c)
+      order[c] = int(c);
+    std::sort(order.begin(), order.end(), [&](int x, int y) {
+      return std::make_pair(classEffMem[x], classLimit[x]) <
+             std::make_pair(classEffMem[y], classLimit[y]);
+    });
+    groupOf.assign(numClasses, -1);
+    groupMin.clear();
+    groupMax.clear();
+    for (size_t i = 0; i < numClasses; ++i) {
+      int c = order[i];
+      if (i > 0) {
+        int prev = order[i - 1];
+        int first = groupMin.back();
+        if (classEffMem[prev] == classEffMem[c] &&
+            classLimit[c] - classLimit[first] <=
+                1e-9 * std::fabs(classLimit[first])) {
+          groupOf[c] = int(groupMin.size()) - 1;
+          groupMax.back() = c;
+          continue;
+        }
+      }
+      groupOf[c] = int(groupMin.size());
+      groupMin.push_back(c);
+      groupMax.push_back(c);
+    }
+    groupSteps.assign(groupMin.size() * size_t(numOp), kUnknown);
+    runs.clear();
+    for (size_t u = 0; u < usable.size(); ++u) {
+      int g = groupOf[classOf[u]];
+      if (!runs.empty() && runs.back().group == g)
+        ++runs.back().length;
+      else
+        runs.push_back({g, u, 1});
+    }
+  }
+
+  /// The step of every bubble of group g from `cursor`, or null when the
+  /// classes of the group may differ there. Each decision of packBubble (whole
+  /// batches taken, end of the longest run) is monotone in the bubble's time
+  /// for a fixed state, and its state after a decision depends only on the
+  /// decisions; so when the group's shortest and longest bubbles make the
+  /// same decisions (and memory never cuts a run short, where the split
+  /// search decides otherwise), every bubble in between makes them too.
+  const Step *groupStepFrom(int g, int cursor) {
+    int &known = groupSteps[size_t(g) * numOp + cursor];
+    if (known == kUnknown) {
+      stepFrom(groupMin[g], cursor);
+      bool same = true;
+      if (groupMax[g] != groupMin[g]) {
+        stepFrom(groupMax[g], cursor); // may move the steps: index them after
+        const Step &low = steps[stepIndex[size_t(groupMin[g]) * numOp + cursor]];
+        const Step &high = steps[stepIndex[size_t(groupMax[g]) * numOp + cursor]];
+        same = !low.memoryLimited && !high.memoryLimited &&
+               low.traceEnd - low.traceBegin == high.traceEnd - high.traceBegin &&
+               std::equal(trace.begin() + low.traceBegin,
+                          trace.begin() + low.traceEnd,
+                          trace.begin() + high.traceBegin);
+      }
+      known = same ? kShared : kNotShared;
+    }
+    return known == kShared
+               ? &steps[stepIndex[size_t(groupMin[g]) * numOp + cursor]]
+               : nullptr;
+  }
 
   /// No chunk of this configuration needs more transient bytes: the most
   /// work bytes plus twice the most in and out bytes of an op (activation
@@ -333,28 +495,31 @@ private:
           table[slot] = c;
           classLimit.push_back(limit);
           classMem.push_back(mem[k]);
+          classEffMem.push_back(memory);
           classOf[u] = c;
           break;
         }
         uint64_t other;
         std::memcpy(&other, &classLimit[c], sizeof other);
-        int64_t otherMem = classMem[c] >= cap ? kAmple : classMem[c];
-        if (other == bits && otherMem == memory) {
+        if (other == bits && classEffMem[c] == memory) {
           classOf[u] = c;
           break;
         }
         slot = (slot + 1) & (size - 1);
       }
     }
-    steps.assign(classLimit.size() * size_t(numOp), Step());
+    stepIndex.assign(classLimit.size() * size_t(numOp), -1);
     zeroDps.resize(classLimit.size());
   }
 
   const Step &stepFrom(int cls, int cursor) {
-    Step &step = steps[size_t(cls) * numOp + cursor];
-    if (!step.known)
-      packBubble(cls, cursor, step);
-    return step;
+    int &index = stepIndex[size_t(cls) * numOp + cursor];
+    if (index < 0) {
+      index = int(steps.size());
+      steps.emplace_back();
+      packBubble(cls, cursor, steps.back());
+    }
+    return steps[index];
   }
 
   /// live[c]: some chunk starting at op c fits some bubble (fresh).
@@ -388,6 +553,7 @@ private:
     double used = 0;
     int64_t ops = 0, batches = 0, maxTransient = -1;
     step.firstChunk = uint32_t(recorded.size());
+    step.traceBegin = uint32_t(trace.size());
     auto record = [&](int begin, int end, double computeUs, double copyUs,
                       double time, int64_t transient, int64_t repeat,
                       double offset) {
@@ -405,6 +571,7 @@ private:
       maxTransient = std::max(maxTransient, transient);
     };
     for (int64_t guard = 0; guard < kMaxChunksPerBubble; ++guard) {
+      int64_t taken = 0;
       // Whole batches back to back.
       if (cursor == 0 && cfg.batchTransient <= memLimit &&
           cfg.batchComputeUs >= policy.minEfficiency * (ctx + cfg.batchUs)) {
@@ -420,9 +587,11 @@ private:
             used += double(count) * cost;
             batches += count;
             ops += count * numOp;
+            taken = count;
           }
         }
       }
+      trace.push_back(taken);
       if (cursor == 0 && (policy.wholeBatchStarts || policy.wholeBatchesOnly))
         break;
       // The longest run of ops from the cursor that fits.
@@ -487,7 +656,9 @@ private:
       // Where memory cut the run short, several chunks may get further than
       // one (a split drops the buffer pair at the cut): take the farthest op
       // that the least-time split reaches.
+      trace.push_back(best);
       if (memoryLimited) {
+        step.memoryLimited = true;
         SplitDp local;
         SplitDp *dp = &local;
         if (p == 0) {
@@ -531,13 +702,13 @@ private:
         ++batches;
       }
     }
-    step.known = true;
     step.cursor = cursor;
     step.ops = ops;
     step.batches = batches;
     step.used = used;
     step.maxTransient = maxTransient;
     step.endChunk = uint32_t(recorded.size());
+    step.traceEnd = uint32_t(trace.size());
   }
 
   Policy policy;
@@ -545,9 +716,22 @@ private:
   std::vector<int> classOf;       // per usable bubble
   std::vector<double> classLimit; // per class: time
   std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
+  std::vector<int64_t> classEffMem; // ... or int64 max when ample
   std::vector<SplitDp> zeroDps;   // per class: the split DP from op 0
-  std::vector<Step> steps;        // per class and cursor
+  std::vector<int> stepIndex;     // per class and cursor: into steps
+  std::vector<Step> steps;
   std::vector<Recorded> recorded;
+  std::vector<int64_t> trace;
+  // Groups and runs (runByRuns).
+  static constexpr int kUnknown = 0, kShared = 1, kNotShared = 2;
+  std::vector<int> groupOf, groupMin, groupMax; // per class; per group
+  std::vector<int> groupSteps;                  // per group and cursor
+  std::vector<Run> runs;
+  // Cycle detection while walking a run, per cursor.
+  uint32_t token = 0;
+  std::vector<uint32_t> visitToken;
+  std::vector<int64_t> visitIndex, visitOps;
+  std::vector<double> visitFilled;
 };
 
 /// Exact periodic packing for small problems. Within a bubble, any chunk
