@@ -223,8 +223,14 @@ public:
     if (!live[0])
       return r; // no batch can ever start
     classify(usable);
-    if (!emit)
+    if (!emit) {
+      // Mostly distinct bubbles: a memo would not be reused.
+      if (2 * classLimit.size() > usable.size())
+        return runDirect(usable);
       return runByRuns(usable);
+    }
+    stepIndex.assign(classLimit.size() * size_t(numOp), -1);
+    recordChunks = emit->chunks != nullptr;
     std::vector<int> seen(numOp, -1);
     std::vector<int64_t> opsAt;
     std::vector<double> filledAt;
@@ -303,7 +309,8 @@ private:
   /// bubble-by-bubble sum up to rounding; only emitting runs report it).
   SimResult runByRuns(const std::vector<int> &usable) {
     SimResult r;
-    buildGroups(usable);
+    stepIndex.assign(classLimit.size() * size_t(numOp), -1);
+    buildRuns(usable);
     std::vector<int> seen(numOp, -1);
     std::vector<int64_t> opsAt;
     std::vector<double> filledAt;
@@ -327,6 +334,39 @@ private:
       double filled = 0;
       for (const Run &run : runs)
         walkRun(run, cursor, ops, filled);
+      opsAt.push_back(ops);
+      filledAt.push_back(filled);
+    }
+  }
+
+  /// The same without a memo, bubble by bubble (few bubbles alike).
+  SimResult runDirect(const std::vector<int> &usable) {
+    SimResult r;
+    std::vector<int> seen(numOp, -1);
+    std::vector<int64_t> opsAt;
+    std::vector<double> filledAt;
+    int cursor = 0;
+    Step step;
+    for (int t = 0;; ++t) {
+      if (seen[cursor] >= 0) {
+        r.prefix = seen[cursor];
+        r.period = t - r.prefix;
+        for (int i = r.prefix; i < t; ++i) {
+          r.opsPeriod += opsAt[i];
+          r.filledPeriod += filledAt[i];
+        }
+        return r;
+      }
+      seen[cursor] = t;
+      int64_t ops = 0;
+      double filled = 0;
+      for (size_t u = 0; u < usable.size(); ++u) {
+        trace.clear();
+        packBubble(classOf[u], cursor, step);
+        cursor = step.cursor;
+        ops += step.ops;
+        filled += step.used;
+      }
       opsAt.push_back(ops);
       filledAt.push_back(filled);
     }
@@ -381,37 +421,8 @@ private:
     }
   }
 
-  /// Groups: classes of equal memory and nearly equal time (a pipeline's
-  /// simulated bubble lengths differ in their last bits), and the runs.
-  void buildGroups(const std::vector<int> &usable) {
-    const size_t numClasses = classLimit.size();
-    std::vector<int> order(numClasses);
-    for (size_t c = 0; c < numClasses; ++c)
-      order[c] = int(c);
-    std::sort(order.begin(), order.end(), [&](int x, int y) {
-      return std::make_pair(classEffMem[x], classLimit[x]) <
-             std::make_pair(classEffMem[y], classLimit[y]);
-    });
-    groupOf.assign(numClasses, -1);
-    groupMin.clear();
-    groupMax.clear();
-    for (size_t i = 0; i < numClasses; ++i) {
-      int c = order[i];
-      if (i > 0) {
-        int prev = order[i - 1];
-        int first = groupMin.back();
-        if (classEffMem[prev] == classEffMem[c] &&
-            classLimit[c] - classLimit[first] <=
-                1e-9 * std::fabs(classLimit[first])) {
-          groupOf[c] = int(groupMin.size()) - 1;
-          groupMax.back() = c;
-          continue;
-        }
-      }
-      groupOf[c] = int(groupMin.size());
-      groupMin.push_back(c);
-      groupMax.push_back(c);
-    }
+  /// The runs: consecutive usable bubbles of one group.
+  void buildRuns(const std::vector<int> &usable) {
     groupSteps.assign(groupMin.size() * size_t(numOp), kUnknown);
     runs.clear();
     for (size_t u = 0; u < usable.size(); ++u) {
@@ -470,14 +481,39 @@ private:
 
   /// classOf[u]: the class of usable bubble u (equal time, and equal memory
   /// or both at least memCap()); classLimit / classMem: its time and memory.
+  /// groupOf[c]: the group of class c: equal memory and time equal in all
+  /// but the last 20 bits of the mantissa (a pipeline's simulated bubble
+  /// lengths differ in their last bits); groupMin / groupMax: its classes of
+  /// least and most time.
   void classify(const std::vector<int> &usable) {
     const int64_t cap = memCap();
     const int64_t kAmple = std::numeric_limits<int64_t>::max();
-    // Open addressing on (time bits, memory), sized for every bubble.
+    // Open addressing on (time bits, memory) for classes and on (time bits
+    // >> 20, memory) for groups, sized for every bubble.
     size_t size = 16;
     while (size < 2 * usable.size())
       size *= 2;
-    std::vector<int> table(size, -1);
+    std::vector<int> &classTable = ws.classTable, &groupTable = ws.groupTable;
+    std::vector<uint64_t> &groupKey = ws.groupKey;
+    std::vector<int64_t> &groupMem = ws.groupMem;
+    classTable.assign(size, -1);
+    groupTable.assign(size, -1);
+    for (auto *v : {&classLimit})
+      v->clear();
+    for (auto *v : {&classMem, &classEffMem, &groupMem})
+      v->clear();
+    for (auto *v : {&classBits, &groupKey})
+      v->clear();
+    for (auto *v : {&groupOf, &groupMin, &groupMax})
+      v->clear();
+    steps.clear();
+    recorded.clear();
+    trace.clear();
+    auto slotOf = [&](uint64_t bits, int64_t memory) {
+      uint64_t h = (bits ^ (uint64_t(memory) * 0x9E3779B97F4A7C15ull)) *
+                   0xC2B2AE3D27D4EB4Full;
+      return size_t(h >> 20) & (size - 1);
+    };
     classOf.resize(usable.size());
     for (size_t u = 0; u < usable.size(); ++u) {
       int k = usable[u];
@@ -485,31 +521,51 @@ private:
       int64_t memory = mem[k] >= cap ? kAmple : mem[k];
       uint64_t bits;
       std::memcpy(&bits, &limit, sizeof bits);
-      uint64_t h = (bits ^ (uint64_t(memory) * 0x9E3779B97F4A7C15ull)) *
-                   0xC2B2AE3D27D4EB4Full;
-      size_t slot = size_t(h >> 20) & (size - 1);
+      size_t slot = slotOf(bits, memory);
+      int c;
       while (true) {
-        int c = table[slot];
-        if (c < 0) {
-          c = int(classLimit.size());
-          table[slot] = c;
-          classLimit.push_back(limit);
-          classMem.push_back(mem[k]);
-          classEffMem.push_back(memory);
-          classOf[u] = c;
+        c = classTable[slot];
+        if (c < 0 || (classBits[c] == bits && classEffMem[c] == memory))
           break;
-        }
-        uint64_t other;
-        std::memcpy(&other, &classLimit[c], sizeof other);
-        if (other == bits && classEffMem[c] == memory) {
-          classOf[u] = c;
-          break;
-        }
         slot = (slot + 1) & (size - 1);
       }
+      if (c < 0) {
+        c = int(classLimit.size());
+        classTable[slot] = c;
+        classLimit.push_back(limit);
+        classBits.push_back(bits);
+        classMem.push_back(mem[k]);
+        classEffMem.push_back(memory);
+        // Its group.
+        uint64_t key = bits >> 20;
+        size_t gslot = slotOf(key, memory);
+        int g;
+        while (true) {
+          g = groupTable[gslot];
+          if (g < 0 || (groupKey[g] == key && groupMem[g] == memory))
+            break;
+          gslot = (gslot + 1) & (size - 1);
+        }
+        if (g < 0) {
+          g = int(groupMin.size());
+          groupTable[gslot] = g;
+          groupKey.push_back(key);
+          groupMem.push_back(memory);
+          groupMin.push_back(c);
+          groupMax.push_back(c);
+        } else if (limit < classLimit[groupMin[g]]) {
+          groupMin[g] = c;
+        } else if (limit > classLimit[groupMax[g]]) {
+          groupMax[g] = c;
+        }
+        groupOf.push_back(g);
+      }
+      classOf[u] = c;
     }
-    stepIndex.assign(classLimit.size() * size_t(numOp), -1);
-    zeroDps.resize(classLimit.size());
+    if (zeroDps.size() < classLimit.size())
+      zeroDps.resize(classLimit.size());
+    for (size_t c = 0; c < classLimit.size(); ++c)
+      zeroDps[c].valid = false;
   }
 
   const Step &stepFrom(int cls, int cursor) {
@@ -557,6 +613,9 @@ private:
     auto record = [&](int begin, int end, double computeUs, double copyUs,
                       double time, int64_t transient, int64_t repeat,
                       double offset) {
+      maxTransient = std::max(maxTransient, transient);
+      if (!recordChunks)
+        return;
       Recorded c;
       c.begin = begin;
       c.end = end;
@@ -568,7 +627,6 @@ private:
       c.repeat = repeat;
       c.offset = offset;
       recorded.push_back(c);
-      maxTransient = std::max(maxTransient, transient);
     };
     for (int64_t guard = 0; guard < kMaxChunksPerBubble; ++guard) {
       int64_t taken = 0;
@@ -610,8 +668,11 @@ private:
                                      avail) -
                     pre.begin()) - 1;
         int m = p;
-        while (m < e && cfg.ops[m].workBytes <= memLimit)
-          ++m;
+        if (classEffMem[cls] == std::numeric_limits<int64_t>::max())
+          m = std::max(p, e); // no op's working set exceeds the memory
+        else
+          while (m < e && cfg.ops[m].workBytes <= memLimit)
+            ++m;
         memoryLimited = m < e;
         for (int q = m; q > p; --q) {
           if (!live[q % numOp])
@@ -711,27 +772,60 @@ private:
     step.traceEnd = uint32_t(trace.size());
   }
 
+  /// The buffers of a run, kept per thread from one packing to the next
+  /// (a stage is planned with thousands of packings).
+  struct Workspace {
+    std::vector<char> live;
+    std::vector<int> classOf;       // per usable bubble
+    std::vector<double> classLimit; // per class: time
+    std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
+    std::vector<int64_t> classEffMem; // ... or int64 max when ample
+    std::vector<uint64_t> classBits;  // per class: the bits of its time
+    std::vector<SplitDp> zeroDps;   // per class: the split DP from op 0
+    std::vector<int> stepIndex;     // per class and cursor: into steps
+    std::vector<Step> steps;
+    std::vector<Recorded> recorded;
+    std::vector<int64_t> trace;
+    std::vector<int> groupOf, groupMin, groupMax; // per class; per group
+    std::vector<int> groupSteps;                  // per group and cursor
+    std::vector<Run> runs;
+    std::vector<uint32_t> visitToken;
+    std::vector<int64_t> visitIndex, visitOps;
+    std::vector<double> visitFilled;
+    std::vector<int> classTable, groupTable;
+    std::vector<uint64_t> groupKey;
+    std::vector<int64_t> groupMem;
+  };
+  static Workspace &workspace() {
+    static thread_local Workspace w;
+    return w;
+  }
+
   Policy policy;
-  std::vector<char> live;
-  std::vector<int> classOf;       // per usable bubble
-  std::vector<double> classLimit; // per class: time
-  std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
-  std::vector<int64_t> classEffMem; // ... or int64 max when ample
-  std::vector<SplitDp> zeroDps;   // per class: the split DP from op 0
-  std::vector<int> stepIndex;     // per class and cursor: into steps
-  std::vector<Step> steps;
-  std::vector<Recorded> recorded;
-  std::vector<int64_t> trace;
+  Workspace &ws = workspace();
+  std::vector<char> &live = ws.live;
+  std::vector<int> &classOf = ws.classOf;
+  std::vector<double> &classLimit = ws.classLimit;
+  std::vector<int64_t> &classMem = ws.classMem;
+  std::vector<int64_t> &classEffMem = ws.classEffMem;
+  std::vector<uint64_t> &classBits = ws.classBits;
+  std::vector<SplitDp> &zeroDps = ws.zeroDps;
+  std::vector<int> &stepIndex = ws.stepIndex;
+  std::vector<Step> &steps = ws.steps;
+  bool recordChunks = false; // keep each step's chunks (emitting them)
+  std::vector<Recorded> &recorded = ws.recorded;
+  std::vector<int64_t> &trace = ws.trace;
   // Groups and runs (runByRuns).
   static constexpr int kUnknown = 0, kShared = 1, kNotShared = 2;
-  std::vector<int> groupOf, groupMin, groupMax; // per class; per group
-  std::vector<int> groupSteps;                  // per group and cursor
-  std::vector<Run> runs;
+  std::vector<int> &groupOf = ws.groupOf, &groupMin = ws.groupMin,
+                   &groupMax = ws.groupMax;
+  std::vector<int> &groupSteps = ws.groupSteps;
+  std::vector<Run> &runs = ws.runs;
   // Cycle detection while walking a run, per cursor.
   uint32_t token = 0;
-  std::vector<uint32_t> visitToken;
-  std::vector<int64_t> visitIndex, visitOps;
-  std::vector<double> visitFilled;
+  std::vector<uint32_t> &visitToken = ws.visitToken;
+  std::vector<int64_t> &visitIndex = ws.visitIndex, &visitOps = ws.visitOps;
+  std::vector<double> &visitFilled = ws.visitFilled;
 };
 
 /// Exact periodic packing for small problems. Within a bubble, any chunk
