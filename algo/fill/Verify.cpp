@@ -12,6 +12,7 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 namespace pipefill::fill {
 namespace {
@@ -50,9 +51,15 @@ int64_t persistentOf(const Job &job, int batch, WeightPlacement w,
   return total;
 }
 
+/// Per-op scratch of recompute(), reused from chunk to chunk.
+struct RecomputeBuffers {
+  std::vector<double> in, out, compute, F, E, G;
+  std::vector<int64_t> inB, outB, work;
+};
+
 /// The chunk's makespan and transient bytes, recomputed from scratch.
 Recomputed recompute(const Job &job, const Chunk &c, const Hardware &hw,
-                     const Config &config) {
+                     const Config &config, RecomputeBuffers &buf) {
   bool training = job.kind == JobKind::Training;
   int n = int(job.layers.size());
   int total = training ? 2 * n : n;
@@ -62,8 +69,12 @@ Recomputed recompute(const Job &job, const Chunk &c, const Hardware &hw,
   bool hostActs = c.acts == ActPlacement::Host;
   bool hostOpt = training && c.optimizer == OptimizerPlacement::Host;
 
-  std::vector<double> in, out, compute;
-  std::vector<int64_t> inB, outB, work;
+  std::vector<double> &in = buf.in, &out = buf.out, &compute = buf.compute;
+  std::vector<int64_t> &inB = buf.inB, &outB = buf.outB, &work = buf.work;
+  for (auto *v : {&in, &out, &compute})
+    v->clear();
+  for (auto *v : {&inB, &outB, &work})
+    v->clear();
   for (int op = c.layerBegin; op < c.layerEnd; ++op) {
     bool backward = training && op >= n;
     const Layer &l = job.layers[backward ? 2 * n - 1 - op : op];
@@ -123,7 +134,10 @@ Recomputed recompute(const Job &job, const Chunk &c, const Hardware &hw,
   }
   // Double-buffered pipeline: copy-in finish F, compute finish E, copy-out
   // finish G; the in (out) buffer of op j-2 is reused by op j.
-  std::vector<double> F(m), E(m), G(m);
+  std::vector<double> &F = buf.F, &E = buf.E, &G = buf.G;
+  F.assign(m, 0);
+  E.assign(m, 0);
+  G.assign(m, 0);
   for (size_t j = 0; j < m; ++j) {
     double fPrev = j >= 1 ? F[j - 1] : 0, eTwoBack = j >= 2 ? E[j - 2] : 0;
     F[j] = std::max(fPrev, eTwoBack) + in[j];
@@ -155,8 +169,12 @@ public:
   Checker(const std::vector<StageBubbles> &stages, const std::vector<Job> &jobs,
           const Hardware &hw, const Config &config, const Plan &plan)
       : stages(stages), jobs(jobs), hw(hw), config(config), plan(plan) {
-    for (const StageBubbles &s : stages)
+    for (const StageBubbles &s : stages) {
       stageById.emplace(s.stage, &s);
+      std::unordered_map<int, int> &index = bubbleIndex[&s];
+      for (size_t k = 0; k < s.bubbles.size(); ++k)
+        index.emplace(s.bubbles[k].id, int(k)); // the first of a repeated id
+    }
   }
 
   std::vector<Violation> run() {
@@ -201,11 +219,10 @@ private:
     add(Violation::On::Chunk, int(i), std::move(s));
   }
 
-  static int findBubble(const StageBubbles &s, int id) {
-    for (size_t k = 0; k < s.bubbles.size(); ++k)
-      if (s.bubbles[k].id == id)
-        return int(k);
-    return -1;
+  int findBubble(const StageBubbles &s, int id) const {
+    const std::unordered_map<int, int> &index = bubbleIndex.at(&s);
+    auto it = index.find(id);
+    return it == index.end() ? -1 : it->second;
   }
 
   void sortRefs(std::vector<Ref> &refs) const {
@@ -237,6 +254,27 @@ private:
   std::vector<Violation> v;
   size_t dropped = 0;
   std::map<int, const StageBubbles *> stageById;
+  /// Per stage: bubble id -> index of its first bubble with that id.
+  std::unordered_map<const StageBubbles *, std::unordered_map<int, int>>
+      bubbleIndex;
+  RecomputeBuffers buffers;
+  /// What recompute() depends on in a chunk.
+  struct ChunkKey {
+    int job, layerBegin, layerEnd, batch;
+    WeightPlacement weights;
+    ActPlacement acts;
+    OptimizerPlacement optimizer;
+    bool checkpoint;
+    bool operator==(const ChunkKey &o) const {
+      return std::tie(job, layerBegin, layerEnd, batch, weights, acts,
+                      optimizer, checkpoint) ==
+             std::tie(o.job, o.layerBegin, o.layerEnd, o.batch, o.weights,
+                      o.acts, o.optimizer, o.checkpoint);
+    }
+  };
+  /// Hash of a ChunkKey -> the chunks recomputed with it.
+  std::unordered_map<uint64_t, std::vector<std::pair<ChunkKey, Recomputed>>>
+      recomputed;
   std::map<std::pair<int, int>, const Assignment *> assignment;
   std::map<int, int64_t> stagePersistent;
   std::map<const Assignment *, size_t> assignmentIndex;
@@ -364,7 +402,27 @@ void Checker::checkChunkTimeAndMemory(size_t i, const Job &job,
                                       const Bubble &bubble) {
   const Chunk &c = plan.chunks[i];
   auto report = [&](std::string s) { onChunk(i, std::move(s)); };
-  Recomputed r = recompute(job, c, hw, config);
+  // Chunks of the same ops, batch and knobs recur in every iteration and
+  // bubble: each is recomputed once.
+  uint64_t key = uint64_t(uint32_t(c.job));
+  for (uint64_t part : {uint64_t(uint32_t(c.layerBegin)), uint64_t(uint32_t(c.layerEnd)),
+                        uint64_t(uint32_t(c.batch)),
+                        uint64_t(int(c.weights) | int(c.acts) << 2 |
+                                 int(c.optimizer) << 4 | int(c.checkpoint) << 6)})
+    key = key * 0x100000001B3ull ^ part;
+  ChunkKey exact{c.job, c.layerBegin, c.layerEnd, c.batch, c.weights, c.acts,
+                 c.optimizer, c.checkpoint};
+  Recomputed r;
+  auto [it, inserted] = recomputed.try_emplace(key);
+  auto &entries = it->second;
+  auto hit = std::find_if(entries.begin(), entries.end(),
+                          [&](const auto &e) { return e.first == exact; });
+  if (hit != entries.end()) {
+    r = hit->second;
+  } else {
+    r = recompute(job, c, hw, config, buffers);
+    entries.push_back({exact, r});
+  }
   if (!close(c.predictedUs, r.predictedUs))
     report(format("says time %.6f us, but its layers, copies and the context "
                   "switch take %.6f us", c.predictedUs, r.predictedUs));
