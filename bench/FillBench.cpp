@@ -303,6 +303,73 @@ void BM_PackBubbleGreedy(benchmark::State &state) {
 }
 BENCHMARK(BM_PackBubbleGreedy)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(1);
 
+// The inner loop at the size of a real compile: one stage of a simulated
+// 1F1B pipeline of 64 stages x 512 micro-batches (bench/gen_job.py 64 512 100
+// ONE_F_ONE_B; stage 10): a 26.8 ms and a 284 ms wait, 450 gaps of 1362.18 us
+// whose lengths differ in their last bits (as the simulator's sums leave
+// them), 53 gaps of 3362.18 us and a 46.8 ms tail, 74.35-74.45 GB free. Every
+// job's all-device setting at batch Arg is packed greedily, as the stage
+// planner's search does for each candidate (the value search itself is in
+// BM_PlanFill*). Counter `ops_per_period` checks the work is the same from
+// run to run.
+void BM_PackPipelineStage(benchmark::State &state) {
+  using namespace pipefill::fill::detail;
+  const Problem &p = problem();
+  std::vector<double> duration = {26810.8864, 284195.39584};
+  std::mt19937_64 rng(10);
+  for (int i = 0; i < 450; ++i)
+    duration.push_back(1362.1772799999453 +
+                       double(int(rng() % 9) - 4) * 2.2737367544323206e-13);
+  for (int i = 0; i < 53; ++i)
+    duration.push_back(3362.1772799999453);
+  duration.push_back(46810.8864);
+  std::vector<double> budget;
+  std::vector<int64_t> mem;
+  for (size_t k = 0; k < duration.size(); ++k) {
+    budget.push_back(duration[k] * (1 - p.config.safetyMargin));
+    mem.push_back(k % 6 == 5 ? 74451862272 : 74351862272);
+  }
+  BubbleFrontier frontier;
+  frontier.build(budget, mem);
+  std::vector<JobConfig> cfgs;
+  std::mt19937_64 jobRng(42);
+  for (int j = 0; j < 100; ++j) { // bench/gen_job.py's inference jobs
+    Job job;
+    job.name = "job" + std::to_string(j);
+    int layers = 10 + int(jobRng() % 41);
+    for (int l = 0; l < layers; ++l) {
+      Layer layer;
+      layer.forwardUsPerSample = 2 + double(jobRng() % 5800) / 100;
+      layer.weightBytes = int64_t(1 + jobRng() % 64) * 1048576;
+      layer.activationBytesPerSample = int64_t(64 + jobRng() % 4033) * 1024;
+      job.layers.push_back(layer);
+    }
+    Knobs k;
+    k.batch = int(state.range(0));
+    JobConfig cfg;
+    if (buildConfig(job, j, k, p.hw, cfg))
+      cfgs.push_back(cfg);
+  }
+  Method greedy;
+  int64_t ops = 0;
+  for (auto _ : state) {
+    ops = 0;
+    for (const JobConfig &cfg : cfgs) {
+      std::vector<int64_t> m(mem.size());
+      for (size_t k = 0; k < mem.size(); ++k)
+        m[k] = mem[k] - cfg.persistentBytes;
+      SimResult r = pack(cfg, p.config.contextSwitchUs, budget, m, frontier,
+                         cfg.persistentBytes, greedy, nullptr);
+      ops += r.opsPeriod;
+    }
+    benchmark::DoNotOptimize(ops);
+  }
+  state.counters["settings"] = double(cfgs.size());
+  state.counters["bubbles"] = double(budget.size());
+  state.counters["ops_per_period"] = double(ops);
+}
+BENCHMARK(BM_PackPipelineStage)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(1);
+
 void BM_VerifyPlan(benchmark::State &state) {
   const Problem &p = problem();
   Plan plan = planFill(p.stages, p.jobs, p.hw, p.config);
