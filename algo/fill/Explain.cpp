@@ -8,6 +8,8 @@
 
 #include "algo/fill/PlannerInternal.h"
 
+#include <limits>
+
 #include <map>
 
 namespace pipefill::fill::detail {
@@ -151,6 +153,10 @@ void accountStages(const std::vector<StageInfo> &stages,
   std::map<std::pair<int, int>, const Assignment *> assignment;
   for (const Assignment &a : plan.assignments)
     assignment[{a.stage, a.job}] = &a;
+  // Each stage's chunks, in plan order.
+  std::map<int, std::vector<const Chunk *>> chunksOf;
+  for (const Chunk &c : plan.chunks)
+    chunksOf[c.stage].push_back(&c);
   for (const StageInfo &info : stages) {
     const StageBubbles &sb = input[info.index];
     StageAccount acc;
@@ -164,9 +170,8 @@ void accountStages(const std::vector<StageInfo> &stages,
     for (const Assignment &a : plan.assignments)
       if (a.stage == sb.stage)
         persistent += a.persistentBytes;
-    for (const Chunk &c : plan.chunks) {
-      if (c.stage != sb.stage)
-        continue;
+    for (const Chunk *chunk : chunksOf[sb.stage]) {
+      const Chunk &c = *chunk;
       const Assignment &a = *assignment[{c.stage, c.job}];
       if (c.iteration < a.prefixIterations)
         continue; // steady state only
@@ -183,6 +188,26 @@ void accountStages(const std::vector<StageInfo> &stages,
     }
     acc.otherOverheadUs = std::max(
         0.0, acc.filledUs - acc.usefulUs - acc.switchUs - acc.launchUs);
+    // The settings that may run on the stage as (shortest chunk, fewest
+    // bytes with what the stage keeps), by time, with the running least
+    // bytes: some chunk fits (time, bytes) iff the least bytes among those
+    // no longer than time is within bytes.
+    std::vector<std::pair<double, int64_t>> shortChunks;
+    for (size_t j = 0; j < infos.size(); ++j) {
+      if (!infos[j].reason.empty())
+        continue;
+      auto on = assignment.find({sb.stage, int(j)});
+      for (const JobConfig &cfg : infos[j].configs) {
+        int64_t keep = persistent +
+                       (on == assignment.end() ? cfg.persistentBytes : 0);
+        if (keep <= info.minFree)
+          shortChunks.push_back({ctx + cfg.minOpUs, keep + cfg.minOpTransient});
+      }
+    }
+    std::sort(shortChunks.begin(), shortChunks.end());
+    for (size_t i = 1; i < shortChunks.size(); ++i)
+      shortChunks[i].second =
+          std::min(shortChunks[i].second, shortChunks[i - 1].second);
     for (size_t k = 0; k < nb; ++k) {
       const Bubble &b = sb.bubbles[k];
       acc.bubbleUs += b.durationUs;
@@ -195,22 +220,10 @@ void accountStages(const std::vector<StageInfo> &stages,
         continue;
       }
       // A chunk that short exists: does one also fit the memory?
-      bool fits = false;
-      for (size_t j = 0; j < infos.size() && !fits; ++j) {
-        if (!infos[j].reason.empty())
-          continue;
-        auto on = assignment.find({sb.stage, int(j)});
-        for (const JobConfig &cfg : infos[j].configs) {
-          int64_t keep = persistent +
-                         (on == assignment.end() ? cfg.persistentBytes : 0);
-          if (ctx + cfg.minOpUs <= left &&
-              keep + cfg.minOpTransient <= info.mem[k] &&
-              keep <= info.minFree) {
-            fits = true;
-            break;
-          }
-        }
-      }
+      size_t n = std::upper_bound(shortChunks.begin(), shortChunks.end(),
+                                  std::make_pair(left, std::numeric_limits<int64_t>::max())) -
+                 shortChunks.begin();
+      bool fits = n > 0 && shortChunks[n - 1].second <= info.mem[k];
       (fits ? acc.granularityUs : acc.memoryUs) += left;
     }
     acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);
