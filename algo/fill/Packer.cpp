@@ -222,6 +222,8 @@ public:
     computeLive();
     if (!live[0])
       return r; // no batch can ever start
+    if (!emit && fewAlike(usable))
+      return runDirect(usable);
     classify(usable);
     if (!emit) {
       // Mostly distinct bubbles: a memo would not be reused.
@@ -339,9 +341,30 @@ private:
     }
   }
 
+  /// Whether at most a quarter of the consecutive usable bubbles have times
+  /// that agree in all but their last 20 bits (then classes would not pay).
+  bool fewAlike(const std::vector<int> &usable) const {
+    size_t alike = 0;
+    for (size_t u = 1; u < usable.size(); ++u) {
+      uint64_t a, b;
+      std::memcpy(&a, &budget[usable[u - 1]], sizeof a);
+      std::memcpy(&b, &budget[usable[u]], sizeof b);
+      alike += (a >> 20) == (b >> 20);
+    }
+    return 4 * alike <= usable.size();
+  }
+
   /// The same without a memo, bubble by bubble (few bubbles alike).
   SimResult runDirect(const std::vector<int> &usable) {
     SimResult r;
+    const int64_t cap = memCap();
+    if (zeroDps.size() < usable.size())
+      zeroDps.resize(usable.size());
+    for (size_t u = 0; u < usable.size(); ++u)
+      zeroDps[u].valid = false;
+    trace.clear();
+    recorded.clear();
+    keepTrace = false;
     std::vector<int> seen(numOp, -1);
     std::vector<int64_t> opsAt;
     std::vector<double> filledAt;
@@ -361,8 +384,8 @@ private:
       int64_t ops = 0;
       double filled = 0;
       for (size_t u = 0; u < usable.size(); ++u) {
-        trace.clear();
-        packBubble(classOf[u], cursor, step);
+        int k = usable[u];
+        packBubble(budget[k], mem[k], mem[k] >= cap, zeroDps[u], cursor, step);
         cursor = step.cursor;
         ops += step.ops;
         filled += step.used;
@@ -604,8 +627,15 @@ private:
 
   /// Packs a bubble of class `cls` starting at `cursor` into `step`.
   void packBubble(int cls, int cursor, Step &step) {
-    const double limit = classLimit[cls];
-    const int64_t memLimit = classMem[cls];
+    packBubble(classLimit[cls], classMem[cls],
+               classEffMem[cls] == std::numeric_limits<int64_t>::max(),
+               zeroDps[cls], cursor, step);
+  }
+
+  /// Packs a bubble of `limit` time and `memLimit` memory (`ample`: at least
+  /// memCap()) from `cursor` into `step`; zeroDp caches its split from op 0.
+  void packBubble(const double limit, const int64_t memLimit, bool ample,
+                  SplitDp &zeroDp, int cursor, Step &step) {
     double used = 0;
     int64_t ops = 0, batches = 0, maxTransient = -1;
     step.firstChunk = uint32_t(recorded.size());
@@ -649,7 +679,8 @@ private:
           }
         }
       }
-      trace.push_back(taken);
+      if (keepTrace)
+        trace.push_back(taken);
       if (cursor == 0 && (policy.wholeBatchStarts || policy.wholeBatchesOnly))
         break;
       // The longest run of ops from the cursor that fits.
@@ -668,7 +699,7 @@ private:
                                      avail) -
                     pre.begin()) - 1;
         int m = p;
-        if (classEffMem[cls] == std::numeric_limits<int64_t>::max())
+        if (ample)
           m = std::max(p, e); // no op's working set exceeds the memory
         else
           while (m < e && cfg.ops[m].workBytes <= memLimit)
@@ -717,14 +748,15 @@ private:
       // Where memory cut the run short, several chunks may get further than
       // one (a split drops the buffer pair at the cut): take the farthest op
       // that the least-time split reaches.
-      trace.push_back(best);
+      if (keepTrace)
+        trace.push_back(best);
       if (memoryLimited) {
         step.memoryLimited = true;
         SplitDp local;
         SplitDp *dp = &local;
         if (p == 0) {
           // From op 0 the split depends only on the bubble: cached.
-          dp = &zeroDps[cls];
+          dp = &zeroDp;
           if (!dp->valid)
             runSplitDp(0, limit, memLimit, policy.minEfficiency, *dp);
         } else {
@@ -775,7 +807,6 @@ private:
   /// The buffers of a run, kept per thread from one packing to the next
   /// (a stage is planned with thousands of packings).
   struct Workspace {
-    std::vector<char> live;
     std::vector<int> classOf;       // per usable bubble
     std::vector<double> classLimit; // per class: time
     std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
@@ -803,7 +834,7 @@ private:
 
   Policy policy;
   Workspace &ws = workspace();
-  std::vector<char> &live = ws.live;
+  std::vector<char> live; // per op: a chunk can start there
   std::vector<int> &classOf = ws.classOf;
   std::vector<double> &classLimit = ws.classLimit;
   std::vector<int64_t> &classMem = ws.classMem;
@@ -813,6 +844,7 @@ private:
   std::vector<int> &stepIndex = ws.stepIndex;
   std::vector<Step> &steps = ws.steps;
   bool recordChunks = false; // keep each step's chunks (emitting them)
+  bool keepTrace = true;     // keep each step's decisions (groups)
   std::vector<Recorded> &recorded = ws.recorded;
   std::vector<int64_t> &trace = ws.trace;
   // Groups and runs (runByRuns).
