@@ -31,6 +31,9 @@ struct TimeSlot {
   double start = -1, end = -1;
 };
 
+// RunConfig::gpu: the GPU current on the thread that calls Backend::prepare (sessions).
+constexpr int32_t kGpuCurrent = -2;
+
 struct RunConfig {
   pfrt_backend backend = PFRT_BACKEND_AUTO;
   uint32_t iterations = 1;  // total loop count (a resumed run starts later)
@@ -48,7 +51,8 @@ struct RunConfig {
   bool fillBounded = true;       // PFRT_FILL_BOUNDED
   bool fillIdlePriority = true;  // host: fill/copy threads at SCHED_IDLE
   int32_t cpu = -1;              // host, measured: pin real devices' threads here
-  int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0)
+  int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0;
+                                 // kGpuCurrent: the preparing thread's current device)
   // Clean stop: when *stopRequest becomes nonzero the run stops at the next iteration boundary.
   const std::atomic<int> *stopRequest = nullptr;
   pfrt_progress_fn progressFn = nullptr; // called after each iteration of the last main stream
@@ -218,6 +222,26 @@ public:
   virtual int64_t markEdge(StreamCtx &ctx, double &nowUs) {
     nowUs = streamNowUs(ctx);
     return -1;
+  }
+  // The same on a stream the runtime does not own (a session's framework stream: a cudaStream_t,
+  // NULL for the default stream), from any thread: a token for edgeTimeUs, or -1 with the time in
+  // nowUs when the backend has no device-side edges (host: the host clock now).
+  virtual int64_t markExternalEdge(uint32_t device, void *stream, double &nowUs) {
+    (void)device;
+    (void)stream;
+    nowUs = hostNowUs();
+    return -1;
+  }
+  // Makes `device`'s GPU current on the calling thread until the result is destroyed, which
+  // restores the thread's previous device (CUDA); null when there is nothing to do (host). For
+  // calls from a thread the runtime does not own (a session's framework thread).
+  class DeviceScope {
+  public:
+    virtual ~DeviceScope() = default;
+  };
+  virtual std::unique_ptr<DeviceScope> useDevice(uint32_t device) {
+    (void)device;
+    return nullptr;
   }
   // The host-clock time of an edge token of `device`. block: wait until the stream has passed it;
   // otherwise false when it has not yet.

@@ -81,15 +81,23 @@ public:
     }
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
+    if (count <= 0)
+      throw Error(PFRT_ERROR_UNAVAILABLE, "no CUDA device (cudaGetDeviceCount found none)");
     const bool oneGpuPerDevice = static_cast<size_t>(count) >= program.devices.size();
+    // Sessions: the GPU current on this (the framework's) thread; restored when prepare returns.
+    int current = 0;
+    PFRT_CUDA(cudaGetDevice(&current));
+    DeviceGuard restore(current);
     for (uint32_t d : devices) {
       auto g = std::make_unique<GpuDevice>();
       g->device = d;
       // One GPU per device when there are enough; otherwise the GPU chosen by --device / the
       // local rank (pfrt_options.gpu), modulo the visible GPUs (CUDA_VISIBLE_DEVICES already
       // restricts and renumbers them), else 0.
-      const int first = config.gpu >= 0 ? config.gpu % count : 0;
-      g->gpu = oneGpuPerDevice && config.gpu < 0 ? static_cast<int>(d) : first;
+      const int first = config.gpu >= 0            ? config.gpu % count
+                        : config.gpu == kGpuCurrent ? current
+                                                    : 0;
+      g->gpu = oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first;
       PFRT_CUDA(cudaSetDevice(g->gpu));
       PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
       PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
@@ -129,17 +137,17 @@ public:
       }
       // Edges: two per bubble of the main stream per iteration; the main thread runs at most
       // kTimingLag iterations ahead of the GPU and the fill threads wait for the GPU, so a ring of
-      // many iterations' edges is never reused while a fill thread still needs a slot.
+      // many iterations' edges is never reused while a fill thread still needs a slot. (Sessions
+      // bound their queue of bubbles to a quarter of the ring, and need a ring for unplanned
+      // bubbles even in a plan without bubbles: there is always one.)
       size_t bubbles = 0;
       for (const Stream &st : dev.streams)
         for (const Op &op : st.ops)
           bubbles += op.kind == OpKind::Bubble;
-      if (bubbles) {
-        g->edges.resize(std::max<size_t>(64, 2 * bubbles * 32));
-        g->edgeOwner.assign(g->edges.size(), -1);
-        for (cudaEvent_t &ev : g->edges)
-          PFRT_CUDA(cudaEventCreate(&ev));
-      }
+      g->edges.resize(std::max<size_t>(64, 2 * bubbles * 32));
+      g->edgeOwner.assign(g->edges.size(), -1);
+      for (cudaEvent_t &ev : g->edges)
+        PFRT_CUDA(cudaEventCreate(&ev));
       for (const Stream &st : dev.streams)
         for (const Op &op : st.ops)
           if (op.kind == OpKind::Copy)
@@ -225,6 +233,9 @@ public:
 
   void begin(double originUs) override {
     (void)originUs;
+    int current = 0;
+    PFRT_CUDA(cudaGetDevice(&current));
+    DeviceGuard restore(current); // a session calls this from the framework's thread
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
@@ -434,7 +445,9 @@ public:
           c.activationsHost = op.fill.activations_on_host != 0;
           chunks.push_back(c);
         }
-    return createCudaJob(*gpus_.at(device), shape, fillMath_, chunks);
+    GpuDevice &g = *gpus_.at(device);
+    DeviceGuard guard(g.gpu); // a session calls this from the framework's thread
+    return createCudaJob(g, shape, fillMath_, chunks);
   }
 
   void iterationEnd(StreamCtx &ctx) override {
@@ -475,6 +488,38 @@ public:
     PFRT_CUDA(cudaEventRecord(g.edges[slot], st.s));
     nowUs = -1;
     return token;
+  }
+
+  // A session's edge on the framework's stream (any thread; the token ring is the device's, shared
+  // with markEdge under edgeMutex). The event belongs to the session's GPU, so the stream must be
+  // on that GPU too (cudaEventRecord refuses one of another device).
+  int64_t markExternalEdge(uint32_t device, void *stream, double &nowUs) override {
+    GpuDevice &g = *gpus_.at(device);
+    DeviceGuard guard(g.gpu);
+    std::lock_guard<std::mutex> lock(g.edgeMutex);
+    const int64_t token = g.nextEdge;
+    const size_t slot = static_cast<size_t>(token) % g.edges.size();
+    const cudaError_t e = cudaEventRecord(g.edges[slot], static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess) {
+      cudaGetLastError(); // not sticky: clear it so later calls do not report it
+      throw Error(PFRT_ERROR_BACKEND,
+                  std::string("cudaEventRecord of a bubble edge on the framework's stream "
+                              "(main_stream) failed: ") +
+                      cudaGetErrorString(e) + " (is main_stream a live cudaStream_t of GPU " +
+                      std::to_string(g.gpu) + ", the session's GPU?)");
+    }
+    ++g.nextEdge;
+    g.edgeOwner[slot] = token;
+    nowUs = -1;
+    return token;
+  }
+
+  std::unique_ptr<DeviceScope> useDevice(uint32_t device) override {
+    struct Scope : DeviceScope {
+      explicit Scope(int gpu) : guard(gpu) {}
+      DeviceGuard guard;
+    };
+    return std::make_unique<Scope>(gpus_.at(device)->gpu);
   }
 
   bool edgeTimeUs(uint32_t device, int64_t token, bool block, double &us) override {
@@ -618,6 +663,9 @@ private:
   };
 
   void release() {
+    // A session releases from the framework's thread: give it back its current device.
+    int current = -1;
+    const bool restore = cudaGetDevice(&current) == cudaSuccess;
 #if PFRT_HAVE_NCCL
     // A run that did not reach finish() failed: abort the communicators (a peer may be gone).
     if (nccl_)
@@ -698,6 +746,8 @@ private:
         cudaStreamDestroy(g.comm);
     }
     gpus_.clear();
+    if (restore)
+      cudaSetDevice(current);
   }
 
   RunConfig config_;

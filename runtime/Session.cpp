@@ -8,6 +8,15 @@
 // starts only when its predicted time fits what is left of the bubble. What differs is who says
 // when a bubble begins and ends: the framework, through bubble_begin / bubble_end, instead of the
 // main stream's bubble op; the chunks run on one worker thread per session.
+//
+// CUDA sessions: bubble_begin and bubble_end record edges (events) on the framework's stream and
+// return at once; the framework's host thread runs ahead of its stream, so the worker takes a queue
+// of bubbles (and iteration ends). For each it waits until the GPU has reached the begin edge (the
+// bubble begins at that event's time, resolved to the host clock), runs the chunks on the
+// backend's low-priority fill stream under the same bound (the fill stream's thread waits for each
+// chunk, so the clock it reads is the GPU's progress) and starts no chunk once the end edge has
+// passed (checked without blocking before each one). Calls that read or replace the fill state
+// (stats, checkpoints, tasks) first wait until the worker has finished the queue.
 #include "runtime/Session.h"
 #include "runtime/SessionTasks.h"
 
@@ -78,13 +87,35 @@ struct Slot {
   uint32_t stream = 0, op = 0, bubble = 0; // bubble: index into bubbles_
 };
 
+struct DeviceCommand;
+
 // The open bubble as the worker sees it.
 struct BubbleTask {
   bool unplanned = false;
+  // CUDA: the bubble's queued command (edges, end), null on the host.
+  DeviceCommand *command = nullptr;
   uint32_t bubble = 0; // index into bubbles_
   uint32_t bubbleId = PFRT_SESSION_UNPLANNED;
   double beginUs = 0, deadlineUs = 0;
   pfrt_session_bubble_result result{};
+};
+
+constexpr int64_t kEdgeUnset = -2;
+
+// CUDA: one bubble (or iteration end) the framework issued, for the worker.
+struct DeviceCommand {
+  bool iterationEnd = false;
+  BubbleTask task;                     // bubble, id, unplanned; the worker sets the times
+  uint32_t skipBegin = 0, skipEnd = 0; // slots of the bubbles skipped before this one
+  double durationUs = 0;               // real us from the begin edge to the deadline
+  int64_t beginToken = -1;             // Backend::markExternalEdge
+  double beginNowUs = -1;              // its time when the token is -1
+  // Set by bubble_end while the worker may run the bubble: the time first (token -1), then the
+  // token (release); kEdgeUnset until then.
+  std::atomic<double> endNowUs{-1};
+  std::atomic<int64_t> endToken{kEdgeUnset};
+  bool endPassed = false; // worker
+  bool done = false;      // guarded by Session::m_
 };
 
 } // namespace
@@ -135,6 +166,17 @@ public:
 
 private:
   void createJobData();
+  // The worker's part of iteration_end (host: on the caller's thread).
+  void advanceIteration();
+  // CUDA: records the begin edge and queues the command (waits while the queue is full).
+  void enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream);
+  // CUDA: waits until the worker has finished every queued command (host: nothing to do), then
+  // reports a failure of the worker.
+  void sync() const;
+  // The framework ended the bubble (host: bubble_end; CUDA: its end edge has passed on the GPU).
+  bool stopped(const BubbleTask &task);
+  // Worker, CUDA: one queued bubble.
+  void runDeviceBubble(DeviceCommand &c);
   void checkNoBubble(const char *call) const;
   void checkMainStream(void *mainStream) const;
   void startTask();
@@ -177,8 +219,17 @@ private:
   std::string taskError_;       // worker: a failed step's message (read after taskDone_)
   pfrt_status taskErrorStatus_ = PFRT_OK;
 
-  // Loop position.
+  // CUDA: bubbles are edges on the framework's stream, run by the worker from a queue.
+  bool device_ = false;
+  size_t maxQueued_ = 0;
+  std::deque<std::shared_ptr<DeviceCommand>> commands_; // guarded by m_
+  std::shared_ptr<DeviceCommand> openCommand_;          // caller's thread: the open bubble's
+  void *openStream_ = nullptr;                          // and its main_stream
+
+  // Loop position. iteration_ is the worker's (CUDA: it lags behind the framework); loopIteration_
+  // the caller's.
   int64_t iteration_ = 0;
+  int64_t loopIteration_ = 0;
   uint32_t nextBubble_ = 0;     // bubbles below this index are over in this iteration
   std::vector<bool> slotDone_;  // per slot, this iteration
   bool open_ = false;
@@ -187,13 +238,13 @@ private:
 
   // Worker handshake.
   std::thread thread_;
-  std::mutex m_;
-  std::condition_variable cv_;
+  mutable std::mutex m_;
+  mutable std::condition_variable cv_;
   bool hasTask_ = false, taskDone_ = true, quit_ = false;
   BubbleTask task_;
   std::atomic<bool> stop_{false};
-  std::string workerError_;
-  pfrt_status workerStatus_ = PFRT_OK;
+  mutable std::string workerError_;
+  mutable pfrt_status workerStatus_ = PFRT_OK;
   StreamCtx ctx_;
   TimeSlot dummySlot_;
 
@@ -218,20 +269,27 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
     invalid("rank " + std::to_string(rank) + " is out of range: the plan has " +
             std::to_string(n) + " ranks (devices 0.." + std::to_string(n - 1) + ")");
   rank_ = rank;
-  if (options.backend == PFRT_BACKEND_CUDA)
-    throw Error(PFRT_ERROR_UNAVAILABLE,
-                "sessions run on the host backend only in this version (backend CUDA asked)");
-  if (options.backend != PFRT_BACKEND_AUTO && options.backend != PFRT_BACKEND_HOST)
+  if (options.backend != PFRT_BACKEND_AUTO && options.backend != PFRT_BACKEND_HOST &&
+      options.backend != PFRT_BACKEND_CUDA)
     invalid("unknown backend " + std::to_string(static_cast<int>(options.backend)));
   if (!(options.time_scale >= 0) || std::isinf(options.time_scale))
     invalid("time_scale must be >= 0 (0: 1.0)");
   if (options.fill_policy != PFRT_FILL_BOUNDED && options.fill_policy != PFRT_FILL_UNBOUNDED)
     invalid("unknown fill_policy " + std::to_string(static_cast<int>(options.fill_policy)));
+  device_ = options.backend == PFRT_BACKEND_CUDA;
+  if (device_ && cudaDeviceCount() <= 0)
+    throw Error(PFRT_ERROR_UNAVAILABLE,
+                createCudaBackend() ? "backend CUDA asked but there is no CUDA device "
+                                      "(cudaGetDeviceCount found none, or no driver)"
+                                    : "backend CUDA asked but the runtime was built without CUDA");
 
-  config_.backend = PFRT_BACKEND_HOST;
+  config_.backend = device_ ? PFRT_BACKEND_CUDA : PFRT_BACKEND_HOST;
   config_.fill = true;
   config_.timeScale = options.time_scale > 0 ? options.time_scale : 1.0;
-  config_.maxDim = options.max_dim ? options.max_dim : kHostDefaultMaxDim;
+  // CUDA: 0 is no cap (the jobs' real dimensions), as pfrt_run's CUDA backend.
+  config_.maxDim = options.max_dim ? options.max_dim : device_ ? 0 : kHostDefaultMaxDim;
+  if (device_)
+    config_.gpu = kGpuCurrent; // the GPU current on the thread that creates the session
   config_.modelledTime = false; // fill chunks are real work timed on the clock
   config_.fillBounded = options.fill_policy == PFRT_FILL_BOUNDED;
   config_.fillIdlePriority = options.fill_idle_priority != 0;
@@ -308,8 +366,11 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
                             : bubbles_[k].desc.free_bytes;
   slotDone_.assign(slots_.size(), false);
 
-  backend_ = createHostBackend();
+  backend_ = device_ ? createCudaBackend() : createHostBackend();
   backend_->prepare(program_, info_, config_, {rank_});
+  // The edge ring (CudaBackend::prepare) holds 64 per planned bubble and at least 64: a queue of
+  // 16 per bubble (two edges each) and at least 16 never reuses an edge the worker still needs.
+  maxQueued_ = std::max<size_t>(16, 16 * bubbles_.size());
   jobs_.resize(program_.jobs.size());
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
     JobState &js = jobs_[j];
@@ -318,7 +379,12 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
     js.stride = info_.jobs[j].stride;
     js.onRank = info_.jobs[j].streamOnDevice.count(rank_) != 0;
   }
-  createJobData();
+  {
+    std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
+    createJobData();
+    if (device_)
+      backend_->begin(hostNowUs()); // the edges' time base; frees the jobs' pool reservations
+  }
 
   ctx_.device = rank_;
   ctx_.stream = fillStream_;
@@ -342,12 +408,21 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   }
 }
 
-Session::~Session() { close(); }
+Session::~Session() {
+  close();
+  // CUDA: the job data and the backend free device memory; the caller's device stays current.
+  std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
+  for (JobState &js : jobs_) {
+    js.flights.clear();
+    js.data.reset();
+  }
+  backend_.reset();
+}
 
 void Session::close() {
   if (!thread_.joinable())
     return;
-  stop_ = true;
+  stop_ = true; // CUDA: queued bubbles start no chunk
   {
     std::lock_guard<std::mutex> lock(m_);
     quit_ = true;
@@ -375,8 +450,58 @@ void Session::checkNoBubble(const char *call) const {
 }
 
 void Session::checkMainStream(void *mainStream) const {
-  if (mainStream)
+  if (mainStream && !device_)
     invalid("main_stream must be NULL on the host backend (a cudaStream_t is for CUDA sessions)");
+}
+
+void Session::enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream) {
+  {
+    // The framework's thread runs ahead of its stream; past maxQueued_ bubbles it waits for the
+    // GPU (the edge ring must not wrap onto an edge the worker still needs).
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return commands_.size() < maxQueued_; });
+  }
+  if (!c->iterationEnd) {
+    double now = -1;
+    c->beginToken = backend_->markExternalEdge(rank_, mainStream, now);
+    c->beginNowUs = now;
+  }
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    commands_.push_back(c);
+  }
+  cv_.notify_all();
+}
+
+void Session::sync() const {
+  if (!device_)
+    return;
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return commands_.empty(); });
+  if (workerStatus_ != PFRT_OK) {
+    const pfrt_status st = workerStatus_;
+    workerStatus_ = PFRT_OK;
+    throw Error(st, workerError_);
+  }
+}
+
+bool Session::stopped(const BubbleTask &task) {
+  if (stop_)
+    return true;
+  DeviceCommand *c = task.command;
+  if (!c)
+    return false;
+  if (c->endPassed)
+    return true;
+  const int64_t token = c->endToken.load(std::memory_order_acquire);
+  if (token == kEdgeUnset)
+    return false; // bubble_end not called yet
+  double us = -1;
+  if (token < 0)
+    c->endPassed = sessionNowUs() >= c->endNowUs.load();
+  else
+    c->endPassed = backend_->edgeTimeUs(rank_, token, /*block=*/false, us);
+  return c->endPassed;
 }
 
 void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
@@ -398,10 +523,29 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
   }
   const uint32_t k = it->second;
   if (k < nextBubble_)
-    invalid("bubble " + std::to_string(bubbleId) + " of iteration " + std::to_string(iteration_) +
+    invalid("bubble " + std::to_string(bubbleId) + " of iteration " +
+            std::to_string(loopIteration_) +
             " is out of order: it was begun already or a later bubble (" +
             std::to_string(bubbles_[nextBubble_ - 1].desc.bubble_id) +
             ") was; call pfrt_session_iteration_end to start the next iteration");
+  if (device_) {
+    auto c = std::make_shared<DeviceCommand>();
+    c->task.bubble = k;
+    c->task.bubbleId = bubbleId;
+    c->skipBegin = bubbles_[nextBubble_].slotBegin;
+    c->skipEnd = bubbles_[k].slotBegin;
+    c->durationUs =
+        durationUs > 0 ? durationUs : bubbles_[k].desc.planned_duration_us * config_.timeScale;
+    enqueue(c, mainStream);
+    openCommand_ = c;
+    openStream_ = mainStream;
+    nextBubble_ = k + 1;
+    open_ = true;
+    openUnplanned_ = false;
+    openBubble_ = bubbleId;
+    ++bubblesRun_;
+    return;
+  }
   const double now = sessionNowUs();
   BubbleTask task;
   task.bubble = k;
@@ -431,6 +575,18 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
   checkMainStream(mainStream);
   if (!(durationUs > 0) || std::isinf(durationUs))
     invalid("an unplanned bubble needs its duration: duration_us must be > 0 and finite");
+  if (device_) {
+    auto c = std::make_shared<DeviceCommand>();
+    c->task.unplanned = true;
+    c->durationUs = durationUs;
+    enqueue(c, mainStream);
+    openCommand_ = c;
+    openStream_ = mainStream;
+    open_ = true;
+    openUnplanned_ = true;
+    ++unplannedRun_;
+    return;
+  }
   BubbleTask task;
   task.unplanned = true;
   task.beginUs = sessionNowUs();
@@ -472,18 +628,30 @@ void Session::wait() {
     invalid("pfrt_session_bubble_wait without an open bubble (call pfrt_session_bubble_begin "
             "first)");
   std::unique_lock<std::mutex> lock(m_);
-  cv_.wait(lock, [&] { return taskDone_; });
-  lock.unlock();
+  if (device_) {
+    // The open bubble is the last command: when it is done the worker is idle.
+    const DeviceCommand *c = openCommand_.get();
+    cv_.wait(lock, [&] { return c->done; });
+    lock.unlock();
+    sync();
+  } else {
+    cv_.wait(lock, [&] { return taskDone_; });
+    lock.unlock();
+  }
   throwTaskError();
 }
 
 void Session::throwTaskError() {
-  if (taskError_.empty())
-    return;
   std::string message;
-  message.swap(taskError_);
-  const pfrt_status st = taskErrorStatus_;
-  taskErrorStatus_ = PFRT_OK;
+  pfrt_status st = PFRT_OK;
+  {
+    std::lock_guard<std::mutex> lock(m_); // CUDA: the worker may be running a later bubble
+    if (taskError_.empty())
+      return;
+    message.swap(taskError_);
+    st = taskErrorStatus_;
+    taskErrorStatus_ = PFRT_OK;
+  }
   throw Error(st, message);
 }
 
@@ -501,6 +669,34 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
             "): the open bubble is " +
             (openUnplanned_ ? std::string("an unplanned one (end it with PFRT_SESSION_UNPLANNED)")
                             : std::to_string(openBubble_)));
+  if (device_) {
+    // Marks the end on the framework's stream and returns: the worker starts no chunk once the
+    // GPU has passed it. The bubble's numbers are not known yet (the stats have them after a
+    // call that waits for the worker); end_wait_us is 0: nothing waited.
+    std::shared_ptr<DeviceCommand> c = std::move(openCommand_);
+    open_ = false;
+    double now = -1;
+    int64_t token = -1;
+    try {
+      token = backend_->markExternalEdge(rank_, openStream_, now);
+    } catch (...) {
+      c->endNowUs.store(sessionNowUs()); // the bubble ends now, as the host would
+      c->endToken.store(-1, std::memory_order_release);
+      throw;
+    }
+    c->endNowUs.store(now);
+    c->endToken.store(token, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (workerStatus_ != PFRT_OK) {
+        const pfrt_status st = workerStatus_;
+        workerStatus_ = PFRT_OK;
+        throw Error(st, workerError_);
+      }
+    }
+    throwTaskError();
+    return pfrt_session_bubble_result{};
+  }
   const double t0 = sessionNowUs();
   stop_ = true;
   std::unique_lock<std::mutex> lock(m_);
@@ -550,7 +746,27 @@ void Session::worker() {
   cv_.notify_all();
   if (!began)
     return;
-  for (;;) {
+  while (device_) {
+    std::shared_ptr<DeviceCommand> c;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return !commands_.empty() || quit_; });
+      if (quit_)
+        break;
+      c = commands_.front();
+    }
+    if (c->iterationEnd)
+      guarded([&] { advanceIteration(); });
+    else
+      guarded([&] { runDeviceBubble(*c); });
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      c->done = true;
+      commands_.pop_front();
+    }
+    cv_.notify_all();
+  }
+  while (!device_) {
     {
       std::unique_lock<std::mutex> lock(m_);
       cv_.wait(lock, [&] { return hasTask_ || quit_; });
@@ -571,6 +787,33 @@ void Session::worker() {
   }
 }
 
+void Session::runDeviceBubble(DeviceCommand &c) {
+  BubbleTask &task = task_; // deferSlot counts into task_
+  task = c.task;
+  task.command = &c;
+  // Chunks of the bubbles skipped before this one wait for a later bubble, in plan order.
+  for (uint32_t s = c.skipBegin; s < c.skipEnd; ++s)
+    if (!slotDone_[s]) {
+      slotDone_[s] = true;
+      deferSlot(slots_[s]);
+    }
+  // The bubble begins when the GPU gets there.
+  double beginUs = c.beginNowUs;
+  const bool reached =
+      c.beginToken < 0 || backend_->edgeTimeUs(rank_, c.beginToken, /*block=*/true, beginUs);
+  if (!reached)
+    beginUs = sessionNowUs() - c.durationUs; // its edge was reused: long over, nothing fits
+  task.beginUs = beginUs;
+  task.deadlineUs = beginUs + c.durationUs;
+  struct Detach { // the command is popped after this returns
+    BubbleTask &t;
+    ~Detach() { t.command = nullptr; }
+  } detach{task};
+  runTask(task);
+  std::lock_guard<std::mutex> lock(m_);
+  fillUs_ += task.result.fill_us;
+}
+
 void Session::runTask(BubbleTask &task) {
   ctx_.iteration = iteration_;
   runChunks(task);
@@ -584,7 +827,7 @@ void Session::runChunks(BubbleTask &task) {
       if (slotDone_[s])
         continue; // an unplanned bubble took it forward
       slotDone_[s] = true;
-      if (stop_ && config_.fillBounded)
+      if (stopped(task) && config_.fillBounded)
         deferSlot(slots_[s]); // the framework ended the bubble: the rest waits
       else
         runSlot(slots_[s], task);
@@ -644,7 +887,7 @@ bool Session::fits(JobState &js, const WorkItem &item, const BubbleTask &task,
   admittedUs_ = sessionNowUs();
   if (!config_.fillBounded)
     return true;
-  if (stop_)
+  if (stopped(task))
     return false;
   return admittedUs_ + *predicted * config_.timeScale <= task.deadlineUs;
 }
@@ -762,7 +1005,7 @@ void Session::runTasks(BubbleTask &task) {
     }
   }
   uint32_t next = taskTurn_ % n;
-  while (!stop_) {
+  while (!stopped(task)) {
     uint32_t t = n;
     for (uint32_t k = 0; k < n && t == n; ++k)
       if (!out[(next + k) % n])
@@ -816,6 +1059,7 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
     std::string message = "fill task '" + ts.name + "' (task " + std::to_string(t) +
                           ") failed at step " + std::to_string(ts.totalSteps()) + ": " + why +
                           "; the task is disabled";
+    std::lock_guard<std::mutex> lock(m_);
     if (taskError_.empty()) {
       taskError_ = std::move(message);
       taskErrorStatus_ = ts.errorStatus;
@@ -841,6 +1085,7 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
 
 uint32_t Session::addTask(const pfrt_session_task_desc &d) {
   checkNoBubble("pfrt_session_task_add");
+  sync(); // CUDA: the worker reads the tasks
   const std::string name = d.name ? d.name : "";
   if (name.empty())
     invalid("pfrt_session_task_add: the task needs a name (desc.name is NULL or empty)");
@@ -876,6 +1121,7 @@ const TaskState &Session::taskAt(uint32_t t, const char *call) const {
 pfrt_session_task_stats Session::taskStats(uint32_t t) const {
   const TaskState &ts = taskAt(t, "pfrt_session_task_get");
   checkNoBubble("pfrt_session_task_get");
+  sync();
   pfrt_session_task_stats o{};
   o.name = ts.name.c_str();
   o.step_us = ts.stepUs;
@@ -904,6 +1150,7 @@ pfrt_session_task_stats Session::taskStats(uint32_t t) const {
 void Session::setTaskState(uint32_t t, const void *data, size_t size) {
   taskAt(t, "pfrt_session_task_state_set");
   checkNoBubble("pfrt_session_task_state_set");
+  sync();
   if (!data && size)
     invalid("pfrt_session_task_state_set: data is NULL");
   tasks_[t].state.assign(static_cast<const char *>(data), size);
@@ -912,11 +1159,24 @@ void Session::setTaskState(uint32_t t, const void *data, size_t size) {
 const std::string &Session::taskState(uint32_t t) const {
   taskAt(t, "pfrt_session_task_state_get");
   checkNoBubble("pfrt_session_task_state_get");
+  sync();
   return tasks_[t].state;
 }
 
 void Session::iterationEnd() {
   checkNoBubble("pfrt_session_iteration_end");
+  ++loopIteration_;
+  nextBubble_ = 0;
+  if (device_) {
+    auto c = std::make_shared<DeviceCommand>();
+    c->iterationEnd = true;
+    enqueue(c, nullptr);
+    return;
+  }
+  advanceIteration();
+}
+
+void Session::advanceIteration() {
   // Chunks of bubbles not begun this iteration wait for later bubbles, in plan order.
   for (uint32_t s = 0; s < slots_.size(); ++s)
     if (!slotDone_[s]) {
@@ -938,7 +1198,6 @@ void Session::iterationEnd() {
     js.samplesPlanned += total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
   }
   slotDone_.assign(slots_.size(), false);
-  nextBubble_ = 0;
   ++iteration_;
 }
 
@@ -946,6 +1205,8 @@ void Session::saveCheckpoint(const std::string &path) {
   checkNoBubble("pfrt_session_checkpoint_save");
   if (path.empty())
     invalid("checkpoint path is empty");
+  sync();
+  std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
   pipefill::rt::FillCheckpoint cp;
   cp.set_program_fingerprint(programFingerprint(program_));
   cp.set_iterations_done(static_cast<uint32_t>(iteration_));
@@ -979,6 +1240,8 @@ void Session::loadCheckpoint(const std::string &path) {
   checkNoBubble("pfrt_session_checkpoint_load");
   if (path.empty())
     invalid("checkpoint path is empty");
+  sync();
+  std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
   pipefill::rt::FillCheckpoint cp;
   std::string problem;
   switch (readCheckpointFile(path, programFingerprint(program_), cp, problem)) {
@@ -1043,6 +1306,8 @@ void Session::loadCheckpoint(const std::string &path) {
     ts.steps = ts.samples = 0;
   }
   createJobData();
+  if (device_)
+    backend_->begin(hostNowUs()); // frees the new jobs' pool reservations; no edge is pending
   for (uint32_t j = 0; j < jobs_.size(); ++j) {
     const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
     JobState &js = jobs_[j];
@@ -1057,7 +1322,7 @@ void Session::loadCheckpoint(const std::string &path) {
         throw Error(PFRT_ERROR_PARSE, what + "job '" + program_.jobs[j].name + "' " + bad);
     }
   }
-  iteration_ = cp.iterations_done();
+  iteration_ = loopIteration_ = cp.iterations_done();
   nextBubble_ = 0;
   slotDone_.assign(slots_.size(), false);
 }
@@ -1065,6 +1330,7 @@ void Session::loadCheckpoint(const std::string &path) {
 pfrt_session_stats Session::stats() const {
   // The worker updates the counters while a bubble is open: read them between bubbles.
   checkNoBubble("pfrt_session_get_stats");
+  sync(); // CUDA: the worker's numbers of the bubbles queued so far
   pfrt_session_stats s{};
   s.rank = rank_;
   s.iterations = static_cast<uint64_t>(iteration_);
@@ -1095,6 +1361,7 @@ pfrt_session_stats Session::stats() const {
 
 pfrt_report_job Session::job(uint32_t j) const {
   checkNoBubble("pfrt_session_get_job");
+  sync();
   if (j >= jobs_.size())
     invalid("job " + std::to_string(j) + " does not exist (the program has " +
             std::to_string(jobs_.size()) + " fill jobs)");

@@ -6,9 +6,11 @@
 #include "runtime/Backend.h"
 #include "runtime/tests/TestUtil.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #ifdef PFRT_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -448,6 +450,213 @@ TEST_F(CudaBackendTest, CheckpointIsPortableToHost) {
             2 * fillTolerance(4, 32), "loss sum");
   std::remove(cp.c_str());
 }
+
+
+// ---------------------------------------------------------------------------------------------
+// CUDA sessions (pfrt_session_* with backend CUDA): the framework's stream is a cudaStream_t of
+// the test whose "work" is host functions that sleep (cudaLaunchHostFunc: the stream is busy until
+// they return), so the test knows when the GPU reaches each bubble without a kernel of its own.
+// ---------------------------------------------------------------------------------------------
+#ifdef PFRT_HAVE_CUDA
+
+struct SessionDeleter {
+  void operator()(pfrt_session *s) const { pfrt_session_destroy(s); }
+};
+using SessionPtr = std::unique_ptr<pfrt_session, SessionDeleter>;
+
+double steadyUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void CUDART_CB sleepOnStream(void *us) {
+  std::this_thread::sleep_for(
+      std::chrono::microseconds(static_cast<int64_t>(reinterpret_cast<uintptr_t>(us))));
+}
+
+// Keeps `stream` busy for `us` (the framework's forward/backward as far as the session can tell).
+void busy(cudaStream_t stream, uint64_t us) {
+  ASSERT_EQ(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void *>(uintptr_t(us))),
+            cudaSuccess);
+}
+
+pfrt_session_options sessionOptions(pfrt_backend backend, pfrt_fill_policy policy) {
+  pfrt_session_options o;
+  pfrt_session_options_init(&o);
+  o.backend = backend;
+  o.fill_policy = policy;
+  o.max_dim = 4096; // the same (no) scaling on both backends
+  o.fill_idle_priority = 0;
+  return o;
+}
+
+SessionPtr sessionOk(const pfrt_program *p, const pfrt_session_options &o) {
+  pfrt_session *s = nullptr;
+  EXPECT_EQ(pfrt_session_create(p, 0, &o, &s), PFRT_OK) << pfrt_last_error();
+  return SessionPtr(s);
+}
+
+std::vector<pfrt_session_bubble> sessionBubbles(pfrt_session *s) {
+  uint32_t n = 0;
+  EXPECT_EQ(pfrt_session_rank_info(s, nullptr, nullptr, nullptr, &n), PFRT_OK);
+  std::vector<pfrt_session_bubble> out(n);
+  for (uint32_t k = 0; k < n; ++k)
+    EXPECT_EQ(pfrt_session_bubble_get(s, k, &out[k]), PFRT_OK) << pfrt_last_error();
+  return out;
+}
+
+std::vector<pfrt_session_chunk> chunkLog(pfrt_session *s) {
+  uint32_t n = 0;
+  EXPECT_EQ(pfrt_session_chunk_count(s, &n), PFRT_OK) << pfrt_last_error();
+  std::vector<pfrt_session_chunk> out(n);
+  for (uint32_t i = 0; i < n; ++i)
+    EXPECT_EQ(pfrt_session_chunk_get(s, i, &out[i]), PFRT_OK) << pfrt_last_error();
+  return out;
+}
+
+class FrameworkStream {
+public:
+  FrameworkStream() { EXPECT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess); }
+  ~FrameworkStream() {
+    cudaStreamSynchronize(s_);
+    cudaStreamDestroy(s_);
+  }
+  cudaStream_t get() const { return s_; }
+
+private:
+  cudaStream_t s_ = nullptr;
+};
+
+// The mis-predicted plan (TestUtil: chunks planned at 200 us that take 2 ms of GPU work; bubble 1
+// of 20 ms, bubble 0 of 1 ms) driven by a framework whose stream is 50 ms behind its host thread
+// when the first bubble is begun: the whole loop (7 iterations) is queued in far less time than the
+// stream takes, so bubble_begin / bubble_end do not wait for the GPU. No chunk starts before the GPU
+// reaches its bubble; the bound then gives the executor's counts (BoundedFillDefers... above):
+// once a chunk was measured, the 1 ms bubble's chunk never fits and runs in the next 20 ms bubble.
+TEST_F(CudaBackendTest, SessionFillWaitsForTheGpuAndIsBounded) {
+  ProgramPtr p = misPredictedProgram();
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(s);
+  FrameworkStream fw;
+  const std::vector<pfrt_session_bubble> bubbles = sessionBubbles(s.get());
+  ASSERT_EQ(bubbles.size(), 2u);
+  busy(fw.get(), 50000);
+  const double t0 = steadyUs();
+  double endMaxUs = 0;
+  for (int it = 0; it < 7; ++it) {
+    for (const pfrt_session_bubble &b : bubbles) {
+      busy(fw.get(), 1000); // the forward before the bubble
+      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, fw.get(), 0), PFRT_OK)
+          << pfrt_last_error();
+      busy(fw.get(), static_cast<uint64_t>(b.planned_duration_us)); // the bubble itself
+      const double e0 = steadyUs();
+      pfrt_session_bubble_result r{};
+      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, &r), PFRT_OK) << pfrt_last_error();
+      endMaxUs = std::max(endMaxUs, steadyUs() - e0);
+      EXPECT_EQ(r.end_wait_us, 0.0);
+    }
+    ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
+  }
+  const double queuedUs = steadyUs() - t0;
+  // The stream has ~200 ms of work queued; the host thread got through the loop long before.
+  uint32_t early = 99;
+  ASSERT_EQ(pfrt_session_chunk_count(s.get(), &early), PFRT_OK);
+  std::printf("queued 7 iterations in %.0f us (bubble_end at most %.0f us); chunks run before the "
+              "GPU reached the first bubble: %u\n",
+              queuedUs, endMaxUs, early);
+  EXPECT_LT(queuedUs, 25000.0) << "bubble_begin/bubble_end waited for the GPU";
+  EXPECT_EQ(early, 0u) << "fill started before the GPU reached the bubble";
+  pfrt_session_stats st{};
+  ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK) << pfrt_last_error(); // waits
+  EXPECT_EQ(st.iterations, 7u);
+  EXPECT_EQ(st.bubbles, 14u);
+  EXPECT_EQ(st.chunks_deferred, 6u);
+  EXPECT_EQ(st.chunks_run, 12u);
+  EXPECT_EQ(st.chunks_pending, 0u);
+  EXPECT_EQ(st.samples_completed, kMisPredictedSamples);
+  EXPECT_EQ(st.overrun_count, 0u) << st.overrun_us << " us over";
+  for (const pfrt_session_chunk &c : chunkLog(s.get())) {
+    std::printf("it %llu bubble %u admitted %.0f us, ran %.0f .. %.0f us, deadline %.0f us%s\n",
+                (unsigned long long)c.iteration, c.bubble_id, c.admitted_us, c.start_us, c.end_us,
+                c.deadline_us, c.deferred ? " (deferred)" : "");
+    // Times are from the bubble's begin edge as the GPU reached it.
+    EXPECT_GE(c.admitted_us, 0.0);
+    EXPECT_GE(c.start_us, c.admitted_us);
+    EXPECT_LE(c.admitted_us + c.predicted_us, c.deadline_us);
+  }
+}
+
+// bubble_end's edge stops the fill when the GPU passes it, not when the host calls it: a fill task
+// of 1 ms steps in a bubble whose duration is 1 s but whose end the framework's stream reaches
+// 20 ms after its begin runs about 20 steps (not 1000), and bubble_end returns at once.
+TEST_F(CudaBackendTest, SessionStopsAtTheEndEdge) {
+  ProgramPtr p = misPredictedProgram();
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(s);
+  pfrt_session_task_desc d{};
+  d.name = "sleeper";
+  d.step_us = 1000;
+  d.step = [](void *, uint64_t *samples) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    *samples = 1;
+    return PFRT_OK;
+  };
+  ASSERT_EQ(pfrt_session_task_add(s.get(), &d, nullptr), PFRT_OK) << pfrt_last_error();
+  FrameworkStream fw;
+  busy(fw.get(), 10000);
+  ASSERT_EQ(pfrt_session_bubble_begin(s.get(), 1, fw.get(), 1e6), PFRT_OK) << pfrt_last_error();
+  busy(fw.get(), 20000);
+  const double e0 = steadyUs();
+  ASSERT_EQ(pfrt_session_bubble_end(s.get(), 1, nullptr), PFRT_OK) << pfrt_last_error();
+  const double endUs = steadyUs() - e0;
+  pfrt_session_task_stats ts{};
+  ASSERT_EQ(pfrt_session_task_get(s.get(), 0, &ts), PFRT_OK) << pfrt_last_error(); // waits
+  std::printf("bubble_end returned in %.0f us; %llu steps in the 20 ms window\n", endUs,
+              (unsigned long long)ts.steps);
+  EXPECT_LT(endUs, 5000.0);
+  // 20 ms minus the 2 ms chunk, 1 ms steps (sleep overshoot makes them longer), and at most one
+  // step started just before the edge passed.
+  EXPECT_GE(ts.steps, 5u);
+  EXPECT_LE(ts.steps, 22u);
+}
+
+// The numbers: every chunk of the encoder plan run by a CUDA session (unbounded: the same chunks
+// whatever the GPU's speed) gives the host session's checksum within the fill GEMMs' tolerance.
+TEST_F(CudaBackendTest, SessionChecksumMatchesHostSession) {
+  ProgramPtr p = fillProgram(PFRT_FILL_INFERENCE, testEncoder(), 3,
+                             {{0, 1, 4, 0}, {1, 3, 4, 0}, {0, 3, 2, 4}});
+  SessionPtr cuda = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_UNBOUNDED));
+  SessionPtr host = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_HOST, PFRT_FILL_UNBOUNDED));
+  ASSERT_TRUE(cuda && host);
+  FrameworkStream fw;
+  const std::vector<pfrt_session_bubble> bubbles = sessionBubbles(cuda.get());
+  for (int it = 0; it < 3; ++it) {
+    for (const pfrt_session_bubble &b : bubbles) {
+      busy(fw.get(), 300);
+      ASSERT_EQ(pfrt_session_bubble_begin(cuda.get(), b.bubble_id, fw.get(), 0), PFRT_OK)
+          << pfrt_last_error();
+      busy(fw.get(), 500);
+      ASSERT_EQ(pfrt_session_bubble_end(cuda.get(), b.bubble_id, nullptr), PFRT_OK)
+          << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_begin(host.get(), b.bubble_id, nullptr, 0), PFRT_OK)
+          << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_wait(host.get()), PFRT_OK) << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_end(host.get(), b.bubble_id, nullptr), PFRT_OK)
+          << pfrt_last_error();
+    }
+    ASSERT_EQ(pfrt_session_iteration_end(cuda.get()), PFRT_OK) << pfrt_last_error();
+    ASSERT_EQ(pfrt_session_iteration_end(host.get()), PFRT_OK) << pfrt_last_error();
+  }
+  pfrt_report_job c{}, h{};
+  ASSERT_EQ(pfrt_session_get_job(cuda.get(), 0, &c), PFRT_OK) << pfrt_last_error();
+  ASSERT_EQ(pfrt_session_get_job(host.get(), 0, &h), PFRT_OK) << pfrt_last_error();
+  EXPECT_EQ(c.samples_completed, 18u);
+  EXPECT_EQ(c.samples_completed, h.samples_completed);
+  expectRel(c.checksum, h.checksum, fillTolerance(3 * kEncoderStages, 128), "session checksum");
+}
+
+#endif // PFRT_HAVE_CUDA
 
 } // namespace
 } // namespace test
