@@ -452,18 +452,32 @@ const char *pfrt_compare_format(const pfrt_compare_result *result, int json);
  * bubble; otherwise it is deferred, in plan order, to a later bubble of its job). Calls of one
  * session must not overlap (one thread at a time); different sessions are independent.
  * Calls in the wrong order get PFRT_ERROR_INVALID_ARGUMENT and a message, never a hang.
+ *
+ * CUDA sessions (options.backend CUDA; not yet run on a GPU, see docs/integration.md):
+ * bubble_begin and bubble_end record an event on main_stream (the framework's cudaStream_t, of
+ * the session's GPU; NULL: the default stream) and return at once, so the framework's host thread
+ * may run iterations ahead of its stream (up to 16 bubbles per planned bubble, then bubble_begin
+ * waits for the GPU). The worker waits until the GPU reaches a bubble's begin event (its deadline
+ * counts from that event's time), runs chunks on a low-priority stream one at a time under the
+ * same bound, and starts none once the GPU has passed the end event. bubble_end's result is then
+ * all zeros (not known yet); bubble_wait, stats, jobs, tasks and checkpoints wait until the worker
+ * has finished every bubble issued so far (the GPU has passed their ends) and report a failure of
+ * the worker (PFRT_ERROR_BACKEND for a CUDA error) there or at the next bubble_end.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct pfrt_session pfrt_session;
 
 typedef struct pfrt_session_options {
-  pfrt_backend backend;       /* AUTO (default) and HOST: the host backend; CUDA: not yet
-                                 (PFRT_ERROR_UNAVAILABLE) */
+  pfrt_backend backend;       /* AUTO (default) and HOST: the host backend; CUDA: chunks on the
+                                 GPU current on the creating thread, on a low-priority stream,
+                                 bubbles are events on main_stream (PFRT_ERROR_UNAVAILABLE
+                                 without a CUDA device); see "CUDA sessions" below */
   uint32_t world_size;        /* nonzero: the launcher's world size; the plan must have exactly
                                  this many ranks (devices), else the plan is for another job */
   double time_scale;          /* real us per planned us (planned bubble durations and chunk
                                  predictions are scaled by it); 0 = 1.0 */
-  uint32_t max_dim;           /* fill workload dimension cap; 0 = host default (128) */
+  uint32_t max_dim;           /* fill workload dimension cap; 0 = host default (128), CUDA: no
+                                 cap */
   pfrt_fill_policy fill_policy; /* BOUNDED (default) or UNBOUNDED (every chunk runs) */
   int fill_idle_priority;     /* 1: the worker thread runs at SCHED_IDLE (else nice 19); 0: not */
 } pfrt_session_options;
@@ -555,7 +569,8 @@ typedef struct pfrt_session_bubble_result {
  * give away entirely (and for deterministic tests); the bubble stays open. */
 pfrt_status pfrt_session_bubble_wait(pfrt_session *session);
 /* Ends the open bubble: no further chunk starts; waits for the chunk in flight. bubble_id must be
- * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL. */
+ * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL.
+ * CUDA: marks the end on main_stream and returns without waiting; out_result is all zeros. */
 pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble_id,
                                     pfrt_session_bubble_result *out_result);
 

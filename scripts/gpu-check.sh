@@ -2,7 +2,8 @@
 # The runtime's prepared check for one NVIDIA GPU (an H200 here; under 8 minutes):
 #   1. configures the runtime alone (runtime/standalone: no LLVM/MLIR needed) for the GPU's
 #      architecture (CMAKE_CUDA_ARCHITECTURES, default 90) and builds only the runtime targets;
-#   2. runs the CUDA tests (they skip visibly without a GPU);
+#   2. runs the CUDA tests (they skip visibly without a GPU), CUDA sessions included
+#      (CudaBackendTest.Session*: no test data files, so they run from a prebuilt bundle too);
 #   3. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
 #      ABBA main-job slowdown with its A/A noise floor, switch latency p50/p99 on bubbles with an
 #      idle fill stream, fill throughput measured / planned;

@@ -64,9 +64,11 @@ function bypassed the stage) raises on that rank before the compute, and its
 peers fail at the process group's timeout (give ``init_process_group`` a
 ``timeout``).
 
-CUDA: fill would have to run on a low-priority CUDA stream gated on the main
-stream, which sessions do not support yet; a schedule whose stages are on a
-CUDA device is refused (:class:`NotImplementedError`).
+CUDA: fill has to run on a low-priority CUDA stream gated on the main stream.
+The C API's CUDA sessions do that (docs/integration.md, "CUDA sessions") but
+have not run on a GPU yet, and ``pipefill.Session`` does not pass a backend or
+the stage's stream to them; until both, a schedule whose stages are on a CUDA
+device is refused (:class:`NotImplementedError`).
 """
 
 from __future__ import annotations
@@ -282,7 +284,8 @@ class FilledSchedule:
                 raise NotImplementedError(
                     "pipefill.torch: stage "
                     f"{st.stage_index} is on {device}: CUDA fill needs a low-priority stream "
-                    "gated on the main stream, which pipefill sessions do not support yet "
+                    "gated on the main stream; the C API's CUDA sessions do that but have not "
+                    "run on a GPU yet and pipefill.Session does not use them "
                     "(host/CPU stages only)"
                 )
         where = f"rank {rank}"
