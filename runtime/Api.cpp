@@ -589,7 +589,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.fillBounded = o.fill_policy == PFRT_FILL_BOUNDED;
     cfg.fillIdlePriority = o.fill_idle_priority != 0;
     cfg.cpu = o.cpu;
-    cfg.gpu = o.gpu;
+    cfg.gpu = o.gpu < 0 ? -1 : o.gpu; // kGpuCurrent (-2) is the sessions' own
     if (o.rank >= 0 || o.world > 0) {
       *out = runRank(pr, info, cfg, o);
       return;

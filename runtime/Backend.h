@@ -243,6 +243,10 @@ public:
     (void)device;
     return nullptr;
   }
+  // Re-reads the offset between the device's clock (edge times) and the host clock: a session
+  // runs for hours and the GPU's timer drifts from the host's. Not while another thread resolves
+  // edges of the device (a session calls it from its worker, the only one that does).
+  virtual void resyncClock(uint32_t device) { (void)device; }
   // The host-clock time of an edge token of `device`. block: wait until the stream has passed it;
   // otherwise false when it has not yet.
   virtual bool edgeTimeUs(uint32_t device, int64_t token, bool block, double &us) {

@@ -514,6 +514,15 @@ public:
     return token;
   }
 
+  void resyncClock(uint32_t device) override {
+    GpuDevice &g = *gpus_.at(device);
+    DeviceGuard guard(g.gpu);
+    // The setup stream is idle in the loop: the event completes as soon as the GPU sees it.
+    PFRT_CUDA(cudaEventRecord(g.base, g.setup));
+    PFRT_CUDA(cudaEventSynchronize(g.base));
+    g.baseHostUs = hostNowUs();
+  }
+
   std::unique_ptr<DeviceScope> useDevice(uint32_t device) override {
     struct Scope : DeviceScope {
       explicit Scope(int gpu) : guard(gpu) {}

@@ -166,6 +166,8 @@ public:
 
 private:
   void createJobData();
+  // Frees the job data and the backend (the caller's thread keeps its current device).
+  void releaseBackend();
   // The worker's part of iteration_end (host: on the caller's thread).
   void advanceIteration();
   // CUDA: records the begin edge and queues the command (waits while the queue is full).
@@ -404,12 +406,19 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   if (workerStatus_ != PFRT_OK) {
     lock.unlock();
     close();
+    releaseBackend();
     throw Error(workerStatus_, workerError_);
   }
 }
 
 Session::~Session() {
   close();
+  releaseBackend();
+}
+
+void Session::releaseBackend() {
+  if (!backend_)
+    return;
   // CUDA: the job data and the backend free device memory; the caller's device stays current.
   std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
   for (JobState &js : jobs_) {
@@ -1177,6 +1186,8 @@ void Session::iterationEnd() {
 }
 
 void Session::advanceIteration() {
+  if (device_)
+    backend_->resyncClock(rank_); // the worker: no edge is being resolved
   // Chunks of bubbles not begun this iteration wait for later bubbles, in plan order.
   for (uint32_t s = 0; s < slots_.size(); ++s)
     if (!slotDone_[s]) {
