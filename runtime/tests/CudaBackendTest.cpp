@@ -580,8 +580,10 @@ TEST_F(CudaBackendTest, SessionFillWaitsForTheGpuAndIsBounded) {
     std::printf("it %llu bubble %u admitted %.0f us, ran %.0f .. %.0f us, deadline %.0f us%s\n",
                 (unsigned long long)c.iteration, c.bubble_id, c.admitted_us, c.start_us, c.end_us,
                 c.deadline_us, c.deferred ? " (deferred)" : "");
-    // Times are from the bubble's begin edge as the GPU reached it.
-    EXPECT_GE(c.admitted_us, 0.0);
+    // Times are from the bubble's begin edge as the GPU reached it. Edge times map GPU time to
+    // the host clock through one event read after a synchronise (CudaBackend::begin/resyncClock),
+    // whose wake-up latency (tens of us) is the resolution of that mapping.
+    EXPECT_GE(c.admitted_us, -100.0);
     EXPECT_GE(c.start_us, c.admitted_us);
     EXPECT_LE(c.admitted_us + c.predicted_us, c.deadline_us);
   }
