@@ -471,7 +471,7 @@ typedef struct pfrt_session_options {
   pfrt_backend backend;       /* AUTO (default) and HOST: the host backend; CUDA: chunks on the
                                  GPU current on the creating thread, on a low-priority stream,
                                  bubbles are events on main_stream (PFRT_ERROR_UNAVAILABLE
-                                 without a CUDA device); see "CUDA sessions" below */
+                                 without a CUDA device); see "CUDA sessions" above */
   uint32_t world_size;        /* nonzero: the launcher's world size; the plan must have exactly
                                  this many ranks (devices), else the plan is for another job */
   double time_scale;          /* real us per planned us (planned bubble durations and chunk
