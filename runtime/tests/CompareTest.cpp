@@ -59,7 +59,20 @@ pfrt_options measured() {
   return o;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PFRT_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PFRT_UNDER_ASAN 1
+#endif
+#endif
+
 TEST(CompareTest, SlowdownMovesWhenFillRunsUnbounded) {
+#ifdef PFRT_UNDER_ASAN
+  // A contention contrast measured under ASan's instrumentation measures the instrumentation
+  // (-0.9% against > 25% was seen); the main suite runs it uninstrumented.
+  GTEST_SKIP() << "timing contrast: not meaningful under AddressSanitizer";
+#endif
   ProgramPtr p = contended();
   pfrt_options bounded = measured();
   bounded.fill_policy = PFRT_FILL_BOUNDED;
