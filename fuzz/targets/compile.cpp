@@ -5,14 +5,12 @@
 // Pipelines of more than 256 instructions' worth (stages x micro-batches x virtual stages) are
 // skipped after import: their time is benchmarked (bench/), and under ASan a large one would
 // read as a hang; the jobspec target covers their front end.
+#include "QuietContext.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillDialect.h"
-#include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -23,11 +21,8 @@
 #include <cstdint>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  mlir::DialectRegistry registry;
-  registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
-  mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  pipefill::fuzz::QuietContext quiet;
+  mlir::MLIRContext &ctx = *quiet.get();
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
       llvm::MemoryBuffer::getMemBufferCopy(

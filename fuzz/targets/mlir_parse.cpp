@@ -1,12 +1,9 @@
 // libFuzzer target: MLIR text with both pipefill dialects registered (pipefill, pfstream) is
 // parsed and verified (the ops' verifiers and the dialects' constraints); an accepted module is
 // printed, and the printed text must parse and verify again (a printer/parser mismatch aborts).
-#include "dialect/PipefillDialect.h"
-#include "dialect/stream/PfstreamOps.h"
+#include "QuietContext.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/raw_ostream.h"
@@ -27,12 +24,8 @@ mlir::OwningOpRef<mlir::ModuleOp> parse(mlir::MLIRContext &ctx, llvm::StringRef 
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  mlir::DialectRegistry registry;
-  registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
-  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  ctx.loadAllAvailableDialects();
-  // Errors are the expected outcome for most inputs: count them, print nothing.
-  mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  pipefill::fuzz::QuietContext quiet;
+  mlir::MLIRContext &ctx = *quiet.get();
   // MLIR's lexer reads the byte after the buffer (files and std::strings end in NUL; libFuzzer's
   // buffers do not), so the input is copied into a std::string as every real caller's is.
   std::string text(reinterpret_cast<const char *>(data), size);
