@@ -10,19 +10,9 @@
 #include "algo/fill/PlannerInternal.h"
 
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 
 namespace pipefill::fill::detail {
-
-std::string format(const char *fmt, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  return buf;
-}
 
 std::string jobLabel(const Job &job, int index) {
   return job.name.empty() ? format("#%d", index) : job.name;
@@ -37,16 +27,23 @@ std::string describe(const Knobs &k, bool training) {
   return s;
 }
 
+namespace {
+/// A chunk's or an assignment's copy of the knobs it runs with.
+template <typename T> void setKnobs(T &t, const Knobs &k) {
+  t.batch = k.batch;
+  t.weights = k.weights;
+  t.acts = k.acts;
+  t.optimizer = k.optimizer;
+  t.checkpoint = k.checkpoint;
+}
+} // namespace
+
 Chunk chunkOf(const JobConfig &cfg, int stage, int bubbleId) {
   Chunk c;
   c.stage = stage;
   c.bubbleId = bubbleId;
   c.job = cfg.job;
-  c.batch = cfg.knobs.batch;
-  c.weights = cfg.knobs.weights;
-  c.acts = cfg.knobs.acts;
-  c.optimizer = cfg.knobs.optimizer;
-  c.checkpoint = cfg.knobs.checkpoint;
+  setKnobs(c, cfg.knobs);
   return c;
 }
 
@@ -71,11 +68,7 @@ Assignment assignmentFor(const JobConfig &cfg, int stage, int prefix, int period
   Assignment a;
   a.stage = stage;
   a.job = cfg.job;
-  a.batch = cfg.knobs.batch;
-  a.weights = cfg.knobs.weights;
-  a.acts = cfg.knobs.acts;
-  a.optimizer = cfg.knobs.optimizer;
-  a.checkpoint = cfg.knobs.checkpoint;
+  setKnobs(a, cfg.knobs);
   a.prefixIterations = prefix;
   a.periodIterations = period;
   a.persistentBytes = cfg.persistentBytes;

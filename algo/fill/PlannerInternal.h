@@ -14,6 +14,7 @@
 #define PIPEFILL_ALGO_FILL_PLANNERINTERNAL_H
 
 #include "algo/fill/Planner.h"
+#include "support/Format.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -27,7 +28,6 @@ namespace pipefill::fill::detail {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kMaxChunksPerBubble = 1 << 20;
 
-std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string jobLabel(const Job &job, int index);
 
 struct Knobs {

@@ -17,7 +17,7 @@
 namespace pipefill::fill {
 namespace {
 
-using detail::format;
+using pipefill::format;
 
 constexpr size_t kMaxViolations = 200;
 
