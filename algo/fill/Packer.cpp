@@ -233,27 +233,10 @@ public:
     }
     stepIndex.assign(classLimit.size() * size_t(numOp), -1);
     recordChunks = emit->chunks != nullptr;
-    std::vector<int> seen(numOp, -1);
-    std::vector<int64_t> opsAt;
-    std::vector<double> filledAt;
-    int cursor = 0;
     int64_t batchIndex = 0;
-    const bool emitChunks = emit && emit->chunks;
-    for (int t = 0;; ++t) {
-      if (seen[cursor] >= 0) {
-        r.prefix = seen[cursor];
-        r.period = t - r.prefix;
-        for (int i = r.prefix; i < t; ++i) {
-          r.opsPeriod += opsAt[i];
-          r.filledPeriod += filledAt[i];
-        }
-        return r;
-      }
-      seen[cursor] = t;
-      if (emit)
-        emit->iteration = t;
-      int64_t ops = 0;
-      double filled = 0;
+    const bool emitChunks = emit->chunks != nullptr;
+    return cycleOfTurns([&](int t, int &cursor, int64_t &ops, double &filled) {
+      emit->iteration = t;
       for (size_t u = 0; u < usable.size(); ++u) {
         const Step &step = stepFrom(classOf[u], cursor);
         int k = usable[u];
@@ -263,7 +246,7 @@ public:
             emitChunk(emit, k, c.begin, c.end, batchIndex + c.batch, c.computeUs,
                       c.copyUs, c.time, c.transient, c.repeat, c.offset);
           }
-        } else if (emit) {
+        } else {
           // What emitChunk keeps per bubble: the chunks end at `used` at the
           // latest (each starts where the previous ended).
           emit->maxUse[k] = std::max(emit->maxUse[k], step.used);
@@ -275,9 +258,7 @@ public:
         ops += step.ops;
         filled += step.used;
       }
-      opsAt.push_back(ops);
-      filledAt.push_back(filled);
-    }
+    });
   }
 
 private:
@@ -310,16 +291,27 @@ private:
   /// that cycle. filledPeriod is then summed turn by turn (equal to the
   /// bubble-by-bubble sum up to rounding; only emitting runs report it).
   SimResult runByRuns(const std::vector<int> &usable) {
-    SimResult r;
     stepIndex.assign(classLimit.size() * size_t(numOp), -1);
     buildRuns(usable);
-    std::vector<int> seen(numOp, -1);
-    std::vector<int64_t> opsAt;
-    std::vector<double> filledAt;
     visitToken.assign(numOp, 0);
     visitIndex.assign(numOp, 0);
     visitOps.assign(numOp, 0);
     visitFilled.assign(numOp, 0);
+    return cycleOfTurns([&](int, int &cursor, int64_t &ops, double &filled) {
+      for (const Run &run : runs)
+        walkRun(run, cursor, ops, filled);
+    });
+  }
+
+  /// Runs turns (turn t is one pass over the usable bubbles: `turn` moves
+  /// the cursor and adds the turn's ops and filled time) from cursor 0 until
+  /// the cursor a turn starts at repeats; the turns since its first visit are
+  /// the period.
+  template <typename Turn> SimResult cycleOfTurns(Turn &&turn) {
+    SimResult r;
+    std::vector<int> seen(numOp, -1);
+    std::vector<int64_t> opsAt;
+    std::vector<double> filledAt;
     int cursor = 0;
     for (int t = 0;; ++t) {
       if (seen[cursor] >= 0) {
@@ -334,8 +326,7 @@ private:
       seen[cursor] = t;
       int64_t ops = 0;
       double filled = 0;
-      for (const Run &run : runs)
-        walkRun(run, cursor, ops, filled);
+      turn(t, cursor, ops, filled);
       opsAt.push_back(ops);
       filledAt.push_back(filled);
     }
@@ -356,7 +347,6 @@ private:
 
   /// The same without a memo, bubble by bubble (few bubbles alike).
   SimResult runDirect(const std::vector<int> &usable) {
-    SimResult r;
     const int64_t cap = memCap();
     if (zeroDps.size() < usable.size())
       zeroDps.resize(usable.size());
@@ -365,24 +355,8 @@ private:
     trace.clear();
     recorded.clear();
     keepTrace = false;
-    std::vector<int> seen(numOp, -1);
-    std::vector<int64_t> opsAt;
-    std::vector<double> filledAt;
-    int cursor = 0;
     Step step;
-    for (int t = 0;; ++t) {
-      if (seen[cursor] >= 0) {
-        r.prefix = seen[cursor];
-        r.period = t - r.prefix;
-        for (int i = r.prefix; i < t; ++i) {
-          r.opsPeriod += opsAt[i];
-          r.filledPeriod += filledAt[i];
-        }
-        return r;
-      }
-      seen[cursor] = t;
-      int64_t ops = 0;
-      double filled = 0;
+    return cycleOfTurns([&](int, int &cursor, int64_t &ops, double &filled) {
       for (size_t u = 0; u < usable.size(); ++u) {
         int k = usable[u];
         packBubble(budget[k], mem[k], mem[k] >= cap, zeroDps[u], cursor, step);
@@ -390,9 +364,7 @@ private:
         ops += step.ops;
         filled += step.used;
       }
-      opsAt.push_back(ops);
-      filledAt.push_back(filled);
-    }
+    });
   }
 
   /// Consecutive usable bubbles [begin, begin + length) of one group.
@@ -632,176 +604,218 @@ private:
                zeroDps[cls], cursor, step);
   }
 
-  /// Packs a bubble of `limit` time and `memLimit` memory (`ample`: at least
-  /// memCap()) from `cursor` into `step`; zeroDp caches its split from op 0.
-  void packBubble(const double limit, const int64_t memLimit, bool ample,
-                  SplitDp &zeroDp, int cursor, Step &step) {
+  /// A bubble being packed: its limits, where the cursor is, and what has
+  /// been packed into it so far.
+  struct Fill {
+    double limit;
+    int64_t memLimit;
+    bool ample; // at least memCap() memory
+    int cursor;
     double used = 0;
     int64_t ops = 0, batches = 0, maxTransient = -1;
+  };
+
+  /// The longest single chunk from the cursor that fits (end -1: none), and
+  /// whether memory, not time, cut it short.
+  struct Longest {
+    int end = -1;
+    double time = 0, copyUs = 0, computeUs = 0;
+    int64_t bytes = 0;
+    bool memoryLimited = false;
+  };
+
+  /// Packs a bubble of `limit` time and `memLimit` memory (`ample`: at least
+  /// memCap()) from `cursor` into `step`; zeroDp caches its split from op 0.
+  /// Per chunk choice: whole batches back to back from op 0, then the
+  /// longest run of ops that fits, or where memory cut that run short the
+  /// least-time split that gets further.
+  void packBubble(const double limit, const int64_t memLimit, bool ample,
+                  SplitDp &zeroDp, int cursor, Step &step) {
+    Fill f{limit, memLimit, ample, cursor};
     step.firstChunk = uint32_t(recorded.size());
     step.traceBegin = uint32_t(trace.size());
-    auto record = [&](int begin, int end, double computeUs, double copyUs,
-                      double time, int64_t transient, int64_t repeat,
-                      double offset) {
-      maxTransient = std::max(maxTransient, transient);
-      if (!recordChunks)
-        return;
-      Recorded c;
-      c.begin = begin;
-      c.end = end;
-      c.batch = batches;
-      c.computeUs = computeUs;
-      c.copyUs = copyUs;
-      c.time = time;
-      c.transient = transient;
-      c.repeat = repeat;
-      c.offset = offset;
-      recorded.push_back(c);
-    };
     for (int64_t guard = 0; guard < kMaxChunksPerBubble; ++guard) {
-      int64_t taken = 0;
-      // Whole batches back to back.
-      if (cursor == 0 && cfg.batchTransient <= memLimit &&
-          cfg.batchComputeUs >= policy.minEfficiency * (ctx + cfg.batchUs)) {
-        double cost = ctx + cfg.batchUs;
-        if (cost > 0 && used + cost <= limit) {
-          double n = std::floor((limit - used) / cost);
-          int64_t count = int64_t(std::min(n, double(kMaxChunksPerBubble)));
-          while (count > 0 && used + double(count) * cost > limit)
-            --count;
-          if (count > 0) {
-            record(0, numOp, cfg.batchComputeUs, cfg.batchCopyUs, cfg.batchUs,
-                   cfg.batchTransient, count, used);
-            used += double(count) * cost;
-            batches += count;
-            ops += count * numOp;
-            taken = count;
-          }
-        }
-      }
+      int64_t taken = takeWholeBatches(f);
       if (keepTrace)
         trace.push_back(taken);
-      if (cursor == 0 && (policy.wholeBatchStarts || policy.wholeBatchesOnly))
+      if (f.cursor == 0 && (policy.wholeBatchStarts || policy.wholeBatchesOnly))
         break;
-      // The longest run of ops from the cursor that fits.
-      int p = cursor;
-      builder.reset();
-      int best = -1;
-      double bestTime = 0, bestCopy = 0, bestCompute = 0;
-      int64_t bestBytes = 0;
-      bool memoryLimited = false;
-      if (cfg.noCopies && policy.minEfficiency == 0) {
-        // Fast path without copies: the time of [p, e) is a prefix-sum
-        // difference (binary search), the bytes its largest working set.
-        const std::vector<double> &pre = cfg.prefixComputeUs;
-        double avail = limit - used - ctx + pre[p];
-        int e = int(std::upper_bound(pre.begin() + p + 1, pre.begin() + numOp + 1,
-                                     avail) -
-                    pre.begin()) - 1;
-        int m = p;
-        if (ample)
-          m = std::max(p, e); // no op's working set exceeds the memory
-        else
-          while (m < e && cfg.ops[m].workBytes <= memLimit)
-            ++m;
-        memoryLimited = m < e;
-        for (int q = m; q > p; --q) {
-          if (!live[q % numOp])
-            continue;
-          // The sum in op order, exactly as the chunk builder adds it.
-          double time = 0;
-          int64_t bytes = 0;
-          for (int j = p; j < q; ++j) {
-            time += cfg.ops[j].computeUs;
-            bytes = std::max(bytes, cfg.ops[j].workBytes);
-          }
-          if (used + ctx + time > limit)
-            continue;
-          best = q;
-          bestTime = bestCompute = time;
-          bestBytes = bytes;
-          break;
-        }
-      } else
-      for (int e = p; e < numOp; ++e) {
-        pushOp(p, e);
-        if (used + ctx + builder.makespan() > limit)
-          break; // every longer run takes at least as long
-        if (builder.transient() > memLimit) {
-          memoryLimited = true; // ... and needs at least as much memory
-          break;
-        }
-        double time, extra;
-        int64_t bytes;
-        endAt(e, time, bytes, extra);
-        memoryLimited |= bytes > memLimit;
-        if (used + ctx + time <= limit && bytes <= memLimit &&
-            live[(e + 1) % numOp] &&
-            builder.computeUs() >= policy.minEfficiency * (ctx + time)) {
-          best = e + 1;
-          bestTime = time;
-          bestBytes = bytes;
-          bestCompute = builder.computeUs();
-          bestCopy = builder.copyUs() + extra;
-        }
-      }
-      // Where memory cut the run short, several chunks may get further than
-      // one (a split drops the buffer pair at the cut): take the farthest op
-      // that the least-time split reaches.
+      const int p = f.cursor;
+      Longest best = cfg.noCopies && policy.minEfficiency == 0
+                         ? longestByPrefixSums(f)
+                         : longestByBuilder(f);
       if (keepTrace)
-        trace.push_back(best);
-      if (memoryLimited) {
+        trace.push_back(best.end);
+      if (best.memoryLimited) {
         step.memoryLimited = true;
-        SplitDp local;
-        SplitDp *dp = &local;
-        if (p == 0) {
-          // From op 0 the split depends only on the bubble: cached.
-          dp = &zeroDp;
-          if (!dp->valid)
-            runSplitDp(0, limit, memLimit, policy.minEfficiency, *dp);
-        } else {
-          runSplitDp(p, limit - used, memLimit, policy.minEfficiency, local);
-        }
-        int q = -1;
-        for (int e = numOp; e > p; --e)
-          if (used + dp->time[e] <= limit && live[e % numOp]) {
-            q = e;
-            break;
-          }
-        if (q > best) {
-          forEachPathChunk(*dp, p, q, used,
-                           [&](int from, int to, const ChunkCost &c,
-                               double offset) {
-                             record(from, to, c.computeUs, c.copyUs, c.time,
-                                    c.bytes, 1, offset);
-                           });
-          ops += q - p;
-          cursor = q;
-          if (cursor == numOp) {
-            cursor = 0;
-            ++batches;
-          }
+        if (splitPastMemory(f, zeroDp, best.end))
           continue;
-        }
       }
-      if (best < 0)
+      if (best.end < 0)
         break;
-      record(p, best, bestCompute, bestCopy, bestTime, bestBytes, 1, used);
-      used += ctx + bestTime;
-      ops += best - p;
-      cursor = best;
-      if (cursor == numOp) {
-        cursor = 0;
-        ++batches;
-      }
+      record(f, p, best.end, best.computeUs, best.copyUs, best.time, best.bytes,
+             1, f.used);
+      f.used += ctx + best.time;
+      advance(f, best.end);
     }
-    step.cursor = cursor;
-    step.ops = ops;
-    step.batches = batches;
-    step.used = used;
-    step.maxTransient = maxTransient;
+    step.cursor = f.cursor;
+    step.ops = f.ops;
+    step.batches = f.batches;
+    step.used = f.used;
+    step.maxTransient = f.maxTransient;
     step.endChunk = uint32_t(recorded.size());
     step.traceEnd = uint32_t(trace.size());
+  }
+
+  /// Notes a chunk of the bubble (kept when chunks are recorded).
+  void record(Fill &f, int begin, int end, double computeUs, double copyUs,
+              double time, int64_t transient, int64_t repeat, double offset) {
+    f.maxTransient = std::max(f.maxTransient, transient);
+    if (!recordChunks)
+      return;
+    Recorded c;
+    c.begin = begin;
+    c.end = end;
+    c.batch = f.batches;
+    c.computeUs = computeUs;
+    c.copyUs = copyUs;
+    c.time = time;
+    c.transient = transient;
+    c.repeat = repeat;
+    c.offset = offset;
+    recorded.push_back(c);
+  }
+
+  /// Moves the cursor to op `to` (numOp: the batch is done, back to op 0).
+  void advance(Fill &f, int to) {
+    f.ops += to - f.cursor;
+    f.cursor = to;
+    if (f.cursor == numOp) {
+      f.cursor = 0;
+      ++f.batches;
+    }
+  }
+
+  /// At op 0, as many whole batches back to back as fit (where a batch is
+  /// efficient enough and fits the memory); how many.
+  int64_t takeWholeBatches(Fill &f) {
+    if (f.cursor != 0 || cfg.batchTransient > f.memLimit ||
+        !(cfg.batchComputeUs >= policy.minEfficiency * (ctx + cfg.batchUs)))
+      return 0;
+    double cost = ctx + cfg.batchUs;
+    if (!(cost > 0 && f.used + cost <= f.limit))
+      return 0;
+    double n = std::floor((f.limit - f.used) / cost);
+    int64_t count = int64_t(std::min(n, double(kMaxChunksPerBubble)));
+    while (count > 0 && f.used + double(count) * cost > f.limit)
+      --count;
+    if (count <= 0)
+      return 0;
+    record(f, 0, numOp, cfg.batchComputeUs, cfg.batchCopyUs, cfg.batchUs,
+           cfg.batchTransient, count, f.used);
+    f.used += double(count) * cost;
+    f.batches += count;
+    f.ops += count * numOp;
+    return count;
+  }
+
+  /// longest() without copies: the time of [p, e) is a prefix-sum
+  /// difference (binary search), the bytes its largest working set.
+  Longest longestByPrefixSums(const Fill &f) {
+    Longest best;
+    const int p = f.cursor;
+    const std::vector<double> &pre = cfg.prefixComputeUs;
+    double avail = f.limit - f.used - ctx + pre[p];
+    int e = int(std::upper_bound(pre.begin() + p + 1, pre.begin() + numOp + 1,
+                                 avail) -
+                pre.begin()) - 1;
+    int m = p;
+    if (f.ample)
+      m = std::max(p, e); // no op's working set exceeds the memory
+    else
+      while (m < e && cfg.ops[m].workBytes <= f.memLimit)
+        ++m;
+    best.memoryLimited = m < e;
+    for (int q = m; q > p; --q) {
+      if (!live[q % numOp])
+        continue;
+      // The sum in op order, exactly as the chunk builder adds it.
+      double time = 0;
+      int64_t bytes = 0;
+      for (int j = p; j < q; ++j) {
+        time += cfg.ops[j].computeUs;
+        bytes = std::max(bytes, cfg.ops[j].workBytes);
+      }
+      if (f.used + ctx + time > f.limit)
+        continue;
+      best.end = q;
+      best.time = best.computeUs = time;
+      best.bytes = bytes;
+      break;
+    }
+    return best;
+  }
+
+  /// The longest chunk from the cursor, built op by op with its copies.
+  Longest longestByBuilder(const Fill &f) {
+    Longest best;
+    const int p = f.cursor;
+    builder.reset();
+    for (int e = p; e < numOp; ++e) {
+      pushOp(p, e);
+      if (f.used + ctx + builder.makespan() > f.limit)
+        break; // every longer run takes at least as long
+      if (builder.transient() > f.memLimit) {
+        best.memoryLimited = true; // ... and needs at least as much memory
+        break;
+      }
+      double time, extra;
+      int64_t bytes;
+      endAt(e, time, bytes, extra);
+      best.memoryLimited |= bytes > f.memLimit;
+      if (f.used + ctx + time <= f.limit && bytes <= f.memLimit &&
+          live[(e + 1) % numOp] &&
+          builder.computeUs() >= policy.minEfficiency * (ctx + time)) {
+        best.end = e + 1;
+        best.time = time;
+        best.bytes = bytes;
+        best.computeUs = builder.computeUs();
+        best.copyUs = builder.copyUs() + extra;
+      }
+    }
+    return best;
+  }
+
+  /// Where memory cut the run short, several chunks may get further than
+  /// one (a split drops the buffer pair at the cut): takes the farthest op
+  /// that the least-time split reaches if that is past `best`.
+  bool splitPastMemory(Fill &f, SplitDp &zeroDp, int best) {
+    const int p = f.cursor;
+    SplitDp local;
+    SplitDp *dp = &local;
+    if (p == 0) {
+      // From op 0 the split depends only on the bubble: cached.
+      dp = &zeroDp;
+      if (!dp->valid)
+        runSplitDp(0, f.limit, f.memLimit, policy.minEfficiency, *dp);
+    } else {
+      runSplitDp(p, f.limit - f.used, f.memLimit, policy.minEfficiency, local);
+    }
+    int q = -1;
+    for (int e = numOp; e > p; --e)
+      if (f.used + dp->time[e] <= f.limit && live[e % numOp]) {
+        q = e;
+        break;
+      }
+    if (q <= best)
+      return false;
+    forEachPathChunk(*dp, p, q, f.used,
+                     [&](int from, int to, const ChunkCost &c, double offset) {
+                       record(f, from, to, c.computeUs, c.copyUs, c.time,
+                              c.bytes, 1, offset);
+                     });
+    advance(f, q);
+    return true;
   }
 
   /// The buffers of a run, kept per thread from one packing to the next
