@@ -234,6 +234,67 @@ planner {{ min_bubble_us: 200 reserve_bytes: 0 context_switch_us: 20 batch_sizes
 
 
 # -- one rank --------------------------------------------------------------------------------
+def rank_totals(rank: int, fill_steps: list, srep: dict) -> dict:
+    """This rank's fill over the filled steps, and its session report's totals."""
+    return {
+        "rank": rank,
+        "bubbles_begun": sum(len(s["bubbles"]) for s in fill_steps),
+        "chunks_run": sum(s["chunks_run"] for s in fill_steps),
+        "task_steps": sum(s["task_steps"] for s in fill_steps),
+        "samples": sum(s["samples_completed"] + s["task_samples"] for s in fill_steps),
+        "fill_s": sum(s["fill_us"] + s["task_us"] for s in fill_steps) / 1e6,
+        "end_wait_ms": sum(s["end_wait_us"] for s in fill_steps) / 1e3,
+        "session": {k: srep.get(k) for k in ("iterations", "bubbles", "chunks_run",
+                                             "chunks_deferred", "samples_completed",
+                                             "overrun_count", "fill_us")},
+        "tasks": srep.get("tasks", []),
+    }
+
+
+def summarize(args: argparse.Namespace, ranks: list, step_s: dict, losses: tuple,
+              torch_class: str, use_task: bool, report: dict) -> None:
+    """Rank 0: prints the run's result (and writes it to --report)."""
+    first_loss, loss = losses
+    off = sum(step_s[False]) / len(step_s[False])
+    on = sum(step_s[True]) / len(step_s[True])
+    samples = sum(r["samples"] for r in ranks)
+    filled_time = sum(step_s[True])
+    result = {
+        "example": "examples/torch/gpt_pipeline.py",
+        "schedule": torch_class,
+        "fill": "torch FillTask (classifier inference)" if use_task
+                else "plan fill job (encoder inference, runtime workload)",
+        "fill_priority": args.fill_priority,
+        "ranks": STAGES, "microbatches": MICROBATCHES, "steps_each": args.steps,
+        "loss_first": first_loss, "loss_last": loss,
+        "step_ms_without_fill": off * 1e3, "step_ms_with_fill": on * 1e3,
+        "slowdown_pct": (on / off - 1) * 100,
+        "fill_samples": samples,
+        "fill_chunks_run": sum(r["chunks_run"] for r in ranks),
+        "fill_task_steps": sum(r["task_steps"] for r in ranks),
+        "fill_bubbles_begun": sum(r["bubbles_begun"] for r in ranks),
+        "fill_throughput_samples_per_s": samples / filled_time,
+        "fill_busy_s": sum(r["fill_s"] for r in ranks),
+        "bubble_end_wait_ms": sum(r["end_wait_ms"] for r in ranks),
+        "planned_iteration_ms": report["iteration_time_us"] / 1e3,
+        "planned_bubble_fraction": report["bubble_fraction"],
+        "per_rank": ranks,
+        "measured": "wall clock (time.perf_counter), max over ranks per step",
+    }
+    print(f"fill: {samples} samples in {result['fill_chunks_run']} plan chunks and "
+          f"{result['fill_task_steps']} task steps over "
+          f"{result['fill_bubbles_begun']} bubbles, busy {result['fill_busy_s']:.3f} s, "
+          f"bubble_end waits {result['bubble_end_wait_ms']:.1f} ms (all ranks)")
+    print(f"main step time, measured (mean of {args.steps} each): without fill "
+          f"{off * 1e3:.1f} ms, with fill {on * 1e3:.1f} ms, slowdown {result['slowdown_pct']:+.1f}%")
+    print(f"fill throughput {result['fill_throughput_samples_per_s']:.1f} samples/s "
+          f"(fill samples / filled step time)")
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"report: {args.report}")
+
+
 def worker(rank: int, args: argparse.Namespace, store: str) -> None:
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -329,63 +390,12 @@ def worker(rank: int, args: argparse.Namespace, store: str) -> None:
         step += 1
 
     # Totals over ranks.
-    srep = session.report()
-    mine = {
-        "rank": rank,
-        "bubbles_begun": sum(len(s["bubbles"]) for s in fill_steps),
-        "chunks_run": sum(s["chunks_run"] for s in fill_steps),
-        "task_steps": sum(s["task_steps"] for s in fill_steps),
-        "samples": sum(s["samples_completed"] + s["task_samples"] for s in fill_steps),
-        "fill_s": sum(s["fill_us"] + s["task_us"] for s in fill_steps) / 1e6,
-        "end_wait_ms": sum(s["end_wait_us"] for s in fill_steps) / 1e3,
-        "session": {k: srep.get(k) for k in ("iterations", "bubbles", "chunks_run",
-                                             "chunks_deferred", "samples_completed",
-                                             "overrun_count", "fill_us")},
-        "tasks": srep.get("tasks", []),
-    }
     ranks: list = [None] * STAGES
-    dist.all_gather_object(ranks, mine)
+    dist.all_gather_object(ranks, rank_totals(rank, fill_steps, session.report()))
     filled.close()
     session.close()
     if rank == 0:
-        off = sum(step_s[False]) / len(step_s[False])
-        on = sum(step_s[True]) / len(step_s[True])
-        samples = sum(r["samples"] for r in ranks)
-        filled_time = sum(step_s[True])
-        result = {
-            "example": "examples/torch/gpt_pipeline.py",
-            "schedule": torch_class,
-            "fill": "torch FillTask (classifier inference)" if use_task
-                    else "plan fill job (encoder inference, runtime workload)",
-            "fill_priority": args.fill_priority,
-            "ranks": STAGES, "microbatches": MICROBATCHES, "steps_each": args.steps,
-            "loss_first": first_loss, "loss_last": loss,
-            "step_ms_without_fill": off * 1e3, "step_ms_with_fill": on * 1e3,
-            "slowdown_pct": (on / off - 1) * 100,
-            "fill_samples": samples,
-            "fill_chunks_run": sum(r["chunks_run"] for r in ranks),
-            "fill_task_steps": sum(r["task_steps"] for r in ranks),
-            "fill_bubbles_begun": sum(r["bubbles_begun"] for r in ranks),
-            "fill_throughput_samples_per_s": samples / filled_time,
-            "fill_busy_s": sum(r["fill_s"] for r in ranks),
-            "bubble_end_wait_ms": sum(r["end_wait_ms"] for r in ranks),
-            "planned_iteration_ms": report["iteration_time_us"] / 1e3,
-            "planned_bubble_fraction": report["bubble_fraction"],
-            "per_rank": ranks,
-            "measured": "wall clock (time.perf_counter), max over ranks per step",
-        }
-        print(f"fill: {samples} samples in {result['fill_chunks_run']} plan chunks and "
-              f"{result['fill_task_steps']} task steps over "
-              f"{result['fill_bubbles_begun']} bubbles, busy {result['fill_busy_s']:.3f} s, "
-              f"bubble_end waits {result['bubble_end_wait_ms']:.1f} ms (all ranks)")
-        print(f"main step time, measured (mean of {args.steps} each): without fill "
-              f"{off * 1e3:.1f} ms, with fill {on * 1e3:.1f} ms, slowdown {result['slowdown_pct']:+.1f}%")
-        print(f"fill throughput {result['fill_throughput_samples_per_s']:.1f} samples/s "
-              f"(fill samples / filled step time)")
-        if args.report:
-            with open(args.report, "w") as f:
-                json.dump(result, f, indent=1)
-            print(f"report: {args.report}")
+        summarize(args, ranks, step_s, (first_loss, loss), torch_class, use_task, report)
     dist.barrier()
     dist.destroy_process_group()
 
