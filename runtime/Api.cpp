@@ -522,6 +522,8 @@ void pfrt_options_init(pfrt_options *o) {
   if (const char *fp = std::getenv("PFRT_FILL_POLICY")) {
     if (!std::strcmp(fp, "unbounded"))
       o->fill_policy = PFRT_FILL_UNBOUNDED;
+    else if (!std::strcmp(fp, "whole"))
+      o->fill_policy = PFRT_FILL_BOUNDED_WHOLE;
   }
   if (const char *rt = std::getenv("PFRT_RANK_TRANSFER")) {
     if (!std::strcmp(rt, "nccl"))
@@ -559,7 +561,8 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       invalid("stage must be -1 (all devices) or a device index");
     if (o.time_model != PFRT_TIME_MEASURED && o.time_model != PFRT_TIME_MODELLED)
       invalid("unknown time_model " + std::to_string(static_cast<int>(o.time_model)));
-    if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED)
+    if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED &&
+        o.fill_policy != PFRT_FILL_BOUNDED_WHOLE)
       invalid("unknown fill_policy " + std::to_string(static_cast<int>(o.fill_policy)));
     if (o.rank_transfer != PFRT_RANK_TRANSFER_AUTO && o.rank_transfer != PFRT_RANK_TRANSFER_MODELLED &&
         o.rank_transfer != PFRT_RANK_TRANSFER_NCCL)
@@ -586,7 +589,8 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.computeUser = o.compute_user;
     cfg.verbose = o.verbose != 0;
     cfg.modelledTime = o.time_model == PFRT_TIME_MODELLED;
-    cfg.fillBounded = o.fill_policy == PFRT_FILL_BOUNDED;
+    cfg.fillBounded = o.fill_policy != PFRT_FILL_UNBOUNDED;
+    cfg.fillSplit = o.fill_policy == PFRT_FILL_BOUNDED;
     cfg.fillIdlePriority = o.fill_idle_priority != 0;
     cfg.cpu = o.cpu;
     cfg.gpu = o.gpu < 0 ? -1 : o.gpu; // kGpuCurrent (-2) is the sessions' own

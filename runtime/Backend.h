@@ -48,7 +48,8 @@ struct RunConfig {
   void *computeUser = nullptr;
   bool verbose = false;
   bool modelledTime = false;     // host: PFRT_TIME_MODELLED
-  bool fillBounded = true;       // PFRT_FILL_BOUNDED
+  bool fillBounded = true;       // PFRT_FILL_BOUNDED or PFRT_FILL_BOUNDED_WHOLE
+  bool fillSplit = true;         // PFRT_FILL_BOUNDED: run the head of a chunk that does not fit
   bool fillIdlePriority = true;  // host: fill/copy threads at SCHED_IDLE
   int32_t cpu = -1;              // host, measured: pin real devices' threads here
   int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0;

@@ -64,7 +64,7 @@ struct Executor::JobRun {
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
-  std::atomic<uint64_t> chunksDeferred{0};
+  std::atomic<uint64_t> chunksDeferred{0}, chunksSplit{0};
   std::map<uint32_t, FillQueue> devices;
 };
 
@@ -616,8 +616,24 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
       if (started) // the main stream may have resumed while the last chunk ran
         deadline = bubbleDeadline(backend, d, f.bubble_id, ctx.iteration);
       predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
-      if (backend.streamNowUs(ctx) + predicted * config_.timeScale > deadline)
-        break; // does not fit what is left of the bubble: wait for a later one
+      const double now = backend.streamNowUs(ctx);
+      if (now + predicted * config_.timeScale > deadline) {
+        // It does not fit what is left of the bubble. Its longest head that does runs now; the
+        // rest (or all of it) waits for a later bubble, first in line.
+        WorkItem head;
+        if (!config_.fillSplit ||
+            !dj.fittingHead(item, jr.shape, (deadline - now) / config_.timeScale, &head,
+                            &predicted))
+          break;
+        FillQueue::dropHead(dj.backlog.front(), head);
+        ++jr.chunksSplit;
+        if (!started) {
+          backend.markStart(ctx, slot);
+          started = true;
+        }
+        execItem(ctx, backend, jr, dj, f.job, head, deadline, predicted, !isOwn, f);
+        continue;
+      }
     } else if (config_.fillBounded) {
       predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
     }
@@ -896,6 +912,7 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
         }
     }
   result_.fillBounded = config_.fillBounded;
+  result_.fillSplit = config_.fillBounded && config_.fillSplit;
   result_.boundedOnHost = true;
   for (uint32_t d = 0; d < numDevices; ++d)
     if (fillOn_[d] && !backendOf_[d]->boundsOnHost())
@@ -1011,6 +1028,7 @@ void Executor::collectResults(uint32_t numDevices) {
     out.chunksRun = jr.chunksRun;
     out.chunksSkipped = jr.chunksSkipped;
     out.chunksDeferred = jr.chunksDeferred;
+    out.chunksSplit = jr.chunksSplit;
     for (auto &dj : jr.devices) {
       out.chunksPending += dj.second.backlog.size();
       for (const auto &fl : dj.second.flights)

@@ -61,6 +61,8 @@ struct RunResult {
     // Bubble bound: chunks deferred at least once to a later bubble; still waiting at the end
     // (in the checkpoint); samples of batches begun or queued but not finished at the end.
     uint64_t chunksDeferred = 0, chunksPending = 0, samplesPending = 0;
+    // Chunks that did not fit and ran a head (their first passes) instead, the rest deferred.
+    uint64_t chunksSplit = 0;
   };
   std::vector<Job> jobs;
   bool resumed = false;
@@ -73,6 +75,7 @@ struct RunResult {
   // ratio); 0: emulated devices kept their planned times.
   double emulatedSpeedRatio = 0;
   bool fillBounded = true;
+  bool fillSplit = true;     // the bound runs heads of chunks (PFRT_FILL_BOUNDED)
   bool boundedOnHost = true; // false: the device enforces the bound (CUDA)
 
   // One fill work item (a planned chunk, possibly run in a later bubble than planned).

@@ -1,6 +1,7 @@
 #include "runtime/FillQueue.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace pfrt {
 
@@ -53,6 +54,36 @@ Flight *FillQueue::admit(const WorkItem &item, bool *begunTwice) {
   if (found == flights.end() || found->second.next != item.passBegin)
     return nullptr;
   return &found->second;
+}
+
+bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double roomUs,
+                            WorkItem *head, double *predictedUs) const {
+  if (item.passEnd <= item.passBegin + 1 || !(roomUs > 0))
+    return false;
+  const uint32_t n = item.passEnd - item.passBegin;
+  std::vector<double> upTo(n + 1, 0.0); // planned cost of the first k passes
+  for (uint32_t k = 0; k < n; ++k)
+    upTo[k + 1] = upTo[k] + plannedPassUs(shape, item.passBegin + k, item.batch);
+  const bool byCost = upTo[n] > 0;
+  for (uint32_t k = n - 1; k >= 1; --k) {
+    const double share = byCost ? upTo[k] / upTo[n] : double(k) / n;
+    const double planned = item.plannedUs * share;
+    const double predicted =
+        predictor.predict(item.passBegin, item.passBegin + k, item.batch, planned);
+    if (predicted <= roomUs) {
+      *head = item;
+      head->passEnd = item.passBegin + k;
+      head->plannedUs = planned;
+      *predictedUs = predicted;
+      return true;
+    }
+  }
+  return false;
+}
+
+void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
+  item.passBegin = head.passEnd;
+  item.plannedUs = std::max(0.0, item.plannedUs - head.plannedUs);
 }
 
 FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job,

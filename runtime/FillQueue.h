@@ -11,6 +11,7 @@
 #include "runtime/Backend.h"
 #include "runtime/FillPredictor.h"
 #include "runtime/Program.h"
+#include "runtime/Workload.h"
 #include "proto/stream_program.pb.h"
 
 #include <cstdint>
@@ -55,6 +56,16 @@ struct FillQueue {
   // continuation whose batch is not at its first pass: skipped). *begunTwice is set (and null
   // returned) when a first pass finds its batch already in flight, which the plan never does.
   Flight *admit(const WorkItem &item, bool *begunTwice);
+
+  // The bubble bound's split of a chunk that does not fit what is left of its bubble (FreeRide's
+  // steps, at pass granularity): the longest head of `item`, passes [item.passBegin, m) with
+  // m < item.passEnd, whose predicted time fits `roomUs` (planned us). The head's planned time is
+  // the chunk's in proportion to its passes' planned costs (by pass count where those are 0).
+  // False when not even the first pass fits. After the head ran, dropHead leaves the rest of the
+  // chunk in `item`: a continuation of the same batch, first in line.
+  bool fittingHead(const WorkItem &item, const JobShape &shape, double roomUs, WorkItem *head,
+                   double *predictedUs) const;
+  static void dropHead(WorkItem &item, const WorkItem &head);
 
   struct Ran {
     bool completed = false; // the batch finished (its flight is gone)

@@ -41,6 +41,7 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
   r.set_first_iteration(run.firstIteration);
   r.set_iterations(run.iterations);
   r.set_fill_bounded(run.fillBounded);
+  r.set_fill_split(run.fillSplit);
   r.set_bounded_on_host(run.boundedOnHost);
   r.set_host_lag_us(run.hostLagUs);
   {
@@ -84,6 +85,7 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
     out->set_chunks_run(j.chunksRun);
     out->set_chunks_skipped(j.chunksSkipped);
     out->set_chunks_deferred(j.chunksDeferred);
+    out->set_chunks_split(j.chunksSplit);
     out->set_chunks_pending(j.chunksPending);
     out->set_samples_pending(j.samplesPending);
   }
@@ -192,6 +194,7 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
   run.iterations = first.iterations();
   run.runStartUs = 0;
   run.fillBounded = first.fill_bounded();
+  run.fillSplit = first.fill_split();
   run.boundedOnHost = true;
   run.deviceBackend.assign(numDevices, "");
   run.deviceFill.assign(numDevices, false);
@@ -286,6 +289,7 @@ void mergeJob(const Program &program, uint32_t j,
     out.chunksRun += rj.chunks_run();
     out.chunksSkipped += rj.chunks_skipped();
     out.chunksDeferred += rj.chunks_deferred();
+    out.chunksSplit += rj.chunks_split();
     out.chunksPending += rj.chunks_pending();
     out.samplesPending += rj.samples_pending();
   }

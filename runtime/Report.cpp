@@ -42,7 +42,7 @@ const char *fillKindName(pfrt_fill_kind k) {
 
 // Fill chunks run, deferred, skipped and pending, over the jobs.
 struct ChunkTotals {
-  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0;
+  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0, split = 0;
 };
 
 ChunkTotals chunkTotals(const std::vector<RunResult::Job> &jobs) {
@@ -52,18 +52,20 @@ ChunkTotals chunkTotals(const std::vector<RunResult::Job> &jobs) {
     t.deferred += j.chunksDeferred;
     t.skipped += j.chunksSkipped;
     t.pending += j.chunksPending;
+    t.split += j.chunksSplit;
   }
   return t;
 }
 
 // The bubble bound's totals over the jobs.
 void writeFillBoundJson(JsonWriter &w, const ReportData &r) {
-  auto [run, deferred, skipped, pending] = chunkTotals(r.jobs);
+  auto [run, deferred, skipped, pending, split] = chunkTotals(r.jobs);
   w.beginObject("fill_bound");
-  w.value("policy", r.fillBounded ? "bounded" : "unbounded");
+  w.value("policy", !r.fillBounded ? "unbounded" : r.fillSplit ? "bounded" : "bounded-whole");
   w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
   w.value("chunks_run", run);
   w.value("chunks_deferred", deferred);
+  w.value("chunks_split", split);
   w.value("chunks_skipped", skipped);
   w.value("chunks_pending", pending);
   w.value("fill_us_run", r.fillUsRun);
@@ -153,6 +155,7 @@ void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
     }
     w.value("chunks_run", job.chunksRun);
     w.value("chunks_deferred", job.chunksDeferred);
+    w.value("chunks_split", job.chunksSplit);
     w.value("chunks_skipped", job.chunksSkipped);
     w.value("chunks_pending", job.chunksPending);
     w.value("samples_pending", job.samplesPending);
@@ -306,12 +309,14 @@ void writeSummary(ReportData &r) {
           (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
                            : std::string()));
   {
-    auto [run, deferred, skipped, pending] = chunkTotals(r.jobs);
+    auto [run, deferred, skipped, pending, split] = chunkTotals(r.jobs);
     if (r.fillEnabled)
       row("fill chunks run", "-", std::to_string(run),
-          std::to_string(deferred) + " deferred, " + std::to_string(skipped) + " skipped, " +
+          std::to_string(deferred) + " deferred, " + std::to_string(split) + " split, " +
+              std::to_string(skipped) + " skipped, " +
               std::to_string(pending) + " pending (" +
               (!r.fillBounded       ? std::string("unbounded")
+               : !r.fillSplit       ? std::string("bubble-bound, whole chunks")
                : r.boundedOnHost    ? std::string("bubble-bound")
                                     : std::string("bubble-bound on the device")) +
               ")");
@@ -529,6 +534,7 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   r.iterationsRequested = run.stopped ? run.iterationsRequested : run.iterations;
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
+  r.fillSplit = run.fillSplit;
   r.chunkRuns = run.chunkRuns;
   for (auto &c : r.chunkRuns) {
     c.start -= run.runStartUs;

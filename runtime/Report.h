@@ -81,7 +81,7 @@ struct ReportData {
   // Host-timed fill work items (times relative to the run start, real us).
   std::vector<RunResult::ChunkRun> chunkRuns;
   double realIterationUsMean = 0; // devices that ran for real (not emulated)
-  bool fillBounded = true, boundedOnHost = true;
+  bool fillBounded = true, fillSplit = true, boundedOnHost = true;
   double fillUsRun = 0;           // time of the fill chunks that ran (this run)
   std::vector<DeviceReport> devices;
   std::vector<RunResult::Job> jobs;

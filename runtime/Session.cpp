@@ -73,7 +73,7 @@ struct JobState : FillQueue {
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   uint64_t samples = 0, steps = 0, samplesPlanned = 0;
-  uint64_t chunksRun = 0, chunksDeferred = 0, chunksSkipped = 0;
+  uint64_t chunksRun = 0, chunksDeferred = 0, chunksSkipped = 0, chunksSplit = 0;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, ShapeStats> shapes;
 };
 
@@ -276,7 +276,8 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
     invalid("unknown backend " + std::to_string(static_cast<int>(options.backend)));
   if (!(options.time_scale >= 0) || std::isinf(options.time_scale))
     invalid("time_scale must be >= 0 (0: 1.0)");
-  if (options.fill_policy != PFRT_FILL_BOUNDED && options.fill_policy != PFRT_FILL_UNBOUNDED)
+  if (options.fill_policy != PFRT_FILL_BOUNDED && options.fill_policy != PFRT_FILL_UNBOUNDED &&
+      options.fill_policy != PFRT_FILL_BOUNDED_WHOLE)
     invalid("unknown fill_policy " + std::to_string(static_cast<int>(options.fill_policy)));
   device_ = options.backend == PFRT_BACKEND_CUDA;
   if (device_ && cudaDeviceCount() <= 0)
@@ -293,7 +294,8 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   if (device_)
     config_.gpu = kGpuCurrent; // the GPU current on the thread that creates the session
   config_.modelledTime = false; // fill chunks are real work timed on the clock
-  config_.fillBounded = options.fill_policy == PFRT_FILL_BOUNDED;
+  config_.fillBounded = options.fill_policy != PFRT_FILL_UNBOUNDED;
+  config_.fillSplit = options.fill_policy == PFRT_FILL_BOUNDED;
   config_.fillIdlePriority = options.fill_idle_priority != 0;
   config_.emulated.assign(n, false);
 
@@ -905,12 +907,23 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
   while (!js.backlog.empty()) {
     const WorkItem item = js.backlog.front();
     double predicted = -1;
-    if (!fits(js, item, task, &predicted))
-      return false;
-    js.backlog.pop_front();
     // The slot's own chunk is the last item of its backlog (runSlot); everything before it, and
     // all of an unplanned bubble's backlog, is deferred work.
-    exec(js, job, item, predicted, task, !(ownLast_ && js.backlog.empty()));
+    const bool deferred = !(ownLast_ && js.backlog.size() == 1);
+    if (!fits(js, item, task, &predicted)) {
+      // Its longest head that fits runs now; the rest (or all of it) waits, first in line.
+      WorkItem head;
+      if (!config_.fillBounded || !config_.fillSplit || stopped(task) ||
+          !js.fittingHead(item, js.shape, (task.deadlineUs - admittedUs_) / config_.timeScale,
+                          &head, &predicted))
+        return false;
+      FillQueue::dropHead(js.backlog.front(), head);
+      ++js.chunksSplit;
+      exec(js, job, head, predicted, task, deferred);
+      continue;
+    }
+    js.backlog.pop_front();
+    exec(js, job, item, predicted, task, deferred);
   }
   return true;
 }
@@ -1401,7 +1414,9 @@ const std::string &Session::reportJson() {
   w.value("ranks", ranks());
   w.value("time_measured", true);
   w.value("time_scale", config_.timeScale);
-  w.value("fill_policy", config_.fillBounded ? "bounded" : "unbounded");
+  w.value("fill_policy", !config_.fillBounded ? "unbounded"
+                         : config_.fillSplit ? "bounded"
+                                             : "bounded-whole");
   w.value("iterations", s.iterations);
   w.value("bubbles", s.bubbles);
   w.value("unplanned_bubbles", s.unplanned_bubbles);
@@ -1430,6 +1445,7 @@ const std::string &Session::reportJson() {
     w.value("steps", rj.steps);
     w.value("chunks_run", js.chunksRun);
     w.value("chunks_deferred", js.chunksDeferred);
+    w.value("chunks_split", js.chunksSplit);
     w.value("chunks_skipped", js.chunksSkipped);
     w.value("chunks_pending", static_cast<uint64_t>(js.backlog.size()));
     w.beginArray("chunk_shapes");

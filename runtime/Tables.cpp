@@ -267,8 +267,10 @@ extern "C" int pfrt_tables_main(const pfrt_program_tables *tables, int argc, cha
         options.fill_policy = PFRT_FILL_BOUNDED;
       else if (v && !std::strcmp(v, "unbounded"))
         options.fill_policy = PFRT_FILL_UNBOUNDED;
+      else if (v && !std::strcmp(v, "whole"))
+        options.fill_policy = PFRT_FILL_BOUNDED_WHOLE;
       else
-        return argError(argv0, "--fill-policy expects bounded or unbounded, got '" +
+        return argError(argv0, "--fill-policy expects bounded, whole or unbounded, got '" +
                                    std::string(v ? v : "") + "'");
     } else if (arg == "--checkpoint") {
       const char *v = takes();

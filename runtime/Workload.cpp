@@ -32,6 +32,12 @@ namespace {
 uint32_t scaled(uint32_t v, uint32_t divisor) { return v ? std::max(1u, v / divisor) : 0; }
 } // namespace
 
+double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch) {
+  const uint32_t L = shape.numLayers();
+  const LayerShape &ls = shape.layers[q < L ? q : 2 * L - 1 - q];
+  return (q < L ? ls.usPerSample : ls.backwardUsPerSample) * batch;
+}
+
 JobShape makeJobShape(const Program &program, uint32_t j, uint32_t maxDim) {
   const FillJob &job = program.jobs.at(j);
   JobShape shape;

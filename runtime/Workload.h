@@ -38,6 +38,10 @@ struct JobShape {
   size_t maxWidth() const;
 };
 
+// Planned time of pass `q` of a job for `batch` samples: q < L the forward of layer q, else the
+// backward of layer 2L - 1 - q (the order of a training chunk's passes).
+double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch);
+
 // Shape of job `job` with every dimension divided by the smallest power of two that brings the
 // largest one to <= maxDim (maxDim 0: no scaling). Heads shrink to divide the scaled hidden size.
 JobShape makeJobShape(const Program &program, uint32_t job, uint32_t maxDim);

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 4
+#define PFRT_API_VERSION 5
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -114,11 +114,16 @@ typedef enum pfrt_time_model {
 /* What a fill chunk does when it does not fit what is left of its bubble. */
 typedef enum pfrt_fill_policy {
   /* Bubble-bound (default): a chunk starts only if its predicted time fits the rest of its
-   * bubble; otherwise it is deferred, in order, to a later bubble of its job (nothing lost). */
+   * bubble; otherwise the longest head of it (its first passes, whole layers) that fits runs and
+   * the rest of the chunk, or all of it when not even one pass fits, is deferred, in order, to a
+   * later bubble of its job (nothing lost). */
   PFRT_FILL_BOUNDED = 0,
   /* Every chunk runs when its stream reaches it, however late (for measuring what the bound
    * saves; on a GPU this is what stream priorities alone give). */
-  PFRT_FILL_UNBOUNDED = 1
+  PFRT_FILL_UNBOUNDED = 1,
+  /* Bubble-bound with whole chunks only: a chunk that does not fit is deferred whole (for
+   * measuring what running heads of chunks gains). Appended in API version 5. */
+  PFRT_FILL_BOUNDED_WHOLE = 2
 } pfrt_fill_policy;
 
 /* ---------------------------------------------------------------------------------------------

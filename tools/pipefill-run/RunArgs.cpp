@@ -59,9 +59,11 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
       return usageError("--time-model expects measured or modelled, got '" + v + "'");
     options.time_model = v == "measured" ? PFRT_TIME_MEASURED : PFRT_TIME_MODELLED;
   } else if (arg == "--fill-policy") {
-    if (!c.nextChoice(v, {"bounded", "unbounded"}))
-      return usageError("--fill-policy expects bounded or unbounded, got '" + v + "'");
-    options.fill_policy = v == "bounded" ? PFRT_FILL_BOUNDED : PFRT_FILL_UNBOUNDED;
+    if (!c.nextChoice(v, {"bounded", "whole", "unbounded"}))
+      return usageError("--fill-policy expects bounded, whole or unbounded, got '" + v + "'");
+    options.fill_policy = v == "bounded" ? PFRT_FILL_BOUNDED
+                          : v == "whole" ? PFRT_FILL_BOUNDED_WHOLE
+                                         : PFRT_FILL_UNBOUNDED;
   } else if (arg == "--fill-priority") {
     if (!c.nextChoice(v, {"idle", "normal"}))
       return usageError("--fill-priority expects idle or normal, got '" + v + "'");

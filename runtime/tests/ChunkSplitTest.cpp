@@ -1,0 +1,199 @@
+// The bubble bound's split: a chunk that does not fit what is left of its bubble runs its longest
+// head (its first passes, whole layers) that does, and the rest of it waits first in line for a
+// later bubble (PFRT_FILL_BOUNDED); PFRT_FILL_BOUNDED_WHOLE defers the whole chunk.
+//
+// The plan is deliberately over-committed: each iteration's bubble lasts 2.5 ms and its chunk
+// (4 GEMM_CHAIN layers of a batch of 4, 1 ms per layer, exact under the modelled time model) 4 ms.
+// Whole chunks never fit, so with whole chunks nothing ever runs; with heads, half a batch runs in
+// every bubble. The expected counts follow from that arithmetic; the reference for the outputs is
+// an unbounded run of the batches that the bounded run completes.
+#include "runtime/tests/TestUtil.h"
+
+#include <cmath>
+
+namespace pfrt {
+namespace test {
+namespace {
+
+#define PFRT_EXPECT_OK(call) EXPECT_EQ((call), PFRT_OK) << #call << ": " << pfrt_last_error()
+
+constexpr uint32_t kLayers = 4, kBatch = 4;
+constexpr double kBubbleUs = 2500;
+
+struct SessionDeleter {
+  void operator()(pfrt_session *s) const { pfrt_session_destroy(s); }
+};
+using SessionPtr = std::unique_ptr<pfrt_session, SessionDeleter>;
+
+// One device: F (1 ms) | record | bubble (kBubbleUs, idles) | B (1 ms); the fill stream waits for
+// the bubble and runs one chunk of all kLayers layers of a batch of kBatch samples, planned at
+// its true cost (layers x batch x usPerSample). The job has kBatch samples per iteration.
+ProgramPtr overCommitted(uint32_t iterations, double usPerSample) {
+  pfrt_program *raw = nullptr;
+  EXPECT_EQ(pfrt_program_create("split", &raw), PFRT_OK);
+  ProgramPtr p(raw);
+  uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
+  pfrt_device_desc dd{};
+  dd.planned_iteration_us = 2000 + kBubbleUs;
+  PFRT_EXPECT_OK(pfrt_program_add_device(p.get(), &dd, &dev));
+  PFRT_EXPECT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN,
+                                            PFRT_PRIORITY_DEFAULT, "main", &main));
+  PFRT_EXPECT_OK(pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL,
+                                            PFRT_PRIORITY_DEFAULT, "fill", &fill));
+  PFRT_EXPECT_OK(pfrt_program_create_event(p.get(), dev, "bubble", &ev));
+  pfrt_fill_job_desc jd{};
+  jd.name = "chain";
+  jd.kind = PFRT_FILL_INFERENCE;
+  jd.samples = uint64_t(kBatch) * iterations;
+  PFRT_EXPECT_OK(pfrt_program_add_fill_job(p.get(), &jd, &job));
+  for (uint32_t l = 0; l < kLayers; ++l) {
+    pfrt_fill_layer_desc ld{};
+    ld.kind = PFRT_LAYER_GEMM_CHAIN;
+    ld.dim = 16;
+    ld.planned_us_per_sample = usPerSample;
+    PFRT_EXPECT_OK(pfrt_fill_job_add_layer(p.get(), job, &ld));
+  }
+  PFRT_EXPECT_OK(
+      pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0));
+  PFRT_EXPECT_OK(pfrt_program_enqueue_record(p.get(), dev, main, ev));
+  pfrt_bubble_desc b{};
+  b.planned_start_us = 1000;
+  b.planned_duration_us = kBubbleUs;
+  b.emulate_idle = 1;
+  PFRT_EXPECT_OK(pfrt_program_enqueue_bubble(p.get(), dev, main, &b));
+  PFRT_EXPECT_OK(pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0,
+                                              1000, 1000 + kBubbleUs));
+  PFRT_EXPECT_OK(pfrt_program_enqueue_wait(p.get(), dev, fill, ev));
+  pfrt_fill_chunk_desc c{};
+  c.job = job;
+  c.layer_end = kLayers;
+  c.batch = kBatch;
+  c.planned_us = kLayers * kBatch * usPerSample;
+  PFRT_EXPECT_OK(pfrt_program_enqueue_fill(p.get(), dev, fill, &c));
+  return p;
+}
+
+pfrt_options bounded(uint32_t iterations, pfrt_fill_policy policy) {
+  pfrt_options o = hostOptions(iterations); // modelled time: every layer lasts its plan
+  o.fill_policy = policy;
+  return o;
+}
+
+// 1 ms per layer: a head of two layers (2 ms) fits the 2.5 ms bubble, three (3 ms) do not.
+constexpr double kUsPerSample = 1000.0 / kBatch;
+
+TEST(ChunkSplitTest, HeadsOfChunksFillBubblesWholeChunksNeverFit) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  if (getenv("PFRT_DEBUG"))
+    for (const auto &c : r->data.chunkRuns)
+      fprintf(stderr, "it %lld passes [%u, %u) pred %.0f start %.0f end %.0f deferred %d\n",
+              (long long)c.iteration, c.passBegin, c.passEnd, c.predictedUs, c.start, c.end,
+              c.deferred);
+  // Iteration 2k runs the head [0, 2) of batch k; iteration 2k + 1 its rest [2, 4), which
+  // completes it; the newer batches queue behind.
+  EXPECT_EQ(j.chunksSplit, kIterations / 2);
+  EXPECT_EQ(j.chunksRun, kIterations);
+  EXPECT_EQ(j.samplesCompleted, uint64_t(kBatch) * kIterations / 2);
+  // Nothing lost, nothing twice: what the plan began is done or pending.
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending, uint64_t(kBatch) * kIterations);
+  EXPECT_EQ(j.chunksPending, kIterations / 2);
+  EXPECT_EQ(r->data.overrunCount, 0u);
+  ASSERT_EQ(r->data.chunkRuns.size(), size_t(kIterations));
+  for (const auto &c : r->data.chunkRuns) {
+    EXPECT_EQ(c.passEnd - c.passBegin, 2u) << "iteration " << c.iteration;
+    EXPECT_EQ(c.passBegin, c.iteration % 2 ? 2u : 0u) << "iteration " << c.iteration;
+  }
+  // The same outputs as running those batches whole: an unbounded run of half the iterations.
+  ReportPtr ref = runOk(p.get(), hostOptions(kIterations / 2));
+  ASSERT_TRUE(ref);
+  ASSERT_EQ(ref->data.jobs[0].samplesCompleted, j.samplesCompleted);
+  EXPECT_NEAR(j.checksum, ref->data.jobs[0].checksum, 1e-9 * std::abs(j.checksum));
+}
+
+// The contrast: whole chunks only. The chunk's 4 ms never fits the 2.5 ms bubble (and nothing is
+// ever measured to say otherwise): no sample is done in any iteration.
+TEST(ChunkSplitTest, WholeChunksOnlyRunNothingInTooShortBubbles) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE));
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  EXPECT_EQ(j.chunksRun, 0u);
+  EXPECT_EQ(j.chunksSplit, 0u);
+  EXPECT_EQ(j.samplesCompleted, 0u);
+  EXPECT_EQ(j.chunksPending, kIterations);
+  EXPECT_EQ(j.samplesPending, uint64_t(kBatch) * kIterations);
+}
+
+// A checkpoint taken between a head and the rest of its chunk: the rest is deferred work in the
+// checkpoint, and the resumed run finishes the batch with the same outputs.
+TEST(ChunkSplitTest, TheRestOfASplitChunkSurvivesCheckpointAndResume) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample);
+  ASSERT_TRUE(p);
+  const std::string cp = tempPath("split.ckpt");
+  pfrt_options o = bounded(1, PFRT_FILL_BOUNDED);
+  o.checkpoint_path = cp.c_str();
+  ReportPtr first = runOk(p.get(), o); // iteration 0: the head of batch 0
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->data.jobs[0].samplesCompleted, 0u);
+  EXPECT_EQ(first->data.jobs[0].samplesPending, kBatch);
+  o.iterations = kIterations;
+  ReportPtr rest = runOk(p.get(), o);
+  ASSERT_TRUE(rest);
+  ReportPtr straight = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(straight);
+  EXPECT_EQ(rest->data.jobs[0].samplesCompleted, straight->data.jobs[0].samplesCompleted);
+  EXPECT_NEAR(rest->data.jobs[0].checksum, straight->data.jobs[0].checksum,
+              1e-9 * std::abs(straight->data.jobs[0].checksum));
+}
+
+// Sessions apply the same rule. On the real clock (sessions time real work), with 10 ms layers:
+// the whole 40 ms chunk never fits a 25 ms bubble (predicted from the plan, and never measured),
+// while heads of it do, so the framework's bubbles complete batches.
+TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
+  constexpr uint32_t kIterations = 4;
+  ProgramPtr p = overCommitted(kIterations, 10000.0 / kBatch);
+  ASSERT_TRUE(p);
+  uint64_t completed[2] = {0, 0}, run[2] = {0, 0};
+  const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
+  for (int k = 0; k < 2; ++k) {
+    pfrt_session_options o;
+    pfrt_session_options_init(&o);
+    o.backend = PFRT_BACKEND_HOST;
+    o.fill_policy = policies[k];
+    o.fill_idle_priority = 0;
+    pfrt_session *raw = nullptr;
+    ASSERT_EQ(pfrt_session_create(p.get(), 0, &o, &raw), PFRT_OK) << pfrt_last_error();
+    SessionPtr s(raw);
+    pfrt_session_bubble b{};
+    ASSERT_EQ(pfrt_session_bubble_get(s.get(), 0, &b), PFRT_OK) << pfrt_last_error();
+    for (uint32_t it = 0; it < kIterations; ++it) {
+      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 25000), PFRT_OK)
+          << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_wait(s.get()), PFRT_OK) << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr), PFRT_OK);
+      ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
+    }
+    pfrt_session_stats st{};
+    ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK);
+    completed[k] = st.samples_completed;
+    run[k] = st.chunks_run;
+  }
+  // Heads: the first of batch 0 in iteration 0 at the latest, and the batch done by the end
+  // (each layer is predicted at most 25 ms even on a machine 2.5x slower than calibrated).
+  EXPECT_GE(run[0], 2u);
+  EXPECT_GE(completed[0], kBatch);
+  EXPECT_EQ(run[1], 0u);
+  EXPECT_EQ(completed[1], 0u);
+}
+
+} // namespace
+} // namespace test
+} // namespace pfrt
