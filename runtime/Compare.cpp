@@ -1,8 +1,8 @@
 #include "runtime/Compare.h"
 
-#include "runtime/Json.h"
 #include "runtime/Program.h"
 #include "runtime/Report.h"
+#include "support/Json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,8 @@
 #include <vector>
 
 namespace pfrt {
+
+using pipefill::JsonWriter;
 
 namespace {
 

@@ -1,6 +1,6 @@
 #include "runtime/Report.h"
 
-#include "runtime/Json.h"
+#include "support/Json.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +10,8 @@
 #include <sstream>
 
 namespace pfrt {
+
+using pipefill::JsonWriter;
 
 namespace {
 

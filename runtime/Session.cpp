@@ -23,11 +23,11 @@
 #include "runtime/Backend.h"
 #include "runtime/CheckpointFile.h"
 #include "runtime/FillQueue.h"
-#include "runtime/Json.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
 #include "runtime/pfrt.h"
 #include "proto/stream_program.pb.h"
+#include "support/Json.h"
 
 #include <algorithm>
 #include <atomic>
@@ -43,6 +43,9 @@
 #include <vector>
 
 namespace pfrt {
+
+using pipefill::JsonWriter;
+
 namespace {
 
 constexpr uint32_t kHostDefaultMaxDim = 128; // as pfrt_run's host backend

@@ -2,6 +2,8 @@
 
 #include "algo/cluster/Report.h"
 
+#include "support/Json.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,148 +18,58 @@ std::string fmt(const char *f, double v) {
   return buf;
 }
 
-/// Minimal streaming JSON writer: objects/arrays, commas and indentation.
-class Json {
-public:
-  std::string str() const { return out + "\n"; }
+std::string modelName(const std::vector<std::string> &models, int m) {
+  return m >= 0 && size_t(m) < models.size() ? models[size_t(m)] : "?";
+}
 
-  Json &beginObject(const char *key = nullptr) { return open(key, '{'); }
-  Json &endObject() { return close('}'); }
-  Json &beginArray(const char *key = nullptr) { return open(key, '['); }
-  Json &endArray() { return close(']'); }
-
-  Json &num(const char *key, double v) {
-    item(key);
-    if (!std::isfinite(v)) {
-      out += "null";
-    } else if (v == std::floor(v) && std::fabs(v) < 1e15) {
-      out += fmt("%.0f", v);
-    } else {
-      out += fmt("%.10g", v);
-    }
-    return *this;
-  }
-  Json &num(double v) { return num(nullptr, v); }
-  Json &boolean(const char *key, bool v) {
-    item(key);
-    out += v ? "true" : "false";
-    return *this;
-  }
-  Json &str(const char *key, const std::string &v) {
-    item(key);
-    quote(v);
-    return *this;
-  }
-  Json &str(const std::string &v) { return str(nullptr, v); }
-
-private:
-  std::string out;
-  std::vector<bool> first;
-
-  void quote(const std::string &s) {
-    out += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += char(c);
-        }
-      }
-    }
-    out += '"';
-  }
-  void item(const char *key) {
-    if (!first.empty()) {
-      if (!first.back())
-        out += ',';
-      first.back() = false;
-      out += '\n';
-      out.append(2 * first.size(), ' ');
-    }
-    if (key) {
-      quote(key);
-      out += ": ";
-    }
-  }
-  Json &open(const char *key, char c) {
-    item(key);
-    out += c;
-    first.push_back(true);
-    return *this;
-  }
-  Json &close(char c) {
-    bool empty = first.back();
-    first.pop_back();
-    if (!empty) {
-      out += '\n';
-      out.append(2 * first.size(), ' ');
-    }
-    out += c;
-    return *this;
-  }
-};
-
-void percentilesJson(Json &j, const char *key, const Percentiles &p) {
+void percentilesJson(JsonWriter &j, const char *key, const Percentiles &p) {
   j.beginObject(key)
-      .num("p50", p.p50)
-      .num("p90", p.p90)
-      .num("p99", p.p99)
-      .num("mean", p.mean)
-      .num("max", p.max)
+      .value("p50", p.p50)
+      .value("p90", p.p90)
+      .value("p99", p.p99)
+      .value("mean", p.mean)
+      .value("max", p.max)
       .endObject();
 }
 
-void capacityJson(Json &j, const char *key, const Capacity &c,
+void capacityJson(JsonWriter &j, const char *key, const Capacity &c,
                   const std::vector<std::string> &models) {
   j.beginObject(key)
-      .num("gpu_equivalents", c.usefulGpus)
-      .num("utilization_gain", c.utilizationGain)
-      .num("idle_gpu_equivalents", c.idleGpus)
-      .num("filled_fraction", c.filledFraction);
+      .value("gpu_equivalents", c.usefulGpus)
+      .value("utilization_gain", c.utilizationGain)
+      .value("idle_gpu_equivalents", c.idleGpus)
+      .value("filled_fraction", c.filledFraction);
   j.beginArray("model_per_stage");
   for (int m : c.modelPerStage)
-    j.str(size_t(m) < models.size() ? models[size_t(m)] : "?");
+    j.value(nullptr, modelName(models, m));
   j.endArray();
   j.endObject();
 }
 
-void policyJson(Json &j, const PolicyResult &r, const ClusterModel *cm) {
+void policyJson(JsonWriter &j, const PolicyResult &r, const ClusterModel *cm) {
   j.beginObject()
-      .str("policy", toString(r.policy))
-      .num("gpus_per_job", r.gpusPerJob)
-      .num("completed", r.completed)
-      .num("unschedulable", r.unschedulable)
-      .num("horizon_s", r.horizonS)
-      .num("makespan_s", r.makespanS)
-      .num("useful_gpu_s", r.usefulGpuS)
-      .num("main_busy_gpu_s", r.mainBusyGpuS)
-      .num("utilization_gain", r.utilizationGain)
-      .num("gpu_equivalents", r.gpuEquivalents)
-      .num("occupancy", r.occupancy)
-      .num("total_useful_gpu_s", r.totalUsefulGpuS)
-      .num("total_utilization_gain", r.totalUtilizationGain)
-      .num("total_gpu_equivalents", r.totalGpuEquivalents);
+      .value("policy", toString(r.policy))
+      .value("gpus_per_job", r.gpusPerJob)
+      .value("completed", r.completed)
+      .value("unschedulable", r.unschedulable)
+      .value("horizon_s", r.horizonS)
+      .value("makespan_s", r.makespanS)
+      .value("useful_gpu_s", r.usefulGpuS)
+      .value("main_busy_gpu_s", r.mainBusyGpuS)
+      .value("utilization_gain", r.utilizationGain)
+      .value("gpu_equivalents", r.gpuEquivalents)
+      .value("occupancy", r.occupancy)
+      .value("total_useful_gpu_s", r.totalUsefulGpuS)
+      .value("total_utilization_gain", r.totalUtilizationGain)
+      .value("total_gpu_equivalents", r.totalGpuEquivalents);
   percentilesJson(j, "completion_s", r.completionS);
   percentilesJson(j, "queueing_s", r.queueingS);
   j.beginArray("jobs_per_class");
   for (int n : r.jobsPerClass)
-    j.num(n);
+    j.value(nullptr, n);
   j.endArray();
   (void)cm;
   j.endObject();
-}
-
-std::string modelName(const std::vector<std::string> &models, int m) {
-  return m >= 0 && size_t(m) < models.size() ? models[size_t(m)] : "?";
 }
 
 std::string padRight(const std::string &s, size_t w) {
@@ -346,46 +258,46 @@ std::string runJson(const RunReport &r) {
   std::vector<std::string> models;
   for (const fill::Job &j : a.models)
     models.push_back(j.name);
-  Json j;
+  JsonWriter j;
   j.beginObject()
-      .str("name", r.name)
-      .num("gpus", a.gpus)
-      .num("tp", c.tp)
-      .num("pp", c.pp)
-      .num("dp", c.dp)
-      .num("microbatches", a.costs.microbatches)
-      .str("schedule", sched::toString(a.setup.schedule))
-      .boolean("recompute", a.recompute)
-      .str("gpu", a.costs.gpu.name)
-      .num("efficiency", a.costs.hw.efficiency)
-      .num("iteration_time_us", a.iterationUs)
-      .num("bubble_fraction", a.bubbleFraction)
-      .num("mfu", a.mfu)
-      .num("planner_calls", a.plannerCalls)
-      .num("planner_cache_hits", a.cacheHits);
+      .value("name", r.name)
+      .value("gpus", a.gpus)
+      .value("tp", c.tp)
+      .value("pp", c.pp)
+      .value("dp", c.dp)
+      .value("microbatches", a.costs.microbatches)
+      .value("schedule", sched::toString(a.setup.schedule))
+      .value("recompute", a.recompute)
+      .value("gpu", a.costs.gpu.name)
+      .value("efficiency", a.costs.hw.efficiency)
+      .value("iteration_time_us", a.iterationUs)
+      .value("bubble_fraction", a.bubbleFraction)
+      .value("mfu", a.mfu)
+      .value("planner_calls", a.plannerCalls)
+      .value("planner_cache_hits", a.cacheHits);
   j.beginArray("stages");
   for (const StageSummary &st : a.stages) {
     j.beginObject()
-        .num("stage", st.stage)
-        .num("busy_us", st.busyUs)
-        .num("idle_us", st.idleUs)
-        .num("bubble_us", st.bubbleUs)
-        .num("bubbles", st.bubbles)
-        .num("peak_memory_bytes", double(st.peakBytes))
-        .num("min_free_bytes", double(st.minFreeBytes));
+        .value("stage", st.stage)
+        .value("busy_us", st.busyUs)
+        .value("idle_us", st.idleUs)
+        .value("bubble_us", st.bubbleUs)
+        .value("bubbles", st.bubbles)
+        .value("peak_memory_bytes", st.peakBytes)
+        .value("min_free_bytes", st.minFreeBytes);
     j.beginArray("fills");
     for (size_t m = 0; m < st.fills.size(); ++m) {
       const StageFill &f = st.fills[m];
       j.beginObject()
-          .str("model", models[m])
-          .num("samples_per_iteration", f.samplesPerIteration)
-          .num("useful_us", f.usefulUs)
-          .num("filled_us", f.filledUs)
-          .num("efficiency", f.efficiency);
+          .value("model", models[m])
+          .value("samples_per_iteration", f.samplesPerIteration)
+          .value("useful_us", f.usefulUs)
+          .value("filled_us", f.filledUs)
+          .value("efficiency", f.efficiency);
       if (!f.knobs.empty())
-        j.str("knobs", f.knobs);
+        j.value("knobs", f.knobs);
       if (!f.reason.empty())
-        j.str("reason", f.reason);
+        j.value("reason", f.reason);
       j.endObject();
     }
     j.endArray().endObject();
@@ -397,16 +309,16 @@ std::string runJson(const RunReport &r) {
   for (size_t m = 0; m < models.size(); ++m) {
     Capacity cap = saturatedCapacity(a, int(m));
     j.beginObject()
-        .str("model", models[m])
-        .num("gpu_equivalents", cap.usefulGpus)
-        .num("utilization_gain", cap.utilizationGain)
+        .value("model", models[m])
+        .value("gpu_equivalents", cap.usefulGpus)
+        .value("utilization_gain", cap.utilizationGain)
         .endObject();
   }
   j.endArray().endObject();
   if (r.trace) {
     j.beginObject("trace")
-        .str("file", r.traceFile)
-        .num("jobs", double(r.trace->size()))
+        .value("file", r.traceFile)
+        .value("jobs", uint64_t(r.trace->size()))
         .endObject();
   }
   j.beginArray("policies");
@@ -418,19 +330,19 @@ std::string runJson(const RunReport &r) {
     for (size_t i = 0; r.trace && i < r.trace->size(); ++i) {
       const TraceJob &t = (*r.trace)[i];
       j.beginObject()
-          .num("job", double(i))
-          .str("model", t.model)
-          .num("samples", double(t.samples))
-          .num("arrival_s", t.arrivalS);
+          .value("job", uint64_t(i))
+          .value("model", t.model)
+          .value("samples", t.samples)
+          .value("arrival_s", t.arrivalS);
       for (const PolicyResult &p : r.policies) {
         const JobOutcome &o = p.jobs[i];
         j.beginObject(toString(p.policy));
         if (o.gpuClass < 0) {
-          j.boolean("scheduled", false);
+          j.value("scheduled", false);
         } else {
-          j.num("stage", o.gpuClass)
-              .num("start_s", o.startS)
-              .num("end_s", o.endS);
+          j.value("stage", o.gpuClass)
+              .value("start_s", o.startS)
+              .value("end_s", o.endS);
         }
         j.endObject();
       }
@@ -539,63 +451,63 @@ std::string runTable(const RunReport &r) {
 
 std::string studyJson(const StudyReport &r) {
   const cost::TransformerConfig &c = r.base->model;
-  Json j;
-  j.beginObject().str("name", r.name);
+  JsonWriter j;
+  j.beginObject().value("name", r.name);
   j.beginObject("model")
-      .num("layers", c.layers)
-      .num("hidden", c.hidden)
-      .num("heads", c.heads)
-      .num("seq_length", c.seqLength)
-      .num("vocab", c.vocab)
-      .num("ffn_hidden", c.ffnHidden ? c.ffnHidden : 4 * c.hidden)
-      .num("micro_batch_size", c.microBatchSize)
-      .num("tp", c.tp)
-      .num("pp", c.pp)
-      .num("global_batch", double(c.globalBatch))
-      .str("gpu", c.gpu)
-      .num("zero_stage", c.zeroStage)
-      .str("recompute", toString(r.base->recompute))
+      .value("layers", c.layers)
+      .value("hidden", c.hidden)
+      .value("heads", c.heads)
+      .value("seq_length", c.seqLength)
+      .value("vocab", c.vocab)
+      .value("ffn_hidden", c.ffnHidden ? c.ffnHidden : 4 * c.hidden)
+      .value("micro_batch_size", c.microBatchSize)
+      .value("tp", c.tp)
+      .value("pp", c.pp)
+      .value("global_batch", c.globalBatch)
+      .value("gpu", c.gpu)
+      .value("zero_stage", c.zeroStage)
+      .value("recompute", toString(r.base->recompute))
       .endObject();
   j.beginArray("fill_models");
   for (const std::string &m : r.models)
-    j.str(m);
+    j.value(nullptr, m);
   j.endArray();
   j.beginObject("paper")
-      .str("source", "PipeFill, MLSys 2025")
-      .str("low_scale_gain", "5-15%")
-      .num("gain_8k", 0.63)
-      .num("gpu_equivalents_8k", 2600)
+      .value("source", "PipeFill, MLSys 2025")
+      .value("low_scale_gain", "5-15%")
+      .value("gain_8k", 0.63)
+      .value("gpu_equivalents_8k", 2600)
       .endObject();
   j.beginArray("points");
   for (const StudyPoint &p : *r.points) {
     j.beginObject()
-        .num("gpus", p.gpus)
-        .num("dp", p.dp)
-        .str("schedule", sched::toString(p.schedule))
-        .boolean("ok", p.ok);
+        .value("gpus", p.gpus)
+        .value("dp", p.dp)
+        .value("schedule", sched::toString(p.schedule))
+        .value("ok", p.ok);
     if (!p.ok) {
-      j.str("error", p.error).endObject();
+      j.value("error", p.error).endObject();
       continue;
     }
-    j.num("microbatches", p.microbatches)
-        .boolean("recompute", p.recompute)
-        .num("iteration_time_us", p.iterationUs)
-        .num("bubble_fraction", p.bubbleFraction)
-        .num("mfu", p.mfu)
-        .num("idle_gpu_equivalents", p.best.idleGpus)
-        .num("gpu_equivalents", p.best.usefulGpus)
-        .num("utilization_gain", p.best.utilizationGain)
-        .num("filled_fraction", p.best.filledFraction);
+    j.value("microbatches", p.microbatches)
+        .value("recompute", p.recompute)
+        .value("iteration_time_us", p.iterationUs)
+        .value("bubble_fraction", p.bubbleFraction)
+        .value("mfu", p.mfu)
+        .value("idle_gpu_equivalents", p.best.idleGpus)
+        .value("gpu_equivalents", p.best.usefulGpus)
+        .value("utilization_gain", p.best.utilizationGain)
+        .value("filled_fraction", p.best.filledFraction);
     j.beginArray("model_per_stage");
     for (int m : p.best.modelPerStage)
-      j.str(modelName(r.models, m));
+      j.value(nullptr, modelName(r.models, m));
     j.endArray();
     j.beginArray("per_model");
     for (size_t m = 0; m < p.perModel.size(); ++m)
       j.beginObject()
-          .str("model", modelName(r.models, int(m)))
-          .num("gpu_equivalents", p.perModel[m].usefulGpus)
-          .num("utilization_gain", p.perModel[m].utilizationGain)
+          .value("model", modelName(r.models, int(m)))
+          .value("gpu_equivalents", p.perModel[m].usefulGpus)
+          .value("utilization_gain", p.perModel[m].utilizationGain)
           .endObject();
     j.endArray();
     if (!p.policies.empty()) {

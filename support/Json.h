@@ -1,6 +1,17 @@
-// A minimal streaming JSON writer (pretty-printed, NaN/inf written as null).
-#ifndef PFRT_JSON_H
-#define PFRT_JSON_H
+//===- Json.h - a minimal streaming JSON writer -----------------*- C++ -*-===//
+//
+// Pretty-printed (two-space indent), one writer for every JSON report: the
+// runtime's session and comparison reports and the cluster simulator's run and
+// study reports. Header-only and MLIR-free so the runtime can use it.
+//
+// Numbers: integer overloads print exactly; a double prints with one decimal
+// when it is integral ("2.0", so a reader sees a real) and with 12 significant
+// digits otherwise; NaN and infinities print as null. A null key writes a bare
+// array element.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_SUPPORT_JSON_H
+#define PIPEFILL_SUPPORT_JSON_H
 
 #include <cmath>
 #include <cstdint>
@@ -8,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace pfrt {
+namespace pipefill {
 
 class JsonWriter {
 public:
@@ -134,6 +145,6 @@ private:
   std::vector<bool> first_;
 };
 
-} // namespace pfrt
+} // namespace pipefill
 
-#endif // PFRT_JSON_H
+#endif // PIPEFILL_SUPPORT_JSON_H
