@@ -659,14 +659,14 @@ pfrt_status pfrt_report_get_stats(const pfrt_report *r, pfrt_report_stats *s) {
     s->switch_latency_us_p99 = d.switchIdleP99Us;
     s->switch_latency_count = d.switchIdleCount;
     s->fill_us_run = d.fillUsRun;
-    for (const pfrt::RunResult::Job &j : d.jobs) {
-      s->chunks_run += j.chunksRun;
-      s->chunks_deferred += j.chunksDeferred;
-      s->chunks_skipped += j.chunksSkipped;
-      s->chunks_pending += j.chunksPending;
-      s->fill_samples_completed += j.samplesThisRun;
-      s->fill_samples_planned += j.samplesPlanned;
-    }
+    const pfrt::JobTotals t = pfrt::jobTotals(d.jobs);
+    s->chunks_run = t.chunks.run;
+    s->chunks_deferred = t.chunks.deferred;
+    s->chunks_split = t.chunks.split;
+    s->chunks_skipped = t.chunks.skipped;
+    s->chunks_pending = t.chunks.pending;
+    s->fill_samples_completed = t.samplesThisRun;
+    s->fill_samples_planned = t.samplesPlanned;
   });
 }
 

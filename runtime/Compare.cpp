@@ -85,14 +85,14 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
     out.real_device = d.replayDevice;
     if (fill) {
       latencies.insert(latencies.end(), d.switchIdleUs.begin(), d.switchIdleUs.end());
-      for (const RunResult::Job &j : d.jobs) {
-        out.chunks_run += j.chunksRun;
-        out.chunks_deferred += j.chunksDeferred;
-        out.chunks_skipped += j.chunksSkipped;
-        out.chunks_pending += j.chunksPending;
-        fillSamples += static_cast<double>(j.samplesThisRun);
-        plannedSamples += static_cast<double>(j.samplesPlanned);
-      }
+      const JobTotals t = jobTotals(d.jobs);
+      out.chunks_run += t.chunks.run;
+      out.chunks_deferred += t.chunks.deferred;
+      out.chunks_split += t.chunks.split;
+      out.chunks_skipped += t.chunks.skipped;
+      out.chunks_pending += t.chunks.pending;
+      fillSamples += static_cast<double>(t.samplesThisRun);
+      plannedSamples += static_cast<double>(t.samplesPlanned);
       out.fill_us_run += d.fillUsRun;
       out.overrun_us += d.overrunUs;
       fillTimeUs += d.realIterationUsMean * d.iterations;
@@ -164,13 +164,10 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
     w.value("fill_throughput_ratio", r.fill_samples_per_s_planned > 0
                                          ? r.fill_samples_per_s / r.fill_samples_per_s_planned
                                          : 0.0);
-    w.value("chunks_run", r.chunks_run);
-    w.value("chunks_deferred", r.chunks_deferred);
-    w.value("chunks_skipped", r.chunks_skipped);
-    w.value("chunks_pending", r.chunks_pending);
-    w.value("fill_us_run", r.fill_us_run);
-    w.value("overrun_us", r.overrun_us);
-    w.value("overrun_fraction_of_fill", r.fill_us_run > 0 ? r.overrun_us / r.fill_us_run : 0.0);
+    writeFillBoundCounts(w,
+                         {r.chunks_run, r.chunks_deferred, r.chunks_skipped, r.chunks_pending,
+                          r.chunks_split},
+                         r.fill_us_run, r.overrun_us);
     w.endObject();
     return w.str();
   }

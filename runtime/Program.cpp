@@ -55,6 +55,10 @@ const char *bubbleKindName(pfrt_bubble_kind kind) {
   return "?";
 }
 
+const char *fillKindName(pfrt_fill_kind kind) {
+  return kind == PFRT_FILL_TRAINING ? "training" : "inference";
+}
+
 pfrt_priority Stream::effectivePriority() const {
   if (priority != PFRT_PRIORITY_DEFAULT)
     return priority;

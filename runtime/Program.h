@@ -29,6 +29,7 @@ enum class OpKind : uint8_t { Compute, Send, Recv, Record, Wait, Bubble, Fill, C
 const char *opKindName(OpKind kind);
 const char *computeKindName(pfrt_compute_kind kind);
 const char *bubbleKindName(pfrt_bubble_kind kind);
+const char *fillKindName(pfrt_fill_kind kind); // "training" or "inference"
 
 struct Op {
   OpKind kind = OpKind::Compute;

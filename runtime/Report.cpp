@@ -38,41 +38,12 @@ std::string fmt(const char *format, double v) {
   return buf;
 }
 
-const char *fillKindName(pfrt_fill_kind k) {
-  return k == PFRT_FILL_TRAINING ? "training" : "inference";
-}
-
-// Fill chunks run, deferred, skipped and pending, over the jobs.
-struct ChunkTotals {
-  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0, split = 0;
-};
-
-ChunkTotals chunkTotals(const std::vector<RunResult::Job> &jobs) {
-  ChunkTotals t;
-  for (const RunResult::Job &j : jobs) {
-    t.run += j.chunksRun;
-    t.deferred += j.chunksDeferred;
-    t.skipped += j.chunksSkipped;
-    t.pending += j.chunksPending;
-    t.split += j.chunksSplit;
-  }
-  return t;
-}
-
-// The bubble bound's totals over the jobs.
+// The bubble bound's policy and totals over the jobs.
 void writeFillBoundJson(JsonWriter &w, const ReportData &r) {
-  auto [run, deferred, skipped, pending, split] = chunkTotals(r.jobs);
   w.beginObject("fill_bound");
   w.value("policy", !r.fillBounded ? "unbounded" : r.fillSplit ? "bounded" : "bounded-whole");
   w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
-  w.value("chunks_run", run);
-  w.value("chunks_deferred", deferred);
-  w.value("chunks_split", split);
-  w.value("chunks_skipped", skipped);
-  w.value("chunks_pending", pending);
-  w.value("fill_us_run", r.fillUsRun);
-  w.value("overrun_us", r.overrunUs);
-  w.value("overrun_fraction_of_fill", r.fillUsRun > 0 ? r.overrunUs / r.fillUsRun : 0.0);
+  writeFillBoundCounts(w, jobTotals(r.jobs).chunks, r.fillUsRun, r.overrunUs);
   w.endObject();
 }
 
@@ -155,11 +126,8 @@ void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
       w.value("loss_mean", job.steps ? job.lossSum / job.steps : 0.0);
       w.value("weights_checksum", job.weightsChecksum);
     }
-    w.value("chunks_run", job.chunksRun);
-    w.value("chunks_deferred", job.chunksDeferred);
-    w.value("chunks_split", job.chunksSplit);
-    w.value("chunks_skipped", job.chunksSkipped);
-    w.value("chunks_pending", job.chunksPending);
+    writeChunkCounts(w, {job.chunksRun, job.chunksDeferred, job.chunksSkipped, job.chunksPending,
+                         job.chunksSplit});
     w.value("samples_pending", job.samplesPending);
     w.value("divisor", job.shape.divisor);
     w.endObject();
@@ -311,7 +279,7 @@ void writeSummary(ReportData &r) {
           (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
                            : std::string()));
   {
-    auto [run, deferred, skipped, pending, split] = chunkTotals(r.jobs);
+    auto [run, deferred, skipped, pending, split] = jobTotals(r.jobs).chunks;
     if (r.fillEnabled)
       row("fill chunks run", "-", std::to_string(run),
           std::to_string(deferred) + " deferred, " + std::to_string(split) + " split, " +
@@ -804,6 +772,36 @@ void pipelineIterations(size_t n, ReportData &r) {
 }
 
 } // namespace
+
+JobTotals jobTotals(const std::vector<RunResult::Job> &jobs) {
+  JobTotals t;
+  for (const RunResult::Job &j : jobs) {
+    t.chunks.run += j.chunksRun;
+    t.chunks.deferred += j.chunksDeferred;
+    t.chunks.skipped += j.chunksSkipped;
+    t.chunks.pending += j.chunksPending;
+    t.chunks.split += j.chunksSplit;
+    t.samplesThisRun += j.samplesThisRun;
+    t.samplesPlanned += j.samplesPlanned;
+  }
+  return t;
+}
+
+void writeChunkCounts(JsonWriter &w, const ChunkCounts &c) {
+  w.value("chunks_run", c.run);
+  w.value("chunks_deferred", c.deferred);
+  w.value("chunks_split", c.split);
+  w.value("chunks_skipped", c.skipped);
+  w.value("chunks_pending", c.pending);
+}
+
+void writeFillBoundCounts(JsonWriter &w, const ChunkCounts &c, double fillUsRun,
+                          double overrunUs) {
+  writeChunkCounts(w, c);
+  w.value("fill_us_run", fillUsRun);
+  w.value("overrun_us", overrunUs);
+  w.value("overrun_fraction_of_fill", fillUsRun > 0 ? overrunUs / fillUsRun : 0.0);
+}
 
 ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
   const ReportInputs in{program, info, run, run.iterations,

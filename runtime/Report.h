@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+namespace pipefill {
+class JsonWriter;
+} // namespace pipefill
+
 namespace pfrt {
 
 // An op's start/end in modelled microseconds since the run's start (-1: did not run).
@@ -96,6 +100,28 @@ struct ReportData {
 };
 
 ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run);
+
+// Fill chunks run, deferred (left for a later bubble), skipped, pending (still queued) and split
+// (ran a head of their passes, the rest deferred).
+struct ChunkCounts {
+  uint64_t run = 0, deferred = 0, skipped = 0, pending = 0, split = 0;
+};
+
+// Totals over a run's fill jobs: their chunks and the samples they ran and had planned (this run).
+struct JobTotals {
+  ChunkCounts chunks;
+  uint64_t samplesThisRun = 0, samplesPlanned = 0;
+};
+JobTotals jobTotals(const std::vector<RunResult::Job> &jobs);
+
+// `c` as chunks_run, chunks_deferred, chunks_split, chunks_skipped and chunks_pending: the names
+// of every JSON report (run, session, compare).
+void writeChunkCounts(pipefill::JsonWriter &w, const ChunkCounts &c);
+
+// The bubble bound's outcome: the chunk counts, fill_us_run, overrun_us and
+// overrun_fraction_of_fill (0 when no fill ran).
+void writeFillBoundCounts(pipefill::JsonWriter &w, const ChunkCounts &c, double fillUsRun,
+                          double overrunUs);
 
 // Nearest-rank percentile (q in (0, 1]) of an ascending, non-empty sample.
 double nearestRankPercentile(const std::vector<double> &sorted, double q);

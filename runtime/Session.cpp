@@ -25,6 +25,7 @@
 #include "runtime/FillQueue.h"
 #include "runtime/Program.h"
 #include "runtime/ProgramIO.h"
+#include "runtime/Report.h"
 #include "runtime/pfrt.h"
 #include "proto/stream_program.pb.h"
 #include "support/Json.h"
@@ -1366,6 +1367,7 @@ pfrt_session_stats Session::stats() const {
   for (const JobState &js : jobs_) {
     s.chunks_run += js.chunksRun;
     s.chunks_deferred += js.chunksDeferred;
+    s.chunks_split += js.chunksSplit;
     s.chunks_skipped += js.chunksSkipped;
     s.chunks_pending += js.backlog.size();
     s.samples_completed += js.baseSamples + js.samples;
@@ -1423,10 +1425,8 @@ const std::string &Session::reportJson() {
   w.value("iterations", s.iterations);
   w.value("bubbles", s.bubbles);
   w.value("unplanned_bubbles", s.unplanned_bubbles);
-  w.value("chunks_run", s.chunks_run);
-  w.value("chunks_deferred", s.chunks_deferred);
-  w.value("chunks_skipped", s.chunks_skipped);
-  w.value("chunks_pending", s.chunks_pending);
+  writeChunkCounts(w, {s.chunks_run, s.chunks_deferred, s.chunks_skipped, s.chunks_pending,
+                       s.chunks_split});
   w.value("samples_completed", s.samples_completed);
   w.value("fill_us", s.fill_us);
   w.value("overrun_count", s.overrun_count);
@@ -1439,18 +1439,15 @@ const std::string &Session::reportJson() {
     const JobState &js = jobs_[j];
     w.beginObject();
     w.value("name", rj.name);
-    w.value("kind", rj.kind == PFRT_FILL_TRAINING ? "training" : "inference");
+    w.value("kind", fillKindName(rj.kind));
     w.value("on_rank", js.onRank);
     w.value("samples_completed", rj.samples_completed);
     w.value("samples_this_run", rj.samples_this_run);
     w.value("samples_planned", rj.samples_planned);
     w.value("checksum", rj.checksum);
     w.value("steps", rj.steps);
-    w.value("chunks_run", js.chunksRun);
-    w.value("chunks_deferred", js.chunksDeferred);
-    w.value("chunks_split", js.chunksSplit);
-    w.value("chunks_skipped", js.chunksSkipped);
-    w.value("chunks_pending", static_cast<uint64_t>(js.backlog.size()));
+    writeChunkCounts(w, {js.chunksRun, js.chunksDeferred, js.chunksSkipped, js.backlog.size(),
+                         js.chunksSplit});
     w.beginArray("chunk_shapes");
     for (const auto &kv : js.shapes) {
       w.beginObject();

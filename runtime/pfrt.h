@@ -375,6 +375,8 @@ typedef struct pfrt_report_stats {
   uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending;
   double fill_us_run;            /* fill time of the chunks that ran (real us / time_scale) */
   uint64_t fill_samples_completed, fill_samples_planned; /* this run, all jobs */
+  /* Appended in API version 5: chunks that ran a head of their passes (the rest deferred). */
+  uint64_t chunks_split;
 } pfrt_report_stats;
 
 typedef struct pfrt_report_job {
@@ -433,6 +435,7 @@ typedef struct pfrt_compare_result {
   double fill_samples_per_s_planned; /* planned samples / planned iteration time */
   uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending; /* B runs, summed */
   double fill_us_run, overrun_us;                                      /* B runs, summed */
+  uint64_t chunks_split; /* B runs, summed (API version 5) */
 } pfrt_compare_result;
 
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in
@@ -608,6 +611,8 @@ typedef struct pfrt_session_stats {
   double task_us;             /* measured */
   uint64_t task_overrun_count; /* steps that ended past their bubble's deadline (measured) */
   double task_overrun_us;
+  /* Appended in API version 5: chunks that ran a head of their passes (the rest deferred). */
+  uint64_t chunks_split;
 } pfrt_session_stats;
 
 /* Stats, jobs and the JSON report are read between bubbles (an error inside one: the worker is
