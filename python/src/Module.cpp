@@ -31,6 +31,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using pipefill::embed::CompiledPlan;
 using pipefill::py::check;
+using pipefill::py::checkWithoutGil;
 using pipefill::py::jsonLoads;
 using pipefill::py::RunFailure;
 using pipefill::py::Session;
@@ -92,7 +93,7 @@ public:
       check(pfrt_report_get_job(report, j, &job), "reading the run report");
       nb::dict d;
       d["name"] = job.name ? job.name : "";
-      d["kind"] = job.kind == PFRT_FILL_TRAINING ? "training" : "inference";
+      d["kind"] = pfrt::fillKindName(job.kind);
       d["samples_completed"] = job.samples_completed;
       d["samples_this_run"] = job.samples_this_run;
       d["samples_planned"] = job.samples_planned;
@@ -157,12 +158,7 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
   options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
   options.verbose = args.verbose ? 1 : 0;
   pfrt_report *report = nullptr;
-  pfrt_status status;
-  {
-    nb::gil_scoped_release release;
-    status = pfrt_run(program, &options, &report);
-  }
-  check(status, "running the program");
+  checkWithoutGil([&] { return pfrt_run(program, &options, &report); }, "running the program");
   return std::make_unique<RunReport>(report);
 }
 
@@ -263,14 +259,13 @@ std::unique_ptr<Session> openSession(nb::bytes data, const std::string &name, in
   if (rank < 0 || rank > 0xFFFFFFFFll)
     throw std::invalid_argument("rank must be >= 0");
   pfrt_session *s = nullptr;
-  pfrt_status st;
-  {
-    std::string bytes(data.c_str(), data.size());
-    nb::gil_scoped_release release;
-    st = pfrt_session_create_memory(bytes.data(), bytes.size(), name.c_str(),
-                                    static_cast<uint32_t>(rank), &o, &s);
-  }
-  check(st, "creating the session");
+  const std::string bytes(data.c_str(), data.size());
+  checkWithoutGil(
+      [&] {
+        return pfrt_session_create_memory(bytes.data(), bytes.size(), name.c_str(),
+                                          static_cast<uint32_t>(rank), &o, &s);
+      },
+      "creating the session");
   return std::make_unique<Session>(s);
 }
 

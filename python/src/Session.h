@@ -39,6 +39,18 @@ inline void check(pfrt_status status, const std::string &what) {
   throw RunFailure(message, pfrt_status_name(status));
 }
 
+/// Runs `call` (a pfrt call returning a status) with the GIL released, then checks its status:
+/// for every call that can wait for a session's worker thread, which takes the GIL to run a
+/// Python fill task's step (Tasks.cpp).
+template <class Call> void checkWithoutGil(Call &&call, const std::string &what) {
+  pfrt_status status;
+  {
+    nb::gil_scoped_release release;
+    status = call();
+  }
+  check(status, what);
+}
+
 inline nb::object jsonLoads(const std::string &text) {
   return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
 }
@@ -91,7 +103,7 @@ public:
       check(pfrt_session_bubble_get(get(), k, &b), "session");
       nb::dict d;
       d["bubble_id"] = b.bubble_id;
-      d["kind"] = bubbleKind(b.kind);
+      d["kind"] = pfrt::bubbleKindName(b.kind);
       d["after_op"] = b.after_op;
       d["planned_start_us"] = b.planned_start_us;
       d["planned_duration_us"] = b.planned_duration_us;
@@ -128,41 +140,23 @@ public:
 
   void begin(uint32_t bubble, double durationUs) {
     pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_begin(s, bubble, nullptr, durationUs);
-    }
-    check(st, "bubble_begin");
+    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, bubble, nullptr, durationUs); },
+                    "bubble_begin");
   }
   void beginUnplanned(double durationUs) {
     pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_unplanned_begin(s, durationUs, nullptr);
-    }
-    check(st, "unplanned_begin");
+    checkWithoutGil([&] { return pfrt_session_unplanned_begin(s, durationUs, nullptr); },
+                    "unplanned_begin");
   }
   void wait() {
     pfrt_session *s = get();
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_wait(s);
-    }
-    check(st, "bubble_wait");
+    checkWithoutGil([&] { return pfrt_session_bubble_wait(s); }, "bubble_wait");
   }
   nb::dict end(int64_t bubble) {
     pfrt_session *s = get();
     pfrt_session_bubble_result r{};
-    pfrt_status st;
-    {
-      nb::gil_scoped_release release;
-      st = pfrt_session_bubble_end(
-          s, bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble), &r);
-    }
-    check(st, "bubble_end");
+    const uint32_t id = bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble);
+    checkWithoutGil([&] { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
     nb::dict d;
     d["chunks_run"] = r.chunks_run;
     d["chunks_deferred"] = r.chunks_deferred;
@@ -223,16 +217,6 @@ public:
   }
 
 private:
-  static const char *bubbleKind(pfrt_bubble_kind k) {
-    switch (k) {
-    case PFRT_BUBBLE_WARMUP: return "warmup";
-    case PFRT_BUBBLE_STEADY: return "steady";
-    case PFRT_BUBBLE_COOLDOWN: return "cooldown";
-    case PFRT_BUBBLE_TAIL: return "tail";
-    default: return "unspecified";
-    }
-  }
-
   pfrt_session *session;
 
 public:
