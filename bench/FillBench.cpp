@@ -11,6 +11,7 @@
 
 #include "algo/fill/Planner.h"
 #include "algo/fill/PlannerInternal.h"
+#include "algo/fill/tests/RandomJobs.h"
 
 #include <benchmark/benchmark.h>
 
@@ -206,30 +207,7 @@ const std::vector<SmallInstance> &smallInstances() {
       in.config.contextSwitchUs = pick(0, 1) ? 10 : 20;
       in.config.batchSizes = {4, 8};
       in.config.maxJobsPerStage = 3;
-      int numJobs = pick(1, 3);
-      for (int j = 0; j < numJobs; ++j) {
-        Job job;
-        job.name = "job" + std::to_string(j);
-        job.kind = pick(0, 3) == 0 ? JobKind::Training : JobKind::Inference;
-        job.samples = 1000000;
-        job.priority = pick(0, 2) == 0 ? uni(0.5, 2) : 1;
-        int layers = job.kind == JobKind::Training ? pick(1, 2) : pick(1, 3);
-        double scale = uni(0.3, 3);
-        for (int l = 0; l < layers; ++l) {
-          Layer layer;
-          layer.name = "l" + std::to_string(l);
-          layer.forwardUsPerSample = std::round(scale * uni(5, 40));
-          layer.weightBytes = pick(0, 3) == 0 ? 0 : int64_t(uni(0.5e6, 10e6));
-          layer.activationBytesPerSample = int64_t(uni(0.1e6, 1.5e6));
-          if (job.kind == JobKind::Training) {
-            layer.backwardUsPerSample = std::round(layer.forwardUsPerSample * 1.5);
-            layer.gradBytes = layer.weightBytes;
-            layer.optimizerBytes = 2 * layer.weightBytes;
-          }
-          job.layers.push_back(layer);
-        }
-        in.jobs.push_back(job);
-      }
+      in.jobs = randomFillJobs(rng, /*variedTraining=*/false);
       out.push_back(in);
     }
     return out;
@@ -254,6 +232,27 @@ void BM_PlanFillSmallStages(benchmark::State &state) {
   state.counters["value"] = value;
 }
 BENCHMARK(BM_PlanFillSmallStages)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2);
+
+// Packs every setting greedily on the bubbles (their time budgets and free
+// bytes), as the stage planner does for each candidate; returns the packed
+// ops per period, summed (the same from run to run).
+int64_t packGreedily(const std::vector<pipefill::fill::detail::JobConfig> &cfgs,
+                     double contextSwitchUs, const std::vector<double> &budget,
+                     const std::vector<int64_t> &mem,
+                     const pipefill::fill::detail::BubbleFrontier &frontier) {
+  using namespace pipefill::fill::detail;
+  Method greedy;
+  int64_t ops = 0;
+  for (const JobConfig &cfg : cfgs) {
+    std::vector<int64_t> m(mem.size());
+    for (size_t k = 0; k < mem.size(); ++k)
+      m[k] = mem[k] - cfg.persistentBytes;
+    SimResult r = pack(cfg, contextSwitchUs, budget, m, frontier,
+                       cfg.persistentBytes, greedy, nullptr);
+    ops += r.opsPeriod;
+  }
+  return ops;
+}
 
 // The planner's inner loop alone: the greedy packing (GreedyPacker, whose
 // per-bubble step is packBubble) of one knob setting of every job on stage
@@ -284,18 +283,9 @@ void BM_PackBubbleGreedy(benchmark::State &state) {
     if (buildConfig(p.jobs[j], int(j), k, p.hw, cfg))
       cfgs.push_back(cfg);
   }
-  Method greedy;
   int64_t ops = 0;
   for (auto _ : state) {
-    ops = 0;
-    for (const JobConfig &cfg : cfgs) {
-      std::vector<int64_t> m(mem.size());
-      for (size_t k = 0; k < mem.size(); ++k)
-        m[k] = mem[k] - cfg.persistentBytes;
-      SimResult r = pack(cfg, p.config.contextSwitchUs, budget, m, frontier,
-                         cfg.persistentBytes, greedy, nullptr);
-      ops += r.opsPeriod;
-    }
+    ops = packGreedily(cfgs, p.config.contextSwitchUs, budget, mem, frontier);
     benchmark::DoNotOptimize(ops);
   }
   state.counters["settings"] = double(cfgs.size());
@@ -350,18 +340,9 @@ void BM_PackPipelineStage(benchmark::State &state) {
     if (buildConfig(job, j, k, p.hw, cfg))
       cfgs.push_back(cfg);
   }
-  Method greedy;
   int64_t ops = 0;
   for (auto _ : state) {
-    ops = 0;
-    for (const JobConfig &cfg : cfgs) {
-      std::vector<int64_t> m(mem.size());
-      for (size_t k = 0; k < mem.size(); ++k)
-        m[k] = mem[k] - cfg.persistentBytes;
-      SimResult r = pack(cfg, p.config.contextSwitchUs, budget, m, frontier,
-                         cfg.persistentBytes, greedy, nullptr);
-      ops += r.opsPeriod;
-    }
+    ops = packGreedily(cfgs, p.config.contextSwitchUs, budget, mem, frontier);
     benchmark::DoNotOptimize(ops);
   }
   state.counters["settings"] = double(cfgs.size());

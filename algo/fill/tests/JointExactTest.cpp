@@ -15,6 +15,7 @@
 
 #include "algo/fill/Planner.h"
 #include "algo/fill/tests/ExactSolver.h"
+#include "algo/fill/tests/RandomJobs.h"
 #include "algo/schedule/Schedule.h"
 
 #include <gtest/gtest.h>
@@ -106,9 +107,6 @@ bool pipelineBubbles(std::mt19937_64 &rng, Instance &in) {
 }
 
 Instance randomInstance(std::mt19937_64 &rng) {
-  auto uni = [&](double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng);
-  };
   auto pick = [&](int lo, int hi) {
     return std::uniform_int_distribution<int>(lo, hi)(rng);
   };
@@ -132,32 +130,7 @@ Instance randomInstance(std::mt19937_64 &rng) {
       in.config.batchSizes.push_back(b);
   }
   in.config.maxJobsPerStage = 3;
-  int numJobs = pick(1, 3);
-  for (int j = 0; j < numJobs; ++j) {
-    Job job;
-    job.name = "job" + std::to_string(j);
-    job.kind = pick(0, 3) == 0 ? JobKind::Training : JobKind::Inference;
-    job.samples = 1000000;
-    job.priority = pick(0, 2) == 0 ? uni(0.5, 2) : 1;
-    int numLayers = job.kind == JobKind::Training ? pick(1, 2) : pick(1, 3);
-    double scale = uni(0.3, 3);
-    for (int l = 0; l < numLayers; ++l) {
-      Layer layer;
-      layer.name = "l" + std::to_string(l);
-      layer.forwardUsPerSample = std::round(scale * uni(5, 40));
-      layer.weightBytes = pick(0, 3) == 0 ? 0 : int64_t(uni(0.5e6, 10e6));
-      layer.activationBytesPerSample = int64_t(uni(0.1e6, 1.5e6));
-      if (job.kind == JobKind::Training) {
-        layer.backwardUsPerSample = std::round(layer.forwardUsPerSample * uni(1, 2));
-        layer.gradBytes = layer.weightBytes;
-        layer.optimizerBytes = 2 * layer.weightBytes;
-        layer.stashBytesPerSample =
-            pick(0, 1) ? int64_t(layer.activationBytesPerSample * uni(1, 3)) : 0;
-      }
-      job.layers.push_back(layer);
-    }
-    in.jobs.push_back(job);
-  }
+  in.jobs = randomFillJobs(rng, /*variedTraining=*/true);
   return in;
 }
 
