@@ -13,53 +13,52 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/pfrt.h"
+#include "runtime/testing/SamplePrograms.h"
 
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace {
 
-pfrt_program *makeProgram(bool withChunk) {
-  pfrt_program *p = nullptr;
-  pfrt_program_create("bench", &p);
-  uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
-  pfrt_program_add_device(p, nullptr, &dev);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_program_create_event(p, dev, "b", &ev);
+pfrt_program *makeProgram(bool withChunk, std::string *error) {
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
   jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_program_add_fill_job(p, &jd, &job);
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
   ld.dim = 16;
   ld.planned_us_per_sample = 100;
-  pfrt_fill_job_add_layer(p, job, &ld);
-  pfrt_program_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  pfrt_program_enqueue_record(p, dev, main, ev);
+  const pfrt::samples::OneDeviceProgram p =
+      pfrt::samples::oneDeviceProgram("bench", jd, ld, 1, nullptr, error);
+  if (!p.program)
+    return nullptr;
+  uint32_t ev = 0;
+  pfrt_program_create_event(p.program, p.device, "b", &ev);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
   pfrt_bubble_desc b{};
   b.planned_duration_us = 1000;
-  pfrt_program_enqueue_bubble(p, dev, main, &b);
-  pfrt_program_enqueue_compute(p, dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
-  pfrt_program_enqueue_wait(p, dev, fill, ev);
   pfrt_fill_chunk_desc f{};
-  f.job = job;
   f.layer_end = 1;
   f.batch = 1;
   f.planned_us = 100;
   // Runs only in iteration 1000 of every 1001: never during the benchmark.
   f.period = 1001;
   f.phase = 1000;
-  if (withChunk)
-    pfrt_program_enqueue_fill(p, dev, fill, &f);
-  return p;
+  pfrt::samples::enqueueFilledBubble(p, ev, b, withChunk ? &f : nullptr);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
+  return p.program;
 }
 
 void run(benchmark::State &state, bool withChunk) {
-  pfrt_program *p = makeProgram(withChunk);
+  std::string error;
+  pfrt_program *p = makeProgram(withChunk, &error);
+  if (!p) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
   pfrt_session_options o;
   pfrt_session_options_init(&o);
   o.backend = PFRT_BACKEND_HOST;

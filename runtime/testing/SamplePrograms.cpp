@@ -154,6 +154,44 @@ pfrt_fill_layer_desc smallMlp() {
   return l;
 }
 
+OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &job,
+                                  const pfrt_fill_layer_desc &layer, uint32_t layers,
+                                  const pfrt_device_desc *device, std::string *error) {
+  OneDeviceProgram p;
+  try {
+    PFRT_TRY(pfrt_program_create(name, &p.program));
+    PFRT_TRY(pfrt_program_add_device(p.program, device, &p.device));
+    PFRT_TRY(pfrt_program_create_stream(p.program, p.device, PFRT_STREAM_MAIN,
+                                        PFRT_PRIORITY_DEFAULT, "main", &p.main));
+    PFRT_TRY(pfrt_program_create_stream(p.program, p.device, PFRT_STREAM_FILL,
+                                        PFRT_PRIORITY_DEFAULT, "fill", &p.fill));
+    PFRT_TRY(pfrt_program_add_fill_job(p.program, &job, &p.job));
+    for (uint32_t l = 0; l < layers; ++l)
+      PFRT_TRY(pfrt_fill_job_add_layer(p.program, p.job, &layer));
+  } catch (const std::exception &e) {
+    if (error)
+      *error = e.what();
+    pfrt_program_destroy(p.program);
+    p = OneDeviceProgram();
+  }
+  return p;
+}
+
+pfrt_status enqueueFilledBubble(const OneDeviceProgram &p, uint32_t event,
+                                const pfrt_bubble_desc &bubble, const pfrt_fill_chunk_desc *chunk) {
+  pfrt_status st = pfrt_program_enqueue_record(p.program, p.device, p.main, event);
+  if (st == PFRT_OK)
+    st = pfrt_program_enqueue_bubble(p.program, p.device, p.main, &bubble);
+  if (st == PFRT_OK)
+    st = pfrt_program_enqueue_wait(p.program, p.device, p.fill, event);
+  if (st == PFRT_OK && chunk) {
+    pfrt_fill_chunk_desc c = *chunk;
+    c.job = p.job;
+    st = pfrt_program_enqueue_fill(p.program, p.device, p.fill, &c);
+  }
+  return st;
+}
+
 std::vector<PlannedBubble> plannedBubbles(const PipelineSpec &spec) {
   Plan plan = simulate(spec);
   std::vector<PlannedBubble> out;

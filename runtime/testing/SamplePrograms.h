@@ -48,6 +48,23 @@ struct PlannedBubble {
 std::vector<PlannedBubble> plannedBubbles(const PipelineSpec &spec);
 double plannedIteration(const PipelineSpec &spec);
 
+// The start of the small hand-built programs of the tests and benchmarks: one device (`device`,
+// or the defaults when null) with a main and a fill stream, and one fill job `job` of `layers`
+// copies of `layer`; no ops yet. On failure `program` is null and *error says why.
+struct OneDeviceProgram {
+  pfrt_program *program = nullptr;
+  uint32_t device = 0, main = 0, fill = 0, job = 0;
+};
+OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &job,
+                                  const pfrt_fill_layer_desc &layer, uint32_t layers,
+                                  const pfrt_device_desc *device, std::string *error);
+
+// A bubble handed to fill: on the main stream, event `event` recorded and then `bubble`; on the
+// fill stream, a wait on `event` and then `chunk` of the program's job (only the wait when null).
+// Returns the first failing call's status.
+pfrt_status enqueueFilledBubble(const OneDeviceProgram &p, uint32_t event,
+                                const pfrt_bubble_desc &bubble, const pfrt_fill_chunk_desc *chunk);
+
 // The default small encoder layer used by the tests: hidden 32, heads 4, seq 8, ffn 64.
 pfrt_fill_layer_desc smallEncoder();
 // A small MLP layer: in/out 16, hidden 32.

@@ -49,19 +49,16 @@ std::string dataPath(const std::string &name) { return std::string(PFRT_TEST_DAT
 void enqueueChunkBubbles(pfrt_program *p, uint32_t dev, uint32_t main, uint32_t fill, uint32_t job,
                          const std::vector<ChunkSpec> &chunks, double computeUs, double bubbleUs,
                          double plannedUs) {
+  const samples::OneDeviceProgram program{p, dev, main, fill, job};
   for (uint32_t c = 0; c < chunks.size(); ++c) {
     uint32_t ev = 0;
     pfrt_program_create_event(p, dev, "b", &ev);
     pfrt_program_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, c, 0, computeUs, 0);
-    pfrt_program_enqueue_record(p, dev, main, ev);
     pfrt_bubble_desc b{};
     b.bubble_id = c;
     b.planned_duration_us = bubbleUs;
     b.emulate_idle = 1;
-    pfrt_program_enqueue_bubble(p, dev, main, &b);
-    pfrt_program_enqueue_wait(p, dev, fill, ev);
     pfrt_fill_chunk_desc f{};
-    f.job = job;
     f.bubble_id = c;
     f.layer_begin = chunks[c].begin;
     f.layer_end = chunks[c].end;
@@ -70,59 +67,50 @@ void enqueueChunkBubbles(pfrt_program *p, uint32_t dev, uint32_t main, uint32_t 
     f.weights_streamed = c % 2;
     f.activations_on_host = c % 2;
     f.planned_us = plannedUs;
-    EXPECT_EQ(pfrt_program_enqueue_fill(p, dev, fill, &f), PFRT_OK) << pfrt_last_error();
+    EXPECT_EQ(samples::enqueueFilledBubble(program, ev, b, &f), PFRT_OK) << pfrt_last_error();
   }
 }
 
 ProgramPtr misPredictedProgram() {
-  pfrt_program *raw = nullptr;
-  EXPECT_EQ(pfrt_program_create("bound", &raw), PFRT_OK);
-  ProgramPtr p(raw);
-  uint32_t dev = 0, main = 0, fill = 0, e0 = 0, e1 = 0, job = 0;
   pfrt_device_desc dd{};
   dd.planned_iteration_us = 24000;
-  EXPECT_EQ(pfrt_program_add_device(p.get(), &dd, &dev), PFRT_OK);
-  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_program_create_stream(p.get(), dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_program_create_event(p.get(), dev, "big", &e1);
-  pfrt_program_create_event(p.get(), dev, "small", &e0);
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
   jd.kind = PFRT_FILL_INFERENCE;
   jd.samples = kMisPredictedSamples;
-  EXPECT_EQ(pfrt_program_add_fill_job(p.get(), &jd, &job), PFRT_OK);
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
   ld.dim = 16;
   ld.planned_us_per_sample = kMisPredictedChunkUs / 4;
-  EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &ld), PFRT_OK);
-  auto bubble = [&](uint32_t id, uint32_t ev, double us) {
-    pfrt_program_enqueue_record(p.get(), dev, main, ev);
+  std::string error;
+  const samples::OneDeviceProgram p = samples::oneDeviceProgram("bound", jd, ld, 1, &dd, &error);
+  EXPECT_NE(p.program, nullptr) << error;
+  ProgramPtr owner(p.program);
+  if (!p.program)
+    return owner;
+  uint32_t e0 = 0, e1 = 0;
+  pfrt_program_create_event(p.program, p.device, "big", &e1);
+  pfrt_program_create_event(p.program, p.device, "small", &e0);
+  // Main: the bubble; fill: its chunk of 4 samples from `sample`, planned 10x too optimistic.
+  auto bubble = [&](uint32_t id, uint32_t ev, double us, uint64_t sample) {
     pfrt_bubble_desc b{};
     b.bubble_id = id;
     b.planned_duration_us = us;
     b.emulate_idle = 1;
-    EXPECT_EQ(pfrt_program_enqueue_bubble(p.get(), dev, main, &b), PFRT_OK);
-  };
-  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  bubble(1, e1, 20000);
-  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0);
-  bubble(0, e0, 1000);
-  pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
-  auto chunk = [&](uint32_t ev, uint32_t id, uint64_t sample) {
-    pfrt_program_enqueue_wait(p.get(), dev, fill, ev);
     pfrt_fill_chunk_desc c{};
-    c.job = job;
     c.bubble_id = id;
     c.layer_end = 1;
     c.batch = 4;
     c.sample_begin = sample;
-    c.planned_us = kMisPredictedPlannedUs; // 10x too optimistic
-    EXPECT_EQ(pfrt_program_enqueue_fill(p.get(), dev, fill, &c), PFRT_OK) << pfrt_last_error();
+    c.planned_us = kMisPredictedPlannedUs;
+    EXPECT_EQ(samples::enqueueFilledBubble(p, ev, b, &c), PFRT_OK) << pfrt_last_error();
   };
-  chunk(e1, 1, 0);
-  chunk(e0, 0, 4);
-  return p;
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
+  bubble(1, e1, 20000, 0);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0);
+  bubble(0, e0, 1000, 4);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
+  return owner;
 }
 
 } // namespace test

@@ -62,41 +62,43 @@ void save(const Args &a, const Run &r, const char *suffix) {
     std::fprintf(stderr, "pfrt-gpu-bench: warning: %s\n", pfrt_last_error());
 }
 
+// One device with one inference fill job of `layers` copies of `layer`; null after an error.
+pfrt::samples::OneDeviceProgram oneDevice(const char *name, const char *jobName,
+                                          const pfrt_fill_layer_desc &layer, uint32_t layers) {
+  pfrt_fill_job_desc jd{};
+  jd.name = jobName;
+  jd.kind = PFRT_FILL_INFERENCE;
+  std::string error;
+  pfrt::samples::OneDeviceProgram p =
+      pfrt::samples::oneDeviceProgram(name, jd, layer, layers, nullptr, &error);
+  if (!p.program)
+    std::fprintf(stderr, "pfrt-gpu-bench: error: %s: %s\n", name, error.c_str());
+  return p;
+}
+
 // One device: a long idle bubble with one fill chunk of `batch` samples through every layer.
 // Returns the measured fill time per sample and layer.
 bool calibrateFill(const Args &a, double &usPerSampleLayer) {
   const uint32_t batch = 4;
-  pfrt_program *p = nullptr;
-  pfrt_program_create("fill-calibration", &p);
-  uint32_t dev = 0, main = 0, fill = 0, ev = 0, job = 0;
-  pfrt_program_add_device(p, nullptr, &dev);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_program_create_event(p, dev, "bubble", &ev);
-  pfrt_fill_job_desc jd{};
-  jd.name = "calibration";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_program_add_fill_job(p, &jd, &job);
-  pfrt_fill_layer_desc l = encoder(a);
-  for (uint32_t i = 0; i < a.layers; ++i)
-    pfrt_fill_job_add_layer(p, job, &l);
-  pfrt_program_enqueue_record(p, dev, main, ev);
+  const pfrt::samples::OneDeviceProgram p =
+      oneDevice("fill-calibration", "calibration", encoder(a), a.layers);
+  if (!p.program)
+    return false;
+  uint32_t ev = 0;
+  pfrt_program_create_event(p.program, p.device, "bubble", &ev);
   pfrt_bubble_desc b{};
   b.planned_duration_us = 200000;
   b.emulate_idle = 1;
-  pfrt_program_enqueue_bubble(p, dev, main, &b);
-  pfrt_program_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, 0, 0, 100, 0);
-  pfrt_program_enqueue_wait(p, dev, fill, ev);
   pfrt_fill_chunk_desc c{};
-  c.job = job;
   c.layer_end = a.layers;
   c.batch = batch;
-  pfrt_program_enqueue_fill(p, dev, fill, &c);
+  pfrt::samples::enqueueFilledBubble(p, ev, b, &c);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 100, 0);
   pfrt_options o = options(a, 3);
   o.stage = -1;
   Run r;
-  bool ok = run(p, o, r, "fill calibration");
-  pfrt_program_destroy(p);
+  bool ok = run(p.program, o, r, "fill calibration");
+  pfrt_program_destroy(p.program);
   if (!ok)
     return false;
   usPerSampleLayer = r.stats.fill_us_per_iteration / (batch * a.layers);
@@ -105,45 +107,34 @@ bool calibrateFill(const Args &a, double &usPerSampleLayer) {
 
 // Context switch: main records, idles 2 ms; the fill stream waits and runs a tiny GEMM chain.
 bool switchLatency(const Args &a, Run &r) {
-  pfrt_program *p = nullptr;
-  pfrt_program_create("switch-latency", &p);
-  uint32_t dev = 0, main = 0, fill = 0, job = 0;
-  pfrt_program_add_device(p, nullptr, &dev);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_MAIN, PFRT_PRIORITY_DEFAULT, "main", &main);
-  pfrt_program_create_stream(p, dev, PFRT_STREAM_FILL, PFRT_PRIORITY_DEFAULT, "fill", &fill);
-  pfrt_fill_job_desc jd{};
-  jd.name = "tiny";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_program_add_fill_job(p, &jd, &job);
   pfrt_fill_layer_desc l{};
   l.kind = PFRT_LAYER_GEMM_CHAIN;
   l.dim = 64;
   l.planned_us_per_sample = 20;
-  pfrt_fill_job_add_layer(p, job, &l);
+  const pfrt::samples::OneDeviceProgram p = oneDevice("switch-latency", "tiny", l, 1);
+  if (!p.program)
+    return false;
   for (uint32_t i = 0; i < 8; ++i) {
     uint32_t ev = 0;
-    pfrt_program_create_event(p, dev, "bubble", &ev);
-    pfrt_program_enqueue_compute(p, dev, main, PFRT_COMPUTE_FORWARD, i, 0, 1000, 0);
-    pfrt_program_enqueue_record(p, dev, main, ev);
+    pfrt_program_create_event(p.program, p.device, "bubble", &ev);
+    pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, i, 0, 1000,
+                                 0);
     pfrt_bubble_desc b{};
     b.bubble_id = i;
     b.planned_duration_us = 2000;
     b.emulate_idle = 1;
-    pfrt_program_enqueue_bubble(p, dev, main, &b);
-    pfrt_program_enqueue_wait(p, dev, fill, ev);
     pfrt_fill_chunk_desc c{};
-    c.job = job;
     c.bubble_id = i;
     c.layer_end = 1;
     c.batch = 1;
     c.sample_begin = i;
     c.planned_us = 20;
-    pfrt_program_enqueue_fill(p, dev, fill, &c);
+    pfrt::samples::enqueueFilledBubble(p, ev, b, &c);
   }
   pfrt_options o = options(a, a.iterations);
   o.stage = -1;
-  bool ok = run(p, o, r, "context-switch");
-  pfrt_program_destroy(p);
+  bool ok = run(p.program, o, r, "context-switch");
+  pfrt_program_destroy(p.program);
   return ok;
 }
 
