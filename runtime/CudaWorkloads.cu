@@ -46,6 +46,15 @@ public:
   std::vector<Tensor> stashX, stashH;
   bool onHost = false;
 
+  // Calls f on every tensor the batch holds: the activations, then the stashes.
+  template <class F> void forEachTensor(F f) {
+    f(act);
+    for (Tensor &t : stashX)
+      f(t);
+    for (Tensor &t : stashH)
+      f(t);
+  }
+
 private:
   CudaJobData &job_;
 };
@@ -173,6 +182,73 @@ public:
     }
   }
 
+  // A batch's state at its first pass: its input activations (the samples from ex.sampleBegin),
+  // empty stashes (training) and a zeroed loss.
+  std::unique_ptr<CudaBatch> newBatch(const FillExec &ex, cudaStream_t s) {
+    auto b = std::make_unique<CudaBatch>(*this);
+    b->act = alloc(shape_.inputElems(ex.batch), s);
+    cuda::makeInput(b->act.d, shape_.seed, ex.sampleBegin, ex.batch,
+                    size_t(shape_.rows) * shape_.inWidth, s);
+    PFRT_CUDA_LAUNCHED();
+    if (shape_.kind == PFRT_FILL_TRAINING) {
+      b->stashX.resize(shape_.numLayers());
+      b->stashH.resize(shape_.numLayers());
+    }
+    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
+                                      dev_.fillPool, s));
+    hotPath().batchAllocs.fetch_add(1);
+    PFRT_CUDA(cudaMemsetAsync(b->loss, 0, sizeof(double), s));
+    return b;
+  }
+
+  // The backward pass of MLP layer l over `rows` rows: b.act (dY) becomes dX (none for layer
+  // 0), the layer's weights take an SGD step and its stashes are released.
+  void mlpBackward(cublasHandle_t h, cudaStream_t s, CudaBatch &b, uint32_t l, int rows) {
+    const LayerShape &ls = shape_.layers[l];
+    float *w1 = dW_[l][0], *w2 = dW_[l][1];
+    const size_t nh = b.stashH[l].n;
+    float *hact = carveF(nh), *dh = carveF(nh);
+    float *dw1 = carveF(sizes_[l][0]), *dw2 = carveF(sizes_[l][1]);
+    Tensor dx;
+    cuda::gelu(b.stashH[l].d, hact, nh, s);
+    PFRT_CUDA_LAUNCHED();
+    // dW2 = gelu(H)^T dY, dH = dY W2^T (weights before this step's update).
+    const void *dyOp = operand(b.act.d, b.act.n, s);
+    PFRT_CUBLAS(mm(h, true, false, ls.mid, ls.out, rows, 1.0f, operand(hact, nh, s),
+                   ls.mid, dyOp, ls.out, 0.0f, dw2, ls.out));
+    PFRT_CUBLAS(mm(h, false, true, rows, ls.mid, ls.out, 1.0f, dyOp, ls.out, cW_[l][1],
+                   ls.out, 0.0f, dh, ls.mid));
+    cuda::geluBackwardMul(dh, b.stashH[l].d, nh, s);
+    PFRT_CUDA_LAUNCHED();
+    // dW1 = X^T dH, dX = dH W1^T.
+    const void *dhOp = operand(dh, nh, s);
+    PFRT_CUBLAS(mm(h, true, false, ls.in, ls.mid, rows, 1.0f,
+                   operand(b.stashX[l].d, b.stashX[l].n, s), ls.in, dhOp, ls.mid, 0.0f,
+                   dw1, ls.mid));
+    if (l > 0) {
+      dx = alloc(size_t(rows) * ls.in, s);
+      PFRT_CUBLAS(mm(h, false, true, rows, ls.in, ls.mid, 1.0f, dhOp, ls.mid, cW_[l][0],
+                     ls.mid, 0.0f, dx.d, ls.in));
+    }
+    // SGD on the fp32 masters, then their bf16 copies and the pinned masters follow.
+    const float alpha = -shape_.learningRate;
+    PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][0]), &alpha, dw1, 1, w1, 1));
+    PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][1]), &alpha, dw2, 1, w2, 1));
+    for (size_t t = 0; t < 2; ++t) {
+      if (cW_[l][t] != dW_[l][t]) {
+        cuda::toBf16(dW_[l][t], cW_[l][t], sizes_[l][t], s);
+        PFRT_CUDA_LAUNCHED();
+      }
+      if (!hW_.empty()) // keep the pinned master (streamed weights) in sync
+        PFRT_CUDA(cudaMemcpyAsync(hW_[l][t], cW_[l][t], computeBytes(l, t),
+                                  cudaMemcpyDeviceToHost, s));
+    }
+    release(b.stashX[l], s);
+    release(b.stashH[l], s);
+    release(b.act, s);
+    b.act = dx;
+  }
+
   void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr, const FillExec &ex) override {
     CudaStreamState &st = streamState(ctx);
     cudaStream_t s = st.s;
@@ -181,22 +257,8 @@ public:
     arena_ = &arenas_[ctx.stream];
     const uint32_t L = shape_.numLayers();
     const bool training = shape_.kind == PFRT_FILL_TRAINING;
-    if (ex.begins || !batchPtr) {
-      auto b = std::make_unique<CudaBatch>(*this);
-      b->act = alloc(shape_.inputElems(ex.batch), s);
-      cuda::makeInput(b->act.d, shape_.seed, ex.sampleBegin, ex.batch,
-                      size_t(shape_.rows) * shape_.inWidth, s);
-      PFRT_CUDA_LAUNCHED();
-      if (training) {
-        b->stashX.resize(L);
-        b->stashH.resize(L);
-      }
-      PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
-                                        dev_.fillPool, s));
-      hotPath().batchAllocs.fetch_add(1);
-      PFRT_CUDA(cudaMemsetAsync(b->loss, 0, sizeof(double), s));
-      batchPtr = std::move(b);
-    }
+    if (ex.begins || !batchPtr)
+      batchPtr = newBatch(ex, s);
     CudaBatch &b = static_cast<CudaBatch &>(*batchPtr);
     if (b.onHost)
       restore(b, s);
@@ -264,48 +326,7 @@ public:
         const uint32_t l = 2 * L - 1 - p;
         const LayerShape &ls = shape_.layers[l];
         if (ls.kind == PFRT_LAYER_MLP) {
-          float *w1 = dW_[l][0], *w2 = dW_[l][1];
-          const size_t nh = b.stashH[l].n;
-          float *hact = carveF(nh), *dh = carveF(nh);
-          float *dw1 = carveF(sizes_[l][0]), *dw2 = carveF(sizes_[l][1]);
-          Tensor dx;
-          cuda::gelu(b.stashH[l].d, hact, nh, s);
-          PFRT_CUDA_LAUNCHED();
-          // dW2 = gelu(H)^T dY, dH = dY W2^T (weights before this step's update).
-          const void *dyOp = operand(b.act.d, b.act.n, s);
-          PFRT_CUBLAS(mm(h, true, false, ls.mid, ls.out, rows, 1.0f, operand(hact, nh, s),
-                         ls.mid, dyOp, ls.out, 0.0f, dw2, ls.out));
-          PFRT_CUBLAS(mm(h, false, true, rows, ls.mid, ls.out, 1.0f, dyOp, ls.out, cW_[l][1],
-                         ls.out, 0.0f, dh, ls.mid));
-          cuda::geluBackwardMul(dh, b.stashH[l].d, nh, s);
-          PFRT_CUDA_LAUNCHED();
-          // dW1 = X^T dH, dX = dH W1^T.
-          const void *dhOp = operand(dh, nh, s);
-          PFRT_CUBLAS(mm(h, true, false, ls.in, ls.mid, rows, 1.0f,
-                         operand(b.stashX[l].d, b.stashX[l].n, s), ls.in, dhOp, ls.mid, 0.0f,
-                         dw1, ls.mid));
-          if (l > 0) {
-            dx = alloc(size_t(rows) * ls.in, s);
-            PFRT_CUBLAS(mm(h, false, true, rows, ls.in, ls.mid, 1.0f, dhOp, ls.mid, cW_[l][0],
-                           ls.mid, 0.0f, dx.d, ls.in));
-          }
-          // SGD on the fp32 masters, then their bf16 copies and the pinned masters follow.
-          const float alpha = -shape_.learningRate;
-          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][0]), &alpha, dw1, 1, w1, 1));
-          PFRT_CUBLAS(cublasSaxpy(h, static_cast<int>(sizes_[l][1]), &alpha, dw2, 1, w2, 1));
-          for (size_t t = 0; t < 2; ++t) {
-            if (cW_[l][t] != dW_[l][t]) {
-              cuda::toBf16(dW_[l][t], cW_[l][t], sizes_[l][t], s);
-              PFRT_CUDA_LAUNCHED();
-            }
-            if (!hW_.empty()) // keep the pinned master (streamed weights) in sync
-              PFRT_CUDA(cudaMemcpyAsync(hW_[l][t], cW_[l][t], computeBytes(l, t),
-                                        cudaMemcpyDeviceToHost, s));
-          }
-          release(b.stashX[l], s);
-          release(b.stashH[l], s);
-          release(b.act, s);
-          b.act = dx;
+          mlpBackward(h, s, b, l, rows);
         } else {
           chain(h, s, ls, ls.backwardUsPerSample * ex.batch);
         }
@@ -617,19 +638,11 @@ private:
     t.hcap = 0;
   }
   void offload(CudaBatch &b, cudaStream_t s) {
-    offloadTensor(b.act, s);
-    for (Tensor &t : b.stashX)
-      offloadTensor(t, s);
-    for (Tensor &t : b.stashH)
-      offloadTensor(t, s);
+    b.forEachTensor([&](Tensor &t) { offloadTensor(t, s); });
     b.onHost = true;
   }
   void restore(CudaBatch &b, cudaStream_t s) {
-    restoreTensor(b.act, s);
-    for (Tensor &t : b.stashX)
-      restoreTensor(t, s);
-    for (Tensor &t : b.stashH)
-      restoreTensor(t, s);
+    b.forEachTensor([&](Tensor &t) { restoreTensor(t, s); });
     b.onHost = false;
   }
 
@@ -770,11 +783,7 @@ private:
 CudaBatch::~CudaBatch() {
   cudaSetDevice(job_.gpu());
   cudaStream_t s = job_.stream();
-  job_.release(act, s, /*checked=*/false);
-  for (Tensor &t : stashX)
-    job_.release(t, s, false);
-  for (Tensor &t : stashH)
-    job_.release(t, s, false);
+  forEachTensor([&](Tensor &t) { job_.release(t, s, /*checked=*/false); });
   if (loss)
     cudaFreeAsync(loss, s);
 }
