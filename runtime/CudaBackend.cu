@@ -57,6 +57,87 @@ void CUDART_CB publishFromStream(void *data) {
   call->publisher->publish(m);
 }
 
+// Creates the stream-ordered pools of GPU g: the default pool (main-job allocations) and the fill
+// pool, both keeping freed memory instead of returning it to the OS. The fill pool is sized before
+// the loop: the largest chunk peak of `dev` is allocated and freed once, and the pool keeps it
+// (release threshold), so chunks do not grow it in the hot path.
+void createPools(GpuDevice &g, const Device &dev) {
+  cudaMemPool_t pool;
+  PFRT_CUDA(cudaDeviceGetDefaultMemPool(&pool, g.gpu));
+  uint64_t threshold = UINT64_MAX;
+  PFRT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = g.gpu;
+  PFRT_CUDA(cudaMemPoolCreate(&g.fillPool, &props));
+  PFRT_CUDA(cudaMemPoolSetAttribute(g.fillPool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  uint64_t peak = 0;
+  for (const Stream &st : dev.streams)
+    for (const Op &op : st.ops)
+      if (op.kind == OpKind::Fill)
+        peak = std::max<uint64_t>(peak, op.fill.peak_bytes);
+  if (peak) {
+    void *reserve = nullptr;
+    PFRT_CUDA(cudaMallocFromPoolAsync(&reserve, peak, g.fillPool, g.setup));
+    PFRT_CUDA(cudaFreeAsync(reserve, g.setup));
+    PFRT_CUDA(cudaStreamSynchronize(g.setup));
+  }
+}
+
+// The device's events (a ring per program event) and its bubble edges. Edges: two per bubble of
+// the main stream per iteration; the main thread runs at most kTimingLag iterations ahead of the
+// GPU and the fill threads wait for the GPU, so a ring of many iterations' edges is never reused
+// while a fill thread still needs a slot. (Sessions bound their queue of bubbles to a quarter of
+// the ring, and need a ring for unplanned bubbles even in a plan without bubbles: there is always
+// one.)
+void createEvents(GpuDevice &g, const Device &dev) {
+  for (size_t e = 0; e < dev.events.size(); ++e) {
+    std::vector<cudaEvent_t> ring(kEventRing);
+    for (cudaEvent_t &ev : ring)
+      PFRT_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    g.events.push_back(ring);
+  }
+  size_t bubbles = 0;
+  for (const Stream &st : dev.streams)
+    for (const Op &op : st.ops)
+      bubbles += op.kind == OpKind::Bubble;
+  g.edges.resize(std::max<size_t>(64, 2 * bubbles * 32));
+  g.edgeOwner.assign(g.edges.size(), -1);
+  for (cudaEvent_t &ev : g.edges)
+    PFRT_CUDA(cudaEventCreate(&ev));
+}
+
+// The copy ops' buffers: one on the GPU and one pinned on the host, of the largest copy.
+void createCopyBuffers(GpuDevice &g, const Device &dev) {
+  for (const Stream &st : dev.streams)
+    for (const Op &op : st.ops)
+      if (op.kind == OpKind::Copy)
+        g.copyBytes = std::max(g.copyBytes, op.bytes);
+  if (g.copyBytes) {
+    PFRT_CUDA(cudaMalloc(&g.copyDevice, g.copyBytes));
+    PFRT_CUDA(cudaMallocHost(&g.copyHost, g.copyBytes));
+  }
+}
+
+// Program device d (`dev`) on CUDA ordinal `gpu`: its setup and communication streams, timing
+// events, pools, event rings and copy buffers.
+std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gpu) {
+  auto g = std::make_unique<GpuDevice>();
+  g->device = d;
+  g->gpu = gpu;
+  PFRT_CUDA(cudaSetDevice(g->gpu));
+  PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
+  PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
+  PFRT_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, g->prioGreatest));
+  PFRT_CUDA(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
+  PFRT_CUDA(cudaEventCreate(&g->base));
+  createPools(*g, dev);
+  createEvents(*g, dev);
+  createCopyBuffers(*g, dev);
+  return g;
+}
+
 class CudaBackend : public Backend {
 public:
   ~CudaBackend() override { release(); }
@@ -68,17 +149,7 @@ public:
                const std::vector<uint32_t> &devices) override {
     config_ = config;
     program_ = &program;
-    // The fill GEMMs' precision: bf16 (the fill cost model's) unless PFRT_CUDA_FILL_MATH=tf32.
-    if (const char *m = std::getenv("PFRT_CUDA_FILL_MATH")) {
-      const std::string v = m;
-      if (v == "bf16" || v.empty())
-        fillMath_ = FillMath::Bf16;
-      else if (v == "tf32")
-        fillMath_ = FillMath::Tf32;
-      else
-        throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                    "PFRT_CUDA_FILL_MATH=" + v + ": expected bf16 or tf32");
-    }
+    readFillMath();
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     if (count <= 0)
@@ -88,146 +159,18 @@ public:
     int current = 0;
     PFRT_CUDA(cudaGetDevice(&current));
     DeviceGuard restore(current);
-    for (uint32_t d : devices) {
-      auto g = std::make_unique<GpuDevice>();
-      g->device = d;
-      // One GPU per device when there are enough; otherwise the GPU chosen by --device / the
-      // local rank (pfrt_options.gpu), modulo the visible GPUs (CUDA_VISIBLE_DEVICES already
-      // restricts and renumbers them), else 0.
-      const int first = config.gpu >= 0            ? config.gpu % count
-                        : config.gpu == kGpuCurrent ? current
-                                                    : 0;
-      g->gpu = oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first;
-      PFRT_CUDA(cudaSetDevice(g->gpu));
-      PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
-      PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
-      PFRT_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, g->prioGreatest));
-      PFRT_CUDA(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
-      PFRT_CUDA(cudaEventCreate(&g->base));
-      // A real stream-ordered pool: keep freed memory instead of returning it to the OS.
-      cudaMemPool_t pool;
-      PFRT_CUDA(cudaDeviceGetDefaultMemPool(&pool, g->gpu));
-      uint64_t threshold = UINT64_MAX;
-      PFRT_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-      cudaMemPoolProps props{};
-      props.allocType = cudaMemAllocationTypePinned;
-      props.location.type = cudaMemLocationTypeDevice;
-      props.location.id = g->gpu;
-      PFRT_CUDA(cudaMemPoolCreate(&g->fillPool, &props));
-      PFRT_CUDA(cudaMemPoolSetAttribute(g->fillPool, cudaMemPoolAttrReleaseThreshold, &threshold));
-      // Size the fill pool before the loop: the largest chunk peak is allocated and freed once,
-      // and the pool keeps it (release threshold), so chunks do not grow it in the hot path.
-      uint64_t peak = 0;
-      for (const Stream &st : program.devices[d].streams)
-        for (const Op &op : st.ops)
-          if (op.kind == OpKind::Fill)
-            peak = std::max<uint64_t>(peak, op.fill.peak_bytes);
-      if (peak) {
-        void *reserve = nullptr;
-        PFRT_CUDA(cudaMallocFromPoolAsync(&reserve, peak, g->fillPool, g->setup));
-        PFRT_CUDA(cudaFreeAsync(reserve, g->setup));
-        PFRT_CUDA(cudaStreamSynchronize(g->setup));
-      }
-      const Device &dev = program.devices[d];
-      for (size_t e = 0; e < dev.events.size(); ++e) {
-        std::vector<cudaEvent_t> ring(kEventRing);
-        for (cudaEvent_t &ev : ring)
-          PFRT_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        g->events.push_back(ring);
-      }
-      // Edges: two per bubble of the main stream per iteration; the main thread runs at most
-      // kTimingLag iterations ahead of the GPU and the fill threads wait for the GPU, so a ring of
-      // many iterations' edges is never reused while a fill thread still needs a slot. (Sessions
-      // bound their queue of bubbles to a quarter of the ring, and need a ring for unplanned
-      // bubbles even in a plan without bubbles: there is always one.)
-      size_t bubbles = 0;
-      for (const Stream &st : dev.streams)
-        for (const Op &op : st.ops)
-          bubbles += op.kind == OpKind::Bubble;
-      g->edges.resize(std::max<size_t>(64, 2 * bubbles * 32));
-      g->edgeOwner.assign(g->edges.size(), -1);
-      for (cudaEvent_t &ev : g->edges)
-        PFRT_CUDA(cudaEventCreate(&ev));
-      for (const Stream &st : dev.streams)
-        for (const Op &op : st.ops)
-          if (op.kind == OpKind::Copy)
-            g->copyBytes = std::max(g->copyBytes, op.bytes);
-      if (g->copyBytes) {
-        PFRT_CUDA(cudaMalloc(&g->copyDevice, g->copyBytes));
-        PFRT_CUDA(cudaMallocHost(&g->copyHost, g->copyBytes));
-      }
-      gpus_[d] = std::move(g);
-    }
-    // Streams with their priorities, one cuBLAS handle each.
-    for (uint32_t d : devices) {
-      GpuDevice &g = *gpus_[d];
-      PFRT_CUDA(cudaSetDevice(g.gpu));
-      const Device &dev = program.devices[d];
-      for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-        auto st = std::make_unique<CudaStreamState>();
-        st->dev = &g;
-        st->device = d;
-        st->stream = s;
-        st->main = s == info.devices[d].mainStream;
-        int prio = g.prioLeast;
-        switch (dev.streams[s].effectivePriority()) {
-        case PFRT_PRIORITY_HIGH: prio = g.prioGreatest; break;
-        case PFRT_PRIORITY_LOW: prio = g.prioLeast; break;
-        default: prio = (g.prioLeast + g.prioGreatest) / 2; break;
-        }
-        PFRT_CUDA(cudaStreamCreateWithPriority(&st->s, cudaStreamNonBlocking, prio));
-        PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
-        PFRT_CUBLAS(cublasCreate(&st->blas));
-        PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
-        // The handles keep the default math mode: fill GEMMs name their compute type themselves
-        // (cublasGemmEx, CudaWorkloads.cu), the main chain stays FP32 (calibrated, its precision
-        // does not matter).
-        streams_[{d, s}] = std::move(st);
-      }
-      calibrateMainChain(g, dev, *streams_[{d, info.devices[d].mainStream}], config_.verbose);
-      if (config_.verbose)
-        std::fprintf(stderr, "pfrt: cuda device %u (gpu %d): fill GEMMs in %s\n", d, g.gpu,
-                     fillMathName(fillMath_));
-      g.sampleMemory();
-    }
-    // GPU-to-GPU channels (multi-GPU mode only).
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairBytes;
+    // One GPU per device when there are enough; otherwise the GPU chosen by --device / the local
+    // rank (pfrt_options.gpu), modulo the visible GPUs (CUDA_VISIBLE_DEVICES already restricts
+    // and renumbers them), else 0.
+    const int first = config.gpu >= 0            ? config.gpu % count
+                      : config.gpu == kGpuCurrent ? current
+                                                  : 0;
     for (uint32_t d : devices)
-      for (const Stream &st : program.devices[d].streams)
-        for (const Op &op : st.ops)
-          if (op.kind == OpKind::Send && gpus_.count(op.peer)) {
-            uint64_t &b = pairBytes[{d, op.peer}];
-            b = std::max(b, op.bytes);
-          }
-    for (const auto &pb : pairBytes) {
-      GpuDevice &src = *gpus_[pb.first.first], &dst = *gpus_[pb.first.second];
-      int can = 0;
-      if (src.gpu != dst.gpu &&
-          cudaDeviceCanAccessPeer(&can, src.gpu, dst.gpu) == cudaSuccess && can) {
-        PFRT_CUDA(cudaSetDevice(src.gpu));
-        cudaError_t e = cudaDeviceEnablePeerAccess(dst.gpu, 0);
-        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
-          cudaFail(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
-        cudaGetLastError();
-      }
-      PairBuffers &bufs = pairs_[pb.first];
-      PFRT_CUDA(cudaSetDevice(src.gpu));
-      PFRT_CUDA(cudaMalloc(&bufs.src, std::max<uint64_t>(1, pb.second)));
-      PFRT_CUDA(cudaSetDevice(dst.gpu));
-      PFRT_CUDA(cudaMalloc(&bufs.dst, std::max<uint64_t>(1, pb.second)));
-    }
+      gpus_[d] = createGpuDevice(program.devices[d], d,
+                                 oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first);
     for (uint32_t d : devices)
-      for (const Stream &st : program.devices[d].streams)
-        for (const Op &op : st.ops)
-          if (op.kind == OpKind::Send && gpus_.count(op.peer)) {
-            GpuChannel &c = channels_[std::make_tuple(d, op.peer, op.tag)];
-            PFRT_CUDA(cudaSetDevice(gpus_[d]->gpu));
-            c.ring.resize(kEventRing);
-            for (cudaEvent_t &ev : c.ring)
-              PFRT_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-            c.src = pairs_[{d, op.peer}].src;
-            c.dst = pairs_[{d, op.peer}].dst;
-          }
+      createStreams(program.devices[d], d, info.devices[d].mainStream);
+    connectGpus(program, devices);
     prepareRankTransfers(program, devices);
   }
 
@@ -606,6 +549,95 @@ private:
   struct PairBuffers {
     void *src = nullptr, *dst = nullptr;
   };
+
+  // The fill GEMMs' precision: bf16 (the fill cost model's) unless PFRT_CUDA_FILL_MATH=tf32.
+  void readFillMath() {
+    if (const char *m = std::getenv("PFRT_CUDA_FILL_MATH")) {
+      const std::string v = m;
+      if (v == "bf16" || v.empty())
+        fillMath_ = FillMath::Bf16;
+      else if (v == "tf32")
+        fillMath_ = FillMath::Tf32;
+      else
+        throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                    "PFRT_CUDA_FILL_MATH=" + v + ": expected bf16 or tf32");
+    }
+  }
+
+  // Device d's program streams (`dev`) with their priorities, one cuBLAS handle each; then the
+  // main job's GEMM chain calibrated on its main stream.
+  void createStreams(const Device &dev, uint32_t d, uint32_t mainStream) {
+    GpuDevice &g = *gpus_[d];
+    PFRT_CUDA(cudaSetDevice(g.gpu));
+    for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+      auto st = std::make_unique<CudaStreamState>();
+      st->dev = &g;
+      st->device = d;
+      st->stream = s;
+      st->main = s == mainStream;
+      int prio = g.prioLeast;
+      switch (dev.streams[s].effectivePriority()) {
+      case PFRT_PRIORITY_HIGH: prio = g.prioGreatest; break;
+      case PFRT_PRIORITY_LOW: prio = g.prioLeast; break;
+      default: prio = (g.prioLeast + g.prioGreatest) / 2; break;
+      }
+      PFRT_CUDA(cudaStreamCreateWithPriority(&st->s, cudaStreamNonBlocking, prio));
+      PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
+      PFRT_CUBLAS(cublasCreate(&st->blas));
+      PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
+      // The handles keep the default math mode: fill GEMMs name their compute type themselves
+      // (cublasGemmEx, CudaWorkloads.cu), the main chain stays FP32 (calibrated, its precision
+      // does not matter).
+      streams_[{d, s}] = std::move(st);
+    }
+    calibrateMainChain(g, dev, *streams_[{d, mainStream}], config_.verbose);
+    if (config_.verbose)
+      std::fprintf(stderr, "pfrt: cuda device %u (gpu %d): fill GEMMs in %s\n", d, g.gpu,
+                   fillMathName(fillMath_));
+    g.sampleMemory();
+  }
+
+  // GPU-to-GPU channels (multi-GPU mode only): peer access where the GPUs allow it, one pair of
+  // buffers (of the largest send) per connected device pair, an event ring per channel.
+  void connectGpus(const Program &program, const std::vector<uint32_t> &devices) {
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairBytes;
+    for (uint32_t d : devices)
+      for (const Stream &st : program.devices[d].streams)
+        for (const Op &op : st.ops)
+          if (op.kind == OpKind::Send && gpus_.count(op.peer)) {
+            uint64_t &b = pairBytes[{d, op.peer}];
+            b = std::max(b, op.bytes);
+          }
+    for (const auto &pb : pairBytes) {
+      GpuDevice &src = *gpus_[pb.first.first], &dst = *gpus_[pb.first.second];
+      int can = 0;
+      if (src.gpu != dst.gpu &&
+          cudaDeviceCanAccessPeer(&can, src.gpu, dst.gpu) == cudaSuccess && can) {
+        PFRT_CUDA(cudaSetDevice(src.gpu));
+        cudaError_t e = cudaDeviceEnablePeerAccess(dst.gpu, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+          cudaFail(e, "cudaDeviceEnablePeerAccess", __FILE__, __LINE__);
+        cudaGetLastError();
+      }
+      PairBuffers &bufs = pairs_[pb.first];
+      PFRT_CUDA(cudaSetDevice(src.gpu));
+      PFRT_CUDA(cudaMalloc(&bufs.src, std::max<uint64_t>(1, pb.second)));
+      PFRT_CUDA(cudaSetDevice(dst.gpu));
+      PFRT_CUDA(cudaMalloc(&bufs.dst, std::max<uint64_t>(1, pb.second)));
+    }
+    for (uint32_t d : devices)
+      for (const Stream &st : program.devices[d].streams)
+        for (const Op &op : st.ops)
+          if (op.kind == OpKind::Send && gpus_.count(op.peer)) {
+            GpuChannel &c = channels_[std::make_tuple(d, op.peer, op.tag)];
+            PFRT_CUDA(cudaSetDevice(gpus_[d]->gpu));
+            c.ring.resize(kEventRing);
+            for (cudaEvent_t &ev : c.ring)
+              PFRT_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            c.src = pairs_[{d, op.peer}].src;
+            c.dst = pairs_[{d, op.peer}].dst;
+          }
+  }
 
   // Rank mode: NCCL for the channels to other ranks when asked for (PFRT_RANK_TRANSFER_NCCL) or
   // by default when the library loads (AUTO); otherwise the planned time (modelled).
