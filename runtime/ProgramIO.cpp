@@ -362,6 +362,121 @@ static void setTransfer(Message *x, const Op &op) {
   x->set_planned_start_us(op.plannedStartUs);
 }
 
+// One fill job and its layers.
+static void jobToProto(const FillJob &job, pipefill::rt::FillWorkload *fj) {
+  fj->set_name(job.name);
+  fj->set_kind(static_cast<pipefill::rt::FillWorkload::Kind>(job.kind));
+  fj->set_samples(job.samples);
+  fj->set_samples_per_iteration(job.samplesPerIteration);
+  fj->set_seed(job.seed);
+  fj->set_learning_rate(job.learningRate);
+  for (const FillLayer &layer : job.layers) {
+    pipefill::rt::FillWorkloadLayer *fl = fj->add_layers();
+    const pfrt_fill_layer_desc &d = layer.desc;
+    fl->set_name(layer.name);
+    switch (d.kind) {
+    case PFRT_LAYER_ENCODER: {
+      auto *e = fl->mutable_encoder();
+      e->set_hidden(d.hidden);
+      e->set_heads(d.heads);
+      e->set_seq(d.seq);
+      e->set_ffn(d.ffn);
+      break;
+    }
+    case PFRT_LAYER_MLP: {
+      auto *m = fl->mutable_mlp();
+      m->set_in(d.in);
+      m->set_hidden(d.hidden);
+      m->set_out(d.out);
+      break;
+    }
+    case PFRT_LAYER_GEMM_CHAIN: {
+      auto *g = fl->mutable_gemm_chain();
+      g->set_dim(d.dim);
+      g->set_width(d.width);
+      break;
+    }
+    }
+    fl->set_planned_us_per_sample(d.planned_us_per_sample);
+    fl->set_planned_backward_us_per_sample(d.planned_backward_us_per_sample);
+    fl->set_weight_bytes(d.weight_bytes);
+    fl->set_activation_bytes_per_sample(d.activation_bytes_per_sample);
+  }
+}
+
+// One stream op, as the message of its kind.
+static void opToProto(const Op &op, pipefill::rt::StreamOp *o) {
+  switch (op.kind) {
+  case OpKind::Compute: {
+    auto *c2 = o->mutable_compute();
+    c2->set_kind(static_cast<pipefill::rt::ComputeOp::Kind>(op.compute));
+    c2->set_microbatch(op.microbatch);
+    c2->set_chunk(op.chunk);
+    c2->set_planned_us(op.plannedUs);
+    c2->set_planned_start_us(op.plannedStartUs);
+    break;
+  }
+  case OpKind::Send:
+    setTransfer(o->mutable_send(), op);
+    break;
+  case OpKind::Recv:
+    setTransfer(o->mutable_recv(), op);
+    break;
+  case OpKind::Record:
+    o->mutable_record()->set_event(op.event);
+    break;
+  case OpKind::Wait:
+    o->mutable_wait()->set_event(op.event);
+    break;
+  case OpKind::Bubble: {
+    auto *b = o->mutable_bubble();
+    b->set_bubble_id(op.bubble.bubble_id);
+    b->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(op.bubble.kind));
+    b->set_planned_start_us(op.bubble.planned_start_us);
+    b->set_planned_duration_us(op.bubble.planned_duration_us);
+    b->set_free_bytes(op.bubble.free_bytes);
+    b->set_emulate_idle(op.bubble.emulate_idle != 0);
+    break;
+  }
+  case OpKind::Fill: {
+    auto *f = o->mutable_fill();
+    f->set_job(op.fill.job);
+    f->set_bubble_id(op.fill.bubble_id);
+    f->set_layer_begin(op.fill.layer_begin);
+    f->set_layer_end(op.fill.layer_end);
+    f->set_batch(op.fill.batch);
+    f->set_sample_begin(op.fill.sample_begin);
+    f->set_iteration_offset(op.fill.iteration_offset);
+    f->set_period(op.fill.period);
+    f->set_phase(op.fill.phase);
+    f->set_weights(op.fill.weights_streamed ? pipefill::rt::FillChunkOp::WEIGHTS_STREAMED
+                                            : pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT);
+    f->set_activations(op.fill.activations_on_host
+                           ? pipefill::rt::FillChunkOp::ACTIVATIONS_HOST
+                           : pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE);
+    f->set_planned_us(op.fill.planned_us);
+    f->set_peak_bytes(op.fill.peak_bytes);
+    break;
+  }
+  case OpKind::Copy: {
+    auto *c3 = o->mutable_copy();
+    c3->set_direction(static_cast<pipefill::rt::CopyOp::Direction>(op.direction));
+    c3->set_bytes(op.bytes);
+    c3->set_planned_us(op.plannedUs);
+    break;
+  }
+  case OpKind::Alloc: {
+    auto *a = o->mutable_alloc();
+    a->set_buffer(op.buffer);
+    a->set_bytes(op.bytes);
+    break;
+  }
+  case OpKind::Free:
+    o->mutable_free()->set_buffer(op.buffer);
+    break;
+  }
+}
+
 void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
   p->Clear();
   p->set_version(1);
@@ -369,47 +484,8 @@ void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
   p->set_iterations(prog.iterations);
   p->set_seed(prog.seed);
   p->set_planned_iteration_us(prog.plannedIterationUs);
-  for (const FillJob &job : prog.jobs) {
-    pipefill::rt::FillWorkload *fj = p->add_fill_jobs();
-    fj->set_name(job.name);
-    fj->set_kind(static_cast<pipefill::rt::FillWorkload::Kind>(job.kind));
-    fj->set_samples(job.samples);
-    fj->set_samples_per_iteration(job.samplesPerIteration);
-    fj->set_seed(job.seed);
-    fj->set_learning_rate(job.learningRate);
-    for (const FillLayer &layer : job.layers) {
-      pipefill::rt::FillWorkloadLayer *fl = fj->add_layers();
-      const pfrt_fill_layer_desc &d = layer.desc;
-      fl->set_name(layer.name);
-      switch (d.kind) {
-      case PFRT_LAYER_ENCODER: {
-        auto *e = fl->mutable_encoder();
-        e->set_hidden(d.hidden);
-        e->set_heads(d.heads);
-        e->set_seq(d.seq);
-        e->set_ffn(d.ffn);
-        break;
-      }
-      case PFRT_LAYER_MLP: {
-        auto *m = fl->mutable_mlp();
-        m->set_in(d.in);
-        m->set_hidden(d.hidden);
-        m->set_out(d.out);
-        break;
-      }
-      case PFRT_LAYER_GEMM_CHAIN: {
-        auto *g = fl->mutable_gemm_chain();
-        g->set_dim(d.dim);
-        g->set_width(d.width);
-        break;
-      }
-      }
-      fl->set_planned_us_per_sample(d.planned_us_per_sample);
-      fl->set_planned_backward_us_per_sample(d.planned_backward_us_per_sample);
-      fl->set_weight_bytes(d.weight_bytes);
-      fl->set_activation_bytes_per_sample(d.activation_bytes_per_sample);
-    }
-  }
+  for (const FillJob &job : prog.jobs)
+    jobToProto(job, p->add_fill_jobs());
   for (const Device &dev : prog.devices) {
     pipefill::rt::DeviceProgram *dp = p->add_devices();
     const pfrt_device_desc &d = dev.desc;
@@ -437,78 +513,8 @@ void toProto(const Program &prog, pipefill::rt::StreamProgram *p) {
       ps->set_name(s.name);
       ps->set_role(static_cast<pipefill::rt::ProgramStream::Role>(s.role));
       ps->set_priority(static_cast<pipefill::rt::ProgramStream::Priority>(s.priority));
-      for (const Op &op : s.ops) {
-        pipefill::rt::StreamOp *o = ps->add_ops();
-        switch (op.kind) {
-        case OpKind::Compute: {
-          auto *c2 = o->mutable_compute();
-          c2->set_kind(static_cast<pipefill::rt::ComputeOp::Kind>(op.compute));
-          c2->set_microbatch(op.microbatch);
-          c2->set_chunk(op.chunk);
-          c2->set_planned_us(op.plannedUs);
-          c2->set_planned_start_us(op.plannedStartUs);
-          break;
-        }
-        case OpKind::Send:
-          setTransfer(o->mutable_send(), op);
-          break;
-        case OpKind::Recv:
-          setTransfer(o->mutable_recv(), op);
-          break;
-        case OpKind::Record:
-          o->mutable_record()->set_event(op.event);
-          break;
-        case OpKind::Wait:
-          o->mutable_wait()->set_event(op.event);
-          break;
-        case OpKind::Bubble: {
-          auto *b = o->mutable_bubble();
-          b->set_bubble_id(op.bubble.bubble_id);
-          b->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(op.bubble.kind));
-          b->set_planned_start_us(op.bubble.planned_start_us);
-          b->set_planned_duration_us(op.bubble.planned_duration_us);
-          b->set_free_bytes(op.bubble.free_bytes);
-          b->set_emulate_idle(op.bubble.emulate_idle != 0);
-          break;
-        }
-        case OpKind::Fill: {
-          auto *f = o->mutable_fill();
-          f->set_job(op.fill.job);
-          f->set_bubble_id(op.fill.bubble_id);
-          f->set_layer_begin(op.fill.layer_begin);
-          f->set_layer_end(op.fill.layer_end);
-          f->set_batch(op.fill.batch);
-          f->set_sample_begin(op.fill.sample_begin);
-          f->set_iteration_offset(op.fill.iteration_offset);
-          f->set_period(op.fill.period);
-          f->set_phase(op.fill.phase);
-          f->set_weights(op.fill.weights_streamed ? pipefill::rt::FillChunkOp::WEIGHTS_STREAMED
-                                                  : pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT);
-          f->set_activations(op.fill.activations_on_host
-                                 ? pipefill::rt::FillChunkOp::ACTIVATIONS_HOST
-                                 : pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE);
-          f->set_planned_us(op.fill.planned_us);
-          f->set_peak_bytes(op.fill.peak_bytes);
-          break;
-        }
-        case OpKind::Copy: {
-          auto *c3 = o->mutable_copy();
-          c3->set_direction(static_cast<pipefill::rt::CopyOp::Direction>(op.direction));
-          c3->set_bytes(op.bytes);
-          c3->set_planned_us(op.plannedUs);
-          break;
-        }
-        case OpKind::Alloc: {
-          auto *a = o->mutable_alloc();
-          a->set_buffer(op.buffer);
-          a->set_bytes(op.bytes);
-          break;
-        }
-        case OpKind::Free:
-          o->mutable_free()->set_buffer(op.buffer);
-          break;
-        }
-      }
+      for (const Op &op : s.ops)
+        opToProto(op, ps->add_ops());
     }
   }
 }

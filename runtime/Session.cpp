@@ -169,6 +169,11 @@ public:
   const std::string &taskState(uint32_t t) const;
 
 private:
+  // The rank's main-stream work (ops_) and bubbles (bubbles_, bubbleIndex_).
+  void indexMainStream();
+  // The rank's fill chunks (slots_), grouped by bubble in schedule order and in stream order
+  // inside one; the fill stream; the free bytes assumed for unplanned bubbles.
+  void indexFillSlots();
   void createJobData();
   // Frees the job data and the backend (the caller's thread keeps its current device).
   void releaseBackend();
@@ -303,76 +308,8 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   config_.fillIdlePriority = options.fill_idle_priority != 0;
   config_.emulated.assign(n, false);
 
-  const Device &dev = program_.devices[rank_];
-  const ProgramInfo::DeviceInfo &di = info_.devices[rank_];
-  // The rank's main work and bubbles.
-  const Stream &main = dev.streams[di.mainStream];
-  int32_t lastOp = -1;
-  for (const Op &op : main.ops) {
-    if (op.kind == OpKind::Compute || op.kind == OpKind::Send || op.kind == OpKind::Recv) {
-      pfrt_session_op o{};
-      o.kind = op.kind == OpKind::Compute ? PFRT_SESSION_OP_COMPUTE
-               : op.kind == OpKind::Send  ? PFRT_SESSION_OP_SEND
-                                          : PFRT_SESSION_OP_RECV;
-      o.compute = op.compute;
-      o.microbatch = op.microbatch;
-      o.chunk = op.chunk;
-      o.peer = op.peer;
-      o.tag = op.tag;
-      o.bytes = op.bytes;
-      o.planned_us = effectivePlannedUs(dev, op);
-      o.planned_start_us = op.plannedStartUs;
-      ops_.push_back(o);
-      lastOp = static_cast<int32_t>(ops_.size()) - 1;
-    } else if (op.kind == OpKind::Bubble) {
-      BubbleInfo b;
-      b.desc.bubble_id = op.bubble.bubble_id;
-      b.desc.kind = op.bubble.kind;
-      b.desc.after_op = lastOp;
-      b.desc.planned_start_us = op.bubble.planned_start_us;
-      b.desc.planned_duration_us = op.bubble.planned_duration_us;
-      b.desc.free_bytes = op.bubble.free_bytes;
-      bubbleIndex_[b.desc.bubble_id] = static_cast<uint32_t>(bubbles_.size());
-      bubbles_.push_back(b);
-    }
-  }
-  // The rank's fill chunks, grouped by bubble (schedule order), in stream order inside one.
-  std::vector<std::vector<Slot>> byBubble(bubbles_.size());
-  bool haveFill = false;
-  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-    const Stream &st = dev.streams[s];
-    for (uint32_t i = 0; i < st.ops.size(); ++i) {
-      const Op &op = st.ops[i];
-      if (op.kind != OpKind::Fill)
-        continue;
-      if (!haveFill) {
-        fillStream_ = s;
-        haveFill = true;
-      }
-      auto it = bubbleIndex_.find(op.fill.bubble_id);
-      if (it == bubbleIndex_.end())
-        continue; // validate() refuses this; kept defensive
-      Slot slot;
-      slot.stream = s;
-      slot.op = i;
-      slot.bubble = it->second;
-      byBubble[it->second].push_back(slot);
-      BubbleInfo &b = bubbles_[it->second];
-      ++b.desc.chunks;
-      b.desc.planned_fill_us += op.fill.planned_us;
-    }
-  }
-  for (uint32_t k = 0; k < bubbles_.size(); ++k) {
-    bubbles_[k].slotBegin = static_cast<uint32_t>(slots_.size());
-    slots_.insert(slots_.end(), byBubble[k].begin(), byBubble[k].end());
-    bubbles_[k].slotEnd = static_cast<uint32_t>(slots_.size());
-  }
-  if (!haveFill)
-    fillStream_ = di.mainStream;
-  for (uint32_t k = 0; k < bubbles_.size(); ++k)
-    unplannedFreeBytes_ = k ? std::min(unplannedFreeBytes_, bubbles_[k].desc.free_bytes)
-                            : bubbles_[k].desc.free_bytes;
-  slotDone_.assign(slots_.size(), false);
+  indexMainStream();
+  indexFillSlots();
 
   backend_ = device_ ? createCudaBackend() : createHostBackend();
   backend_->prepare(program_, info_, config_, {rank_});
@@ -415,6 +352,80 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
     releaseBackend();
     throw Error(workerStatus_, workerError_);
   }
+}
+
+void Session::indexMainStream() {
+  const Device &dev = program_.devices[rank_];
+  const Stream &main = dev.streams[info_.devices[rank_].mainStream];
+  int32_t lastOp = -1;
+  for (const Op &op : main.ops) {
+    if (op.kind == OpKind::Compute || op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+      pfrt_session_op o{};
+      o.kind = op.kind == OpKind::Compute ? PFRT_SESSION_OP_COMPUTE
+               : op.kind == OpKind::Send  ? PFRT_SESSION_OP_SEND
+                                          : PFRT_SESSION_OP_RECV;
+      o.compute = op.compute;
+      o.microbatch = op.microbatch;
+      o.chunk = op.chunk;
+      o.peer = op.peer;
+      o.tag = op.tag;
+      o.bytes = op.bytes;
+      o.planned_us = effectivePlannedUs(dev, op);
+      o.planned_start_us = op.plannedStartUs;
+      ops_.push_back(o);
+      lastOp = static_cast<int32_t>(ops_.size()) - 1;
+    } else if (op.kind == OpKind::Bubble) {
+      BubbleInfo b;
+      b.desc.bubble_id = op.bubble.bubble_id;
+      b.desc.kind = op.bubble.kind;
+      b.desc.after_op = lastOp;
+      b.desc.planned_start_us = op.bubble.planned_start_us;
+      b.desc.planned_duration_us = op.bubble.planned_duration_us;
+      b.desc.free_bytes = op.bubble.free_bytes;
+      bubbleIndex_[b.desc.bubble_id] = static_cast<uint32_t>(bubbles_.size());
+      bubbles_.push_back(b);
+    }
+  }
+}
+
+void Session::indexFillSlots() {
+  const Device &dev = program_.devices[rank_];
+  std::vector<std::vector<Slot>> byBubble(bubbles_.size());
+  bool haveFill = false;
+  for (uint32_t s = 0; s < dev.streams.size(); ++s) {
+    const Stream &st = dev.streams[s];
+    for (uint32_t i = 0; i < st.ops.size(); ++i) {
+      const Op &op = st.ops[i];
+      if (op.kind != OpKind::Fill)
+        continue;
+      if (!haveFill) {
+        fillStream_ = s;
+        haveFill = true;
+      }
+      auto it = bubbleIndex_.find(op.fill.bubble_id);
+      if (it == bubbleIndex_.end())
+        continue; // validate() refuses this; kept defensive
+      Slot slot;
+      slot.stream = s;
+      slot.op = i;
+      slot.bubble = it->second;
+      byBubble[it->second].push_back(slot);
+      BubbleInfo &b = bubbles_[it->second];
+      ++b.desc.chunks;
+      b.desc.planned_fill_us += op.fill.planned_us;
+    }
+  }
+  for (uint32_t k = 0; k < bubbles_.size(); ++k) {
+    bubbles_[k].slotBegin = static_cast<uint32_t>(slots_.size());
+    slots_.insert(slots_.end(), byBubble[k].begin(), byBubble[k].end());
+    bubbles_[k].slotEnd = static_cast<uint32_t>(slots_.size());
+  }
+  if (!haveFill)
+    fillStream_ = info_.devices[rank_].mainStream;
+  for (uint32_t k = 0; k < bubbles_.size(); ++k)
+    unplannedFreeBytes_ = k ? std::min(unplannedFreeBytes_, bubbles_[k].desc.free_bytes)
+                            : bubbles_[k].desc.free_bytes;
+  slotDone_.assign(slots_.size(), false);
 }
 
 Session::~Session() {
