@@ -233,25 +233,33 @@ void BM_PlanFillSmallStages(benchmark::State &state) {
 }
 BENCHMARK(BM_PlanFillSmallStages)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2);
 
-// Packs every setting greedily on the bubbles (their time budgets and free
-// bytes), as the stage planner does for each candidate; returns the packed
-// ops per period, summed (the same from run to run).
-int64_t packGreedily(const std::vector<pipefill::fill::detail::JobConfig> &cfgs,
-                     double contextSwitchUs, const std::vector<double> &budget,
-                     const std::vector<int64_t> &mem,
-                     const pipefill::fill::detail::BubbleFrontier &frontier) {
+// Times the greedy packing of every setting on the bubbles (their time
+// budgets and free bytes), as the stage planner runs it for each candidate.
+// Counter `ops_per_period` (the packed ops per period, summed) checks the
+// work is the same from run to run.
+void timeGreedyPacking(benchmark::State &state,
+                       const std::vector<pipefill::fill::detail::JobConfig> &cfgs,
+                       double contextSwitchUs, const std::vector<double> &budget,
+                       const std::vector<int64_t> &mem) {
   using namespace pipefill::fill::detail;
+  BubbleFrontier frontier;
+  frontier.build(budget, mem);
   Method greedy;
   int64_t ops = 0;
-  for (const JobConfig &cfg : cfgs) {
-    std::vector<int64_t> m(mem.size());
-    for (size_t k = 0; k < mem.size(); ++k)
-      m[k] = mem[k] - cfg.persistentBytes;
-    SimResult r = pack(cfg, contextSwitchUs, budget, m, frontier,
-                       cfg.persistentBytes, greedy, nullptr);
-    ops += r.opsPeriod;
+  for (auto _ : state) {
+    ops = 0;
+    for (const JobConfig &cfg : cfgs) {
+      std::vector<int64_t> m(mem.size());
+      for (size_t k = 0; k < mem.size(); ++k)
+        m[k] = mem[k] - cfg.persistentBytes;
+      SimResult r = pack(cfg, contextSwitchUs, budget, m, frontier,
+                         cfg.persistentBytes, greedy, nullptr);
+      ops += r.opsPeriod;
+    }
+    benchmark::DoNotOptimize(ops);
   }
-  return ops;
+  state.counters["settings"] = double(cfgs.size());
+  state.counters["ops_per_period"] = double(ops);
 }
 
 // The planner's inner loop alone: the greedy packing (GreedyPacker, whose
@@ -269,8 +277,6 @@ void BM_PackBubbleGreedy(benchmark::State &state) {
     budget.push_back(b.durationUs * (1 - p.config.safetyMargin));
     mem.push_back(b.freeBytes);
   }
-  BubbleFrontier frontier;
-  frontier.build(budget, mem);
   std::vector<JobConfig> cfgs;
   for (size_t j = 0; j < p.jobs.size(); ++j) {
     Knobs k;
@@ -283,13 +289,7 @@ void BM_PackBubbleGreedy(benchmark::State &state) {
     if (buildConfig(p.jobs[j], int(j), k, p.hw, cfg))
       cfgs.push_back(cfg);
   }
-  int64_t ops = 0;
-  for (auto _ : state) {
-    ops = packGreedily(cfgs, p.config.contextSwitchUs, budget, mem, frontier);
-    benchmark::DoNotOptimize(ops);
-  }
-  state.counters["settings"] = double(cfgs.size());
-  state.counters["ops_per_period"] = double(ops);
+  timeGreedyPacking(state, cfgs, p.config.contextSwitchUs, budget, mem);
 }
 BENCHMARK(BM_PackBubbleGreedy)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(1);
 
@@ -319,8 +319,6 @@ void BM_PackPipelineStage(benchmark::State &state) {
     budget.push_back(duration[k] * (1 - p.config.safetyMargin));
     mem.push_back(k % 6 == 5 ? 74451862272 : 74351862272);
   }
-  BubbleFrontier frontier;
-  frontier.build(budget, mem);
   std::vector<JobConfig> cfgs;
   std::mt19937_64 jobRng(42);
   for (int j = 0; j < 100; ++j) { // bench/gen_job.py's inference jobs
@@ -340,14 +338,8 @@ void BM_PackPipelineStage(benchmark::State &state) {
     if (buildConfig(job, j, k, p.hw, cfg))
       cfgs.push_back(cfg);
   }
-  int64_t ops = 0;
-  for (auto _ : state) {
-    ops = packGreedily(cfgs, p.config.contextSwitchUs, budget, mem, frontier);
-    benchmark::DoNotOptimize(ops);
-  }
-  state.counters["settings"] = double(cfgs.size());
+  timeGreedyPacking(state, cfgs, p.config.contextSwitchUs, budget, mem);
   state.counters["bubbles"] = double(budget.size());
-  state.counters["ops_per_period"] = double(ops);
 }
 BENCHMARK(BM_PackPipelineStage)->Arg(8)->Arg(64)->Arg(256)->Unit(benchmark::kMillisecond)->MinTime(1);
 
