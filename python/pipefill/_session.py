@@ -50,8 +50,10 @@ class Session:
     checked against the plan's ranks. ``time_scale``: real microseconds per
     planned microsecond (planned bubble durations and chunk predictions are
     scaled by it). ``fill_policy``: ``"bounded"`` (a chunk starts only if its
-    predicted time fits what is left of the bubble; otherwise it waits, in order,
-    for a later bubble) or ``"unbounded"``. ``fill_idle_priority``: the fill
+    predicted time fits what is left of the bubble; otherwise the longest head of
+    it, whole layers, that fits runs and the rest waits, in order, for a later
+    bubble), ``"whole"`` (a chunk that does not fit waits whole) or
+    ``"unbounded"``. ``fill_idle_priority``: the fill
     worker thread runs at the lowest CPU priority.
 
     Every misuse (unknown bubble, a bubble begun twice, ``iteration_end`` inside a

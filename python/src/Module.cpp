@@ -245,11 +245,13 @@ pfrt_session_options sessionOptions(int64_t worldSize, double timeScale, int64_t
   o.max_dim = static_cast<uint32_t>(maxDim);
   if (policy == "bounded")
     o.fill_policy = PFRT_FILL_BOUNDED;
+  else if (policy == "whole")
+    o.fill_policy = PFRT_FILL_BOUNDED_WHOLE;
   else if (policy == "unbounded")
     o.fill_policy = PFRT_FILL_UNBOUNDED;
   else
     throw std::invalid_argument("unknown fill_policy '" + policy +
-                                "' (expected bounded or unbounded)");
+                                "' (expected bounded, whole or unbounded)");
   o.fill_idle_priority = idle ? 1 : 0;
   return o;
 }
