@@ -185,6 +185,9 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("count", r.overrunCount);
   w.value("total_us", r.overrunUs);
   w.value("max_us", r.overrunMaxUs);
+  w.value("chunks", r.overrunChunks);
+  w.value("longer_than_predicted_us", r.overrunLongerUs);
+  w.value("bubble_shorter_than_predicted_us", r.overrunShorterBubbleUs);
   w.endObject();
   if (r.switchLatencyMeanUs >= 0) {
     w.value("switch_latency_us_mean", r.switchLatencyMeanUs);
@@ -278,6 +281,10 @@ void writeSummary(ReportData &r) {
       fmt("%.1f us total", r.overrunUs) +
           (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
                            : std::string()));
+  if (r.overrunChunks)
+    row("  by chunk", "-", std::to_string(r.overrunChunks),
+        fmt("%.1f us ran longer than predicted, ", r.overrunLongerUs) +
+            fmt("%.1f us bubble ended before the prediction", r.overrunShorterBubbleUs));
   {
     auto [run, deferred, skipped, pending, split] = jobTotals(r.jobs).chunks;
     if (r.fillEnabled)
@@ -649,6 +656,34 @@ void fillInBubbles(const ReportInputs &in, uint32_t d,
   }
 }
 
+// Why chunks overran: each chunk that ended past the measured end of the bubble it ran in, its
+// overrun split into the part it ran longer than predicted and the rest (its bubble ended
+// earlier than the bound had predicted). Chunks without a prediction (unbounded) count as the
+// latter.
+void overrunCauses(const ReportInputs &in, const std::vector<std::map<uint32_t, size_t>> &index,
+                   ReportData &r) {
+  for (const RunResult::ChunkRun &c : r.chunkRuns) {
+    if (c.start < 0 || c.end < c.start || c.device >= r.devices.size())
+      continue;
+    const DeviceReport &dr = r.devices[c.device];
+    auto bi = index[c.device].find(c.bubbleId);
+    const int64_t k = c.iteration - in.run.firstIteration;
+    if (bi == index[c.device].end() || k < 0 || k >= int64_t(dr.mainOps.size()))
+      continue;
+    const BubbleReport &b = dr.bubbles[bi->second];
+    const double begin = dr.mainOps[k][b.opIndex].start, gap = b.measuredUs[k];
+    const double end = c.end / in.scale, took = (c.end - c.start) / in.scale;
+    if (begin < 0 || gap < 0 || !(end > begin + gap + 1e-3))
+      continue;
+    const double over = end - (begin + gap);
+    const double longer =
+        c.predictedUs > 0 ? std::min(over, std::max(0.0, took - c.predictedUs)) : 0.0;
+    ++r.overrunChunks;
+    r.overrunLongerUs += longer;
+    r.overrunShorterBubbleUs += over - longer;
+  }
+}
+
 // Switch latency: bubble begin -> first fill chunk start in it, per iteration; `idle` keeps only
 // bubbles whose fill stream had nothing running when they began.
 void switchLatencies(const ReportInputs &in, uint32_t d, DeviceReport &dr,
@@ -809,10 +844,12 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
   ReportData r;
   reportHeader(in, r);
   std::vector<double> latencies, idleLatencies, overruns;
+  std::vector<std::map<uint32_t, size_t>> bubbleIndexes;
   for (uint32_t d = 0; d < program.devices.size(); ++d) {
     DeviceReport dr = deviceTimeline(in, d);
     const Stream &main = program.devices[d].streams[dr.mainStream];
-    const std::map<uint32_t, size_t> bubbleIndex = deviceBubbles(in, main, dr);
+    bubbleIndexes.push_back(deviceBubbles(in, main, dr));
+    const std::map<uint32_t, size_t> &bubbleIndex = bubbleIndexes.back();
     for (const BubbleReport &b : dr.bubbles)
       r.plannedBubbleUsPerIteration += b.plannedUs;
     fillInBubbles(in, d, bubbleIndex, dr, r, overruns);
@@ -820,6 +857,7 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
     r.devices.push_back(std::move(dr));
   }
   runStatistics(in, overruns, latencies, std::move(idleLatencies), r);
+  overrunCauses(in, bubbleIndexes, r);
   pipelineIterations(in.n, r);
   writeJson(r, program);
   writeSummary(r);

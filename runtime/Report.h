@@ -77,6 +77,11 @@ struct ReportData {
   double bubbleUsPerIteration = 0, fillUsPerIteration = 0;
   uint64_t overrunCount = 0;
   double overrunUs = 0, overrunMaxUs = 0;
+  // Chunk by chunk (a bubble's slot may run several): chunks that ended past their bubble's
+  // measured end, and their overrun split into the part the chunk ran longer than predicted and
+  // the rest (the bubble ended before the deadline the bound admitted the chunk against).
+  uint64_t overrunChunks = 0;
+  double overrunLongerUs = 0, overrunShorterBubbleUs = 0;
   double switchLatencyMeanUs = -1, switchLatencyMaxUs = -1;
   // Switch latency only on bubbles whose fill stream was idle when they began (no queueing).
   double switchIdleP50Us = -1, switchIdleP99Us = -1;

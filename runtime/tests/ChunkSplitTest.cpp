@@ -26,9 +26,11 @@ struct SessionDeleter {
 using SessionPtr = std::unique_ptr<pfrt_session, SessionDeleter>;
 
 // One device: F (1 ms) | record | bubble (kBubbleUs, idles) | B (1 ms); the fill stream waits for
-// the bubble and runs one chunk of all kLayers layers of a batch of kBatch samples, planned at
-// its true cost (layers x batch x usPerSample). The job has kBatch samples per iteration.
-ProgramPtr overCommitted(uint32_t iterations, double usPerSample) {
+// the bubble and runs one chunk of all `layers` layers of a batch of kBatch samples, planned at
+// its true cost (layers x batch x usPerSample) unless plannedUs says otherwise. The job has
+// kBatch samples per iteration.
+ProgramPtr overCommitted(uint32_t iterations, double usPerSample, uint32_t layers = kLayers,
+                         double plannedUs = -1) {
   pfrt_program *raw = nullptr;
   EXPECT_EQ(pfrt_program_create("split", &raw), PFRT_OK);
   ProgramPtr p(raw);
@@ -46,7 +48,7 @@ ProgramPtr overCommitted(uint32_t iterations, double usPerSample) {
   jd.kind = PFRT_FILL_INFERENCE;
   jd.samples = uint64_t(kBatch) * iterations;
   PFRT_EXPECT_OK(pfrt_program_add_fill_job(p.get(), &jd, &job));
-  for (uint32_t l = 0; l < kLayers; ++l) {
+  for (uint32_t l = 0; l < layers; ++l) {
     pfrt_fill_layer_desc ld{};
     ld.kind = PFRT_LAYER_GEMM_CHAIN;
     ld.dim = 16;
@@ -66,9 +68,9 @@ ProgramPtr overCommitted(uint32_t iterations, double usPerSample) {
   PFRT_EXPECT_OK(pfrt_program_enqueue_wait(p.get(), dev, fill, ev));
   pfrt_fill_chunk_desc c{};
   c.job = job;
-  c.layer_end = kLayers;
+  c.layer_end = layers;
   c.batch = kBatch;
-  c.planned_us = kLayers * kBatch * usPerSample;
+  c.planned_us = plannedUs >= 0 ? plannedUs : layers * kBatch * usPerSample;
   PFRT_EXPECT_OK(pfrt_program_enqueue_fill(p.get(), dev, fill, &c));
   return p;
 }
@@ -152,6 +154,26 @@ TEST(ChunkSplitTest, TheRestOfASplitChunkSurvivesCheckpointAndResume) {
   EXPECT_EQ(rest->data.jobs[0].samplesCompleted, straight->data.jobs[0].samplesCompleted);
   EXPECT_NEAR(rest->data.jobs[0].checksum, straight->data.jobs[0].checksum,
               1e-9 * std::abs(straight->data.jobs[0].checksum));
+}
+
+// The report says why chunks overran. A one-layer chunk planned at 200 us really takes 4 ms
+// (modelled time): in iteration 0 the plan's prediction admits it into the 2.5 ms bubble and it
+// overruns, all of it because it ran longer than predicted; from then on it is predicted at its
+// measured time, does not fit, and (one layer: no head to run) waits.
+TEST(ChunkSplitTest, ReportSplitsOverrunsIntoLongerThanPredictedAndShorterBubbles) {
+  ProgramPtr p = overCommitted(3, 1000.0, /*layers=*/1, /*plannedUs=*/200);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(3, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(r);
+  const ReportData &d = r->data;
+  EXPECT_EQ(d.jobs[0].chunksRun, 1u);
+  EXPECT_EQ(d.jobs[0].chunksSplit, 0u);
+  ASSERT_EQ(d.overrunCount, 1u);
+  EXPECT_EQ(d.overrunChunks, 1u);
+  // Ran from about the bubble's start for 4 ms in a 2.5 ms bubble.
+  EXPECT_GT(d.overrunUs, 4000 - kBubbleUs - 1);
+  EXPECT_NEAR(d.overrunLongerUs, d.overrunUs, 1e-6 * d.overrunUs);
+  EXPECT_NEAR(d.overrunShorterBubbleUs, 0, 1e-6);
 }
 
 // Sessions apply the same rule. On the real clock (sessions time real work), with 10 ms layers:
