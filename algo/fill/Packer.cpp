@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "algo/fill/PlannerInternal.h"
+#include "support/Checked.h"
 
 #include <cmath>
 #include <cstring>
@@ -577,7 +578,7 @@ private:
   void computeLive() {
     live.assign(numOp, 0);
     const double maxTime = frontier.maxTime();
-    const int64_t maxBytes = frontier.maxBytes() - persistent;
+    const int64_t maxBytes = satSub(frontier.maxBytes(), persistent); // INT64_MIN: no bubble
     for (int c = 0; c < numOp; ++c) {
       builder.reset();
       for (int e = c; e < numOp; ++e) {

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "algo/fill/PlannerInternal.h"
+#include "support/Checked.h"
 
 #include <cmath>
 #include <cstdint>
@@ -488,7 +489,8 @@ private:
       for (size_t c = 0; c < cfgs.size(); ++c) {
         const JobConfig &cfg = cfgs[c];
         int64_t total = persistent + cfg.persistentBytes;
-        if (total > persistentCap || maxMem - total < cfg.minOpTransient)
+        // satSub: maxMem is INT64_MIN on a stage without bubbles.
+        if (total > persistentCap || satSub(maxMem, total) < cfg.minOpTransient)
           continue;
         int a = infos[j].allDevice[c];
         if (a != int(c) && dominated(cfgs[a], cfg))

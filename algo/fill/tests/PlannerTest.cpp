@@ -323,6 +323,24 @@ TEST(BadInput, ZeroFreeMemory) {
   expectValid(stages, jobs, hw, config, plan);
 }
 
+// A stage without a bubble (a one-stage pipeline has none): nothing to fill, and no arithmetic on
+// "the largest bubble" of none (the fuzzer found INT64_MIN - bytes, signed overflow, in the
+// candidate filter of a one-stage interleaved JobSpec).
+TEST(BadInput, StageWithoutBubbles) {
+  Hardware hw;
+  Config config;
+  StageBubbles s;
+  s.stage = 0;
+  s.iterationUs = 50000;
+  s.minFreeBytes = 12000000000;
+  std::vector<StageBubbles> stages = {s};
+  std::vector<Job> jobs = {makeJob("enc", 2, 1, /*weights=*/1000000)}; // persistent bytes > 0
+  Plan plan = planFill(stages, jobs, hw, config);
+  EXPECT_TRUE(plan.chunks.empty());
+  EXPECT_EQ(plan.jobs[0].samplesPerIteration, 0);
+  expectValid(stages, jobs, hw, config, plan);
+}
+
 TEST(BadInput, ZeroSamplesNoLayersAndBadNumbers) {
   Hardware hw;
   Config config;
