@@ -246,6 +246,17 @@ private:
   bool open_ = false;
   bool openUnplanned_ = false;
   uint32_t openBubble_ = 0;
+  bool openWaited_ = false; // bubble_wait was called: the bubble's length is the fill's, not known
+  uint32_t openIndex_ = 0;   // host: the open planned bubble's index into bubbles_
+  double openBeginUs_ = 0;   // host: when it began
+
+  // Host: each planned bubble's measured / planned length (begin -> end call) in its last
+  // kLengthHistory iterations that the framework did not hand to fill whole (bubble_wait). A bubble
+  // begun without a duration is predicted to last its plan x the smallest of them (1 before any),
+  // as the executor's bound does (docs/runtime.md §4b).
+  static constexpr size_t kLengthHistory = 5;
+  std::map<uint32_t, std::deque<double>> lengthRatios_;
+  double lengthFactor(uint32_t bubbleId) const;
 
   // Worker handshake.
   std::thread thread_;
@@ -577,9 +588,9 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
   task.bubble = k;
   task.bubbleId = bubbleId;
   task.beginUs = now;
-  task.deadlineUs =
-      now + (durationUs > 0 ? durationUs
-                            : bubbles_[k].desc.planned_duration_us * config_.timeScale);
+  task.deadlineUs = now + (durationUs > 0 ? durationUs
+                                          : bubbles_[k].desc.planned_duration_us *
+                                                config_.timeScale * lengthFactor(bubbleId));
   task_ = task;
   // Chunks of the bubbles skipped before this one wait for a later bubble, in plan order.
   for (uint32_t s = bubbles_[nextBubble_].slotBegin; s < bubbles_[k].slotBegin; ++s)
@@ -591,8 +602,18 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
   open_ = true;
   openUnplanned_ = false;
   openBubble_ = bubbleId;
+  openWaited_ = false;
+  openIndex_ = k;
+  openBeginUs_ = now;
   ++bubblesRun_;
   startTask();
+}
+
+double Session::lengthFactor(uint32_t bubbleId) const {
+  auto it = lengthRatios_.find(bubbleId);
+  if (it == lengthRatios_.end() || it->second.empty())
+    return 1.0;
+  return *std::min_element(it->second.begin(), it->second.end());
 }
 
 void Session::beginUnplanned(double durationUs, void *mainStream) {
@@ -663,6 +684,7 @@ void Session::wait() {
   } else {
     cv_.wait(lock, [&] { return taskDone_; });
     lock.unlock();
+    openWaited_ = true;
   }
   throwTaskError();
 }
@@ -725,6 +747,15 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
   }
   const double t0 = sessionNowUs();
   stop_ = true;
+  if (!openUnplanned_ && !openWaited_) {
+    const double planned = bubbles_[openIndex_].desc.planned_duration_us * config_.timeScale;
+    if (planned > 0) {
+      std::deque<double> &h = lengthRatios_[openBubble_];
+      h.push_back((t0 - openBeginUs_) / planned);
+      if (h.size() > kLengthHistory)
+        h.pop_front();
+    }
+  }
   std::unique_lock<std::mutex> lock(m_);
   cv_.wait(lock, [&] { return taskDone_; });
   const double waited = sessionNowUs() - t0;

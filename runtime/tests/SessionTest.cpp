@@ -245,9 +245,11 @@ ProgramPtr oneBubbleSixChunks(double bubbleUs) {
 }
 
 // The framework's main work: the whole bubble and a margin, so every chunk has finished.
+// One bubble of the framework: it gives the bubble's duration (its own timer: the bound's deadline
+// is begin + bubbleUs) and ends it 30 ms after that.
 pfrt_session_bubble_result fillOneBubble(pfrt_session *s, double bubbleUs) {
   pfrt_session_bubble_result r{};
-  EXPECT_EQ(pfrt_session_bubble_begin(s, 0, nullptr, 0), PFRT_OK) << pfrt_last_error();
+  EXPECT_EQ(pfrt_session_bubble_begin(s, 0, nullptr, bubbleUs), PFRT_OK) << pfrt_last_error();
   std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(bubbleUs) + 30000));
   EXPECT_EQ(pfrt_session_bubble_end(s, 0, &r), PFRT_OK) << pfrt_last_error();
   EXPECT_EQ(pfrt_session_iteration_end(s), PFRT_OK) << pfrt_last_error();
@@ -296,6 +298,36 @@ TEST(SessionTest, ChunksThatStartEndWithinTheirBubble) {
     EXPECT_LE(c.start_us, c.end_us);
     EXPECT_DOUBLE_EQ(c.deadline_us, bubbleUs);
   }
+}
+
+// Begun without a duration, a bubble is predicted to last its plan x the smallest measured /
+// planned of its last five (as the executor's bound). Here the framework's bubble really lasts
+// at least 35 ms against 5 ms planned: the first bubble's deadline is the plan's, every later one
+// at least 7x that, so more of the 12 ms of chunks start.
+TEST(SessionTest, BubbleLengthIsLearnedFromPastBubbles) {
+  const double bubbleUs = 5000;
+  ProgramPtr p = oneBubbleSixChunks(bubbleUs);
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  for (int it = 0; it < 3; ++it) {
+    ASSERT_EQ(pfrt_session_bubble_begin(s.get(), 0, nullptr, 0), PFRT_OK) << pfrt_last_error();
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(bubbleUs) + 30000));
+    ASSERT_EQ(pfrt_session_bubble_end(s.get(), 0, nullptr), PFRT_OK) << pfrt_last_error();
+    ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
+  }
+  uint32_t n = 0;
+  PFRT_ASSERT_OK(pfrt_session_chunk_count(s.get(), &n));
+  bool later = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    pfrt_session_chunk c{};
+    PFRT_ASSERT_OK(pfrt_session_chunk_get(s.get(), i, &c));
+    if (c.iteration == 0) {
+      EXPECT_DOUBLE_EQ(c.deadline_us, bubbleUs) << "chunk " << i; // nothing measured yet
+    } else {
+      EXPECT_GE(c.deadline_us, 7 * bubbleUs) << "chunk " << i;
+      later = true;
+    }
+  }
+  EXPECT_TRUE(later) << "no chunk ran after the first bubble";
 }
 
 TEST(SessionTest, UnboundedFillOverrunsTheBubble) {
