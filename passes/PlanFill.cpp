@@ -43,6 +43,10 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     if (problem.jobs.empty())
       return success();
     problem.config.allowMultipleJobsPerStage = !singleJobPerStage;
+    // Stages are planned in parallel where MLIR may use threads (same plan either way).
+    MLIRContext *ctx = &getContext();
+    problem.config.threads =
+        ctx->isMultithreadingEnabled() ? int(ctx->getNumThreads()) : 1;
     fill::Plan plan = fill::planFill(problem.stages, problem.jobs,
                                      problem.hardware, problem.config);
     if (!plan.errors.empty()) {

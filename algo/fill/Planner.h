@@ -141,6 +141,10 @@ struct Config {
   /// Only jobs of at most this many ops per batch are packed jointly (the
   /// joint states multiply the jobs' ops); larger ones keep the slot plan.
   int jointExactMaxOps = 8;
+  /// Stages are planned independently of each other, on up to this many
+  /// threads; the plan is the same for any count (stage parts are appended
+  /// in stage order).
+  int threads = 1;
 };
 
 /// One contiguous range of ops of one batch of one job, run in one bubble.

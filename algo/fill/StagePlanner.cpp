@@ -15,11 +15,13 @@
 #include "algo/fill/PlannerInternal.h"
 #include "support/Checked.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 
 namespace pipefill::fill {
 namespace detail {
@@ -927,6 +929,44 @@ private:
 
 using namespace detail;
 
+namespace {
+/// Plans every stage: in order on this thread, or each into its own part on
+/// up to config.threads threads (a stage's planner reads only the stage, the
+/// jobs and the config, and appends to its part), the parts then appended in
+/// stage order, which gives the same chunks and assignments as in order.
+void planStages(const std::vector<StageBubbles> &stages,
+                const std::vector<StageInfo> &infos, const std::vector<Job> &jobs,
+                const std::vector<JobInfo> &jobInfos, const Config &config,
+                Plan &plan) {
+  const size_t workers =
+      std::min<size_t>(infos.size(), size_t(std::max(1, config.threads)));
+  if (workers <= 1) {
+    for (const StageInfo &s : infos)
+      StagePlanner(s, stages[s.index].stage, jobs, jobInfos, config, plan).run();
+    return;
+  }
+  std::vector<Plan> parts(infos.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < infos.size(); i = next++)
+      StagePlanner(infos[i], stages[infos[i].index].stage, jobs, jobInfos, config,
+                   parts[i])
+          .run();
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < workers; ++t)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
+  for (Plan &part : parts) {
+    plan.chunks.insert(plan.chunks.end(), part.chunks.begin(), part.chunks.end());
+    plan.assignments.insert(plan.assignments.end(), part.assignments.begin(),
+                            part.assignments.end());
+  }
+}
+} // namespace
+
 Plan planFill(const std::vector<StageBubbles> &stages,
               const std::vector<Job> &jobs, const Hardware &hw,
               const Config &config) {
@@ -1000,8 +1040,7 @@ Plan planFill(const std::vector<StageBubbles> &stages,
     jobInfos[j] = buildJob(jobs[j], int(j), hw, config);
 
   if (configOk)
-    for (const StageInfo &s : infos)
-      StagePlanner(s, stages[s.index].stage, jobs, jobInfos, config, plan).run();
+    planStages(stages, infos, jobs, jobInfos, config, plan);
 
   // Results.
   plan.jobs.resize(jobs.size());

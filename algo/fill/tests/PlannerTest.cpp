@@ -477,6 +477,42 @@ TEST(Verifier, CatchesCorruptedPlans) {
 // Properties on random instances.
 // ---------------------------------------------------------------------------
 
+// Exactly the same plan: every chunk and assignment field, job results and reasons.
+void expectSamePlan(const Plan &a, const Plan &b) {
+  ASSERT_EQ(a.chunks.size(), b.chunks.size());
+  for (size_t i = 0; i < a.chunks.size(); ++i) {
+    const Chunk &x = a.chunks[i], &y = b.chunks[i];
+    EXPECT_TRUE(x.stage == y.stage && x.bubbleId == y.bubbleId && x.job == y.job &&
+                x.layerBegin == y.layerBegin && x.layerEnd == y.layerEnd &&
+                x.batch == y.batch && x.sampleBegin == y.sampleBegin &&
+                x.weights == y.weights && x.acts == y.acts && x.optimizer == y.optimizer &&
+                x.checkpoint == y.checkpoint && x.computeUs == y.computeUs &&
+                x.copyUs == y.copyUs && x.predictedUs == y.predictedUs &&
+                x.peakBytes == y.peakBytes && x.iteration == y.iteration &&
+                x.repeat == y.repeat && x.offsetUs == y.offsetUs)
+        << "chunk " << i;
+  }
+  ASSERT_EQ(a.assignments.size(), b.assignments.size());
+  for (size_t i = 0; i < a.assignments.size(); ++i) {
+    const Assignment &x = a.assignments[i], &y = b.assignments[i];
+    EXPECT_TRUE(x.stage == y.stage && x.job == y.job && x.batch == y.batch &&
+                x.prefixIterations == y.prefixIterations &&
+                x.periodIterations == y.periodIterations &&
+                x.batchesPerPeriod == y.batchesPerPeriod &&
+                x.tailSamplesPerIteration == y.tailSamplesPerIteration &&
+                x.samplesPerIteration == y.samplesPerIteration && x.usefulUs == y.usefulUs &&
+                x.filledUs == y.filledUs && x.persistentBytes == y.persistentBytes)
+        << "assignment " << i;
+  }
+  ASSERT_EQ(a.jobs.size(), b.jobs.size());
+  for (size_t j = 0; j < a.jobs.size(); ++j)
+    EXPECT_EQ(a.jobs[j].samplesPerIteration, b.jobs[j].samplesPerIteration) << "job " << j;
+  ASSERT_EQ(a.unscheduled.size(), b.unscheduled.size());
+  for (size_t j = 0; j < a.unscheduled.size(); ++j)
+    EXPECT_EQ(a.unscheduled[j].reason, b.unscheduled[j].reason);
+  EXPECT_EQ(a.filledUs, b.filledUs);
+}
+
 TEST(Properties, RandomPlansVerify) {
   std::mt19937_64 rng(99);
   auto uni = [&](double lo, double hi) {
@@ -537,6 +573,10 @@ TEST(Properties, RandomPlansVerify) {
     Plan plan = planFill(stages, jobs, hw, config);
     EXPECT_TRUE(plan.errors.empty());
     expectValid(stages, jobs, hw, config, plan);
+    // The stages planned on three threads: the same plan.
+    Config parallel = config;
+    parallel.threads = 3;
+    expectSamePlan(plan, planFill(stages, jobs, hw, parallel));
     EXPECT_LE(plan.filledFraction, 1 + 1e-12);
     EXPECT_GE(plan.filledFraction, 0);
     EXPECT_LE(plan.usefulUs, plan.filledUs + 1e-6);
