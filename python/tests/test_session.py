@@ -133,6 +133,18 @@ def test_rank_out_of_range_and_plan_for_another_world(tiny_plan):
         pipefill.Session(tiny_plan, 0, world_size=4)
 
 
+def test_fill_policies_are_named_in_the_report(tiny_plan):
+    for policy, named in (("bounded", "bounded"), ("whole", "bounded-whole"),
+                          ("unbounded", "unbounded")):
+        s = pipefill.Session(tiny_plan, 0, fill_policy=policy)
+        try:
+            report = s.report()
+            assert report["fill_policy"] == named
+            assert report["jobs"][0]["chunks_split"] == 0
+        finally:
+            s.close()
+
+
 def test_bad_options_and_inputs(tiny_plan, tmp_path):
     with pytest.raises(ValueError, match="fill_policy"):
         pipefill.Session(tiny_plan, 0, fill_policy="sometimes")
