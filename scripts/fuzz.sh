@@ -8,7 +8,9 @@
 # time: on a machine loaded by other work a niced fuzzer can be starved past it (rerun the
 # reported input alone to tell), so long runs on shared machines use a larger value.
 # FUZZ_FLAGS: more libFuzzer flags (e.g. -max_len=4096: the trace seeds include a 30 KB,
-# 1000-job CSV that makes every input slow; capped, inputs are cut to their first 4 KB).
+# 1000-job CSV that makes every input slow; capped, inputs are cut to their first 4 KB; or
+# -fork=1 -ignore_crashes=1: the fuzzing runs in child processes and goes on past a crash, each
+# distinct crash saved in the findings folder, for a long run while a known finding is unfixed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SAN_DIR=${PIPEFILL_SAN_DIR:-build-san}
@@ -48,6 +50,8 @@ for t in "${TARGETS[@]}"; do
     "$DIR/corpus/$t" "fuzz/corpus/$t" >"$DIR/findings/$t.log" 2>&1
   rc=$?
   set -e
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$DIR/findings/$t.log" | grep -o '[0-9]*$' || echo '?')
+  # -fork=N (FUZZ_FLAGS) prints no stat:: lines; its last "#RUNS: cov: ..." status line counts.
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$DIR/findings/$t.log" | grep -o '[0-9]*$' ||
+         grep -o '^#[0-9]*: cov:' "$DIR/findings/$t.log" | tail -1 | grep -o '[0-9]*' || echo '?')
   echo "fuzz $t: exit $rc, $runs inputs, $(( $(date +%s) - start )) s, findings: $(ls "$DIR/findings/$t" | wc -l)"
 done
