@@ -1,5 +1,6 @@
 #include "runtime/Compare.h"
 
+#include "runtime/FillPredictor.h"
 #include "runtime/Program.h"
 #include "runtime/Report.h"
 #include "support/Json.h"
@@ -131,8 +132,8 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   out.noise_floor = median(aa);
   if (!latencies.empty()) {
     std::sort(latencies.begin(), latencies.end());
-    out.switch_latency_us_p50 = nearestRankPercentile(latencies, 0.5);
-    out.switch_latency_us_p99 = nearestRankPercentile(latencies, 0.99);
+    out.switch_latency_us_p50 = sortedPercentile(latencies, 0.5);
+    out.switch_latency_us_p99 = sortedPercentile(latencies, 0.99);
     out.switch_latency_count = latencies.size();
   }
   out.fill_samples_per_s = fillTimeUs > 0 ? fillSamples / (fillTimeUs * 1e-6) : 0;

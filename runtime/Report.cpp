@@ -1,4 +1,5 @@
 #include "runtime/Report.h"
+#include "runtime/FillPredictor.h"
 
 #include "support/Json.h"
 
@@ -441,7 +442,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
   }
   auto p90 = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : nearestRankPercentile(v, 0.9);
+    return v.empty() ? 0.0 : sortedPercentile(v, 0.9);
   };
   for (const auto &kv : layers) {
     const Acc &a = kv.second;
@@ -461,11 +462,6 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
 }
 
 } // namespace
-
-double nearestRankPercentile(const std::vector<double> &sorted, double q) {
-  size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, i ? i - 1 : 0)];
-}
 
 namespace {
 
@@ -769,8 +765,8 @@ void runStatistics(const ReportInputs &in, const std::vector<double> &overruns,
   }
   if (!idle.empty()) {
     std::sort(idle.begin(), idle.end());
-    r.switchIdleP50Us = nearestRankPercentile(idle, 0.50);
-    r.switchIdleP99Us = nearestRankPercentile(idle, 0.99);
+    r.switchIdleP50Us = sortedPercentile(idle, 0.50);
+    r.switchIdleP99Us = sortedPercentile(idle, 0.99);
     r.switchIdleCount = idle.size();
     r.switchIdleUs = std::move(idle);
   }

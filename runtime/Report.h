@@ -128,9 +128,6 @@ void writeChunkCounts(pipefill::JsonWriter &w, const ChunkCounts &c);
 void writeFillBoundCounts(pipefill::JsonWriter &w, const ChunkCounts &c, double fillUsRun,
                           double overrunUs);
 
-// Nearest-rank percentile (q in (0, 1]) of an ascending, non-empty sample.
-double nearestRankPercentile(const std::vector<double> &sorted, double q);
-
 } // namespace pfrt
 
 struct pfrt_report {
