@@ -417,7 +417,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     for (uint32_t q = c.passBegin; q < c.passEnd; ++q) {
       const LayerShape &ls = job.shape.layers[q < L ? q : 2 * L - 1 - q];
       allChain = allChain && ls.kind == PFRT_LAYER_GEMM_CHAIN;
-      plannedSum += (q < L ? ls.usPerSample : ls.backwardUsPerSample) * c.batch;
+      plannedSum += plannedPassUs(job.shape, q, c.batch);
     }
     if ((allChain && !r.measuredTime) || plannedSum <= 0)
       continue;
