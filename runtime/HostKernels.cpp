@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <mutex>
+#include <time.h>
 #include <vector>
 
 extern "C" {
@@ -29,9 +29,13 @@ struct WorkBuffers {
       : a(size_t(kWorkDim) * kWorkDim, 0.001f), b(size_t(kWorkDim) * kWorkDim, 0.002f),
         c(size_t(kWorkDim) * kWorkDim, 0.0f) {}
 };
-double nowUs() {
-  using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+// CPU time of the calling thread: what the work unit costs, without the time other processes
+// held the core (a wall-clock calibration on a loaded machine counted their time as the unit's,
+// and every later run then did too little work: 0.4x the planned time was seen).
+double threadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
 }
 } // namespace
 
@@ -46,14 +50,15 @@ double workUnitUs() {
   static const double unit = [] {
     initBlas();
     runWorkUnits(20); // warm-up (page faults, BLAS dispatch)
-    // The median of 15 trials: the typical speed. (The best trial is the luckiest one: a run
-    // calibrated to it took 15-30% longer than planned on this VM.)
+    // The median of 15 trials in thread CPU time: the typical speed of the core while this
+    // thread holds it. (The best trial is the luckiest one: a run calibrated to it took 15-30%
+    // longer than planned on this VM.)
     std::vector<double> trials;
     for (int trial = 0; trial < 15; ++trial) {
       const int reps = 40;
-      double t0 = nowUs();
+      double t0 = threadCpuUs();
       runWorkUnits(reps);
-      trials.push_back((nowUs() - t0) / reps);
+      trials.push_back((threadCpuUs() - t0) / reps);
     }
     std::nth_element(trials.begin(), trials.begin() + 7, trials.end());
     return std::max(trials[7], 0.05);

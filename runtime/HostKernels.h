@@ -15,8 +15,9 @@ namespace host {
 void initBlas();
 
 // Main-stage compute of the host backend's measured time model: a fixed unit of CPU work (one
-// 96^3 sgemm on thread-local buffers). workUnitUs() is calibrated once per process (the fastest of
-// several timed trials, i.e. the uncontended speed) and cached, so every run in the process turns
+// 96^3 sgemm on thread-local buffers). workUnitUs() is calibrated once per process (the median of
+// several trials timed in thread CPU time, so the time other processes hold the core does not
+// count: the unit's uncontended cost) and cached, so every run in the process turns
 // a planned time into the same number of units: runs with and without fill do identical work.
 double workUnitUs();
 // Units that make up `us` real microseconds at the calibrated speed (at least 1 when us > 0).

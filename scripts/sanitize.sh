@@ -21,7 +21,9 @@ fi
 ninja -C "$SAN_DIR" -j"$JOBS"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir "$SAN_DIR" --output-on-failure -j"$JOBS"
+ctest --test-dir "$SAN_DIR" --output-on-failure -j"$JOBS" -LE timing
+# Wall-clock contrasts run alone, up to 3 attempts each (as in scripts/test.sh).
+ctest --test-dir "$SAN_DIR" --output-on-failure -L timing --repeat until-pass:3
 
 FUZZ_MLIR_DIR=${PIPEFILL_FUZZ_MLIR_DIR:-build-fuzz-mlir}
 if [ ! -f "$FUZZ_MLIR_DIR/build.ninja" ]; then
