@@ -14,6 +14,9 @@ namespace pfrt {
 namespace test {
 namespace {
 
+// The least measured/planned ratio the measured host model's calibrated work can show (see below).
+constexpr double kFastest = 0.5;
+
 TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
   samples::PipelineSpec spec;
   spec.stages = 3;
@@ -49,10 +52,12 @@ TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
     EXPECT_EQ(st.measured(), real) << "stage " << st.stage();
     EXPECT_EQ(st.min_free_bytes(), spec.memoryBytes - spec.staticBytes);
     if (real) {
-      // Real CPU work calibrated to the planned time: never much faster, slower under load.
-      EXPECT_GT(st.forward_us(), 0.7 * 800);
+      // Real CPU work calibrated to the planned time: slower under load, and faster only by the
+      // calibration's error (0.66x was seen with a busy loop on the other core of this VM: the
+      // unit is timed in CPU time, which a busy sibling hyperthread still stretches).
+      EXPECT_GT(st.forward_us(), kFastest * 800);
       EXPECT_LT(st.forward_us(), 4 * 800);
-      EXPECT_GT(st.backward_us(), 0.7 * 1600);
+      EXPECT_GT(st.backward_us(), kFastest * 1600);
       EXPECT_LT(st.backward_us(), 4 * 1600);
     } else {
       EXPECT_EQ(st.forward_us(), 0); // not measured: nothing for the compiler
@@ -67,7 +72,7 @@ TEST(ProfileTest, ProfileModeWritesMeasuredProfile) {
         EXPECT_EQ(mi.measured_us(), 0);
         // Emulated at the real stage's speed: planned x a median of its measured/planned ratios
         // (the same bounds as the real stage's times above).
-        EXPECT_GT(mi.modelled_us(), 0.7 * mi.planned_us());
+        EXPECT_GT(mi.modelled_us(), kFastest * mi.planned_us());
         EXPECT_LT(mi.modelled_us(), 4 * mi.planned_us());
       }
     }
@@ -188,7 +193,7 @@ TEST(ProfileTest, ModelledRunPrintsNothingAsMeasured) {
                           "speed (their compute took "),
             std::string::npos)
       << msummary;
-  EXPECT_GT(m->data.emulatedSpeedRatio, 0.7);
+  EXPECT_GT(m->data.emulatedSpeedRatio, kFastest);
   const std::string mjson = pfrt_report_json(m.get());
   EXPECT_NE(mjson.find("\"emulated_devices\": \"modelled\""), std::string::npos) << mjson;
   EXPECT_NE(mjson.find("\"emulated_compute_vs_planned\": "), std::string::npos);
