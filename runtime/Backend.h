@@ -200,11 +200,11 @@ public:
     (void)ctx;
     return hostNowUs();
   }
-  // Start/end (host clock) of the fill chunk JobData::run just ran, when the backend knows them
-  // (host: modelled times for a modelled chunk, clock times for real work).
   // Rank mode: "nccl" when sends to other ranks move their bytes, "modelled" when they take the
   // planned time; null when not in rank mode or not applicable (host).
   virtual const char *rankTransfer() const { return nullptr; }
+  // Start/end (host clock) of the fill chunk JobData::run just ran, when the backend knows them
+  // (host: modelled times for a modelled chunk, clock times for real work).
   virtual bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) {
     (void)ctx;
     (void)start;
@@ -216,6 +216,9 @@ public:
   // fill stream's thread waits for each chunk, so it never runs ahead of the GPU); false for a
   // backend that would enforce the bound on the device itself.
   virtual bool boundsOnHost() const { return true; }
+  // CPU time (us) the calling thread has used, when fill work runs on the thread that calls
+  // JobData::run (host); -1 when it does not (CUDA: the GPU runs it).
+  virtual double fillThreadCpuUs() { return -1; }
   // A point on a stream's timeline (a bubble's begin or end on the main stream). When the host
   // reaches it at the same time as the stream (host backend) the time is stored in nowUs and the
   // result is -1; otherwise (CUDA: the enqueueing thread runs ahead of the GPU) the result is a

@@ -691,6 +691,7 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue 
   cr.start = t0;
   cr.end = t1;
   cr.deferred = deferred;
+  cr.cpuUs = ran.cpuUs;
   {
     std::lock_guard<std::mutex> lock(chunkRunsMutex_);
     result_.chunkRuns.push_back(cr);

@@ -88,6 +88,7 @@ struct RunResult {
     double predictedUs = -1;        // planned us the bound used (-1: unbounded)
     double start = -1, end = -1;    // host clock (real us); -1 when the device timed it
     bool deferred = false;          // planned for an earlier bubble
+    double cpuUs = -1;              // CPU time its thread spent in it (host), -1 when unknown
   };
   std::vector<ChunkRun> chunkRuns; // host-timed executions, in completion order per stream
 };

@@ -109,11 +109,14 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   ex.predictedUs = predictedUs > 0 ? predictedUs * config.timeScale : 0;
   Ran ran;
   ran.batch = flight.batch;
+  const double cpu0 = timed ? backend.fillThreadCpuUs() : -1;
   if (timed)
     ran.startUs = backend.streamNowUs(ctx);
   data->run(ctx, flight.data, ex);
   if (timed) {
     ran.endUs = backend.streamNowUs(ctx);
+    if (cpu0 >= 0)
+      ran.cpuUs = backend.fillThreadCpuUs() - cpu0;
     backend.lastWorkSpan(ctx, ran.startUs, ran.endUs);
     predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs,
                   (ran.endUs - ran.startUs) / config.timeScale);

@@ -71,6 +71,7 @@ struct FillQueue {
     bool completed = false; // the batch finished (its flight is gone)
     uint32_t batch = 0;
     double startUs = -1, endUs = -1; // the backend's stream clock when `timed`, else -1
+    double cpuUs = -1; // CPU time the calling thread spent in it (when timed on a host backend)
   };
   // Runs `item` on its admitted flight. `timed`: read the stream clock around it and add the
   // measured time (in planned us) to the predictor.

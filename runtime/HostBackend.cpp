@@ -403,6 +403,7 @@ public:
       return state(ctx).intended;
     return std::max(hostNowUs(), state(ctx).intended);
   }
+  double fillThreadCpuUs() override { return host::threadCpuUs(); }
   bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) override {
     HostStreamState &st = state(ctx);
     start = st.workStart;

@@ -29,15 +29,13 @@ struct WorkBuffers {
       : a(size_t(kWorkDim) * kWorkDim, 0.001f), b(size_t(kWorkDim) * kWorkDim, 0.002f),
         c(size_t(kWorkDim) * kWorkDim, 0.0f) {}
 };
-// CPU time of the calling thread: what the work unit costs, without the time other processes
-// held the core (a wall-clock calibration on a loaded machine counted their time as the unit's,
-// and every later run then did too little work: 0.4x the planned time was seen).
+} // namespace
+
 double threadCpuUs() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
 }
-} // namespace
 
 void runWorkUnits(long units) {
   thread_local WorkBuffers w;
@@ -51,7 +49,9 @@ double workUnitUs() {
     initBlas();
     runWorkUnits(20); // warm-up (page faults, BLAS dispatch)
     // The median of 15 trials in thread CPU time: the typical speed of the core while this
-    // thread holds it. (The best trial is the luckiest one: a run calibrated to it took 15-30%
+    // thread holds it (timed on the wall clock, the time other processes held the core counted
+    // as the unit's on a loaded machine, and every later run did too little work: 0.4x the
+    // planned time was seen). (The best trial is the luckiest one: a run calibrated to it took 15-30%
     // longer than planned on this VM.)
     std::vector<double> trials;
     for (int trial = 0; trial < 15; ++trial) {

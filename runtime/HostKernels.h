@@ -23,6 +23,8 @@ double workUnitUs();
 // Units that make up `us` real microseconds at the calibrated speed (at least 1 when us > 0).
 long workUnitsFor(double us);
 void runWorkUnits(long units);
+// CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID), us.
+double threadCpuUs();
 // Tests only: workUnitsFor() returns `factor` x the calibrated units, standing for a machine that
 // runs main compute slower (factor > 1) than it was calibrated. 1 restores the calibration.
 void setWorkFactorForTesting(double factor);

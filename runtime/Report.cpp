@@ -189,6 +189,8 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("chunks", r.overrunChunks);
   w.value("longer_than_predicted_us", r.overrunLongerUs);
   w.value("bubble_shorter_than_predicted_us", r.overrunShorterBubbleUs);
+  if (r.overrunThreadWaitingUs >= 0)
+    w.value("fill_thread_waiting_us", r.overrunThreadWaitingUs);
   w.endObject();
   if (r.switchLatencyMeanUs >= 0) {
     w.value("switch_latency_us_mean", r.switchLatencyMeanUs);
@@ -285,7 +287,11 @@ void writeSummary(ReportData &r) {
   if (r.overrunChunks)
     row("  by chunk", "-", std::to_string(r.overrunChunks),
         fmt("%.1f us ran longer than predicted, ", r.overrunLongerUs) +
-            fmt("%.1f us bubble ended before the prediction", r.overrunShorterBubbleUs));
+            fmt("%.1f us bubble ended before the prediction", r.overrunShorterBubbleUs) +
+            (r.overrunThreadWaitingUs >= 0
+                 ? fmt("; %.1f us of it the fill thread was not running",
+                       r.overrunThreadWaitingUs)
+                 : std::string()));
   {
     auto [run, deferred, skipped, pending, split] = jobTotals(r.jobs).chunks;
     if (r.fillEnabled)
@@ -677,6 +683,9 @@ void overrunCauses(const ReportInputs &in, const std::vector<std::map<uint32_t, 
     ++r.overrunChunks;
     r.overrunLongerUs += longer;
     r.overrunShorterBubbleUs += over - longer;
+    if (c.cpuUs >= 0 && r.measuredTime)
+      r.overrunThreadWaitingUs = std::max(0.0, r.overrunThreadWaitingUs) +
+                                 std::min(over, std::max(0.0, took - c.cpuUs / in.scale));
   }
 }
 

@@ -82,6 +82,10 @@ struct ReportData {
   // the rest (the bubble ended before the deadline the bound admitted the chunk against).
   uint64_t overrunChunks = 0;
   double overrunLongerUs = 0, overrunShorterBubbleUs = 0;
+  // Host, measured time: of the overrun, the part explained by the fill thread not running
+  // during its chunk (wall time minus the thread's CPU time: waiting for a core, which a
+  // SCHED_IDLE thread does whenever main or another process wants its core). -1: not known.
+  double overrunThreadWaitingUs = -1;
   double switchLatencyMeanUs = -1, switchLatencyMaxUs = -1;
   // Switch latency only on bubbles whose fill stream was idle when they began (no queueing).
   double switchIdleP50Us = -1, switchIdleP99Us = -1;

@@ -94,6 +94,35 @@ TEST(CompareTest, SlowdownMovesWhenFillRunsUnbounded) {
   EXPECT_GT(ru.overrun_us, 0);
 }
 
+// The report says how much of an overrun the fill thread spent waiting for a core. Main and fill
+// share CPU 0 and fill runs at SCHED_IDLE: the 30 ms chunk (planned 0.4 ms, run unbounded) is
+// still running when main's 6 ms backward starts, and main takes the core from it for those 6 ms,
+// so the fill thread's wall time in the chunk exceeds its CPU time by at least most of that.
+TEST(CompareTest, OverrunCountsTheTimeTheFillThreadWaitedForItsCore) {
+  ProgramPtr p = contended();
+  pfrt_options o = measured();
+  o.iterations = 2;
+  o.fill_policy = PFRT_FILL_UNBOUNDED;
+  o.fill_idle_priority = 1;
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const ReportData &d = r->data;
+  ASSERT_GT(d.overrunUs, 0);
+  ASSERT_GE(d.overrunThreadWaitingUs, 0) << "a measured host run knows the fill thread's CPU time";
+  EXPECT_GT(d.overrunThreadWaitingUs, 0.5 * 6000);
+  EXPECT_LE(d.overrunThreadWaitingUs, d.overrunUs + 1e-6);
+  EXPECT_NE(std::string(pfrt_report_json(r.get())).find("\"fill_thread_waiting_us\": "),
+            std::string::npos);
+  // The modelled time model does not know it (and does not print it).
+  pfrt_options m = hostOptions(2);
+  m.fill_policy = PFRT_FILL_UNBOUNDED;
+  ReportPtr mr = runOk(p.get(), m);
+  ASSERT_TRUE(mr);
+  EXPECT_LT(mr->data.overrunThreadWaitingUs, 0);
+  EXPECT_EQ(std::string(pfrt_report_json(mr.get())).find("fill_thread_waiting_us"),
+            std::string::npos);
+}
+
 TEST(CompareTest, BadArgumentsAreErrors) {
   ProgramPtr p = contended();
   pfrt_options o = measured();
