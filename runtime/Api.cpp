@@ -508,6 +508,7 @@ void pfrt_options_init(pfrt_options *o) {
   o->fill_policy = PFRT_FILL_BOUNDED;
   o->fill_idle_priority = 1;
   o->cpu = -1;
+  o->fill_cpu = -1;
   o->gpu = -1;
   o->rank = -1;
   o->world = 0;
@@ -593,6 +594,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.fillSplit = o.fill_policy == PFRT_FILL_BOUNDED;
     cfg.fillIdlePriority = o.fill_idle_priority != 0;
     cfg.cpu = o.cpu;
+    cfg.fillCpu = o.fill_cpu;
     cfg.gpu = o.gpu < 0 ? -1 : o.gpu; // kGpuCurrent (-2) is the sessions' own
     if (o.rank >= 0 || o.world > 0) {
       *out = runRank(pr, info, cfg, o);

@@ -52,6 +52,7 @@ struct RunConfig {
   bool fillSplit = true;         // PFRT_FILL_BOUNDED: run the head of a chunk that does not fit
   bool fillIdlePriority = true;  // host: fill/copy threads at SCHED_IDLE
   int32_t cpu = -1;              // host, measured: pin real devices' threads here
+  int32_t fillCpu = -1;          // host: pin real devices' fill and copy threads here (-1: cpu)
   int32_t gpu = -1;              // CUDA: ordinal of the first device (-1: local rank / 0;
                                  // kGpuCurrent: the preparing thread's current device)
   // Clean stop: when *stopRequest becomes nonzero the run stops at the next iteration boundary.

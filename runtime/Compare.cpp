@@ -61,6 +61,10 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   if (!options.enable_fill || options.profile)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT, "compare needs fill enabled (it runs with and "
                                              "without fill itself)");
+  if (options.fill_cpu >= 0)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "compare measures main and fill contending for one core: it cannot pin fill "
+                "to its own CPU (fill_cpu / --fill-cpu)");
   pfrt_options b = options;
   if (b.backend != PFRT_BACKEND_CUDA && b.time_model == PFRT_TIME_MEASURED && b.cpu < 0 &&
       (b.backend == PFRT_BACKEND_HOST || pfrt_cuda_device_count() == 0))

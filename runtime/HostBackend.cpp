@@ -326,15 +326,19 @@ public:
     state->intended = start_;
     ctx.backendData = state;
     const bool real = isReal(ctx.device);
-    if (real && config_.cpu >= 0) {
+    const bool fill = ctx.s->role != PFRT_STREAM_MAIN;
+    const int32_t pin = fill && config_.fillCpu >= 0 ? config_.fillCpu : config_.cpu;
+    if (real && pin >= 0) {
       cpu_set_t set;
       CPU_ZERO(&set);
-      CPU_SET(config_.cpu, &set);
-      if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
+      if (pin < CPU_SETSIZE)
+        CPU_SET(pin, &set);
+      if (pin >= CPU_SETSIZE || pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
         throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                    "cannot pin stream threads to CPU " + std::to_string(config_.cpu));
+                    std::string("cannot pin ") + (fill ? "fill " : "") +
+                        "stream threads to CPU " + std::to_string(pin));
     }
-    if (ctx.s->role != PFRT_STREAM_MAIN && config_.fillIdlePriority && real) {
+    if (fill && config_.fillIdlePriority && real) {
       // The lowest scheduling class: runs only when main has nothing to run on the core. (Only
       // where main compute is real: in the modelled model there is no contention to protect.)
       sched_param param{};

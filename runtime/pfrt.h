@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 5
+#define PFRT_API_VERSION 6
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -324,6 +324,12 @@ typedef struct pfrt_options {
    * sender's communication stream is busy for the planned transfer time and no bytes move. The
    * host backend always models transfers. */
   pfrt_rank_transfer rank_transfer;
+  /* Appended in API version 6. Host backend: pin the fill and copy stream threads of the devices
+   * that run for real to this CPU (-1, the default: where `cpu` pins them). With `cpu` on another
+   * CPU, main and fill never share a core, so the host scheduler never stops a fill chunk for
+   * main: a run then measures the bubble bound's own accuracy. pfrt_compare refuses it (it
+   * measures main and fill contending for one core). */
+  int32_t fill_cpu;
 } pfrt_options;
 
 enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };

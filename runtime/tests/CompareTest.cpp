@@ -7,6 +7,8 @@
 // figure to clear its noise floor; pfrt_compare prints both.)
 #include "runtime/tests/TestUtil.h"
 
+#include <sched.h>
+
 namespace pfrt {
 namespace test {
 namespace {
@@ -98,6 +100,18 @@ TEST(CompareTest, SlowdownMovesWhenFillRunsUnbounded) {
 // share CPU 0 and fill runs at SCHED_IDLE: the 30 ms chunk (planned 0.4 ms, run unbounded) is
 // still running when main's 6 ms backward starts, and main takes the core from it for those 6 ms,
 // so the fill thread's wall time in the chunk exceeds its CPU time by at least most of that.
+// A CPU this process may run on other than `cpu`, or -1.
+int otherCpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (c != cpu && CPU_ISSET(c, &set))
+      return c;
+  return -1;
+}
+
 TEST(CompareTest, OverrunCountsTheTimeTheFillThreadWaitedForItsCore) {
   ProgramPtr p = contended();
   pfrt_options o = measured();
@@ -113,6 +127,21 @@ TEST(CompareTest, OverrunCountsTheTimeTheFillThreadWaitedForItsCore) {
   EXPECT_LE(d.overrunThreadWaitingUs, d.overrunUs + 1e-6);
   EXPECT_NE(std::string(pfrt_report_json(r.get())).find("\"fill_thread_waiting_us\": "),
             std::string::npos);
+  // Fill pinned to another CPU (fill_cpu): main no longer takes the chunk's core, and the wait
+  // falls well below main's 6 ms (the chunk still overruns: it is 30 ms long). At main's
+  // priority there, so that another process on that CPU (even a niced one, which SCHED_IDLE
+  // yields to) does not stall it instead.
+  const int other = otherCpu(o.cpu);
+  if (other >= 0) {
+    pfrt_options split = o;
+    split.fill_cpu = other;
+    split.fill_idle_priority = 0;
+    ReportPtr sr = runOk(p.get(), split);
+    ASSERT_TRUE(sr);
+    EXPECT_GT(sr->data.overrunUs, 0);
+    EXPECT_LT(sr->data.overrunThreadWaitingUs, 0.5 * d.overrunThreadWaitingUs)
+        << "same core: " << d.overrunThreadWaitingUs;
+  }
   // The modelled time model does not know it (and does not print it).
   pfrt_options m = hostOptions(2);
   m.fill_policy = PFRT_FILL_UNBOUNDED;
@@ -133,6 +162,18 @@ TEST(CompareTest, BadArgumentsAreErrors) {
   EXPECT_EQ(pfrt_compare(p.get(), &o, 1, &r), PFRT_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(pfrt_last_error()).find("checkpoint"), std::string::npos);
   EXPECT_EQ(pfrt_compare(p.get(), nullptr, 1, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
+  o = measured();
+  o.fill_cpu = 0;
+  EXPECT_EQ(pfrt_compare(p.get(), &o, 1, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error()).find("contending for one core"), std::string::npos);
+  // A CPU that does not exist is an error of the run, not a silent no-op.
+  o.fill_cpu = 4000;
+  pfrt_report *rep = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &rep), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error()).find("cannot pin fill stream threads to CPU 4000"),
+            std::string::npos)
+      << pfrt_last_error();
+  pfrt_report_destroy(rep);
 }
 
 } // namespace

@@ -68,10 +68,11 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
     if (!c.nextChoice(v, {"idle", "normal"}))
       return usageError("--fill-priority expects idle or normal, got '" + v + "'");
     options.fill_idle_priority = v == "idle";
-  } else if (arg == "--cpu" || arg == "--device") {
+  } else if (arg == "--cpu" || arg == "--fill-cpu" || arg == "--device") {
     if (!c.nextUnsigned(1u << 16, v, n))
       return usageError(arg + " expects a non-negative integer, got '" + v + "'");
-    (arg == "--cpu" ? options.cpu : options.gpu) = static_cast<int32_t>(n);
+    (arg == "--cpu" ? options.cpu : arg == "--fill-cpu" ? options.fill_cpu : options.gpu) =
+        static_cast<int32_t>(n);
   } else if (arg == "--rank" || arg == "--world") {
     if (!c.nextUnsigned(1u << 20, v, n) || (arg == "--world" && n == 0))
       return usageError(arg + (arg == "--rank" ? " expects a rank (0, 1, ...), got '"

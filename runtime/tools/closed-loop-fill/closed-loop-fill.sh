@@ -10,7 +10,8 @@
 # Environment: BUILD_DIR (build), TIME_SCALE (0.1), ITERATIONS (4), MAX_DIM (32), OUT (a temp dir),
 # FILL_ONLY (1: the recompile takes only the fill-layer costs from the profile and keeps the
 # plan's stage costs, so a loaded machine's slow main compute does not reshape the pipeline; 0:
-# the whole profile).
+# the whole profile), RUN_ARGS (more pipefill-run options for both runs, e.g. "--cpu 0 --fill-cpu 1":
+# main and fill on their own cores).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 BIN=${BUILD_DIR:-build}/bin
@@ -24,7 +25,7 @@ mkdir -p "$OUT"
 run() { # plan.pb tag
   "$BIN/pipefill-run" "$1" --backend host --stage "$STAGE" --time-scale "$SCALE" \
     --iterations "$ITER" --max-dim "$MAXDIM" --report "$OUT/$2.run.json" \
-    --profile-out "$OUT/$2.profile.pbtxt" --profile-with-fill --quiet
+    --profile-out "$OUT/$2.profile.pbtxt" --profile-with-fill --quiet ${RUN_ARGS:-}
 }
 compile() { # tag [profile]
   local extra=""
@@ -59,7 +60,7 @@ import json, os, sys
 out, stage = sys.argv[1], int(sys.argv[2])
 print(f"closed loop for fill costs, stage {stage} real (replay), results in {out}")
 print(f"{'round':>6} {'fill thr. meas/plan':>20} {'planned fill/bubble':>20} {'overrun/fill':>13} "
-      f"{'chunks run/deferred/pending':>28}")
+      f"{'chunks run/deferred/pending':>28} {'of overrun: waiting/fill':>24}")
 for tag in ("round0", "round1"):
     run = json.load(open(os.path.join(out, tag + ".run.json")))
     rep = json.load(open(os.path.join(out, tag + ".report.json")))
@@ -76,6 +77,8 @@ for tag in ("round0", "round1"):
     fill_us = sum(b["planned_fill_us"] for b in bubbles)
     fb = run["fill_bound"]
     over = fb["overrun_us"] / fb["fill_us_run"] if fb["fill_us_run"] else 0.0
+    waiting = run["overruns"].get("fill_thread_waiting_us", 0.0)
+    wait = waiting / fb["fill_us_run"] if fb["fill_us_run"] else 0.0
     print(f"{tag:>6} {ratio:>20.3f} {fill_us / bubble_us if bubble_us else 0:>20.3f} {over:>13.4f} "
-          f"{fb['chunks_run']:>12}/{fb['chunks_deferred']}/{fb['chunks_pending']}")
+          f"{fb['chunks_run']:>12}/{fb['chunks_deferred']}/{fb['chunks_pending']} {wait:>24.4f}")
 PY
