@@ -31,6 +31,19 @@ from ._tasks import FillTask, _TaskRunner
 __all__ = ["Session", "BubbleScope"]
 
 
+def _stream_handle(stream: Any) -> int:
+    """The cudaStream_t value of ``stream`` (None: 0, the legacy default stream)."""
+    if stream is None:
+        return 0
+    handle = getattr(stream, "cuda_stream", stream)
+    if not isinstance(handle, int) or isinstance(handle, bool) or handle < 0:
+        raise TypeError(
+            "stream must be a CUDA stream (an object with cuda_stream, e.g. torch.cuda.Stream) "
+            f"or a cudaStream_t as a non-negative int, not {type(stream).__name__}"
+        )
+    return handle
+
+
 class BubbleScope:
     """What ``with session.bubble(k) as b`` yields: ``b.result`` holds the dict
     that bubble_end returned (chunks_run, chunks_deferred, samples_completed and
@@ -54,7 +67,12 @@ class Session:
     it, whole layers, that fits runs and the rest waits, in order, for a later
     bubble), ``"whole"`` (a chunk that does not fit waits whole) or
     ``"unbounded"``. ``fill_idle_priority``: the fill
-    worker thread runs at the lowest CPU priority.
+    worker thread runs at the lowest CPU priority. ``backend``: ``"host"`` (fill on
+    a worker thread of this process) or ``"cuda"`` (the C API's CUDA session: chunks
+    on a low-priority stream of the GPU current on this thread, each bubble gated
+    on the framework's stream, given to :meth:`bubble` as ``stream``; without a CUDA
+    device :class:`pipefill.RunError` with status ``PFRT_ERROR_UNAVAILABLE``; not yet
+    run on a GPU, docs/integration.md).
 
     Every misuse (unknown bubble, a bubble begun twice, ``iteration_end`` inside a
     bubble, a rank outside the plan, ...) raises :class:`pipefill.RunError` with
@@ -72,6 +90,7 @@ class Session:
         max_dim: int = 0,
         fill_policy: str = "bounded",
         fill_idle_priority: bool = True,
+        backend: str = "host",
     ) -> None:
         if isinstance(program, _core.Plan):
             data, name = program.stream_program(iterations=1), f"<plan {program.name}>"
@@ -96,6 +115,7 @@ class Session:
             max_dim,
             fill_policy,
             fill_idle_priority,
+            backend,
         )
         self._runners: list[_TaskRunner] = []
 
@@ -121,26 +141,34 @@ class Session:
 
     # -- bubbles -------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def bubble(self, bubble: int, duration_us: float = 0.0, *, wait: bool = False) -> Iterator[BubbleScope]:
+    def bubble(
+        self, bubble: int, duration_us: float = 0.0, *, wait: bool = False, stream: Any = None
+    ) -> Iterator[BubbleScope]:
         """``with session.bubble(k): ...``: fill runs on the session's worker thread
         while the block runs (the block is the framework's own work or wait); the
         exit ends the bubble (no chunk starts after it; the one in flight is waited
         for). ``duration_us`` > 0 replaces the planned duration (the framework's
         own timer). ``wait=True`` gives the whole bubble to fill: the exit first
-        waits until nothing more fits."""
+        waits until nothing more fits. ``stream`` (CUDA sessions): the stream the
+        bubble follows, a ``torch.cuda.Stream`` (anything with ``cuda_stream``) or
+        a ``cudaStream_t`` as an int; ``None``: the legacy default stream. A host
+        session refuses a stream."""
         scope = BubbleScope(bubble)
-        self._s.begin(bubble, duration_us)
+        self._s.begin(bubble, duration_us, _stream_handle(stream))
         try:
             yield scope
         finally:
             self._finish(scope, bubble, wait)
 
     @contextlib.contextmanager
-    def unplanned(self, duration_us: float, *, wait: bool = False) -> Iterator[BubbleScope]:
+    def unplanned(
+        self, duration_us: float, *, wait: bool = False, stream: Any = None
+    ) -> Iterator[BubbleScope]:
         """A bubble the plan did not predict (a slow peer), bounded by ``duration_us``:
-        runs deferred work, then pulls this iteration's planned chunks forward."""
+        runs deferred work, then pulls this iteration's planned chunks forward.
+        ``stream``: as for :meth:`bubble`."""
         scope = BubbleScope(None)
-        self._s.begin_unplanned(duration_us)
+        self._s.begin_unplanned(duration_us, _stream_handle(stream))
         try:
             yield scope
         finally:

@@ -65,10 +65,12 @@ peers fail at the process group's timeout (give ``init_process_group`` a
 ``timeout``).
 
 CUDA: fill has to run on a low-priority CUDA stream gated on the main stream.
-The C API's CUDA sessions do that (docs/integration.md, "CUDA sessions") but
-have not run on a GPU yet, and ``pipefill.Session`` does not pass a backend or
-the stage's stream to them; until both, a schedule whose stages are on a CUDA
-device is refused (:class:`NotImplementedError`).
+The C API's CUDA sessions do that (docs/integration.md, "CUDA sessions"), and
+``pipefill.Session(..., backend="cuda")`` with ``session.bubble(k, stream=...)``
+reaches them from Python, but they have not run on a GPU yet, and this wrapper
+times gaps on the host, which says nothing about the GPU's stream; until both
+are settled, a schedule whose stages are on a CUDA device is refused
+(:class:`NotImplementedError`).
 """
 
 from __future__ import annotations
@@ -284,9 +286,9 @@ class FilledSchedule:
                 raise NotImplementedError(
                     "pipefill.torch: stage "
                     f"{st.stage_index} is on {device}: CUDA fill needs a low-priority stream "
-                    "gated on the main stream; the C API's CUDA sessions do that but have not "
-                    "run on a GPU yet and pipefill.Session does not use them "
-                    "(host/CPU stages only)"
+                    "gated on the main stream; CUDA sessions (pipefill.Session(..., "
+                    "backend='cuda'), bubble(k, stream=...)) do that but have not run on a "
+                    "GPU yet, and this wrapper times bubbles on the host (host/CPU stages only)"
                 )
         where = f"rank {rank}"
         if self.session.rank != rank:

@@ -229,11 +229,17 @@ nb::dict stageTable(const CompiledPlan &plan) {
 }
 
 
-pfrt_session_options sessionOptions(int64_t worldSize, double timeScale, int64_t maxDim,
-                                    const std::string &policy, bool idle) {
+pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSize,
+                                    double timeScale, int64_t maxDim, const std::string &policy,
+                                    bool idle) {
   pfrt_session_options o;
   pfrt_session_options_init(&o);
-  o.backend = PFRT_BACKEND_HOST;
+  if (backend == "host")
+    o.backend = PFRT_BACKEND_HOST;
+  else if (backend == "cuda")
+    o.backend = PFRT_BACKEND_CUDA;
+  else
+    throw std::invalid_argument("unknown backend '" + backend + "' (expected host or cuda)");
   if (worldSize < 0)
     throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
   o.world_size = static_cast<uint32_t>(worldSize);
@@ -437,10 +443,12 @@ void registerSession(nb::module_ &m) {
       .def("ops", &Session::ops, nb::sig("def ops(self) -> list[dict[str, typing.Any]]"),
            "This rank's main work in plan order: kind (forward, backward, ..., send, recv), "
            "microbatch, chunk, peer, tag, bytes, planned_us, planned_start_us.")
-      .def("begin", &Session::begin, "bubble"_a, "duration_us"_a = 0.0,
+      .def("begin", &Session::begin, "bubble"_a, "duration_us"_a = 0.0, "main_stream"_a = 0,
            "pfrt_session_bubble_begin: starts filling bubble `bubble` of this iteration "
-           "(deadline: now + its planned duration, or duration_us when > 0). Returns at once.")
-      .def("begin_unplanned", &Session::beginUnplanned, "duration_us"_a,
+           "(deadline: now + its planned duration, or duration_us when > 0). Returns at once. "
+           "main_stream: the cudaStream_t the bubble follows, as an integer (CUDA sessions; "
+           "0 on the host).")
+      .def("begin_unplanned", &Session::beginUnplanned, "duration_us"_a, "main_stream"_a = 0,
            "pfrt_session_unplanned_begin: a bubble the plan did not predict, bounded by "
            "duration_us.")
       .def("wait", &Session::wait,
@@ -467,13 +475,14 @@ void registerSession(nb::module_ &m) {
   m.def(
       "open_session",
       [](nb::bytes data, const std::string &name, int64_t rank, int64_t worldSize,
-         double timeScale, int64_t maxDim, const std::string &policy, bool idle) {
+         double timeScale, int64_t maxDim, const std::string &policy, bool idle,
+         const std::string &backend) {
         return openSession(data, name, rank,
-                           sessionOptions(worldSize, timeScale, maxDim, policy, idle));
+                           sessionOptions(backend, worldSize, timeScale, maxDim, policy, idle));
       },
       "program"_a, "name"_a = "<memory>", "rank"_a = 0, "world_size"_a = 0,
       "time_scale"_a = 1.0, "max_dim"_a = 0, "fill_policy"_a = "bounded",
-      "fill_idle_priority"_a = true,
+      "fill_idle_priority"_a = true, "backend"_a = "host",
       "Creates a session for `rank` of a StreamProgram held in memory (pfrt_session_create_memory).");
   m.attr("SESSION_UNPLANNED") = -1;
 }

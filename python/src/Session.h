@@ -138,14 +138,17 @@ public:
     return out;
   }
 
-  void begin(uint32_t bubble, double durationUs) {
+  // mainStream: the framework's cudaStream_t as an integer (CUDA sessions; 0 on the host).
+  void begin(uint32_t bubble, double durationUs, uintptr_t mainStream) {
     pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, bubble, nullptr, durationUs); },
+    void *stream = reinterpret_cast<void *>(mainStream);
+    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, bubble, stream, durationUs); },
                     "bubble_begin");
   }
-  void beginUnplanned(double durationUs) {
+  void beginUnplanned(double durationUs, uintptr_t mainStream) {
     pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_unplanned_begin(s, durationUs, nullptr); },
+    void *stream = reinterpret_cast<void *>(mainStream);
+    checkWithoutGil([&] { return pfrt_session_unplanned_begin(s, durationUs, stream); },
                     "unplanned_begin");
   }
   void wait() {

@@ -162,6 +162,35 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
             pass
 
 
+def test_backends_and_streams(tiny_plan):
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        pipefill.Session(tiny_plan, 0, backend="tpu")
+    if pipefill.cuda_device_count() == 0:
+        # The C API's CUDA session needs a device; the error says so instead of falling back.
+        with pytest.raises(pipefill.RunError) as e:
+            pipefill.Session(tiny_plan, 0, backend="cuda")
+        assert e.value.status == "PFRT_ERROR_UNAVAILABLE"
+    # A host session takes no stream: a cudaStream_t given to it is a mistake, said at once.
+    s = pipefill.Session(tiny_plan, 0)
+
+    class FakeStream:
+        cuda_stream = 0x1234
+
+    for stream in (FakeStream(), 0x1234):
+        with pytest.raises(pipefill.RunError, match="main_stream must be NULL on the host"):
+            with s.bubble(0, stream=stream):
+                pass
+    with pytest.raises(TypeError, match="stream must be a CUDA stream"):
+        with s.bubble(0, stream="main"):
+            pass
+    with pytest.raises(TypeError, match="stream must be a CUDA stream"):
+        with s.unplanned(1000.0, stream=-1):
+            pass
+    with s.bubble(0, stream=None) as b:  # None: no stream, as before
+        pass
+    assert b.result is not None
+
+
 def test_calls_after_close(tiny_plan):
     s = pipefill.Session(tiny_plan, 0)
     s.close()
