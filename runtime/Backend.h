@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,6 +121,9 @@ struct FillExec {
   // (a chunk whose bubble ended by the time the fill stream reaches it returns at once).
   bool bounded = false;
   double deadlineUs = 0, predictedUs = 0;
+  // Host, bounded: asked before each pass after the first; false stops the chunk before that
+  // pass (the passes from it on are left for later). Empty: every pass runs.
+  std::function<bool(uint32_t pass)> keepGoing;
 };
 
 // State of one batch in flight between chunks. save() returns the checkpoint layout shared by all
@@ -135,7 +139,10 @@ class JobData {
 public:
   virtual ~JobData() = default;
   // Runs passes [exec.passBegin, exec.passEnd) of the batch; creates *batch when exec.begins.
-  virtual void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batch, const FillExec &exec) = 0;
+  // Returns the pass after the last one run: exec.passEnd, or an earlier one where
+  // exec.keepGoing stopped it (the batch then stays in flight, as after a head).
+  virtual uint32_t run(StreamCtx &ctx, std::unique_ptr<BatchData> &batch,
+                       const FillExec &exec) = 0;
   struct Accum {
     double checksum = 0; // inference outputs / training losses, since creation
     double lossSum = 0;

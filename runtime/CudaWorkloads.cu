@@ -249,7 +249,9 @@ public:
     b.act = dx;
   }
 
-  void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr, const FillExec &ex) override {
+  // Every pass runs (keepGoing is for the host: here the passes are enqueued, not run).
+  uint32_t run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr,
+               const FillExec &ex) override {
     CudaStreamState &st = streamState(ctx);
     cudaStream_t s = st.s;
     cublasHandle_t h = st.blas;
@@ -343,6 +345,7 @@ public:
     } else if (ex.activationsHost) {
       offload(b, s);
     }
+    return ex.passEnd;
   }
 
   Accum accumulators() override {

@@ -631,7 +631,9 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
           backend.markStart(ctx, slot);
           started = true;
         }
-        execItem(ctx, backend, jr, dj, f.job, head, deadline, predicted, !isOwn, f);
+        if (execItem(ctx, backend, jr, dj, f.job, head, deadline, predicted, !isOwn, f) ==
+            ItemRan::Cut)
+          break; // the bubble is over: what is left of the chunk is first in line again
         continue;
       }
     } else if (config_.fillBounded) {
@@ -642,7 +644,9 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
       backend.markStart(ctx, slot);
       started = true;
     }
-    execItem(ctx, backend, jr, dj, f.job, item, bound ? deadline : 0.0, predicted, !isOwn, f);
+    if (execItem(ctx, backend, jr, dj, f.job, item, bound ? deadline : 0.0, predicted, !isOwn,
+                 f) == ItemRan::Cut)
+      break;
   }
   if (started)
     backend.markEnd(ctx, slot);
@@ -650,9 +654,10 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
     ++jr.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
 }
 
-bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
-                        const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
-                        const pfrt_fill_chunk_desc &slotChunk) {
+Executor::ItemRan Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr,
+                                     FillQueue &dj, uint32_t job, const WorkItem &item,
+                                     double deadlineUs, double predictedUs, bool deferred,
+                                     const pfrt_fill_chunk_desc &slotChunk) {
   const uint32_t d = ctx.device;
   const FillJob &fj = program_.jobs[job];
   bool begunTwice = false;
@@ -663,14 +668,21 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue 
                                          std::to_string(item.sampleBegin) + " begun twice");
   if (!flight) {
     ++jr.chunksSkipped;
-    return false;
+    return ItemRan::Skipped;
   }
+  // Bounded with heads of chunks: between passes the chunk re-reads its bubble's deadline (earlier
+  // once main has resumed) and stops when its next pass no longer fits (FillQueue::run).
+  std::function<double()> deadlineNow;
+  if (deadlineUs > 0 && config_.fillSplit)
+    deadlineNow = [&] { return bubbleDeadline(backend, d, slotChunk.bubble_id, ctx.iteration); };
   memoryAdd(d, static_cast<int64_t>(item.peakBytes));
-  const FillQueue::Ran ran = dj.run(ctx, backend, *flight, job, jr.shape, info_.jobs[job].passes,
-                                    item, config_, deadlineUs, predictedUs,
-                                    /*timed=*/backend.boundsOnHost());
+  const FillQueue::Ran ran =
+      dj.run(ctx, backend, *flight, job, jr.shape, info_.jobs[job].passes, item, config_,
+             deadlineUs, predictedUs, /*timed=*/backend.boundsOnHost(), deadlineNow);
   memoryAdd(d, -static_cast<int64_t>(item.peakBytes));
   ++jr.chunksRun;
+  if (ran.cut)
+    ++jr.chunksSplit;
   if (ran.completed) {
     jr.samplesThisRun += ran.batch;
     if (fj.kind == PFRT_FILL_TRAINING)
@@ -684,9 +696,9 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue 
   cr.bubbleId = slotChunk.bubble_id;
   cr.iteration = ctx.iteration;
   cr.passBegin = item.passBegin;
-  cr.passEnd = item.passEnd;
+  cr.passEnd = ran.passEnd;
   cr.batch = item.batch;
-  cr.plannedUs = item.plannedUs;
+  cr.plannedUs = ran.plannedUs;
   cr.predictedUs = predictedUs;
   cr.start = t0;
   cr.end = t1;
@@ -696,7 +708,7 @@ bool Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue 
     std::lock_guard<std::mutex> lock(chunkRunsMutex_);
     result_.chunkRuns.push_back(cr);
   }
-  return true;
+  return ran.cut ? ItemRan::Cut : ItemRan::Ran;
 }
 
 // A receive: the message of this iteration from the transport, then the backend's wait for it.

@@ -137,8 +137,10 @@ private:
   void execRecord(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot);
   void execWait(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot);
   void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
-  // Runs one work item; false when it cannot run (its batch's state is gone: skipped).
-  bool execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
+  // Runs one work item: Skipped when it cannot run (its batch's state is gone), Cut when it
+  // stopped between passes because its bubble ended (the rest is first in line again).
+  enum class ItemRan { Skipped, Ran, Cut };
+  ItemRan execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
                 const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
                 const pfrt_fill_chunk_desc &slotChunk);
   // Main stream side of the bubble clock.

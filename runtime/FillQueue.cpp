@@ -81,6 +81,23 @@ bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double 
   return false;
 }
 
+double FillQueue::plannedHeadUs(const WorkItem &item, const JobShape &shape, uint32_t m) {
+  const uint32_t n = item.passEnd - item.passBegin;
+  if (n == 0 || m <= item.passBegin)
+    return 0;
+  if (m >= item.passEnd)
+    return item.plannedUs;
+  double head = 0, total = 0;
+  for (uint32_t p = item.passBegin; p < item.passEnd; ++p) {
+    const double c = plannedPassUs(shape, p, item.batch);
+    total += c;
+    if (p < m)
+      head += c;
+  }
+  const double share = total > 0 ? head / total : double(m - item.passBegin) / n;
+  return item.plannedUs * share;
+}
+
 void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
   item.passBegin = head.passEnd;
   item.plannedUs = std::max(0.0, item.plannedUs - head.plannedUs);
@@ -89,7 +106,7 @@ void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
 FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job,
                               const JobShape &shape, uint32_t passes, const WorkItem &item,
                               const RunConfig &config, double deadlineUs, double predictedUs,
-                              bool timed) {
+                              bool timed, const std::function<double()> &deadlineNow) {
   FillExec ex;
   ex.job = job;
   ex.device = ctx.device;
@@ -107,22 +124,45 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   ex.bounded = config.fillBounded;
   ex.deadlineUs = deadlineUs;
   ex.predictedUs = predictedUs > 0 ? predictedUs * config.timeScale : 0;
+  if (deadlineNow && predictedUs > 0 && item.passEnd > item.passBegin + 1) {
+    // A pass's share of the chunk's prediction: the chunk's in proportion to planned costs.
+    const double perPlannedUs = predictedUs * config.timeScale / std::max(item.plannedUs, 1e-9);
+    ex.keepGoing = [&, perPlannedUs](uint32_t p) {
+      const double need =
+          perPlannedUs * (plannedHeadUs(item, shape, p + 1) - plannedHeadUs(item, shape, p));
+      return backend.streamNowUs(ctx) + need <= deadlineNow();
+    };
+  }
   Ran ran;
   ran.batch = flight.batch;
   const double cpu0 = timed ? backend.fillThreadCpuUs() : -1;
   if (timed)
     ran.startUs = backend.streamNowUs(ctx);
-  data->run(ctx, flight.data, ex);
+  ran.passEnd = data->run(ctx, flight.data, ex);
+  ran.cut = ran.passEnd < item.passEnd;
+  ran.plannedUs = ran.cut ? plannedHeadUs(item, shape, ran.passEnd) : item.plannedUs;
   if (timed) {
     ran.endUs = backend.streamNowUs(ctx);
     if (cpu0 >= 0)
       ran.cpuUs = backend.fillThreadCpuUs() - cpu0;
     backend.lastWorkSpan(ctx, ran.startUs, ran.endUs);
-    predictor.add(item.passBegin, item.passEnd, item.batch, item.plannedUs,
+    predictor.add(item.passBegin, ran.passEnd, item.batch, ran.plannedUs,
                   (ran.endUs - ran.startUs) / config.timeScale);
   }
-  flight.next = item.passEnd;
-  if (ex.completes) {
+  flight.next = ran.passEnd;
+  if (ran.cut) {
+    // The passes not run, first in line: merged with the chunk's rest when `item` was its head.
+    WorkItem rest = item;
+    rest.passBegin = ran.passEnd;
+    rest.plannedUs = std::max(0.0, item.plannedUs - ran.plannedUs);
+    if (!backlog.empty() && backlog.front().sampleBegin == item.sampleBegin &&
+        backlog.front().passBegin == item.passEnd) {
+      backlog.front().passBegin = rest.passBegin;
+      backlog.front().plannedUs += rest.plannedUs;
+    } else {
+      backlog.push_front(rest);
+    }
+  } else if (ex.completes) {
     ran.completed = true;
     flights.erase(item.sampleBegin); // `flight` is gone
   }

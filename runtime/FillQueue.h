@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -66,18 +67,28 @@ struct FillQueue {
   bool fittingHead(const WorkItem &item, const JobShape &shape, double roomUs, WorkItem *head,
                    double *predictedUs) const;
   static void dropHead(WorkItem &item, const WorkItem &head);
+  // The planned time of passes [item.passBegin, m) of `item`: its planned time in proportion to
+  // the passes' planned costs (by pass count where those are 0).
+  static double plannedHeadUs(const WorkItem &item, const JobShape &shape, uint32_t m);
 
   struct Ran {
     bool completed = false; // the batch finished (its flight is gone)
+    bool cut = false;       // stopped before item.passEnd (the rest is first in line again)
     uint32_t batch = 0;
+    uint32_t passEnd = 0;   // the pass after the last one run
+    double plannedUs = 0;   // the planned time of the passes that ran
     double startUs = -1, endUs = -1; // the backend's stream clock when `timed`, else -1
     double cpuUs = -1; // CPU time the calling thread spent in it (when timed on a host backend)
   };
   // Runs `item` on its admitted flight. `timed`: read the stream clock around it and add the
-  // measured time (in planned us) to the predictor.
+  // measured time (in planned us) to the predictor. `deadlineNow` (the bubble's deadline as the
+  // clock now knows it, e.g. earlier once main has resumed; empty: none): before each pass
+  // after the first, the chunk stops if that pass's share of the prediction no longer fits
+  // before it, and the passes not run go back to the front of `backlog` (merged with the rest
+  // of the chunk when `item` was a head of it), as a head's rest does.
   Ran run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job, const JobShape &shape,
           uint32_t passes, const WorkItem &item, const RunConfig &config, double deadlineUs,
-          double predictedUs, bool timed);
+          double predictedUs, bool timed, const std::function<double()> &deadlineNow = {});
 
   // Checkpoints: this queue's part of a FillDeviceState (training weights, batches in flight with
   // their tensors, deferred work) and back. restore() refuses deferred work outside the job's

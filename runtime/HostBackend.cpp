@@ -126,7 +126,8 @@ public:
       weights_.push_back(initLayerWeights(shape, l));
   }
 
-  void run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr, const FillExec &ex) override {
+  uint32_t run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr,
+               const FillExec &ex) override {
     HostStreamState &st = *static_cast<HostStreamState *>(ctx.backendData);
     const uint32_t L = shape_.numLayers();
     // A chunk of calibrated stand-ins only is modelled like main compute (planned time on the
@@ -168,7 +169,12 @@ public:
       b.act.swap(staged);
     }
     const int rows = static_cast<int>(ex.batch * shape_.rows);
+    uint32_t end = ex.passEnd;
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
+      if (p > ex.passBegin && ex.keepGoing && !ex.keepGoing(p)) {
+        end = p;
+        break;
+      }
       if (p < L) {
         const LayerShape &ls = shape_.layers[p];
         std::vector<std::vector<float>> staged;
@@ -230,7 +236,7 @@ public:
     st.workEnd = allChain ? st.intended : hostNowUs();
     if (!allChain) // real work moves the stream's time to the clock now, not only at markEnd, so
       st.intended = std::max(st.intended, st.workEnd); // the bound sees it before the next chunk
-    if (ex.completes) {
+    if (ex.completes && end == ex.passEnd) {
       if (training) {
         lossSum_ += b.loss;
         checksum_ += b.loss;
@@ -238,6 +244,7 @@ public:
         checksum_ += outputChecksum(shape_, ex.sampleBegin, ex.batch, b.act.data());
       }
     }
+    return end;
   }
 
   Accum accumulators() override { return {checksum_, lossSum_}; }

@@ -176,6 +176,50 @@ TEST(ChunkSplitTest, ReportSplitsOverrunsIntoLongerThanPredictedAndShorterBubble
   EXPECT_NEAR(d.overrunShorterBubbleUs, 0, 1e-6);
 }
 
+// A chunk that runs longer than predicted stops between passes once its next pass no longer
+// fits before the bubble's end: 4 layers of 1 ms planned at 0.4 ms in all (0.1 ms a layer), so
+// the bound admits it into the 2.5 ms bubble; before its fourth layer the clock is at 3 ms and
+// it stops there (0.5 ms past the bubble), and the fourth layer runs first in the next bubble.
+// With whole chunks (the contrast) it runs all four layers: 1.5 ms past the bubble.
+TEST(ChunkSplitTest, AChunkLongerThanPredictedStopsBetweenPasses) {
+  constexpr uint32_t kIterations = 4;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample, kLayers, /*plannedUs=*/400);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(r);
+  ReportPtr whole = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE));
+  ASSERT_TRUE(whole);
+  ASSERT_GE(r->data.chunkRuns.size(), 2u);
+  const RunResult::ChunkRun &first = r->data.chunkRuns[0], &second = r->data.chunkRuns[1];
+  EXPECT_EQ(first.iteration, 0);
+  EXPECT_EQ(first.passBegin, 0u);
+  EXPECT_EQ(first.passEnd, 3u);
+  EXPECT_NEAR(first.plannedUs, 300, 1e-6); // three quarters of the chunk's plan
+  EXPECT_EQ(second.iteration, 1);
+  EXPECT_EQ(second.passBegin, 3u);
+  EXPECT_EQ(second.passEnd, 4u);
+  EXPECT_GE(r->data.jobs[0].chunksSplit, 1u);
+  ASSERT_GE(whole->data.chunkRuns.size(), 1u);
+  EXPECT_EQ(whole->data.chunkRuns[0].passEnd, 4u);
+  EXPECT_EQ(whole->data.jobs[0].chunksSplit, 0u);
+  // Overrun in iteration 0: half a layer when cut, one and a half when whole (modelled time).
+  auto overrunOfIteration0 = [](const ReportData &d) {
+    const BubbleReport &b = d.devices[0].bubbles[0];
+    const RunResult::ChunkRun &c = d.chunkRuns[0];
+    return c.end - (d.devices[0].mainOps[0][b.opIndex].start + b.measuredUs[0]);
+  };
+  EXPECT_NEAR(overrunOfIteration0(r->data), 500, 50);
+  EXPECT_NEAR(overrunOfIteration0(whole->data), 1500, 50);
+  // Nothing lost, nothing twice; the outputs of the batches it completed are an unbounded run's.
+  const RunResult::Job &j = r->data.jobs[0];
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending, uint64_t(kBatch) * kIterations);
+  ASSERT_GT(j.samplesCompleted, 0u);
+  ReportPtr ref = runOk(p.get(), hostOptions(uint32_t(j.samplesCompleted / kBatch)));
+  ASSERT_TRUE(ref);
+  ASSERT_EQ(ref->data.jobs[0].samplesCompleted, j.samplesCompleted);
+  EXPECT_NEAR(j.checksum, ref->data.jobs[0].checksum, 1e-9 * std::abs(j.checksum));
+}
+
 // Sessions apply the same rule. On the real clock (sessions time real work), with 8 layers of
 // 5 ms: the whole 40 ms chunk never fits a 25 ms bubble (predicted from the plan, and never
 // measured), while heads of it do, so the framework's bubbles complete batches.
