@@ -35,6 +35,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -202,7 +203,9 @@ private:
   // Runs the job's backlog while it fits; false when a chunk did not fit (or the bubble ended).
   bool drain(JobState &js, uint32_t job, BubbleTask &task);
   bool fits(JobState &js, const WorkItem &item, const BubbleTask &task, double *predicted);
-  void exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
+  // Runs one work item; true when it stopped between passes because its bubble ended or its next
+  // pass no longer fit (host, heads of chunks: the rest is first in line again).
+  bool exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
             BubbleTask &task, bool deferred);
   // The plan's chunks of the task's bubble (planned), or deferred and pulled-forward work.
   void runChunks(BubbleTask &task);
@@ -910,7 +913,8 @@ void Session::runChunks(BubbleTask &task) {
     if (!fits(js, own, task, &predicted))
       return; // stays for its planned bubble
     slotDone_[s] = true;
-    exec(js, op.fill.job, own, predicted, task, false);
+    if (exec(js, op.fill.job, own, predicted, task, false))
+      return; // stopped between passes: the bubble is over
   }
 }
 
@@ -965,11 +969,13 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
         return false;
       FillQueue::dropHead(js.backlog.front(), head);
       ++js.chunksSplit;
-      exec(js, job, head, predicted, task, deferred);
+      if (exec(js, job, head, predicted, task, deferred))
+        return false; // stopped between passes: the bubble is over
       continue;
     }
     js.backlog.pop_front();
-    exec(js, job, item, predicted, task, deferred);
+    if (exec(js, job, item, predicted, task, deferred))
+      return false;
   }
   return true;
 }
@@ -993,7 +999,7 @@ void Session::runSlot(const Slot &slot, BubbleTask &task) {
   }
 }
 
-void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
+bool Session::exec(JobState &js, uint32_t job, const WorkItem &item, double predicted,
                    BubbleTask &task, bool deferred) {
   const FillJob &fj = program_.jobs[job];
   bool begunTwice = false;
@@ -1004,12 +1010,23 @@ void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
                                          std::to_string(item.sampleBegin) + " begun twice");
   if (!flight) {
     ++js.chunksSkipped;
-    return;
+    return false;
   }
+  // Bounded with heads of chunks: between passes, the chunk stops once bubble_end has been called
+  // or its next pass no longer fits before the deadline (FillQueue::run; host only: CUDA enqueues
+  // a chunk's passes at once).
+  std::function<double()> deadlineNow;
+  if (config_.fillBounded && config_.fillSplit)
+    deadlineNow = [&] {
+      return stopped(task) ? -std::numeric_limits<double>::infinity() : task.deadlineUs;
+    };
   const FillQueue::Ran ran = js.run(ctx_, *backend_, *flight, job, js.shape, js.passes, item,
-                                    config_, task.deadlineUs, predicted, /*timed=*/true);
+                                    config_, task.deadlineUs, predicted, /*timed=*/true,
+                                    deadlineNow);
   const double t0 = ran.startUs, t1 = ran.endUs;
   ++js.chunksRun;
+  if (ran.cut)
+    ++js.chunksSplit;
   if (ran.completed) {
     js.samples += ran.batch;
     task.result.samples_completed += ran.batch;
@@ -1017,9 +1034,9 @@ void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
       ++js.steps;
   }
   const double measured = (t1 - t0) / config_.timeScale;
-  ShapeStats &ss = js.shapes[std::make_tuple(item.passBegin, item.passEnd, item.batch)];
+  ShapeStats &ss = js.shapes[std::make_tuple(item.passBegin, ran.passEnd, item.batch)];
   ++ss.runs;
-  ss.plannedUs = item.plannedUs;
+  ss.plannedUs = ran.plannedUs;
   ss.predictedUsLast = predicted;
   ss.measuredUsSum += measured;
   ss.measuredUsMax = std::max(ss.measuredUsMax, measured);
@@ -1030,11 +1047,11 @@ void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
   c.bubble_id = task.bubbleId;
   c.iteration = static_cast<uint64_t>(iteration_);
   c.layer_begin = item.passBegin;
-  c.layer_end = item.passEnd;
+  c.layer_end = ran.passEnd;
   c.batch = item.batch;
   c.sample_begin = item.sampleBegin;
   c.deferred = deferred ? 1 : 0;
-  c.planned_us = item.plannedUs;
+  c.planned_us = ran.plannedUs;
   c.predicted_us = config_.fillBounded ? predicted * config_.timeScale : -1;
   c.admitted_us = admittedUs_ - task.beginUs;
   c.start_us = t0 - task.beginUs;
@@ -1053,6 +1070,7 @@ void Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
     ++overrunCount_;
     overrunUs_ += over;
   }
+  return ran.cut;
 }
 
 void Session::runTasks(BubbleTask &task) {

@@ -582,7 +582,8 @@ typedef struct pfrt_session_bubble_result {
  * flight; unbounded fill runs every chunk first. For a framework whose bubble is idle time it can
  * give away entirely (and for deterministic tests); the bubble stays open. */
 pfrt_status pfrt_session_bubble_wait(pfrt_session *session);
-/* Ends the open bubble: no further chunk starts; waits for the chunk in flight. bubble_id must be
+/* Ends the open bubble: no further chunk starts; waits for the chunk in flight (host, bounded
+ * policy: it stops at its next pass, the rest first in line for a later bubble). bubble_id must be
  * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL.
  * CUDA: marks the end on main_stream and returns without waiting; out_result is all zeros. */
 pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble_id,

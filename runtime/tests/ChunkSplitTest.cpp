@@ -261,6 +261,52 @@ TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
   EXPECT_EQ(completed[1], 0u);
 }
 
+// Sessions stop chunks between passes too. On the real clock: 4 layers of 5 ms planned at 4 ms in
+// all, so the chunk is admitted into a 12 ms bubble; its third pass ends past 12 ms, and it stops
+// there at the latest (sooner on a machine more than 1.2x slower than calibrated); the rest runs
+// first in the next bubble. With whole chunks (the contrast) it runs all four layers.
+TEST(ChunkSplitTest, SessionChunksStopBetweenPasses) {
+  constexpr uint32_t kIterations = 2;
+  ProgramPtr p = overCommitted(kIterations, 5000.0 / kBatch, kLayers, /*plannedUs=*/4000);
+  ASSERT_TRUE(p);
+  uint32_t firstEnd[2] = {0, 0}, secondBegin[2] = {0, 0};
+  const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
+  for (int k = 0; k < 2; ++k) {
+    pfrt_session_options o;
+    pfrt_session_options_init(&o);
+    o.backend = PFRT_BACKEND_HOST;
+    o.fill_policy = policies[k];
+    o.fill_idle_priority = 0;
+    pfrt_session *raw = nullptr;
+    ASSERT_EQ(pfrt_session_create(p.get(), 0, &o, &raw), PFRT_OK) << pfrt_last_error();
+    SessionPtr s(raw);
+    pfrt_session_bubble b{};
+    ASSERT_EQ(pfrt_session_bubble_get(s.get(), 0, &b), PFRT_OK) << pfrt_last_error();
+    for (uint32_t it = 0; it < kIterations; ++it) {
+      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 12000), PFRT_OK)
+          << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_wait(s.get()), PFRT_OK) << pfrt_last_error();
+      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr), PFRT_OK);
+      ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
+    }
+    uint32_t n = 0;
+    ASSERT_EQ(pfrt_session_chunk_count(s.get(), &n), PFRT_OK);
+    ASSERT_GE(n, 1u);
+    pfrt_session_chunk c{};
+    ASSERT_EQ(pfrt_session_chunk_get(s.get(), 0, &c), PFRT_OK);
+    EXPECT_EQ(c.layer_begin, 0u);
+    firstEnd[k] = c.layer_end;
+    if (n > 1) {
+      ASSERT_EQ(pfrt_session_chunk_get(s.get(), 1, &c), PFRT_OK);
+      secondBegin[k] = c.layer_begin;
+    }
+  }
+  EXPECT_GE(firstEnd[0], 1u);
+  EXPECT_LE(firstEnd[0], 3u) << "the chunk ran past its bubble to its last pass";
+  EXPECT_EQ(secondBegin[0], firstEnd[0]) << "the rest runs first in the next bubble";
+  EXPECT_EQ(firstEnd[1], kLayers); // whole chunks: never stopped
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt
