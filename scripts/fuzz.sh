@@ -50,8 +50,12 @@ for t in "${TARGETS[@]}"; do
     "$DIR/corpus/$t" "fuzz/corpus/$t" >"$DIR/findings/$t.log" 2>&1
   rc=$?
   set -e
-  # -fork=N (FUZZ_FLAGS) prints no stat:: lines; its last "#RUNS: cov: ..." status line counts.
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$DIR/findings/$t.log" | grep -o '[0-9]*$' ||
-         grep -o '^#[0-9]*: cov:' "$DIR/findings/$t.log" | tail -1 | grep -o '[0-9]*' || echo '?')
+  # One process: its stat:: line counts. -fork=N (FUZZ_FLAGS): the parent's stat:: line (when it
+  # prints one, e.g. when stopped by a signal) says 0, and its last "#RUNS: cov: ..." status line
+  # counts the jobs' inputs: the larger of the two is the count.
+  stat=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$DIR/findings/$t.log" | tail -1 |
+         grep -o '[0-9]*$' || echo 0)
+  status=$(grep -o '^#[0-9]*: cov:' "$DIR/findings/$t.log" | tail -1 | grep -o '[0-9]*' || echo 0)
+  runs=$(( stat > status ? stat : status ))
   echo "fuzz $t: exit $rc, $runs inputs, $(( $(date +%s) - start )) s, findings: $(ls "$DIR/findings/$t" | wc -l)"
 done
