@@ -329,9 +329,8 @@ public:
   }
   void begin(double originUs) override { start_ = originUs; }
   void threadBegin(StreamCtx &ctx) override {
-    auto *state = new HostStreamState;
-    state->intended = start_;
-    ctx.backendData = state;
+    // Pinning may fail (a CPU that does not exist): before the state is allocated, since
+    // threadEnd does not run for a thread whose threadBegin threw.
     const bool real = isReal(ctx.device);
     const bool fill = ctx.s->role != PFRT_STREAM_MAIN;
     const int32_t pin = fill && config_.fillCpu >= 0 ? config_.fillCpu : config_.cpu;
@@ -352,6 +351,9 @@ public:
       if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0)
         setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     }
+    auto *state = new HostStreamState;
+    state->intended = start_;
+    ctx.backendData = state;
   }
   void threadEnd(StreamCtx &ctx) override {
     delete static_cast<HostStreamState *>(ctx.backendData);
