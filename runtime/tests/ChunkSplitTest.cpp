@@ -220,6 +220,36 @@ TEST(ChunkSplitTest, AChunkLongerThanPredictedStopsBetweenPasses) {
   EXPECT_NEAR(j.checksum, ref->data.jobs[0].checksum, 1e-9 * std::abs(j.checksum));
 }
 
+// A host session of device 0 driven for `iterations` iterations: each begins the device's first
+// bubble with the framework's duration `bubbleUs`, gives it whole to fill (bubble_wait) and ends
+// it. Null (with a test failure) when a call fails.
+SessionPtr driveSession(pfrt_program *p, pfrt_fill_policy policy, uint32_t iterations,
+                        double bubbleUs) {
+  pfrt_session_options o;
+  pfrt_session_options_init(&o);
+  o.backend = PFRT_BACKEND_HOST;
+  o.fill_policy = policy;
+  o.fill_idle_priority = 0;
+  pfrt_session *raw = nullptr;
+  EXPECT_EQ(pfrt_session_create(p, 0, &o, &raw), PFRT_OK) << pfrt_last_error();
+  SessionPtr s(raw);
+  pfrt_session_bubble b{};
+  if (!s || pfrt_session_bubble_get(s.get(), 0, &b) != PFRT_OK) {
+    ADD_FAILURE() << "session: " << pfrt_last_error();
+    return nullptr;
+  }
+  for (uint32_t it = 0; it < iterations; ++it) {
+    if (pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, bubbleUs) != PFRT_OK ||
+        pfrt_session_bubble_wait(s.get()) != PFRT_OK ||
+        pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr) != PFRT_OK ||
+        pfrt_session_iteration_end(s.get()) != PFRT_OK) {
+      ADD_FAILURE() << "iteration " << it << ": " << pfrt_last_error();
+      return nullptr;
+    }
+  }
+  return s;
+}
+
 // Sessions apply the same rule. On the real clock (sessions time real work), with 8 layers of
 // 5 ms: the whole 40 ms chunk never fits a 25 ms bubble (predicted from the plan, and never
 // measured), while heads of it do, so the framework's bubbles complete batches.
@@ -230,23 +260,8 @@ TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
   uint64_t completed[2] = {0, 0}, run[2] = {0, 0};
   const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
   for (int k = 0; k < 2; ++k) {
-    pfrt_session_options o;
-    pfrt_session_options_init(&o);
-    o.backend = PFRT_BACKEND_HOST;
-    o.fill_policy = policies[k];
-    o.fill_idle_priority = 0;
-    pfrt_session *raw = nullptr;
-    ASSERT_EQ(pfrt_session_create(p.get(), 0, &o, &raw), PFRT_OK) << pfrt_last_error();
-    SessionPtr s(raw);
-    pfrt_session_bubble b{};
-    ASSERT_EQ(pfrt_session_bubble_get(s.get(), 0, &b), PFRT_OK) << pfrt_last_error();
-    for (uint32_t it = 0; it < kIterations; ++it) {
-      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 25000), PFRT_OK)
-          << pfrt_last_error();
-      ASSERT_EQ(pfrt_session_bubble_wait(s.get()), PFRT_OK) << pfrt_last_error();
-      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr), PFRT_OK);
-      ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
-    }
+    SessionPtr s = driveSession(p.get(), policies[k], kIterations, 25000);
+    ASSERT_TRUE(s);
     pfrt_session_stats st{};
     ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK);
     completed[k] = st.samples_completed;
@@ -272,23 +287,8 @@ TEST(ChunkSplitTest, SessionChunksStopBetweenPasses) {
   uint32_t firstEnd[2] = {0, 0}, secondBegin[2] = {0, 0};
   const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
   for (int k = 0; k < 2; ++k) {
-    pfrt_session_options o;
-    pfrt_session_options_init(&o);
-    o.backend = PFRT_BACKEND_HOST;
-    o.fill_policy = policies[k];
-    o.fill_idle_priority = 0;
-    pfrt_session *raw = nullptr;
-    ASSERT_EQ(pfrt_session_create(p.get(), 0, &o, &raw), PFRT_OK) << pfrt_last_error();
-    SessionPtr s(raw);
-    pfrt_session_bubble b{};
-    ASSERT_EQ(pfrt_session_bubble_get(s.get(), 0, &b), PFRT_OK) << pfrt_last_error();
-    for (uint32_t it = 0; it < kIterations; ++it) {
-      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 12000), PFRT_OK)
-          << pfrt_last_error();
-      ASSERT_EQ(pfrt_session_bubble_wait(s.get()), PFRT_OK) << pfrt_last_error();
-      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr), PFRT_OK);
-      ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
-    }
+    SessionPtr s = driveSession(p.get(), policies[k], kIterations, 12000);
+    ASSERT_TRUE(s);
     uint32_t n = 0;
     ASSERT_EQ(pfrt_session_chunk_count(s.get(), &n), PFRT_OK);
     ASSERT_GE(n, 1u);
