@@ -61,13 +61,9 @@ bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double 
   if (item.passEnd <= item.passBegin + 1 || !(roomUs > 0))
     return false;
   const uint32_t n = item.passEnd - item.passBegin;
-  std::vector<double> upTo(n + 1, 0.0); // planned cost of the first k passes
-  for (uint32_t k = 0; k < n; ++k)
-    upTo[k + 1] = upTo[k] + plannedPassUs(shape, item.passBegin + k, item.batch);
-  const bool byCost = upTo[n] > 0;
+  const std::vector<double> heads = plannedHeadsUs(item, shape);
   for (uint32_t k = n - 1; k >= 1; --k) {
-    const double share = byCost ? upTo[k] / upTo[n] : double(k) / n;
-    const double planned = item.plannedUs * share;
+    const double planned = heads[k];
     const double predicted =
         predictor.predict(item.passBegin, item.passBegin + k, item.batch, planned);
     if (predicted <= roomUs) {
@@ -81,21 +77,15 @@ bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double 
   return false;
 }
 
-double FillQueue::plannedHeadUs(const WorkItem &item, const JobShape &shape, uint32_t m) {
-  const uint32_t n = item.passEnd - item.passBegin;
-  if (n == 0 || m <= item.passBegin)
-    return 0;
-  if (m >= item.passEnd)
-    return item.plannedUs;
-  double head = 0, total = 0;
-  for (uint32_t p = item.passBegin; p < item.passEnd; ++p) {
-    const double c = plannedPassUs(shape, p, item.batch);
-    total += c;
-    if (p < m)
-      head += c;
-  }
-  const double share = total > 0 ? head / total : double(m - item.passBegin) / n;
-  return item.plannedUs * share;
+std::vector<double> FillQueue::plannedHeadsUs(const WorkItem &item, const JobShape &shape) {
+  const uint32_t n = item.passEnd > item.passBegin ? item.passEnd - item.passBegin : 0;
+  std::vector<double> upTo(n + 1, 0.0); // planned cost of the first k passes
+  for (uint32_t k = 0; k < n; ++k)
+    upTo[k + 1] = upTo[k] + plannedPassUs(shape, item.passBegin + k, item.batch);
+  const bool byCost = upTo[n] > 0;
+  for (uint32_t k = 0; k <= n; ++k)
+    upTo[k] = item.plannedUs * (byCost ? upTo[k] / upTo[n] : n ? double(k) / n : 1.0);
+  return upTo;
 }
 
 void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
@@ -124,12 +114,14 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   ex.bounded = config.fillBounded;
   ex.deadlineUs = deadlineUs;
   ex.predictedUs = predictedUs > 0 ? predictedUs * config.timeScale : 0;
+  std::vector<double> heads; // planned time of each head of `item`, when it may be cut
   if (deadlineNow && predictedUs > 0 && item.passEnd > item.passBegin + 1) {
+    heads = plannedHeadsUs(item, shape);
     // A pass's share of the chunk's prediction: the chunk's in proportion to planned costs.
     const double perPlannedUs = predictedUs * config.timeScale / std::max(item.plannedUs, 1e-9);
     ex.keepGoing = [&, perPlannedUs](uint32_t p) {
-      const double need =
-          perPlannedUs * (plannedHeadUs(item, shape, p + 1) - plannedHeadUs(item, shape, p));
+      const uint32_t k = p - item.passBegin;
+      const double need = perPlannedUs * (heads[k + 1] - heads[k]);
       return backend.streamNowUs(ctx) + need <= deadlineNow();
     };
   }
@@ -140,7 +132,7 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
     ran.startUs = backend.streamNowUs(ctx);
   ran.passEnd = data->run(ctx, flight.data, ex);
   ran.cut = ran.passEnd < item.passEnd;
-  ran.plannedUs = ran.cut ? plannedHeadUs(item, shape, ran.passEnd) : item.plannedUs;
+  ran.plannedUs = ran.cut ? heads[ran.passEnd - item.passBegin] : item.plannedUs;
   if (timed) {
     ran.endUs = backend.streamNowUs(ctx);
     if (cpu0 >= 0)

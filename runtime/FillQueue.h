@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace pfrt {
 
@@ -67,9 +68,10 @@ struct FillQueue {
   bool fittingHead(const WorkItem &item, const JobShape &shape, double roomUs, WorkItem *head,
                    double *predictedUs) const;
   static void dropHead(WorkItem &item, const WorkItem &head);
-  // The planned time of passes [item.passBegin, m) of `item`: its planned time in proportion to
-  // the passes' planned costs (by pass count where those are 0).
-  static double plannedHeadUs(const WorkItem &item, const JobShape &shape, uint32_t m);
+  // The planned time of each head of `item`, passes [item.passBegin, item.passBegin + k) for
+  // k = 0 .. its pass count: its planned time in proportion to the passes' planned costs (by
+  // pass count where those are 0).
+  static std::vector<double> plannedHeadsUs(const WorkItem &item, const JobShape &shape);
 
   struct Ran {
     bool completed = false; // the batch finished (its flight is gone)

@@ -48,11 +48,11 @@ double workUnitUs() {
   static const double unit = [] {
     initBlas();
     runWorkUnits(20); // warm-up (page faults, BLAS dispatch)
-    // The median of 15 trials in thread CPU time: the typical speed of the core while this
-    // thread holds it (timed on the wall clock, the time other processes held the core counted
-    // as the unit's on a loaded machine, and every later run did too little work: 0.4x the
-    // planned time was seen). (The best trial is the luckiest one: a run calibrated to it took 15-30%
-    // longer than planned on this VM.)
+    // The median of 15 trials, timed in thread CPU time: the typical speed of the core while
+    // this thread holds it. On the wall clock, the time other processes held the core counted
+    // as the unit's on a loaded machine, and later runs did too little work (0.4x the planned
+    // time was seen). The best trial is the luckiest one: a run calibrated to it took 15-30%
+    // longer than planned on this VM.
     std::vector<double> trials;
     for (int trial = 0; trial < 15; ++trial) {
       const int reps = 40;

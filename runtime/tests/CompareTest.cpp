@@ -96,10 +96,6 @@ TEST(CompareTest, SlowdownMovesWhenFillRunsUnbounded) {
   EXPECT_GT(ru.overrun_us, 0);
 }
 
-// The report says how much of an overrun the fill thread spent waiting for a core. Main and fill
-// share CPU 0 and fill runs at SCHED_IDLE: the 30 ms chunk (planned 0.4 ms, run unbounded) is
-// still running when main's 6 ms backward starts, and main takes the core from it for those 6 ms,
-// so the fill thread's wall time in the chunk exceeds its CPU time by at least most of that.
 // A CPU this process may run on other than `cpu`, or -1.
 int otherCpu(int cpu) {
   cpu_set_t set;
@@ -112,6 +108,10 @@ int otherCpu(int cpu) {
   return -1;
 }
 
+// The report says how much of an overrun the fill thread spent waiting for a core. Main and fill
+// share CPU 0 and fill runs at SCHED_IDLE: the 30 ms chunk (planned 0.4 ms, run unbounded) is
+// still running when main's 6 ms backward starts, and main takes the core from it for those 6 ms,
+// so the fill thread's wall time in the chunk exceeds its CPU time by at least most of that.
 TEST(CompareTest, OverrunCountsTheTimeTheFillThreadWaitedForItsCore) {
   ProgramPtr p = contended();
   pfrt_options o = measured();
