@@ -42,11 +42,12 @@ fi
 # A project virtual environment at .venv/ (git-ignored) built on Debian's python3 (python3-venv,
 # python3-dev for the headers), holding the pinned build and test dependencies. `pip install .`
 # of the pipefill package then runs with --no-build-isolation against these, so a test run needs
-# no downloads once this has run. Fast when everything is present (one import check).
+# no downloads once this has run. Fast when everything is present (one import check). lizard
+# measures function lengths for test/sizes.test.
 # Open MPI and mpi4py (its binary wheel loads Debian's libmpi) are groundwork for one process
 # per pipeline rank; ctest's mpi.smoke checks that mpirun starts two ranks that talk.
 PIPEFILL_PY_DEBS=(python3-venv python3-dev python3-pip libopenmpi-dev openmpi-bin)
-PIPEFILL_PY_PINS=(nanobind==2.9.2 scikit-build-core==0.11.6 numpy==2.2.6 pytest==8.4.2
+PIPEFILL_PY_PINS=(nanobind==2.9.2 scikit-build-core==0.11.6 numpy==2.2.6 pytest==8.4.2 lizard==1.24.3
                   mpi4py==4.1.2)
 py_missing=()
 for p in "${PIPEFILL_PY_DEBS[@]}"; do
@@ -70,7 +71,7 @@ fi
 # The stamp holds the pins it was made for; a changed pin list reinstalls.
 PIPEFILL_PY_STAMP="$PIPEFILL_VENV/.pipefill-pins"
 if [ "$(cat "$PIPEFILL_PY_STAMP" 2>/dev/null)" != "${PIPEFILL_PY_PINS[*]}" ] ||
-   ! "$PIPEFILL_VENV/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest, mpi4py' 2>/dev/null; then
+   ! "$PIPEFILL_VENV/bin/python" -c 'import nanobind, scikit_build_core, numpy, pytest, mpi4py, lizard' 2>/dev/null; then
   echo "setup: pip installing ${PIPEFILL_PY_PINS[*]} into $PIPEFILL_VENV"
   "$PIPEFILL_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_PY_PINS[@]}"
   echo "${PIPEFILL_PY_PINS[*]}" > "$PIPEFILL_PY_STAMP"

@@ -46,3 +46,14 @@ if os.path.exists(_torch_python) and subprocess.run(
 else:
     lit_config.note("torch is not installed in .venv: the torch tests are skipped")
 config.excludes.extend(["torch_tables.py", "make_trace.py", "check_trace_profile.py"])
+
+# lizard (from scripts/setup.sh, in the project's .venv) measures function lengths for
+# sizes.test; %venv_python runs that interpreter.
+_venv_python = os.path.join(config.pipefill_src_root, ".venv", "bin", "python")
+if os.path.exists(_venv_python) and subprocess.run(
+        [_venv_python, "-c", "import lizard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("lizard")
+    config.substitutions.append(("%venv_python", _venv_python))
+else:
+    lit_config.note("lizard is not installed in .venv: sizes.test is skipped")
