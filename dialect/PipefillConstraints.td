@@ -17,6 +17,15 @@ def Pipefill_NonNegF64 : ConfinedAttr<F64Attr, [
 def Pipefill_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
 def Pipefill_PosI64 : ConfinedAttr<I64Attr, [IntPositive]>;
 
+// Names and other text reach StreamPrograms (proto3 strings, which protobuf's
+// parser refuses unless they are UTF-8) and JSON reports: UTF-8 only, as the
+// JobSpec reader checks (support/Utf8.h).
+def Pipefill_Utf8 : AttrConstraint<
+    CPred<"::pipefill::isValidUtf8(::llvm::cast<::mlir::StringAttr>($_self).getValue())">,
+    "whose text is valid UTF-8">;
+def Pipefill_SymbolName : ConfinedAttr<SymbolNameAttr, [Pipefill_Utf8]>;
+def Pipefill_Str : ConfinedAttr<StrAttr, [Pipefill_Utf8]>;
+
 // Where a bubble sits in the iteration: the cases, named once. Each dialect
 // numbers them its own way: pipefill from 0, as the schedule algorithm does;
 // pfstream from 1, as the runtime's StreamProgram enums (0 = unspecified), so

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/PipefillOps.h"
 #include "support/Format.h"
+#include "support/Utf8.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"

@@ -48,7 +48,7 @@ def Pipefill_PipelineOp : Pipefill_Op<"pipeline", [
     ```
   }];
   let arguments = (ins
-    SymbolNameAttr:$sym_name,
+    Pipefill_SymbolName:$sym_name,
     Pipefill_ScheduleKind:$schedule,
     Pipefill_PosI64:$num_stages,
     Pipefill_PosI64:$num_microbatches,
@@ -314,7 +314,7 @@ def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
+  let arguments = (ins Pipefill_SymbolName:$sym_name,
                        Pipefill_JobKind:$kind,
                        Pipefill_NonNegI64:$samples,
                        DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$arrival_us,
@@ -322,7 +322,7 @@ def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [
                        // Results of pipefill-plan-fill.
                        OptionalAttr<Pipefill_NonNegF64>:$samples_per_iteration,
                        OptionalAttr<Pipefill_NonNegF64>:$efficiency,
-                       OptionalAttr<StrAttr>:$unscheduled);
+                       OptionalAttr<Pipefill_Str>:$unscheduled);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name $kind `samples` $samples attr-dict-with-keyword $body";
   let hasRegionVerifier = 1;
@@ -348,14 +348,14 @@ def Pipefill_LayerOp : Pipefill_Op<"layer", [HasParent<"FillJobOp">]> {
     pipefill.layer "encoder3" forward 2.0e1 weights 25165824 activations 1572864
     ```
   }];
-  let arguments = (ins StrAttr:$name,
+  let arguments = (ins Pipefill_Str:$name,
                        Pipefill_NonNegF64:$forward_us_per_sample,
                        Pipefill_NonNegI64:$weight_bytes,
                        Pipefill_NonNegI64:$activation_bytes_per_sample,
                        DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$backward_us_per_sample,
                        DefaultValuedAttr<Pipefill_NonNegI64, "0">:$grad_bytes,
                        DefaultValuedAttr<Pipefill_NonNegI64, "0">:$optimizer_bytes,
-                       OptionalAttr<StrAttr>:$workload,
+                       OptionalAttr<Pipefill_Str>:$workload,
                        OptionalAttr<Pipefill_PosI64>:$hidden,
                        OptionalAttr<Pipefill_PosI64>:$heads,
                        OptionalAttr<Pipefill_PosI64>:$seq,

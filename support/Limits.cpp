@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "support/Limits.h"
+#include "support/Utf8.h"
 
 #include <cmath>
 #include <cstdio>
@@ -327,6 +328,9 @@ bool isNumeric(const pb::FieldDescriptor *f) {
   }
 }
 
+/// A `string` field (`bytes` fields hold raw bytes and are not text).
+bool isText(const pb::FieldDescriptor *f) { return f->type() == pb::FieldDescriptor::TYPE_STRING; }
+
 /// The value as a double plus its exact text.
 double numericValue(const pb::Message &msg, const pb::FieldDescriptor *f, int index,
                     std::string &text) {
@@ -419,6 +423,11 @@ struct Walker {
             walk(r->GetRepeatedMessage(msg, f, k), nestedTree(msg, tree, f->name(), k),
                  path + "[" + std::to_string(k) + "]",
                  fieldPos(msg, tree, f->name(), k, parentPos));
+        } else if (isText(f)) {
+          for (int k = 0; k < n; ++k)
+            if (!checkUtf8(r->GetRepeatedString(msg, f, k), path + "[" + std::to_string(k) + "]",
+                           fieldPos(msg, tree, f->name(), k, parentPos)))
+              break;
         } else if (isNumeric(f)) {
           const FieldLimit *l = limitFor(f, msg, tree, parentPos);
           if (!l)
@@ -443,6 +452,10 @@ struct Walker {
              fieldPos(msg, tree, f->name(), -1, parentPos));
         continue;
       }
+      if (isText(f)) {
+        checkUtf8(r->GetString(msg, f), path, fieldPos(msg, tree, f->name(), -1, parentPos));
+        continue;
+      }
       if (!isNumeric(f))
         continue;
       const FieldLimit *l = limitFor(f, msg, tree, parentPos);
@@ -453,6 +466,20 @@ struct Walker {
       if (!inRange(*l, v))
         error(fieldPos(msg, tree, f->name(), -1, parentPos), rangeMessage(path, *l, v, text));
     }
+  }
+
+  /// proto3 strings must be UTF-8 (protobuf's binary parser refuses a
+  /// StreamProgram whose strings are not; its text parser takes any escaped
+  /// byte), so text reaches no later stage, file or JSON report unless it is.
+  bool checkUtf8(const std::string &value, const std::string &path, SourcePos pos) {
+    size_t bad = firstInvalidUtf8(value);
+    if (bad == std::string::npos)
+      return true;
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(value[bad])));
+    error(pos, path + " is not valid UTF-8 (byte " + std::to_string(bad) + " is " + hex +
+                   "): text fields must be UTF-8");
+    return false;
   }
 
   static bool inRange(const FieldLimit &l, double v) {

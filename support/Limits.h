@@ -46,7 +46,7 @@ const CountLimit *findCountLimit(const std::string &fullName);
 /// field against its count limit. Errors name the field path ("stage[0].
 /// forward_us") and, with a tree, its file:line:col. False on any error.
 /// A numeric field without a table entry is itself reported (a schema change
-/// that forgot its limit).
+/// that forgot its limit). Every `string` field must be UTF-8 (support/Utf8.h).
 bool checkLimits(const google::protobuf::Message &msg,
                  const google::protobuf::TextFormat::ParseInfoTree *tree,
                  const std::string &file, Diagnostics &diags,

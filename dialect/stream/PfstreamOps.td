@@ -80,7 +80,7 @@ def Pfstream_ProgramOp : Pfstream_Op<"program", [
     }
     ```
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name,
+  let arguments = (ins Pipefill_SymbolName:$sym_name,
                        Pfstream_NonNegI64:$iterations,
                        Pfstream_NonNegF64:$planned_iteration_us,
                        DefaultValuedAttr<Pfstream_NonNegI64, "0">:$seed);
@@ -139,7 +139,7 @@ def Pfstream_EventOp : Pfstream_Op<"event", [HasParent<"DeviceOp">]> {
     pfstream.event 0 "bubble0"
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$index, StrAttr:$name);
+  let arguments = (ins Pfstream_NonNegI64:$index, Pipefill_Str:$name);
   let assemblyFormat = "$index $name attr-dict";
 }
 

@@ -180,3 +180,23 @@ TEST(LayerRules, RejectsWhatTheRuntimeCannotRun) {
 }
 
 } // namespace
+
+// Protobuf's text parser takes any escaped byte in a string; a name that is not UTF-8 could
+// not be written to a StreamProgram (whose binary parser would refuse it) or a JSON report, so
+// the reader refuses it at its place.
+TEST(Limits, TextFieldsMustBeUtf8) {
+  JobSpec spec;
+  pb::TextFormat::ParseInfoTree tree;
+  Diagnostics d;
+  ASSERT_TRUE(parseTextProto("j.pbtxt",
+                             "name: \"caf\\303\\251\"\nfill_job {\n  name: \"b\\xffrt\"\n}\n",
+                             spec, &tree, d))
+      << d.str();
+  EXPECT_FALSE(checkLimits(spec, &tree, "j.pbtxt", d));
+  EXPECT_EQ(d.str(), "j.pbtxt:3:3: error: fill_job[0].name is not valid UTF-8 (byte 1 is "
+                     "0xff): text fields must be UTF-8");
+  // The same name in valid UTF-8 passes (the first name, "café", already did).
+  spec.mutable_fill_job(0)->set_name("b\xC3\xA9rt");
+  Diagnostics d2;
+  EXPECT_TRUE(checkLimits(spec, nullptr, "j.pbtxt", d2)) << d2.str();
+}

@@ -313,3 +313,18 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
   }
 }
+
+// -----
+
+// Names reach StreamPrograms (proto3 strings) and JSON reports: UTF-8 only.
+// expected-error @+1 {{attribute 'sym_name' failed to satisfy constraint: string attribute whose text is valid UTF-8}}
+pipefill.fill_job @"b\FFrt" inference samples 10 {
+  pipefill.layer "enc" forward 2.0e1 weights 100 activations 10
+}
+
+// -----
+
+pipefill.fill_job @bert inference samples 10 {
+  // expected-error @+1 {{attribute 'name' failed to satisfy constraint: string attribute whose text is valid UTF-8}}
+  pipefill.layer "e\C3" forward 2.0e1 weights 100 activations 10
+}

@@ -293,3 +293,10 @@ pfstream.program @p iterations 1 planned 1.0 {
     }
   }
 }
+
+// -----
+
+// Names become proto3 strings of the StreamProgram: UTF-8 only.
+// expected-error @+1 {{attribute 'sym_name' failed to satisfy constraint: string attribute whose text is valid UTF-8}}
+pfstream.program @"p\80" iterations 1 planned 1.0 {
+}
