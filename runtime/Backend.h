@@ -117,12 +117,15 @@ struct FillExec {
   double plannedUs = 0;
   double timeScale = 1.0;
   // Bubble bound (host clock, real us): the chunk's bubble is predicted to end at deadlineUs and
-  // the chunk to take predictedUs. The host checks before starting; CUDA checks on the device
-  // (a chunk whose bubble ended by the time the fill stream reaches it returns at once).
+  // the chunk to take predictedUs. The fill stream's thread checks before starting the chunk, on
+  // every backend: on CUDA against the GPU's progress (bubble edges are GPU events resolved to the
+  // host clock, and the fill thread runs one chunk at a time; docs/runtime.md section 4b). There
+  // is no device-side check: a chunk the host has started runs to its end.
   bool bounded = false;
   double deadlineUs = 0, predictedUs = 0;
-  // Host, bounded: asked before each pass after the first; false stops the chunk before that
-  // pass (the passes from it on are left for later). Empty: every pass runs.
+  // Bounded: asked before each pass after the first; false stops the chunk before that pass (the
+  // passes from it on are left for later). Empty: every pass runs. The host backend asks it; the
+  // CUDA workloads enqueue a chunk's passes at once and do not.
   std::function<bool(uint32_t pass)> keepGoing;
 };
 

@@ -1,7 +1,9 @@
 // libFuzzer target: the whole compiler on a JobSpec text, as pipefill-compile runs it: import
 // (front end and IR construction), --pipefill-compile (expand, simulate, bubbles, plan fill,
 // verify plan), verify the IR, lower to stream programs and export the StreamProgram. Errors
-// are diagnostics; any crash, sanitizer report, hang (-timeout) or memory blow-up is a finding.
+// are diagnostics; any crash, sanitizer report, hang (-timeout) or memory blow-up is a finding,
+// and so is an exported StreamProgram that the runtime's loader and validator refuse (whatever
+// the compiler accepts, the runtime runs: docs/reliability.md).
 // Pipelines of more than 64 instructions' worth (stages x micro-batches x virtual stages) are
 // skipped after import. Every schedule kind fits (4 x 8 x 2 interleaved, 2 x 32, ...), and the
 // planner's work depends more on the fill jobs and stage costs than on the pipeline's length;
@@ -14,6 +16,7 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillDialect.h"
 #include "passes/Passes.h"
+#include "runtime/pfrt.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
@@ -24,6 +27,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pipefill::fuzz::QuietContext quiet;
@@ -50,6 +55,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   std::string program;
   llvm::raw_string_ostream os(program);
-  (void)pipefill::exportStreamProgram(*module, os, /*text=*/false);
+  if (mlir::failed(pipefill::exportStreamProgram(*module, os, /*text=*/false)))
+    return 0;
+  pfrt_program *loaded = nullptr;
+  if (pfrt_program_load_memory(program.data(), program.size(), "fuzz.pb", &loaded) != PFRT_OK ||
+      pfrt_program_validate(loaded) != PFRT_OK) {
+    std::fprintf(stderr, "the runtime refused the compiler's StreamProgram: %s\n",
+                 pfrt_last_error());
+    std::abort();
+  }
+  pfrt_program_destroy(loaded);
   return 0;
 }
