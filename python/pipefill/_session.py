@@ -118,11 +118,17 @@ class Session:
             backend,
         )
         self._runners: list[_TaskRunner] = []
+        self._backend = backend
 
     # -- the plan, as this rank sees it -------------------------------------------------------
     @property
     def rank(self) -> int:
         return int(self._s.info()["rank"])
+
+    @property
+    def backend(self) -> str:
+        """``"host"`` or ``"cuda"``, as given when the session was made."""
+        return self._backend
 
     @property
     def ranks(self) -> int:
@@ -241,9 +247,10 @@ class Session:
         skipped_memory, overruns, overrun_us, done, failed. Between bubbles."""
         return [self._s.task_get(t) for t in range(self._s.task_count())]
 
-    def begin(self, bubble: int, duration_us: float = 0.0) -> None:
-        """pfrt_session_bubble_begin (prefer ``with session.bubble(k)``)."""
-        self._s.begin(bubble, duration_us)
+    def begin(self, bubble: int, duration_us: float = 0.0, *, stream: Any = None) -> None:
+        """pfrt_session_bubble_begin (prefer ``with session.bubble(k)``); ``stream`` as for
+        :meth:`bubble`."""
+        self._s.begin(bubble, duration_us, _stream_handle(stream))
 
     def end(self, bubble: int) -> dict[str, Any]:
         """pfrt_session_bubble_end; ``bubble`` -1 ends an unplanned one."""

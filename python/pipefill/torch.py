@@ -64,13 +64,22 @@ function bypassed the stage) raises on that rank before the compute, and its
 peers fail at the process group's timeout (give ``init_process_group`` a
 ``timeout``).
 
-CUDA: fill has to run on a low-priority CUDA stream gated on the main stream.
-The C API's CUDA sessions do that (docs/integration.md, "CUDA sessions"), and
-``pipefill.Session(..., backend="cuda")`` with ``session.bubble(k, stream=...)``
-reaches them from Python, but they have not run on a GPU yet, and this wrapper
-times gaps on the host, which says nothing about the GPU's stream; until both
-are settled, a schedule whose stages are on a CUDA device is refused
-(:class:`NotImplementedError`).
+CUDA: stages on a CUDA device need a CUDA session (``pipefill.Session(...,
+backend="cuda")``, made with the stages' GPU current). Each bubble is then begun
+and ended on the stage's current CUDA stream (``session.begin(k, d, stream=...)``,
+the C API's CUDA sessions, docs/integration.md): the calls record events on the
+stream and return at once, and the session's worker runs fill on a low-priority
+stream of the same GPU from the moment the stream passes the begin event until it
+passes the end event, so what is filled is the GPU's gap (the stream waiting in
+torch's receives), not the host's. Gaps and compute actions are timed with CUDA
+events on that stream instead of ``time.perf_counter``, and ``step`` waits for
+the stream to finish the step's last action to read them. The CUDA path is
+written but has not yet run on a GPU: its test
+(``test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps``) skips
+without one, and ``scripts/gpu-check.sh`` does not run it yet (the device
+machines' Python is 3.12 with torch 2.11; this package is built for the
+project's own venv). A stage on a GPU with a host session, or CPU stages with a
+CUDA session, is refused with :class:`ValueError`.
 """
 
 from __future__ import annotations
@@ -92,6 +101,9 @@ __all__ = [
 ]
 
 COMPUTE_KINDS = ("forward", "backward", "backward_input", "backward_weight")
+# What last_step sums over the step's bubbles (fill jobs, then fill tasks).
+_FILL_TOTALS = {"fill_us": 0.0, "chunks_run": 0, "samples_completed": 0, "end_wait_us": 0.0,
+                "task_steps": 0, "task_samples": 0, "task_us": 0.0}
 _LETTER = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
 _KIND_OF_TYPE = {
     _S.FORWARD: "forward",
@@ -188,6 +200,57 @@ def plan_compute_order(session: Session) -> list[tuple[int, str, int, int]]:
     ]
 
 
+class _HostClock:
+    """Marks and spans on the host clock (``time.perf_counter``)."""
+
+    def mark(self) -> Any:
+        return time.perf_counter()
+
+    def span_us(self, begin: Any, end: Any) -> float:
+        return (end - begin) * 1e6
+
+    def finish(self, last: Any) -> None:
+        pass
+
+
+class _CudaClock:
+    """Marks recorded as CUDA events on the device's current stream: spans are the GPU's,
+    readable once the stream has passed them (``finish`` waits for the last mark)."""
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+
+    def stream(self) -> Any:
+        return torch.cuda.current_stream(self.device)
+
+    def mark(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(self.stream())
+        return event
+
+    def span_us(self, begin: Any, end: Any) -> float:
+        return float(begin.elapsed_time(end)) * 1e3  # ms -> us
+
+    def finish(self, last: Any) -> None:
+        last.synchronize()
+
+
+def _stage_device(stages: list[Any]) -> Any:
+    """The CUDA device of the stages (None: CPU stages); stages on different devices are
+    refused (a rank's stages share its GPU and stream)."""
+    devices = set()
+    for st in stages:
+        device = getattr(st, "device", None)
+        devices.add(torch.device("cpu") if device is None else torch.device(device))
+    if len(devices) > 1:
+        raise ValueError(
+            "pipefill.torch: this rank's stages are on different devices "
+            f"({', '.join(sorted(str(d) for d in devices))}); they must share one"
+        )
+    device = devices.pop()
+    return device if device.type == "cuda" else None
+
+
 def _gap_of(compute_op_indices: list[int], after_op: int) -> int:
     """The compute position (0-based, -1: before the first) a bubble after op
     ``after_op`` follows: the last compute op at or before it."""
@@ -211,7 +274,8 @@ class FilledSchedule:
     with its planned duration (times the session's ``time_scale``);
     ``"measured"`` (default) with the length this gap had in the previous step
     (filled or not), measured with ``time.perf_counter`` (the framework's own timer, what
-    ``pfrt_session_bubble_begin`` takes), planned the first time.
+    ``pfrt_session_bubble_begin`` takes; on CUDA with CUDA events on the stage's
+    stream), planned the first time.
     ``check_all_ranks``: exchange the construction check over the stages'
     process group (collective: every rank must make its wrapper).
 
@@ -233,10 +297,10 @@ class FilledSchedule:
         self.session = session
         self.duration = duration
         self._stages = _local_stages(schedule)
-        refused: Optional[NotImplementedError] = None
+        refused: Optional[ValueError] = None
         try:
             error = self._check()
-        except NotImplementedError as e:  # CUDA: raised after the exchange, like the others
+        except ValueError as e:  # devices and backend: raised after the exchange, like the others
             refused, error = e, str(e)
         if check_all_ranks and dist.is_available() and dist.is_initialized():
             group = self._stages[0].group
@@ -264,6 +328,8 @@ class FilledSchedule:
             for g, bs in gaps.items()
         }
         self._measured_us: dict[int, float] = {}
+        self._clock: Any = _CudaClock(self._device) if self._device is not None else _HostClock()
+        self._fill_totals = self._session_totals() if self._device is not None else None
 
         # Per-step state.
         self._active = False
@@ -280,16 +346,20 @@ class FilledSchedule:
         """None when the schedule and the plan agree on this rank; else what differs."""
         s0 = self._stages[0]
         rank = int(s0.group_rank)
-        for st in self._stages:
-            device = getattr(st, "device", None)
-            if device is not None and torch.device(device).type == "cuda":
-                raise NotImplementedError(
-                    "pipefill.torch: stage "
-                    f"{st.stage_index} is on {device}: CUDA fill needs a low-priority stream "
-                    "gated on the main stream; CUDA sessions (pipefill.Session(..., "
-                    "backend='cuda'), bubble(k, stream=...)) do that but have not run on a "
-                    "GPU yet, and this wrapper times bubbles on the host (host/CPU stages only)"
-                )
+        self._device = _stage_device(self._stages)
+        backend = getattr(self.session, "backend", "host")
+        if self._device is not None and backend != "cuda":
+            raise ValueError(
+                f"pipefill.torch: stage {s0.stage_index} is on {self._device} but the session's "
+                f"backend is {backend!r}: make it with pipefill.Session(..., backend='cuda') "
+                "(fill then runs on a low-priority stream of that GPU, gated on the stage's "
+                "stream)"
+            )
+        if self._device is None and backend == "cuda":
+            raise ValueError(
+                f"pipefill.torch: stage {s0.stage_index} is on the CPU but the session's backend "
+                "is 'cuda': make it with pipefill.Session(..., backend='host')"
+            )
         where = f"rank {rank}"
         if self.session.rank != rank:
             return f"{where}: the session is for rank {self.session.rank} of the plan"
@@ -355,11 +425,11 @@ class FilledSchedule:
             mb = args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
             kind, index = kind_of(args[1:], kwargs), int(stage.stage_index)
             self._before_compute(kind, index, int(mb))
-            t0 = time.perf_counter()
+            t0 = self._clock.mark()
             result = original(*args, **kwargs)
-            self._compute_us.append(
-                (f"{index}{_LETTER[kind]}{int(mb)}", (time.perf_counter() - t0) * 1e6))
-            self._after_compute()
+            t1 = self._clock.mark()
+            self._compute_marks.append((f"{index}{_LETTER[kind]}{int(mb)}", t0, t1))
+            self._after_compute(t1)
             return result
 
         call.__wrapped__ = original  # type: ignore[attr-defined]
@@ -385,31 +455,38 @@ class FilledSchedule:
         ``fill=False`` runs the step with the order still checked and the gaps
         measured, but no bubble begun and no ``iteration_end`` (the session's
         fill waits): for measuring the main job alone. Afterwards
-        :attr:`last_step` holds what was measured (``time.perf_counter``): the
-        step's wall time ``step_s``, every compute action's time
-        (``compute_us``: ``[("2F3", us), ...]``, the stage's own call, without
+        :attr:`last_step` holds what was measured, on the clock named in ``clock``
+        (``"perf_counter"``, or ``"cuda_events"`` on the stage's stream for CUDA
+        stages): the step's wall time ``step_s`` (host), every compute action's
+        time (``compute_us``: ``[("2F3", us), ...]``, the stage's own call, without
         the waits around it), every gap's length (``gap_us``: gap -> us, -1
         before the first compute) and, per begun bubble, what ``bubble_end``
-        returned (``bubbles``; summed in ``fill_us``, ``chunks_run``,
+        returned (``bubbles``); ``fill_us``, ``chunks_run``,
         ``samples_completed``, ``end_wait_us`` for the plan's fill jobs and
-        ``task_steps``, ``task_samples``, ``task_us`` for fill tasks)."""
+        ``task_steps``, ``task_samples``, ``task_us`` for fill tasks sum the
+        bubbles (on CUDA, where ``bubble_end`` returns before the GPU has run
+        the bubble, they are the session's totals over the step)."""
         if self._active:
             raise RuntimeError("pipefill.torch: step() called from inside a step")
         self._active, self._fill, self._pos, self._open = True, fill, 0, None
         self._results: list[dict[str, Any]] = []
-        self._gaps_us: dict[int, float] = {}
-        self._compute_us: list[tuple[str, float]] = []
+        self._gap_marks: list[tuple[int, Any, Any]] = []
+        self._compute_marks: list[tuple[str, Any, Any]] = []
         self._fill_error: Optional[BaseException] = None
         t0 = time.perf_counter()
-        self._enter_gap(-1, t0)
+        self._enter_gap(-1, self._clock.mark())
         failed = True
         try:
             out = self.schedule.step(*args, **kwargs)
             failed = False
         finally:
-            now = time.perf_counter()
-            self._leave_gap(now)
+            last = self._clock.mark()
+            self._leave_gap(last)
             self._active = False
+            # CUDA: the marks are events on the stage's stream; wait for the last one.
+            self._clock.finish(last)
+            now = time.perf_counter()
+            gaps_us = self._read_spans()
             if fill:
                 self.session.iteration_end()
         if self._fill_error is not None:
@@ -424,22 +501,40 @@ class FilledSchedule:
         self.last_step = {
             "fill": fill,
             "step_s": now - t0,
+            "clock": "cuda_events" if self._device is not None else "perf_counter",
             "bubbles": self._results,
-            "gap_us": dict(self._gaps_us),
-            "compute_us": list(self._compute_us),
-            "fill_us": sum(r.get("fill_us", 0.0) for r in self._results),
-            "chunks_run": sum(r.get("chunks_run", 0) for r in self._results),
-            "samples_completed": sum(r.get("samples_completed", 0) for r in self._results),
-            "end_wait_us": sum(r.get("end_wait_us", 0.0) for r in self._results),
-            # Fill tasks (pipefill.FillTask, Session.add_task): their steps in this step's bubbles.
-            "task_steps": sum(r.get("task_steps", 0) for r in self._results),
-            "task_samples": sum(r.get("task_samples", 0) for r in self._results),
-            "task_us": sum(r.get("task_us", 0.0) for r in self._results),
+            "gap_us": gaps_us,
+            "compute_us": self._compute_us,
         }
+        if self._fill_totals is None:
+            totals = {k: sum((r.get(k, zero) for r in self._results), zero)
+                      for k, zero in _FILL_TOTALS.items()}
+        else:
+            # CUDA: bubble_end returns before the GPU has run the bubble (its result is zeros);
+            # the session's totals, read once the stream has passed the step, say what ran.
+            now_totals = self._session_totals()
+            totals = {k: now_totals[k] - self._fill_totals[k] for k in _FILL_TOTALS}
+            self._fill_totals = now_totals
+        self.last_step.update(totals)
         return out
 
+    def _session_totals(self) -> dict[str, Any]:
+        report = self.session.report()
+        return {k: report.get(k, zero) for k, zero in _FILL_TOTALS.items()}
+
+    def _read_spans(self) -> dict[int, float]:
+        """Gap and compute times of the step from the clock's marks (the next step's
+        ``duration="measured"`` bubbles use the gaps)."""
+        gaps_us = {}
+        for gap, begin, end in self._gap_marks:
+            gaps_us[gap] = self._clock.span_us(begin, end)
+            self._measured_us[gap] = gaps_us[gap]
+        self._compute_us = [(label, self._clock.span_us(a, b))
+                            for label, a, b in self._compute_marks]
+        return gaps_us
+
     def _before_compute(self, kind: str, stage: int, mb: int) -> None:
-        self._leave_gap(time.perf_counter())
+        self._leave_gap(self._clock.mark())
         pos = self._pos
         if pos >= len(self._compute):
             raise ScheduleMismatchError(
@@ -454,27 +549,29 @@ class FilledSchedule:
                 f"{self._plan_op_text(pos)}"
             )
 
-    def _after_compute(self) -> None:
+    def _after_compute(self, mark: Any) -> None:
         self._pos += 1
-        self._enter_gap(self._pos - 1, time.perf_counter())
+        self._enter_gap(self._pos - 1, mark)
 
-    def _enter_gap(self, gap: int, now: float) -> None:
-        self._gap_start = (gap, now)
+    def _enter_gap(self, gap: int, mark: Any) -> None:
+        self._gap_start = (gap, mark)
         if not self._fill:
             return
         bubble = self._bubble_of_gap.get(gap)
         if bubble is None:
             return
         duration_us = self._measured_us.get(gap, 0.0) if self.duration == "measured" else 0.0
-        self.session.begin(bubble, duration_us)
-        self._open = (gap, bubble, now)
+        if self._device is not None:
+            self.session.begin(bubble, duration_us, stream=self._clock.stream())
+        else:
+            self.session.begin(bubble, duration_us)
+        self._open = (gap, bubble, mark)
 
-    def _leave_gap(self, now: float) -> None:
+    def _leave_gap(self, mark: Any) -> None:
         if self._gap_start is not None:
             gap, began = self._gap_start
-            self._gaps_us[gap] = (now - began) * 1e6
-            # Measured before bubble_end (which may wait for a chunk in flight).
-            self._measured_us[gap] = (now - began) * 1e6
+            # Marked before bubble_end (which may wait for a chunk in flight).
+            self._gap_marks.append((gap, began, mark))
             self._gap_start = None
         if self._open is not None:
             gap, bubble, _ = self._open

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import types
 
 import pytest
 
@@ -310,13 +311,108 @@ def test_order_changed_after_wrapping_stops_before_the_compute():
         filled.close()
 
 
-def test_cuda_stages_are_refused():
+def test_devices_must_match_the_session_backend():
     plan = pipefill.compile(job("ONE_F_ONE_B"))
+    # A stage on a GPU needs a CUDA session (fill on that GPU, gated on the stage's stream).
     sched, _ = make_schedule("Schedule1F1B", 0)
     sched._stage.device = torch.device("cuda", 0)
     with pipefill.Session(plan, 0) as session:
-        with pytest.raises(NotImplementedError, match="low-priority stream"):
+        assert session.backend == "host"
+        with pytest.raises(ValueError, match=r"stage 0 is on cuda:0 but the session's backend is "
+                                             r"'host': make it with pipefill.Session\(\.\.\., "
+                                             r"backend='cuda'\)"):
             pft.FilledSchedule(sched, session)
+    # CPU stages with a CUDA session (only its backend is read before the refusal: no GPU here).
+    sched, _ = make_schedule("Schedule1F1B", 0)
+    with pytest.raises(ValueError, match="stage 0 is on the CPU but the session's backend is "
+                                         "'cuda'"):
+        pft.FilledSchedule(sched, types.SimpleNamespace(backend="cuda"), check_all_ranks=False)
+    # A rank's stages share one device.
+    sched, _ = make_schedule("ScheduleInterleaved1F1B", 0, v=2)
+    sched._stages[1].device = torch.device("cuda", 0)
+    with pipefill.Session(plan, 0) as session:
+        with pytest.raises(ValueError, match=r"stages are on different devices \(cpu, cuda:0\)"):
+            pft.FilledSchedule(sched, session)
+
+
+class GpuStage(RecordingStage):
+    """A recording stage on cuda:0 whose compute keeps its stream busy for the plan's time
+    (``torch.cuda._sleep``) and whose receives make the stream wait as long as the plan's
+    bubble before that compute (a one-thread spin on the stream: the GPU's other SMs are
+    free for fill, as while a real stream waits on a peer's NCCL send)."""
+
+    def __init__(self, *args, spin_us, recv_wait_us):
+        super().__init__(*args)
+        self.device = torch.device("cuda", 0)
+        self.spin_us, self.recv_wait_us = spin_us, recv_wait_us
+
+    def forward_one_chunk(self, mb, args=(), kwargs=None, save_forward_output=True):
+        self.spin_us(1000)
+        return super().forward_one_chunk(mb, args, kwargs, save_forward_output)
+
+    def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
+        self.spin_us(2000)
+        super().backward_one_chunk(mb, loss, full_backward, last_backward)
+
+    def get_bwd_recv_ops(self, mb):
+        self.spin_us(self.recv_wait_us.get(("backward", mb), 0.0))
+        return []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or pipefill.cuda_device_count() == 0,
+                    reason="no CUDA device: the CUDA path of pipefill.torch has not run")
+def test_cuda_stages_fill_the_streams_gaps():
+    torch.cuda.set_device(0)
+    # Cycles of torch.cuda._sleep per microsecond on this GPU, from CUDA events.
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    torch.cuda._sleep(10_000_000)
+    e1.record()
+    e1.synchronize()
+    cycles_per_us = 10_000_000 / (e0.elapsed_time(e1) * 1e3)
+
+    def spin_us(us):
+        if us > 0:
+            torch.cuda._sleep(int(us * cycles_per_us))
+
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    session = pipefill.Session(plan, 0, world_size=P, backend="cuda")
+    compute = [op for op in session.ops() if op["kind"] in COMPUTE]
+    compute_index = [i for i, op in enumerate(session.ops()) if op["kind"] in COMPUTE]
+    # The plan's bubble before each compute op, as the stream's wait in the receive before it.
+    recv_wait_us, gap_bubble_us = {}, {}
+    for b in session.bubbles():
+        gap = len([i for i in compute_index if i <= b["after_op"]]) - 1
+        gap_bubble_us[gap] = gap_bubble_us.get(gap, 0.0) + b["planned_duration_us"]
+    for gap, us in gap_bubble_us.items():
+        nxt = compute[gap + 1] if gap + 1 < len(compute) else None
+        if nxt is not None and nxt["kind"] == "backward":
+            recv_wait_us[("backward", nxt["microbatch"])] = us
+    assert recv_wait_us, "the plan of stage 0 has bubbles before its backwards"
+
+    log = []
+    stage = GpuStage(0, P, P, 0, log, spin_us=spin_us, recv_wait_us=recv_wait_us)
+    sched = S.Schedule1F1B(stage, M, loss_fn=lambda out, target: out)
+    sched._initialize_stage = lambda *a, **k: None
+    with pft.FilledSchedule(sched, session) as filled:
+        for _ in range(4):
+            run_step(filled.step)
+        step = filled.last_step
+    assert step["clock"] == "cuda_events"
+    # The CUDA events time what the stream did: each compute its spin, each emulated wait its.
+    for label, us in step["compute_us"]:
+        want = 1000 if "F" in label else 2000
+        assert 0.8 * want <= us <= 1.5 * want + 200, (label, us)
+    for (kind, mb), want in recv_wait_us.items():
+        gap = next(g for g, op in enumerate(compute) if op["kind"] == kind and
+                   op["microbatch"] == mb) - 1
+        assert 0.8 * want <= step["gap_us"][gap] <= 1.5 * want + 200, (gap, step["gap_us"][gap])
+    # Fill ran in those gaps: chunks on the fill stream, bounded by the gaps' ends.
+    assert step["chunks_run"] > 0 and step["samples_completed"] > 0
+    chunks = [c for c in session.chunks() if not c["deferred"]]
+    inside = [c for c in chunks if c["end_us"] <= c["deadline_us"] + 200]
+    assert len(inside) >= 0.75 * len(chunks), chunks
+    session.close()
 
 
 def test_bad_duration_option():
