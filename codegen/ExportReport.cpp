@@ -10,6 +10,7 @@
 #include "codegen/Translate.h"
 #include "support/Format.h"
 
+#include "mlir/IR/Threading.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -19,6 +20,76 @@
 using namespace mlir;
 
 namespace pipefill {
+
+namespace {
+/// What one stage adds to the pipeline's totals, kept term by term so that
+/// the totals are summed in the same order whether stages are read one by
+/// one or in parallel (the report's doubles do not depend on the threads).
+struct StageTerms {
+  std::vector<double> usefulUs; ///< per fill chunk, in IR order
+  double overrunUs = 0;
+};
+
+ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iterationUs,
+                        StageTerms &terms) {
+  ReportStage rs;
+  rs.stage = stage.getIndex();
+  rs.busyUs = stage.getBusyUs() ? stage.getBusyUs()->convertToDouble() : 0;
+  rs.idleUs = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : iterationUs - rs.busyUs;
+  rs.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
+  SteadyState steady(stage);
+  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
+    ReportBubble rb;
+    rb.startUs = bubble.getStartUs().convertToDouble();
+    rb.durationUs = bubble.getDurationUs().convertToDouble();
+    rb.freeBytes = bubble.getFreeBytes();
+    rb.kind = stringifyBubbleKind(bubble.getKind());
+    rb.filledUs = 0;
+    for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+      ReportFill f{fill.getJob(),
+                   (int64_t)fill.getLayerBegin(),
+                   (int64_t)fill.getLayerEnd(),
+                   (int64_t)fill.getBatch(),
+                   (int64_t)fill.getPeakBytes(),
+                   (int64_t)fill.getIteration(),
+                   (int64_t)fill.getRepeat(),
+                   fill.getPredictedUs().convertToDouble()};
+      double weight = steady.weight(fill);
+      rb.filledUs += weight * f.predictedUs;
+      terms.usefulUs.push_back(weight * jobs.dedicatedUs(fill));
+      rb.fills.push_back(std::move(f));
+    }
+    terms.overrunUs += std::max(0.0, worstIterationFillUs(bubble) - rb.durationUs);
+    rs.bubbles.push_back(std::move(rb));
+  }
+  // Planned fill per job on this stage (one pass over the stage's fills).
+  llvm::StringMap<double> filledByJob;
+  for (const ReportBubble &rb : rs.bubbles)
+    for (const ReportFill &f : rb.fills)
+      filledByJob[f.job] += steady.weight(f.job, f.iteration, f.repeat) * f.predictedUs;
+  for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+    rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
+                       a.getSamplesPerIteration().convertToDouble(),
+                       filledByJob.lookup(a.getJob())});
+  // Written by pipefill-plan-fill (passes/FillIR.h, kFillAccountAttr).
+  if (auto account = stage->getAttrOfType<DictionaryAttr>("pipefill.fill_account")) {
+    ReportFillAccount acc;
+    for (NamedAttribute field : account)
+      if (auto v = llvm::dyn_cast<FloatAttr>(field.getValue()))
+        acc.fields.push_back({field.getName().str(), v.getValueAsDouble()});
+    static const char *const kOrder[] = {
+        "bubble_us", "filled_us", "useful_us", "switch_us", "launch_us", "other_overhead_us",
+        "idle_us", "margin_us", "too_short_us", "memory_us", "granularity_us"};
+    auto rank = [&](const std::string &key) {
+      return std::find(std::begin(kOrder), std::end(kOrder), key) - std::begin(kOrder);
+    };
+    std::stable_sort(acc.fields.begin(), acc.fields.end(),
+                     [&](const auto &a, const auto &b) { return rank(a.first) < rank(b.first); });
+    rs.fillAccount = std::move(acc);
+  }
+  return rs;
+}
+} // namespace
 
 std::optional<ReportData> computeReport(ModuleOp module) {
   PipelineOp pipeline = findSimulatedPipeline(module);
@@ -31,79 +102,30 @@ std::optional<ReportData> computeReport(ModuleOp module) {
   r.numMicrobatches = pipeline.getNumMicrobatches();
   r.virtualStages = pipeline.getVirtualStages();
   r.iterationUs = pipeline.getIterationUs()->convertToDouble();
-  double idleTotal = 0, overrunMax = 0;
-  r.busyUs = r.bubbleUs = r.filledUs = r.usefulUs = 0;
   FillJobIndex jobs(module);
 
-  for (StageOp stage : pipeline.getStages()) {
-    ReportStage rs;
-    rs.stage = stage.getIndex();
-    rs.busyUs = stage.getBusyUs() ? stage.getBusyUs()->convertToDouble() : 0;
-    rs.idleUs = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble()
-                                  : r.iterationUs - rs.busyUs;
-    rs.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
+  // Stages are read on MLIR's threads (the IR is only read; FillJobIndex and
+  // SteadyState are immutable once built), then summed in stage order.
+  llvm::SmallVector<StageOp> stages(pipeline.getStages());
+  r.stages.resize(stages.size());
+  std::vector<StageTerms> terms(stages.size());
+  mlir::parallelFor(module.getContext(), 0, stages.size(), [&](size_t i) {
+    r.stages[i] = reportStage(stages[i], jobs, r.iterationUs, terms[i]);
+  });
+  double idleTotal = 0, overrunMax = 0;
+  r.busyUs = r.bubbleUs = r.filledUs = r.usefulUs = 0;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const ReportStage &rs = r.stages[i];
     r.busyUs += rs.busyUs;
     idleTotal += rs.idleUs;
-    double overrun = 0;
-    SteadyState steady(stage);
-    for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
-      ReportBubble rb;
-      rb.startUs = bubble.getStartUs().convertToDouble();
-      rb.durationUs = bubble.getDurationUs().convertToDouble();
-      rb.freeBytes = bubble.getFreeBytes();
-      rb.kind = stringifyBubbleKind(bubble.getKind());
-      rb.filledUs = 0;
-      for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-        ReportFill f{fill.getJob(),
-                     (int64_t)fill.getLayerBegin(),
-                     (int64_t)fill.getLayerEnd(),
-                     (int64_t)fill.getBatch(),
-                     (int64_t)fill.getPeakBytes(),
-                     (int64_t)fill.getIteration(),
-                     (int64_t)fill.getRepeat(),
-                     fill.getPredictedUs().convertToDouble()};
-        double weight = steady.weight(fill);
-        rb.filledUs += weight * f.predictedUs;
-        r.usefulUs += weight * jobs.dedicatedUs(fill);
-        rb.fills.push_back(std::move(f));
-      }
+    size_t next = 0;
+    for (const ReportBubble &rb : rs.bubbles) {
+      for (size_t k = 0; k < rb.fills.size(); ++k)
+        r.usefulUs += terms[i].usefulUs[next++];
       r.bubbleUs += rb.durationUs;
       r.filledUs += std::min(rb.filledUs, rb.durationUs);
-      overrun += std::max(0.0, worstIterationFillUs(bubble) - rb.durationUs);
-      rs.bubbles.push_back(std::move(rb));
     }
-    overrunMax = std::max(overrunMax, overrun);
-    // Planned fill per job on this stage (one pass over the stage's fills).
-    llvm::StringMap<double> filledByJob;
-    for (const ReportBubble &rb : rs.bubbles)
-      for (const ReportFill &f : rb.fills)
-        filledByJob[f.job] += steady.weight(f.job, f.iteration, f.repeat) * f.predictedUs;
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
-      rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
-                         a.getSamplesPerIteration().convertToDouble(),
-                         filledByJob.lookup(a.getJob())});
-    // Written by pipefill-plan-fill (passes/FillIR.h, kFillAccountAttr).
-    if (auto account =
-            stage->getAttrOfType<DictionaryAttr>("pipefill.fill_account")) {
-      ReportFillAccount acc;
-      for (NamedAttribute field : account)
-        if (auto v = llvm::dyn_cast<FloatAttr>(field.getValue()))
-          acc.fields.push_back({field.getName().str(), v.getValueAsDouble()});
-      static const char *const kOrder[] = {
-          "bubble_us", "filled_us", "useful_us", "switch_us", "launch_us",
-          "other_overhead_us", "idle_us", "margin_us", "too_short_us",
-          "memory_us", "granularity_us"};
-      auto rank = [&](const std::string &key) {
-        return std::find(std::begin(kOrder), std::end(kOrder), key) -
-               std::begin(kOrder);
-      };
-      std::stable_sort(acc.fields.begin(), acc.fields.end(),
-                       [&](const auto &a, const auto &b) {
-                         return rank(a.first) < rank(b.first);
-                       });
-      rs.fillAccount = std::move(acc);
-    }
-    r.stages.push_back(std::move(rs));
+    overrunMax = std::max(overrunMax, terms[i].overrunUs);
   }
   r.bubbleFraction =
       r.iterationUs > 0 ? idleTotal / (r.numStages * r.iterationUs) : 0.0;

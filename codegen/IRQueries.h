@@ -139,11 +139,13 @@ private:
 /// The largest fill time any iteration puts into the bubble: per job the
 /// worst iteration's total, summed over jobs.
 inline double worstIterationFillUs(BubbleOp bubble) {
-  std::map<std::pair<std::string, int64_t>, double> perIteration;
+  // Keyed by the job's name as the symbol attribute stores it (StringRef
+  // orders as std::string does, so the sum runs in the same order).
+  std::map<std::pair<llvm::StringRef, int64_t>, double> perIteration;
   for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-    perIteration[{fill.getJob().str(), (int64_t)fill.getIteration()}] +=
+    perIteration[{fill.getJob(), (int64_t)fill.getIteration()}] +=
         fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-  std::map<std::string, double> perJob;
+  std::map<llvm::StringRef, double> perJob;
   for (auto &[key, total] : perIteration)
     perJob[key.first] = std::max(perJob[key.first], total);
   double sum = 0;
