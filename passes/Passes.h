@@ -22,7 +22,17 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
       *this, "profile",
       llvm::cl::desc("Measured profile (pipefill-run --profile-out) whose "
                      "instruction times replace the planned ones")};
+  Option<bool> verifyPlan{
+      *this, "verify-plan",
+      llvm::cl::desc("End with pipefill-verify-plan (pipefill-compile runs the "
+                     "same check beside its exports instead)"),
+      llvm::cl::init(true)};
 };
+
+/// What pipefill-verify-plan checks, as a function: the schedule is free of
+/// deadlocks and the fill plan read back from the IR verifies
+/// (fill::checkPlan). Only reads the IR, so it may run beside other readers.
+mlir::LogicalResult verifyFillPlan(mlir::ModuleOp module);
 
 /// Adds the passes of `--pipefill-compile` to `pm`.
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);

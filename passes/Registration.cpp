@@ -17,7 +17,8 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   pm.addPass(createSimulate());
   pm.addPass(createInsertBubbles());
   pm.addPass(createPlanFill());
-  pm.addPass(createVerifyPlan());
+  if (options.verifyPlan)
+    pm.addPass(createVerifyPlan());
 }
 
 void registerPasses() {

@@ -28,126 +28,131 @@ fill::ActPlacement toPlan(ActPlacement a) {
   return a == ActPlacement::Host ? fill::ActPlacement::Host : fill::ActPlacement::Device;
 }
 
+LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
+  FillProblem problem = fillProblemFromIR(module, pipeline);
+  fill::Plan plan;
+  // The op behind each plan entry, for the diagnostics.
+  SmallVector<AssignmentOp> assignmentOps;
+  SmallVector<FillOp> fillOps;
+  SmallVector<StageOp> stageOps(pipeline.getStages());
+  std::map<std::pair<int, int>, fill::Assignment *> byKey;
+  bool any = false;
+  int stageIndex = 0;
+  for (StageOp stage : pipeline.getStages()) {
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+      auto it = problem.jobIndex.find(a.getJob());
+      if (it == problem.jobIndex.end())
+        return a.emitOpError() << "names an unknown fill job";
+      fill::Assignment x;
+      x.stage = stageIndex;
+      x.job = it->second;
+      x.batch = a.getBatch();
+      x.weights = toPlan(a.getWeights());
+      x.acts = toPlan(a.getActs());
+      x.optimizer = a.getOptimizerOnHost() ? fill::OptimizerPlacement::Host
+                                           : fill::OptimizerPlacement::Device;
+      x.checkpoint = a.getCheckpoint();
+      x.prefixIterations = a.getPrefix();
+      x.periodIterations = a.getPeriod();
+      x.batchesPerPeriod = a.getBatchesPerPeriod();
+      x.samplesPerIteration = a.getSamplesPerIteration().convertToDouble();
+      x.persistentBytes = a.getPersistentBytes();
+      plan.assignments.push_back(x);
+      assignmentOps.push_back(a);
+      any = true;
+    }
+    ++stageIndex;
+  }
+  for (fill::Assignment &a : plan.assignments)
+    byKey[{a.stage, a.job}] = &a;
+
+  for (size_t s = 0; s < problem.bubbleOps.size(); ++s) {
+    for (size_t id = 0; id < problem.bubbleOps[s].size(); ++id) {
+      BubbleOp bubble = problem.bubbleOps[s][id];
+      for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
+        any = true;
+        int job = problem.jobIndex.lookup(f.getJob());
+        auto as = byKey.find({(int)s, job});
+        if (as == byKey.end())
+          return f.emitOpError() << "has no pipefill.assignment for " << f.getJobAttr()
+                                 << " on stage " << s;
+        fill::Chunk c;
+        c.stage = s;
+        c.bubbleId = id;
+        c.job = job;
+        c.layerBegin = f.getLayerBegin();
+        c.layerEnd = f.getLayerEnd();
+        c.batch = f.getBatch();
+        c.sampleBegin = f.getSampleBegin();
+        c.weights = toPlan(f.getWeights());
+        c.acts = toPlan(f.getActs());
+        c.optimizer = as->second->optimizer;
+        c.checkpoint = as->second->checkpoint;
+        c.copyUs = f.getCopyUs().convertToDouble();
+        c.predictedUs = f.getPredictedUs().convertToDouble();
+        c.peakBytes = f.getPeakBytes();
+        c.iteration = f.getIteration();
+        c.repeat = f.getRepeat();
+        c.offsetUs = f.getOffsetUs().convertToDouble();
+        plan.chunks.push_back(c);
+        fillOps.push_back(f);
+      }
+    }
+  }
+  if (!any)
+    return success();
+
+  // Plan-wide figures as the verifier defines them.
+  for (const fill::StageBubbles &s : problem.stages)
+    for (const fill::Bubble &b : s.bubbles)
+      plan.bubbleUs += b.durationUs;
+  for (const fill::Chunk &c : plan.chunks) {
+    const fill::Assignment &a = *byKey[{c.stage, c.job}];
+    if (c.iteration >= a.prefixIterations)
+      plan.filledUs += c.repeat * c.predictedUs / a.periodIterations;
+  }
+  plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
+
+  std::vector<fill::Violation> violations =
+      fill::checkPlan(problem.stages, problem.jobs, problem.hardware, problem.config, plan);
+  if (violations.empty())
+    return success();
+  // Each violation on the op that causes it, in IR terms.
+  for (const fill::Violation &v : violations) {
+    switch (v.on) {
+    case fill::Violation::On::Chunk:
+      fillOps[v.index].emitOpError() << v.message;
+      break;
+    case fill::Violation::On::Assignment:
+      assignmentOps[v.index].emitOpError() << v.message;
+      break;
+    case fill::Violation::On::Stage:
+      if (v.index >= 0 && v.index < (int)stageOps.size())
+        stageOps[v.index].emitOpError() << v.message;
+      else
+        pipeline.emitOpError() << "stage " << v.index << ": " << v.message;
+      break;
+    case fill::Violation::On::Plan:
+      pipeline.emitOpError() << v.message;
+      break;
+    }
+  }
+  pipeline.emitError() << "fill plan does not verify: " << violations.size() << " violation(s)";
+  return failure();
+}
+
 struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
   void runOnOperation() override {
-    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
-      if (failed(verifyDeadlockFree(pipeline)) || failed(verify(pipeline)))
-        return signalPassFailure();
-  }
-
-  LogicalResult verify(PipelineOp pipeline) {
-    FillProblem problem = fillProblemFromIR(getOperation(), pipeline);
-    fill::Plan plan;
-    // The op behind each plan entry, for the diagnostics.
-    SmallVector<AssignmentOp> assignmentOps;
-    SmallVector<FillOp> fillOps;
-    SmallVector<StageOp> stageOps(pipeline.getStages());
-    std::map<std::pair<int, int>, fill::Assignment *> byKey;
-    bool any = false;
-    int stageIndex = 0;
-    for (StageOp stage : pipeline.getStages()) {
-      for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
-        auto it = problem.jobIndex.find(a.getJob());
-        if (it == problem.jobIndex.end())
-          return a.emitOpError() << "names an unknown fill job";
-        fill::Assignment x;
-        x.stage = stageIndex;
-        x.job = it->second;
-        x.batch = a.getBatch();
-        x.weights = toPlan(a.getWeights());
-        x.acts = toPlan(a.getActs());
-        x.optimizer = a.getOptimizerOnHost() ? fill::OptimizerPlacement::Host
-                                             : fill::OptimizerPlacement::Device;
-        x.checkpoint = a.getCheckpoint();
-        x.prefixIterations = a.getPrefix();
-        x.periodIterations = a.getPeriod();
-        x.batchesPerPeriod = a.getBatchesPerPeriod();
-        x.samplesPerIteration = a.getSamplesPerIteration().convertToDouble();
-        x.persistentBytes = a.getPersistentBytes();
-        plan.assignments.push_back(x);
-        assignmentOps.push_back(a);
-        any = true;
-      }
-      ++stageIndex;
-    }
-    for (fill::Assignment &a : plan.assignments)
-      byKey[{a.stage, a.job}] = &a;
-
-    for (size_t s = 0; s < problem.bubbleOps.size(); ++s) {
-      for (size_t id = 0; id < problem.bubbleOps[s].size(); ++id) {
-        BubbleOp bubble = problem.bubbleOps[s][id];
-        for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
-          any = true;
-          int job = problem.jobIndex.lookup(f.getJob());
-          auto as = byKey.find({(int)s, job});
-          if (as == byKey.end())
-            return f.emitOpError() << "has no pipefill.assignment for "
-                                   << f.getJobAttr() << " on stage " << s;
-          fill::Chunk c;
-          c.stage = s;
-          c.bubbleId = id;
-          c.job = job;
-          c.layerBegin = f.getLayerBegin();
-          c.layerEnd = f.getLayerEnd();
-          c.batch = f.getBatch();
-          c.sampleBegin = f.getSampleBegin();
-          c.weights = toPlan(f.getWeights());
-          c.acts = toPlan(f.getActs());
-          c.optimizer = as->second->optimizer;
-          c.checkpoint = as->second->checkpoint;
-          c.copyUs = f.getCopyUs().convertToDouble();
-          c.predictedUs = f.getPredictedUs().convertToDouble();
-          c.peakBytes = f.getPeakBytes();
-          c.iteration = f.getIteration();
-          c.repeat = f.getRepeat();
-          c.offsetUs = f.getOffsetUs().convertToDouble();
-          plan.chunks.push_back(c);
-          fillOps.push_back(f);
-        }
-      }
-    }
-    if (!any)
-      return success();
-
-    // Plan-wide figures as the verifier defines them.
-    for (const fill::StageBubbles &s : problem.stages)
-      for (const fill::Bubble &b : s.bubbles)
-        plan.bubbleUs += b.durationUs;
-    for (const fill::Chunk &c : plan.chunks) {
-      const fill::Assignment &a = *byKey[{c.stage, c.job}];
-      if (c.iteration >= a.prefixIterations)
-        plan.filledUs += c.repeat * c.predictedUs / a.periodIterations;
-    }
-    plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
-
-    std::vector<fill::Violation> violations = fill::checkPlan(
-        problem.stages, problem.jobs, problem.hardware, problem.config, plan);
-    if (violations.empty())
-      return success();
-    // Each violation on the op that causes it, in IR terms.
-    for (const fill::Violation &v : violations) {
-      switch (v.on) {
-      case fill::Violation::On::Chunk:
-        fillOps[v.index].emitOpError() << v.message;
-        break;
-      case fill::Violation::On::Assignment:
-        assignmentOps[v.index].emitOpError() << v.message;
-        break;
-      case fill::Violation::On::Stage:
-        if (v.index >= 0 && v.index < (int)stageOps.size())
-          stageOps[v.index].emitOpError() << v.message;
-        else
-          pipeline.emitOpError() << "stage " << v.index << ": " << v.message;
-        break;
-      case fill::Violation::On::Plan:
-        pipeline.emitOpError() << v.message;
-        break;
-      }
-    }
-    pipeline.emitError() << "fill plan does not verify: " << violations.size()
-                         << " violation(s)";
-    return failure();
+    if (failed(verifyFillPlan(getOperation())))
+      signalPassFailure();
   }
 };
 } // namespace
+
+LogicalResult verifyFillPlan(ModuleOp module) {
+  for (PipelineOp pipeline : module.getOps<PipelineOp>())
+    if (failed(verifyDeadlockFree(pipeline)) || failed(verifyPipelinePlan(module, pipeline)))
+      return failure();
+  return success();
+}
 } // namespace pipefill

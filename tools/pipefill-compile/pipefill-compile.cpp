@@ -14,21 +14,19 @@
 #include "passes/Passes.h"
 
 #include "tools/HideLLVMOptions.h"
+#include "tools/pipefill-compile/PhaseTimer.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-#include <sys/resource.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -37,12 +35,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 using namespace mlir;
 namespace cl = llvm::cl;
+
+using namespace pipefill::compile;
 
 namespace {
 cl::OptionCategory category("pipefill-compile options");
@@ -80,112 +81,6 @@ cl::opt<std::string> timingFile(
                        "as JSON ('-': a table on stderr)"),
     cl::value_desc("file"), cl::cat(category));
 
-/// Measured cost of one phase. peakRssMiB is the process's peak so far.
-struct Phase {
-  std::string name;
-  double wallS, cpuS, peakRssMiB;
-};
-
-double cpuSeconds() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-double peakRssMiB() {
-  rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;
-}
-
-class PhaseTimer {
-public:
-  void start() {
-    wall = std::chrono::steady_clock::now();
-    cpu = cpuSeconds();
-  }
-  void stop(llvm::StringRef name) {
-    std::chrono::duration<double> d = std::chrono::steady_clock::now() - wall;
-    phases.push_back({name.str(), d.count(), cpuSeconds() - cpu, peakRssMiB()});
-  }
-  /// Runs `fn` as one phase.
-  LogicalResult phase(llvm::StringRef name, llvm::function_ref<LogicalResult()> fn) {
-    start();
-    LogicalResult result = fn();
-    stop(name);
-    return result;
-  }
-  std::vector<Phase> phases;
-
-private:
-  std::chrono::steady_clock::time_point wall;
-  double cpu = 0;
-};
-
-/// Times every top-level pass as its own phase.
-class PassTimer : public PassInstrumentation {
-public:
-  explicit PassTimer(PhaseTimer &timer) : timer(timer) {}
-  void runBeforePass(Pass *, Operation *op) override {
-    if (!op->getParentOp())
-      timer.start();
-  }
-  void runAfterPass(Pass *pass, Operation *op) override {
-    if (!op->getParentOp())
-      timer.stop(pass->getArgument().empty() ? pass->getName() : pass->getArgument());
-  }
-  void runAfterPassFailed(Pass *pass, Operation *op) override { runAfterPass(pass, op); }
-
-private:
-  PhaseTimer &timer;
-};
-
-/// Opens `path` and runs `write` into it; keeps the file only on success.
-LogicalResult writeFile(llvm::StringRef path, MLIRContext &ctx,
-                        llvm::function_ref<LogicalResult(llvm::raw_ostream &)> write) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
-  if (!out) {
-    llvm::errs() << "pipefill-compile: cannot write '" << path << "': " << error << "\n";
-    return failure();
-  }
-  if (failed(write(out->os())))
-    return failure();
-  out->keep();
-  return success();
-}
-
-void writeTiming(const std::vector<Phase> &phases, double totalWall, MLIRContext &ctx) {
-  if (timingFile == "-") {
-    llvm::errs() << llvm::format("%-26s %9s %9s %10s\n", (const char *)"phase (measured)",
-                                 (const char *)"wall s", (const char *)"cpu s",
-                                 (const char *)"peak MiB");
-    for (const Phase &p : phases)
-      llvm::errs() << llvm::format("%-26s %9.4f %9.4f %10.1f\n", p.name.c_str(), p.wallS,
-                                   p.cpuS, p.peakRssMiB);
-    llvm::errs() << llvm::format("%-26s %9.4f\n", (const char *)"total", totalWall);
-    return;
-  }
-  (void)writeFile(timingFile, ctx, [&](llvm::raw_ostream &os) {
-    llvm::json::OStream j(os, 2);
-    j.object([&] {
-      j.attribute("measured", true);
-      j.attribute("total_wall_s", totalWall);
-      j.attributeArray("phases", [&] {
-        for (const Phase &p : phases)
-          j.object([&] {
-            j.attribute("name", p.name);
-            j.attribute("wall_s", p.wallS);
-            j.attribute("cpu_s", p.cpuS);
-            j.attribute("peak_rss_mib", p.peakRssMiB);
-          });
-      });
-    });
-    os << "\n";
-    return success();
-  });
-}
-
 LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
                       OwningOpRef<ModuleOp> &module) {
   if (failed(timer.phase("import", [&] {
@@ -201,29 +96,50 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   pm.addInstrumentation(std::make_unique<PassTimer>(timer));
   pipefill::CompileOptions options;
   options.profile = profileFile.getValue();
+  // The plan check only reads the IR: it runs below, beside the exports.
+  options.verifyPlan = false;
   pipefill::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  if (!verifyEach && failed(timer.phase("verify", [&] { return verify(*module); })))
-    return failure();
 
+  // The checks of the compiled IR (the plan check of pipefill-verify-plan
+  // and, unless --verify-each ran it after every pass, MLIR's verifier) and
+  // the exports only read the IR, so they run at the same time: the checks on
+  // their own threads, the exports on this one. An output is kept only if
+  // both checks pass; otherwise it is deleted and the run fails.
+  std::vector<std::unique_ptr<llvm::ToolOutputFile>> outputs;
+  timer.start();
+  Concurrent planCheck("pipefill-verify-plan",
+                       [&] { return pipefill::verifyFillPlan(*module); });
+  std::optional<Concurrent> irCheck;
+  if (!verifyEach)
+    irCheck.emplace("verify", [&] { return verify(*module); });
   auto exportTo = [&](llvm::StringRef what, llvm::StringRef path,
                       LogicalResult (*fn)(ModuleOp, llvm::raw_ostream &)) {
     if (path.empty())
-      return success();
-    return timer.phase(what, [&] {
-      return writeFile(path, ctx, [&](llvm::raw_ostream &os) { return fn(*module, os); });
-    });
+      return true;
+    auto start = std::chrono::steady_clock::now();
+    outputs.push_back(writeFile(path, [&](llvm::raw_ostream &os) { return fn(*module, os); }));
+    timer.phases.push_back(
+        {what.str(),
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), -1,
+         -1, /*concurrent=*/true});
+    return outputs.back() != nullptr;
   };
-  if (failed(exportTo("emit-ir", irFile,
-                      [](ModuleOp m, llvm::raw_ostream &os) {
-                        return writeBytecodeToFile(m, os);
-                      })) ||
-      failed(exportTo("to-report", reportFile, pipefill::exportReport)) ||
-      failed(exportTo("to-summary", summaryFile, pipefill::exportSummary)) ||
-      failed(exportTo("to-trace", traceFile, pipefill::exportTrace)) ||
-      failed(exportTo("to-svg", svgFile, pipefill::exportSvg)))
+  bool exported =
+      exportTo("emit-ir", irFile,
+               [](ModuleOp m, llvm::raw_ostream &os) { return writeBytecodeToFile(m, os); }) &&
+      exportTo("to-report", reportFile, pipefill::exportReport) &&
+      exportTo("to-summary", summaryFile, pipefill::exportSummary) &&
+      exportTo("to-trace", traceFile, pipefill::exportTrace) &&
+      exportTo("to-svg", svgFile, pipefill::exportSvg);
+  bool planOk = planCheck.join(timer);
+  bool irOk = !irCheck || irCheck->join(timer);
+  timer.stop("checks + exports");
+  if (!exported || !planOk || !irOk)
     return failure();
+  for (auto &out : outputs)
+    out->keep();
   if (programFile.empty() && programTextFile.empty())
     return success();
 
@@ -237,15 +153,23 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   // The lowered IR is the pass's own output from verified IR; its verifier
   // (and the runtime's program checks when the program is loaded) run in the
   // lit tests of the pass and under --verify-each.
-  return failure(
-      failed(exportTo("to-stream-program", programFile,
-                      [](ModuleOp m, llvm::raw_ostream &os) {
-                        return pipefill::exportStreamProgram(m, os, /*text=*/false);
-                      })) ||
-      failed(exportTo("to-stream-program-text", programTextFile,
-                      [](ModuleOp m, llvm::raw_ostream &os) {
-                        return pipefill::exportStreamProgram(m, os, /*text=*/true);
-                      })));
+  auto writeProgram = [&](llvm::StringRef what, llvm::StringRef path, bool text) {
+    if (path.empty())
+      return success();
+    return timer.phase(what, [&] {
+      std::unique_ptr<llvm::ToolOutputFile> out =
+          writeFile(path, [&](llvm::raw_ostream &os) {
+            return pipefill::exportStreamProgram(*module, os, text);
+          });
+      if (!out)
+        return failure();
+      out->keep();
+      return success();
+    });
+  };
+  return failure(failed(writeProgram("to-stream-program", programFile, /*text=*/false)) ||
+                 failed(writeProgram("to-stream-program-text", programTextFile,
+                                     /*text=*/true)));
 }
 } // namespace
 
@@ -290,7 +214,7 @@ int main(int argc, char **argv) {
   LogicalResult result = compile(ctx, sourceMgr, timer, module);
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
   if (!timingFile.empty())
-    writeTiming(timer.phases, total.count(), ctx);
+    writeTiming(timer.phases, total.count(), timingFile);
   // Every output file is closed. As compilers do (clang's -disable-free),
   // skip freeing 10^5-10^6 ops and the context one by one: the process exits.
   llvm::outs().flush();

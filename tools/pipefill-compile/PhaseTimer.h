@@ -1,0 +1,181 @@
+//===- PhaseTimer.h - measured phases of pipefill-compile -------*- C++ -*-===//
+//
+// Wall time, CPU time and peak RSS of each phase of the driver, phases run
+// on their own threads, and the --timing output.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_TOOLS_PIPEFILL_COMPILE_PHASETIMER_H
+#define PIPEFILL_TOOLS_PIPEFILL_COMPILE_PHASETIMER_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pipefill::compile {
+using mlir::failure;
+using mlir::LogicalResult;
+using mlir::Operation;
+using mlir::Pass;
+using mlir::PassInstrumentation;
+using mlir::success;
+
+/// Measured cost of one phase. peakRssMiB is the process's peak so far. A
+/// phase that ran beside others (`concurrent`) has its own wall time; its CPU
+/// time is in the window phase that holds it (cpuS < 0 here).
+struct Phase {
+  std::string name;
+  double wallS, cpuS, peakRssMiB;
+  bool concurrent = false;
+};
+
+inline double cpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+         1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+inline double peakRssMiB() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+class PhaseTimer {
+public:
+  void start() {
+    wall = std::chrono::steady_clock::now();
+    cpu = cpuSeconds();
+  }
+  void stop(llvm::StringRef name) {
+    std::chrono::duration<double> d = std::chrono::steady_clock::now() - wall;
+    phases.push_back({name.str(), d.count(), cpuSeconds() - cpu, peakRssMiB()});
+  }
+  /// Runs `fn` as one phase.
+  LogicalResult phase(llvm::StringRef name, llvm::function_ref<LogicalResult()> fn) {
+    start();
+    LogicalResult result = fn();
+    stop(name);
+    return result;
+  }
+  std::vector<Phase> phases;
+
+private:
+  std::chrono::steady_clock::time_point wall;
+  double cpu = 0;
+};
+
+/// Times every top-level pass as its own phase.
+class PassTimer : public PassInstrumentation {
+public:
+  explicit PassTimer(PhaseTimer &timer) : timer(timer) {}
+  void runBeforePass(Pass *, Operation *op) override {
+    if (!op->getParentOp())
+      timer.start();
+  }
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (!op->getParentOp())
+      timer.stop(pass->getArgument().empty() ? pass->getName() : pass->getArgument());
+  }
+  void runAfterPassFailed(Pass *pass, Operation *op) override { runAfterPass(pass, op); }
+
+private:
+  PhaseTimer &timer;
+};
+
+/// Opens `path` and runs `write` into it. The file is kept only once the
+/// caller calls keep() on the result (a failed check deletes it).
+inline std::unique_ptr<llvm::ToolOutputFile>
+writeFile(llvm::StringRef path, llvm::function_ref<LogicalResult(llvm::raw_ostream &)> write) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(path, &error);
+  if (!out) {
+    llvm::errs() << "pipefill-compile: cannot write '" << path << "': " << error << "\n";
+    return nullptr;
+  }
+  if (failed(write(out->os())))
+    return nullptr;
+  return out;
+}
+
+inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
+                 llvm::StringRef timingFile) {
+  if (timingFile == "-") {
+    llvm::errs() << llvm::format("%-26s %9s %9s %10s\n", (const char *)"phase (measured)",
+                                 (const char *)"wall s", (const char *)"cpu s",
+                                 (const char *)"peak MiB");
+    for (const Phase &p : phases) {
+      if (p.concurrent)
+        llvm::errs() << llvm::format("  %-24s %9.4f %9s %10s\n", p.name.c_str(), p.wallS,
+                                     (const char *)"", (const char *)"");
+      else
+        llvm::errs() << llvm::format("%-26s %9.4f %9.4f %10.1f\n", p.name.c_str(), p.wallS,
+                                     p.cpuS, p.peakRssMiB);
+    }
+    llvm::errs() << llvm::format("%-26s %9.4f\n", (const char *)"total", totalWall);
+    return;
+  }
+  std::unique_ptr<llvm::ToolOutputFile> out = writeFile(timingFile, [&](llvm::raw_ostream &os) {
+    llvm::json::OStream j(os, 2);
+    j.object([&] {
+      j.attribute("measured", true);
+      j.attribute("total_wall_s", totalWall);
+      j.attributeArray("phases", [&] {
+        for (const Phase &p : phases)
+          j.object([&] {
+            j.attribute("name", p.name);
+            j.attribute("wall_s", p.wallS);
+            if (p.concurrent) {
+              j.attribute("concurrent", true);
+              return;
+            }
+            j.attribute("cpu_s", p.cpuS);
+            j.attribute("peak_rss_mib", p.peakRssMiB);
+          });
+      });
+    });
+    os << "\n";
+    return success();
+  });
+  if (out)
+    out->keep();
+}
+
+/// Runs `fn` on its own thread, timing it as a concurrent phase.
+class Concurrent {
+public:
+  Concurrent(std::string name, std::function<LogicalResult()> fn)
+      : name(std::move(name)), thread([this, fn = std::move(fn)] {
+          auto start = std::chrono::steady_clock::now();
+          ok = succeeded(fn());
+          wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                      .count();
+        }) {}
+  /// Waits for the thread; records its phase.
+  bool join(PhaseTimer &timer) {
+    thread.join();
+    timer.phases.push_back({name, wallS, -1, -1, /*concurrent=*/true});
+    return ok;
+  }
+
+private:
+  std::string name;
+  bool ok = false;
+  double wallS = 0;
+  std::thread thread;
+};
+
+} // namespace pipefill::compile
+
+#endif // PIPEFILL_TOOLS_PIPEFILL_COMPILE_PHASETIMER_H
