@@ -417,7 +417,14 @@ TEST(BadInput, InvalidStagesAndConfig) {
   dup[0].bubbles.push_back(dup[0].bubbles[0]);
   Plan d = planFill(dup, jobs, hw, config);
   ASSERT_EQ(d.errors.size(), 1u);
-  EXPECT_NE(d.errors[0].find("more than once"), std::string::npos);
+  EXPECT_NE(d.errors[0].find("bubble id 7 appears more than once"), std::string::npos);
+  // The same stage twice: the second copy is skipped, the first planned.
+  std::vector<StageBubbles> twice = {oneBubble(1000, 1000000, 1000000),
+                                     oneBubble(1000, 1000000, 1000000)};
+  Plan t = planFill(twice, jobs, hw, config);
+  ASSERT_EQ(t.errors.size(), 1u);
+  EXPECT_NE(t.errors[0].find("appears more than once; stage skipped"), std::string::npos);
+  EXPECT_FALSE(t.chunks.empty());
 
   Hardware noHbm;
   noHbm.hbmGBps = 0;
