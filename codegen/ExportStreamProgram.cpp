@@ -11,6 +11,7 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "proto/stream_program.pb.h"
 
+#include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -167,7 +168,8 @@ void setFillChunk(ps::FillChunkOp chunk,
   x->set_phase(chunk.getPhase());
 }
 
-/// One stream op in its StreamProgram form; an error on an op that has none.
+/// One stream op in its StreamProgram form; failure (no diagnostic) for an
+/// op that has none.
 LogicalResult exportStreamOp(Operation &op,
                              const llvm::StringMap<uint32_t> &jobInstance,
                              rt::StreamOp *o) {
@@ -210,9 +212,28 @@ LogicalResult exportStreamOp(Operation &op,
     x->set_bytes(copy.getBytes());
     x->set_planned_us(f64(copy.getPlannedUs()));
   } else {
-    return op.emitOpError() << "has no StreamProgram form";
+    return failure();
   }
   return success();
+}
+
+/// A device's header, events and streams. Returns the op without a
+/// StreamProgram form that stopped it, or null.
+Operation *exportDevice(ps::DeviceOp device, const llvm::StringMap<uint32_t> &jobInstance,
+                        rt::DeviceProgram *d) {
+  setDeviceHeader(device, d);
+  for (ps::EventOp event : device.getBody().front().getOps<ps::EventOp>())
+    d->add_events()->set_name(event.getName().str());
+  for (ps::StreamOp stream : device.getBody().front().getOps<ps::StreamOp>()) {
+    rt::ProgramStream *s = d->add_streams();
+    s->set_name(stringifyStreamRole(stream.getRole()).str() + std::to_string(stream.getIndex()));
+    s->set_role(static_cast<rt::ProgramStream::Role>(stream.getRole()));
+    s->set_priority(static_cast<rt::ProgramStream::Priority>(stream.getPriority()));
+    for (Operation &op : stream.getBody().front())
+      if (failed(exportStreamOp(op, jobInstance, s->add_ops())))
+        return &op;
+  }
+  return nullptr;
 }
 
 } // namespace
@@ -230,23 +251,20 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
   if (failed(addFillJobs(module, program, out, instanceOf)))
     return failure();
 
-  for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
-    const llvm::StringMap<uint32_t> &jobInstance = instanceOf[out.devices_size()];
-    rt::DeviceProgram *d = out.add_devices();
-    setDeviceHeader(device, d);
-    for (ps::EventOp event : device.getBody().front().getOps<ps::EventOp>())
-      d->add_events()->set_name(event.getName().str());
-    for (ps::StreamOp stream : device.getBody().front().getOps<ps::StreamOp>()) {
-      rt::ProgramStream *s = d->add_streams();
-      s->set_name(stringifyStreamRole(stream.getRole()).str() +
-                  std::to_string(stream.getIndex()));
-      s->set_role(static_cast<rt::ProgramStream::Role>(stream.getRole()));
-      s->set_priority(static_cast<rt::ProgramStream::Priority>(stream.getPriority()));
-      for (Operation &op : stream.getBody().front())
-        if (failed(exportStreamOp(op, jobInstance, s->add_ops())))
-          return failure();
-    }
-  }
+  // The device messages are added in order, then filled on MLIR's threads:
+  // each device reads only its own ops and writes only its own message
+  // (protobuf arenas are thread-safe), so the program is the same either way.
+  SmallVector<ps::DeviceOp> devices(program.getBody().front().getOps<ps::DeviceOp>());
+  std::vector<rt::DeviceProgram *> messages;
+  for (size_t i = 0; i < devices.size(); ++i)
+    messages.push_back(out.add_devices());
+  std::vector<Operation *> unexported(devices.size(), nullptr);
+  mlir::parallelFor(module.getContext(), 0, devices.size(), [&](size_t i) {
+    unexported[i] = exportDevice(devices[i], instanceOf[i], messages[i]);
+  });
+  for (Operation *op : unexported)
+    if (op)
+      return op->emitOpError() << "has no StreamProgram form";
   return success();
 }
 

@@ -2,6 +2,7 @@
 // RUN: pipefill-translate --to-svg %s --split-input-file --verify-diagnostics
 // RUN: pipefill-translate --to-trace %s --split-input-file --verify-diagnostics
 // RUN: pipefill-translate --to-stream-program %S/Inputs/no-program.mlir --verify-diagnostics
+// RUN: pipefill-translate --to-stream-program %S/Inputs/no-stream-form.mlir --allow-unregistered-dialect --verify-diagnostics
 // RUN: pipefill-translate --to-cpp %S/Inputs/no-program.mlir --verify-diagnostics
 
 // expected-error @+1 {{has not been simulated; run pipefill-opt --pipefill-compile}}
