@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 
 using namespace mlir;
 
@@ -165,12 +166,35 @@ std::optional<ReportData> computeReport(ModuleOp module) {
 // the same characters, which test/compile/report-numbers.test checks
 // against the multi-tool path and against Python.
 namespace {
-void writeF64(llvm::raw_ostream &os, double v) {
-  char buf[64];
-  std::to_chars_result r =
-      std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
-  os.write(buf, r.ptr - buf);
-}
+/// Writes doubles as printf("%.17g") does. Most doubles of a report repeat
+/// (a fill chunk's predicted time is one of a few per job and batch), so the
+/// text of recent values is kept in a small direct-mapped table.
+class F64Writer {
+public:
+  void write(llvm::raw_ostream &os, double v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    Entry &e = table[(bits ^ (bits >> 29) ^ (bits >> 47)) % kEntries];
+    if (!e.used || e.bits != bits) {
+      std::to_chars_result r =
+          std::to_chars(e.text, e.text + sizeof e.text, v, std::chars_format::general, 17);
+      e.size = static_cast<uint8_t>(r.ptr - e.text);
+      e.bits = bits;
+      e.used = true;
+    }
+    os.write(e.text, e.size);
+  }
+
+private:
+  static constexpr size_t kEntries = 1021;
+  struct Entry {
+    uint64_t bits = 0;
+    bool used = false;
+    uint8_t size = 0;
+    char text[32]; // %.17g of a double is at most 24 characters
+  };
+  std::vector<Entry> table = std::vector<Entry>(kEntries);
+};
 
 /// A JSON string as llvm::json writes it: plain names directly, anything
 /// that needs escaping through llvm::json itself.
@@ -185,70 +209,69 @@ void writeString(llvm::raw_ostream &os, llvm::StringRef str) {
   os << '"' << str << '"';
 }
 
-/// `"key": ` at `indent`, after a comma unless it is the object's first key.
-void key(llvm::raw_ostream &os, unsigned indent, llvm::StringRef name, bool first) {
-  if (!first)
-    os << ',';
-  os << '\n';
-  os.indent(indent);
-  os << '"' << name << "\": ";
+/// `"key": ` at `indent`, after a comma unless it is the object's first key:
+/// the text, made once per key.
+std::string keyText(unsigned indent, llvm::StringRef name, bool first) {
+  return (first ? "\n" : ",\n") + std::string(indent, ' ') + "\"" + name.str() + "\": ";
 }
 
 constexpr unsigned kBubbleIndent = 8;
 
-void writeBubble(llvm::raw_ostream &os, const ReportBubble &b) {
-  const unsigned in = kBubbleIndent + 2;
-  os << '{';
-  key(os, in, "duration_us", true);
-  writeF64(os, b.durationUs);
-  key(os, in, "filled_us", false);
-  writeF64(os, b.filledUs);
-  if (!b.fills.empty()) {
-    key(os, in, "fills", false);
-    os << '[';
-    bool firstFill = true;
-    for (const ReportFill &f : b.fills) {
-      const unsigned fin = in + 4;
-      if (!firstFill)
-        os << ',';
-      firstFill = false;
-      os << '\n';
-      os.indent(in + 2);
-      os << '{';
-      key(os, fin, "batch", true);
-      os << f.batch;
-      key(os, fin, "iteration", false);
-      os << f.iteration;
-      key(os, fin, "job", false);
-      writeString(os, f.job);
-      key(os, fin, "layer_begin", false);
-      os << f.layerBegin;
-      key(os, fin, "layer_end", false);
-      os << f.layerEnd;
-      key(os, fin, "peak_bytes", false);
-      os << f.peakBytes;
-      key(os, fin, "predicted_us", false);
-      writeF64(os, f.predictedUs);
-      key(os, fin, "repeat", false);
-      os << f.repeat;
-      os << '\n';
-      os.indent(in + 2);
-      os << '}';
+/// The keys of a bubble (at indent 10) and of its fill chunks (at 14) in
+/// llvm::json's sorted order.
+struct BubbleKeys {
+  static constexpr unsigned in = kBubbleIndent + 2, fin = in + 4;
+  std::string durationUs = keyText(in, "duration_us", true),
+              filledUs = keyText(in, "filled_us", false), fills = keyText(in, "fills", false),
+              freeBytes = keyText(in, "free_bytes", false), kind = keyText(in, "kind", false),
+              startUs = keyText(in, "start_us", false),
+              close = "\n" + std::string(kBubbleIndent, ' ') + "}";
+  std::string batch = keyText(fin, "batch", true),
+              iteration = keyText(fin, "iteration", false), job = keyText(fin, "job", false),
+              layerBegin = keyText(fin, "layer_begin", false),
+              layerEnd = keyText(fin, "layer_end", false),
+              peakBytes = keyText(fin, "peak_bytes", false),
+              predictedUs = keyText(fin, "predicted_us", false),
+              repeat = keyText(fin, "repeat", false),
+              open = "\n" + std::string(in + 2, ' ') + "{",
+              fillClose = "\n" + std::string(in + 2, ' ') + "}",
+              listClose = "\n" + std::string(in, ' ') + "]";
+};
+
+class BubbleWriter {
+public:
+  void write(llvm::raw_ostream &os, const ReportBubble &b) {
+    os << '{' << k.durationUs;
+    f64.write(os, b.durationUs);
+    os << k.filledUs;
+    f64.write(os, b.filledUs);
+    if (!b.fills.empty()) {
+      os << k.fills << '[';
+      bool firstFill = true;
+      for (const ReportFill &f : b.fills) {
+        if (!firstFill)
+          os << ',';
+        firstFill = false;
+        os << k.open << k.batch << f.batch << k.iteration << f.iteration << k.job;
+        writeString(os, f.job);
+        os << k.layerBegin << f.layerBegin << k.layerEnd << f.layerEnd << k.peakBytes
+           << f.peakBytes << k.predictedUs;
+        f64.write(os, f.predictedUs);
+        os << k.repeat << f.repeat << k.fillClose;
+      }
+      os << k.listClose;
     }
-    os << '\n';
-    os.indent(in);
-    os << ']';
+    os << k.freeBytes << b.freeBytes << k.kind;
+    writeString(os, b.kind);
+    os << k.startUs;
+    f64.write(os, b.startUs);
+    os << k.close;
   }
-  key(os, in, "free_bytes", false);
-  os << b.freeBytes;
-  key(os, in, "kind", false);
-  writeString(os, b.kind);
-  key(os, in, "start_us", false);
-  writeF64(os, b.startUs);
-  os << '\n';
-  os.indent(kBubbleIndent);
-  os << '}';
-}
+
+private:
+  BubbleKeys k;
+  F64Writer f64;
+};
 } // namespace
 
 LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
@@ -290,6 +313,7 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
     return llvm::json::Value(std::move(account));
   };
 
+  BubbleWriter bubbleWriter;
   llvm::json::OStream j(os, 2);
   j.objectBegin();
   j.attribute("bubble_fraction", r->bubbleFraction);
@@ -304,7 +328,7 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
       j.object([&] {
         j.attributeArray("bubbles", [&] {
           for (const ReportBubble &b : s.bubbles) {
-            writeBubble(j.rawValueBegin(), b);
+            bubbleWriter.write(j.rawValueBegin(), b);
             j.rawValueEnd();
           }
         });
