@@ -11,8 +11,10 @@
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/EnumAttr.td"
 
+// x >= 0 (so +0, -0 and +inf; not NaN), read off the APFloat without
+// converting it to a double: the verifier checks this on every timed op.
 def Pipefill_NonNegF64 : ConfinedAttr<F64Attr, [
-    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
+    AttrConstraint<CPred<"::pipefill::isNonNegative(::llvm::cast<::mlir::FloatAttr>($_self))">,
                    "whose value is non-negative">]>;
 def Pipefill_NonNegI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
 def Pipefill_PosI64 : ConfinedAttr<I64Attr, [IntPositive]>;

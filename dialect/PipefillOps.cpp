@@ -6,10 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/PipefillOps.h"
+#include "dialect/PipefillConstraints.h"
 #include "support/Format.h"
 #include "support/Utf8.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -379,17 +381,52 @@ LogicalResult BubbleOp::verify() {
   // of the periods; past kMaxHorizon iterations (or without assignments),
   // the jobs' largest per-iteration totals must fit together.
   double duration = getDurationUs().convertToDouble();
-  std::map<std::pair<StringRef, int64_t>, double> perIteration;
-  for (Operation &op : getBody().front())
-    if (auto fill = dyn_cast<FillOp>(op))
-      perIteration[{fill.getJob(), (int64_t)fill.getIteration()}] +=
-          fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-  std::map<StringRef, double> perJob;
-  for (auto &[key, total] : perIteration)
-    perJob[key.first] = std::max(perJob[key.first], total);
+  // A bubble holds a few chunks of a few jobs: (job, iteration) totals in a
+  // small vector, each summed in chunk order, then sorted by key (the order a
+  // std::map would give, so the sums below are the same).
+  struct Total {
+    StringRef job;
+    int64_t iteration;
+    double us;
+  };
+  SmallVector<Total, 8> totals;
+  for (Operation &op : getBody().front()) {
+    auto fill = dyn_cast<FillOp>(op);
+    if (!fill)
+      continue;
+    StringRef job = fill.getJob();
+    int64_t iteration = fill.getIteration();
+    double us = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    auto it = llvm::find_if(
+        totals, [&](const Total &t) { return t.iteration == iteration && t.job == job; });
+    if (it == totals.end())
+      totals.push_back({job, iteration, us});
+    else
+      it->us += us;
+  }
+  llvm::sort(totals, [](const Total &a, const Total &b) {
+    return std::make_pair(a.job, a.iteration) < std::make_pair(b.job, b.iteration);
+  });
+  // Per job (in name order) its worst iteration's total.
+  SmallVector<std::pair<StringRef, double>, 4> perJob;
   double planned = 0;
-  for (auto &[job, total] : perJob)
-    planned += total;
+  for (size_t i = 0; i < totals.size();) {
+    double worst = 0;
+    size_t j = i;
+    for (; j < totals.size() && totals[j].job == totals[i].job; ++j)
+      worst = std::max(worst, totals[j].us);
+    perJob.push_back({totals[i].job, worst});
+    planned += worst;
+    i = j;
+  }
+  auto perIteration = [&](StringRef job, int64_t iteration) -> const Total * {
+    auto it = llvm::lower_bound(totals, std::make_pair(job, iteration),
+                                [](const Total &t, const std::pair<StringRef, int64_t> &key) {
+                                  return std::make_pair(t.job, t.iteration) < key;
+                                });
+    return it != totals.end() && it->job == job && it->iteration == iteration ? &*it
+                                                                               : nullptr;
+  };
   std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
   if (perJob.size() > 1 && planned > duration * (1 + 1e-9) + 1e-6)
     if (auto stage = (*this)->getParentOfType<StageOp>())
@@ -418,9 +455,8 @@ LogicalResult BubbleOp::verify() {
       for (auto &[job, total] : perJob) {
         auto [prefix, period] = schedule[job];
         int64_t listed = t < prefix ? t : prefix + (t - prefix) % period;
-        auto it = perIteration.find({job, listed});
-        if (it != perIteration.end())
-          sum += it->second;
+        if (const Total *entry = perIteration(job, listed))
+          sum += entry->us;
       }
       planned = std::max(planned, sum);
     }
@@ -468,8 +504,15 @@ int64_t FillJobOp::getNumPasses() {
 }
 
 LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto job =
-      symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
+  // Bubbles, stages and pipelines are not symbol tables, so the nearest one
+  // is above the pipeline: skipped by op class instead of asking each of them
+  // for the trait, once per chunk (10^5 of them).
+  Operation *table = (*this)->getParentOp();
+  while (table && isa<BubbleOp, StageOp, PipelineOp>(table))
+    table = table->getParentOp();
+  auto job = isa_and_nonnull<ModuleOp>(table)
+                 ? symbolTable.lookupSymbolIn<FillJobOp>(table, getJobAttr())
+                 : symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
   if (!job)
     return emitOpError() << "refers to " << getJobAttr()
                          << ", which is not a 'pipefill.fill_job'";

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/stream/PfstreamOps.h"
 #include "dialect/PipefillOps.h"
+#include "dialect/PipefillConstraints.h"
 #include "support/Utf8.h"
 
 #include "mlir/IR/Builders.h"
