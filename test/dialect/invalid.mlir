@@ -308,6 +308,27 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// NaN is not >= 0 (the constraint reads the APFloat's sign and category).
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    pipefill.forward mb 0 chunk 0 duration 0x7FF8000000000000
+  }
+}
+
+// -----
+
+// -0.0 (== 0) passes; the smallest negative denormal does not.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration -0.0
+    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    pipefill.forward mb 1 chunk 0 duration 0x8000000000000001
+  }
+}
+
+// -----
+
 // expected-error @+1 {{attribute 'num_microbatches' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 0 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
