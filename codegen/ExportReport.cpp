@@ -39,35 +39,28 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
   rs.idleUs = stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : iterationUs - rs.busyUs;
   rs.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
   SteadyState steady(stage);
+  // Planned fill per job on this stage.
+  llvm::StringMap<double> filledByJob;
   for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
     ReportBubble rb;
+    rb.op = bubble;
     rb.startUs = bubble.getStartUs().convertToDouble();
     rb.durationUs = bubble.getDurationUs().convertToDouble();
     rb.freeBytes = bubble.getFreeBytes();
     rb.kind = stringifyBubbleKind(bubble.getKind());
     rb.filledUs = 0;
+    rb.numFills = 0;
     for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
-      ReportFill f{fill.getJob(),
-                   (int64_t)fill.getLayerBegin(),
-                   (int64_t)fill.getLayerEnd(),
-                   (int64_t)fill.getBatch(),
-                   (int64_t)fill.getPeakBytes(),
-                   (int64_t)fill.getIteration(),
-                   (int64_t)fill.getRepeat(),
-                   fill.getPredictedUs().convertToDouble()};
       double weight = steady.weight(fill);
-      rb.filledUs += weight * f.predictedUs;
+      double filled = weight * fill.getPredictedUs().convertToDouble();
+      rb.filledUs += filled;
+      filledByJob[fill.getJob()] += filled;
       terms.usefulUs.push_back(weight * jobs.dedicatedUs(fill));
-      rb.fills.push_back(std::move(f));
+      ++rb.numFills;
     }
     terms.overrunUs += std::max(0.0, worstIterationFillUs(bubble) - rb.durationUs);
-    rs.bubbles.push_back(std::move(rb));
+    rs.bubbles.push_back(rb);
   }
-  // Planned fill per job on this stage (one pass over the stage's fills).
-  llvm::StringMap<double> filledByJob;
-  for (const ReportBubble &rb : rs.bubbles)
-    for (const ReportFill &f : rb.fills)
-      filledByJob[f.job] += steady.weight(f.job, f.iteration, f.repeat) * f.predictedUs;
   for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
     rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
                        a.getSamplesPerIteration().convertToDouble(),
@@ -121,7 +114,7 @@ std::optional<ReportData> computeReport(ModuleOp module) {
     idleTotal += rs.idleUs;
     size_t next = 0;
     for (const ReportBubble &rb : rs.bubbles) {
-      for (size_t k = 0; k < rb.fills.size(); ++k)
+      for (int64_t k = 0; k < rb.numFills; ++k)
         r.usefulUs += terms[i].usefulUs[next++];
       r.bubbleUs += rb.durationUs;
       r.filledUs += std::min(rb.filledUs, rb.durationUs);
@@ -245,19 +238,22 @@ public:
     f64.write(os, b.durationUs);
     os << k.filledUs;
     f64.write(os, b.filledUs);
-    if (!b.fills.empty()) {
+    if (b.numFills > 0) {
       os << k.fills << '[';
       bool firstFill = true;
-      for (const ReportFill &f : b.fills) {
+      BubbleOp bubble = b.op; // a handle; its accessors are non-const
+      for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
         if (!firstFill)
           os << ',';
         firstFill = false;
-        os << k.open << k.batch << f.batch << k.iteration << f.iteration << k.job;
-        writeString(os, f.job);
-        os << k.layerBegin << f.layerBegin << k.layerEnd << f.layerEnd << k.peakBytes
-           << f.peakBytes << k.predictedUs;
-        f64.write(os, f.predictedUs);
-        os << k.repeat << f.repeat << k.fillClose;
+        os << k.open << k.batch << int64_t(f.getBatch()) << k.iteration
+           << int64_t(f.getIteration()) << k.job;
+        writeString(os, f.getJob());
+        os << k.layerBegin << int64_t(f.getLayerBegin()) << k.layerEnd
+           << int64_t(f.getLayerEnd()) << k.peakBytes << int64_t(f.getPeakBytes())
+           << k.predictedUs;
+        f64.write(os, f.getPredictedUs().convertToDouble());
+        os << k.repeat << int64_t(f.getRepeat()) << k.fillClose;
       }
       os << k.listClose;
     }

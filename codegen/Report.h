@@ -18,18 +18,16 @@ namespace pipefill {
 
 // Names are views into the module (symbol names, enum spellings): a report
 // lives no longer than the module it describes.
-struct ReportFill {
-  llvm::StringRef job;
-  int64_t layerBegin, layerEnd, batch, peakBytes, iteration, repeat;
-  double predictedUs;
-};
+/// One bubble; its fill chunks are read from `op` where they are needed
+/// (the report lists 10^5-10^6 of them; copying them out first doubled the
+/// report's memory).
 struct ReportBubble {
+  BubbleOp op;
   double startUs, durationUs, filledUs;
   int64_t freeBytes;
   llvm::StringRef kind;
-  std::vector<ReportFill> fills;
+  int64_t numFills;
 };
-/// One fill job's planned share of a stage (from its pipefill.assignment).
 struct ReportStageJob {
   std::string job;
   int64_t batch;

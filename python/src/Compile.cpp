@@ -201,7 +201,7 @@ BubbleColumns CompiledPlan::bubbles() const {
       c.durationUs.push_back(b.durationUs);
       c.filledUs.push_back(b.filledUs);
       c.freeBytes.push_back(b.freeBytes);
-      c.fills.push_back(static_cast<int64_t>(b.fills.size()));
+      c.fills.push_back(b.numFills);
       c.kind.push_back(b.kind.str());
     }
   return c;
