@@ -351,26 +351,30 @@ void lowerChunk(OpBuilder &b, AttrCache &attrs, FillOp fill, int64_t bubbleId,
       local += s.batchesPerPeriod;
       offset = -1;
     }
-    auto chunk = b.create<ps::FillChunkOp>(fill.getLoc(), TypeRange{}, ValueRange{},
-                                           ArrayRef<NamedAttribute>{});
-    // The fill op's own attributes where the value is the same, cached
-    // ones otherwise (no uniquing per chunk).
-    chunk.setJobAttr(fill.getJobAttr());
-    chunk.setBubbleIdAttr(attrs.i64(bubbleId));
-    chunk.setLayerBeginAttr(fill.getLayerBeginAttr());
-    chunk.setLayerEndAttr(fill.getLayerEndAttr());
-    chunk.setBatchAttr(attrs.i64(batch));
-    chunk.setSampleBeginAttr(attrs.i64(
-        tail ? s.batch * s.batchesPerPeriod + fill.getSampleBegin() -
-                   s.firstPeriodTail + k * batch
-             : local * batch));
-    chunk.setIterationOffsetAttr(attrs.i64(offset));
-    chunk.setWeightsStreamed(fill.getWeights() == WeightPlacement::Streamed);
-    chunk.setActivationsOnHost(fill.getActs() == ActPlacement::Host);
-    chunk.setPlannedUsAttr(fill.getPredictedUsAttr());
-    chunk.setPeakBytesAttr(fill.getPeakBytesAttr());
-    chunk.setPeriodAttr(attrs.i64(s.period));
-    chunk.setPhaseAttr(attrs.i64((int64_t)fill.getIteration() - s.prefix));
+    // Every field, defaults included, goes in as a property before the op
+    // is created (creating it bare would unique the defaults of period and
+    // phase per chunk): the fill op's own attributes where the value is the
+    // same, cached ones otherwise.
+    OperationState state(fill.getLoc(), ps::FillChunkOp::getOperationName());
+    auto &props = state.getOrAddProperties<ps::FillChunkOp::Properties>();
+    props.job = fill.getJobAttr();
+    props.bubble_id = attrs.i64(bubbleId);
+    props.layer_begin = fill.getLayerBeginAttr();
+    props.layer_end = fill.getLayerEndAttr();
+    props.batch = attrs.i64(batch);
+    props.sample_begin = attrs.i64(tail ? s.batch * s.batchesPerPeriod + fill.getSampleBegin() -
+                                              s.firstPeriodTail + k * batch
+                                        : local * batch);
+    props.iteration_offset = attrs.i64(offset);
+    if (fill.getWeights() == WeightPlacement::Streamed)
+      props.weights_streamed = attrs.unit();
+    if (fill.getActs() == ActPlacement::Host)
+      props.activations_on_host = attrs.unit();
+    props.planned_us = fill.getPredictedUsAttr();
+    props.peak_bytes = fill.getPeakBytesAttr();
+    props.period = attrs.i64(s.period);
+    props.phase = attrs.i64((int64_t)fill.getIteration() - s.prefix);
+    b.create(state);
   }
 }
 

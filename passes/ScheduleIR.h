@@ -71,6 +71,11 @@ public:
       a = b.getI64IntegerAttr(v);
     return a;
   }
+  mlir::UnitAttr unit() {
+    if (!unitAttr)
+      unitAttr = b.getUnitAttr();
+    return unitAttr;
+  }
 
 private:
   /// DenseMapInfo<uint64_t> hashes a key as key * 37, which keeps the low
@@ -92,6 +97,7 @@ private:
     static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
   };
   mlir::Builder b;
+  mlir::UnitAttr unitAttr;
   llvm::DenseMap<uint64_t, mlir::FloatAttr, MixedKeyInfo<~0ull, ~0ull - 1>> floats;
   llvm::DenseMap<uint64_t, mlir::IntegerAttr,
                  MixedKeyInfo<0x7fffffffffffffffull, 0x8000000000000000ull>>
