@@ -165,9 +165,8 @@ Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
   IntegerAttr mb = attrs.i64(instr.microbatch < 0 ? 0 : instr.microbatch);
   IntegerAttr chunk = attrs.i64(instr.chunk);
   auto payload = [&] {
-    return PayloadAttr::get(b.getContext(), instr.payload == sched::Payload::Activation
-                                                ? Payload::Activation
-                                                : Payload::Gradient);
+    return attrs.payload(instr.payload == sched::Payload::Activation ? Payload::Activation
+                                                                      : Payload::Gradient);
   };
   switch (instr.kind) {
   case sched::InstrKind::Forward:

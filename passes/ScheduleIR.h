@@ -71,6 +71,12 @@ public:
       a = b.getI64IntegerAttr(v);
     return a;
   }
+  PayloadAttr payload(Payload p) {
+    PayloadAttr &a = payloads[p == Payload::Activation ? 0 : 1];
+    if (!a)
+      a = PayloadAttr::get(b.getContext(), p);
+    return a;
+  }
   mlir::UnitAttr unit() {
     if (!unitAttr)
       unitAttr = b.getUnitAttr();
@@ -98,6 +104,7 @@ private:
   };
   mlir::Builder b;
   mlir::UnitAttr unitAttr;
+  PayloadAttr payloads[2];
   llvm::DenseMap<uint64_t, mlir::FloatAttr, MixedKeyInfo<~0ull, ~0ull - 1>> floats;
   llvm::DenseMap<uint64_t, mlir::IntegerAttr,
                  MixedKeyInfo<0x7fffffffffffffffull, 0x8000000000000000ull>>
