@@ -66,6 +66,13 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   for (fill::Assignment &a : plan.assignments)
     byKey[{a.stage, a.job}] = &a;
 
+  // 10^5-10^6 chunks: counted first so the two lists are allocated once.
+  size_t numFills = 0;
+  for (const SmallVector<BubbleOp> &bubbles : problem.bubbleOps)
+    for (BubbleOp bubble : bubbles)
+      numFills += bubble.getBody().front().getOperations().size();
+  plan.chunks.reserve(numFills);
+  fillOps.reserve(numFills);
   for (size_t s = 0; s < problem.bubbleOps.size(); ++s) {
     for (size_t id = 0; id < problem.bubbleOps[s].size(); ++id) {
       BubbleOp bubble = problem.bubbleOps[s][id];
