@@ -57,8 +57,8 @@ struct Schedule {
 };
 
 llvm::StringMap<Schedule> schedulesOf(StageOp stage);
-void lowerChunk(OpBuilder &b, AttrCache &attrs, FillOp fill, int64_t bubbleId,
-                const llvm::StringMap<Schedule> &schedules);
+void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, FillOp fill,
+                int64_t bubbleId, const llvm::StringMap<Schedule> &schedules);
 
 /// Tag of a transfer: unique per (sender, receiver) pair because the
 /// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
@@ -110,7 +110,7 @@ class StageLowering {
 public:
   StageLowering(const PipelineFacts &facts, StageOp stage, ps::DeviceOp device)
       : facts(facts), stage(stage), device(device), ctx(stage.getContext()), b(ctx),
-        attrs(ctx) {}
+        attrs(ctx), chunkName(ps::FillChunkOp::getOperationName(), ctx) {}
 
   void run(ArrayRef<sched::Instr> instrs, ArrayRef<Operation *> instrOps) {
     setDeviceAttrs();
@@ -190,7 +190,7 @@ private:
     b.setInsertionPointToEnd(fillBody);
     b.create<ps::WaitOp>(loc, attrs.i64(event++));
     for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-      lowerChunk(b, attrs, fill, id, schedules);
+      lowerChunk(b, attrs, chunkName, fill, id, schedules);
   }
 
   /// A send, receive or compute on the main stream.
@@ -237,6 +237,7 @@ private:
   MLIRContext *ctx;
   OpBuilder b;
   AttrCache attrs;
+  OperationName chunkName; // looked up once, not by name per chunk
   Block *mainBody = nullptr, *fillBody = nullptr;
   int64_t event = 0, bubbleId = 0;
 };
@@ -331,8 +332,8 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
 /// within a period, a batch begun in the previous period being continued
 /// with offset -1. A chunk that repeats whole batches becomes one chunk per
 /// batch.
-void lowerChunk(OpBuilder &b, AttrCache &attrs, FillOp fill, int64_t bubbleId,
-                const llvm::StringMap<Schedule> &schedules) {
+void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, FillOp fill,
+                int64_t bubbleId, const llvm::StringMap<Schedule> &schedules) {
   auto it = schedules.find(fill.getJob());
   if (it == schedules.end())
     return;
@@ -355,7 +356,7 @@ void lowerChunk(OpBuilder &b, AttrCache &attrs, FillOp fill, int64_t bubbleId,
     // is created (creating it bare would unique the defaults of period and
     // phase per chunk): the fill op's own attributes where the value is the
     // same, cached ones otherwise.
-    OperationState state(fill.getLoc(), ps::FillChunkOp::getOperationName());
+    OperationState state(fill.getLoc(), chunkName);
     auto &props = state.getOrAddProperties<ps::FillChunkOp::Properties>();
     props.job = fill.getJobAttr();
     props.bubble_id = attrs.i64(bubbleId);

@@ -167,6 +167,8 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
         WeightPlacementAttr::get(ctx, WeightPlacement::Streamed)};
     ActPlacementAttr actAttrs[] = {ActPlacementAttr::get(ctx, ActPlacement::Device),
                                    ActPlacementAttr::get(ctx, ActPlacement::Host)};
+    // Looked up once, not by name per chunk.
+    const OperationName fillName(FillOp::getOperationName(), ctx);
     mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
       OpBuilder sb(ctx);
       AttrCache attrs(ctx);
@@ -175,7 +177,7 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
         BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
         // All fields, defaults included, go in as properties, so creating the
         // op uniques no default attributes.
-        OperationState state(bubble.getLoc(), FillOp::getOperationName());
+        OperationState state(bubble.getLoc(), fillName);
         auto &props = state.getOrAddProperties<FillOp::Properties>();
         props.job = jobRefs[c->job];
         props.layer_begin = attrs.i64(c->layerBegin);
