@@ -43,6 +43,7 @@ protected:
   /// Bubbles that can hold at least one chunk of this configuration.
   std::vector<int> usableBubbles() const {
     std::vector<int> usable;
+    usable.reserve(budget.size());
     for (size_t k = 0; k < budget.size(); ++k)
       if (budget[k] >= ctx + cfg.minOpUs && mem[k] >= cfg.minOpTransient)
         usable.push_back(int(k));
