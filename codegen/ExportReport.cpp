@@ -112,10 +112,9 @@ std::optional<ReportData> computeReport(ModuleOp module) {
     const ReportStage &rs = r.stages[i];
     r.busyUs += rs.busyUs;
     idleTotal += rs.idleUs;
-    size_t next = 0;
+    for (double us : terms[i].usefulUs)
+      r.usefulUs += us;
     for (const ReportBubble &rb : rs.bubbles) {
-      for (int64_t k = 0; k < rb.numFills; ++k)
-        r.usefulUs += terms[i].usefulUs[next++];
       r.bubbleUs += rb.durationUs;
       r.filledUs += std::min(rb.filledUs, rb.durationUs);
     }

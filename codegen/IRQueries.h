@@ -9,7 +9,6 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -139,18 +138,9 @@ private:
 /// The largest fill time any iteration puts into the bubble: per job the
 /// worst iteration's total, summed over jobs.
 inline double worstIterationFillUs(BubbleOp bubble) {
-  // Keyed by the job's name as the symbol attribute stores it (StringRef
-  // orders as std::string does, so the sum runs in the same order).
-  std::map<std::pair<llvm::StringRef, int64_t>, double> perIteration;
-  for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-    perIteration[{fill.getJob(), (int64_t)fill.getIteration()}] +=
-        fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-  std::map<llvm::StringRef, double> perJob;
-  for (auto &[key, total] : perIteration)
-    perJob[key.first] = std::max(perJob[key.first], total);
   double sum = 0;
-  for (auto &[job, total] : perJob)
-    sum += total;
+  for (auto &[job, worst] : worstIterationPerJob(fillIterationTotals(bubble)))
+    sum += worst;
   return sum;
 }
 

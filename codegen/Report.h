@@ -28,6 +28,7 @@ struct ReportBubble {
   llvm::StringRef kind;
   int64_t numFills;
 };
+/// One fill job's planned share of a stage (from its pipefill.assignment).
 struct ReportStageJob {
   std::string job;
   int64_t batch;

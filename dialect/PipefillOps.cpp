@@ -364,6 +364,42 @@ LogicalResult StageOp::verify() {
 // BubbleOp
 //===----------------------------------------------------------------------===//
 
+SmallVector<FillIterationTotal, 8> pipefill::fillIterationTotals(BubbleOp bubble) {
+  // A bubble holds a few chunks of a few jobs: a small vector, searched
+  // linearly, then sorted (the order a std::map would give).
+  SmallVector<FillIterationTotal, 8> totals;
+  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+    StringRef job = fill.getJob();
+    int64_t iteration = fill.getIteration();
+    double us = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    auto it = llvm::find_if(totals, [&](const FillIterationTotal &t) {
+      return t.iteration == iteration && t.job == job;
+    });
+    if (it == totals.end())
+      totals.push_back({job, iteration, us});
+    else
+      it->us += us;
+  }
+  llvm::sort(totals, [](const FillIterationTotal &a, const FillIterationTotal &b) {
+    return std::make_pair(a.job, a.iteration) < std::make_pair(b.job, b.iteration);
+  });
+  return totals;
+}
+
+SmallVector<std::pair<StringRef, double>, 4>
+pipefill::worstIterationPerJob(ArrayRef<FillIterationTotal> totals) {
+  SmallVector<std::pair<StringRef, double>, 4> perJob;
+  for (size_t i = 0; i < totals.size();) {
+    double worst = 0;
+    size_t j = i;
+    for (; j < totals.size() && totals[j].job == totals[i].job; ++j)
+      worst = std::max(worst, totals[j].us);
+    perJob.push_back({totals[i].job, worst});
+    i = j;
+  }
+  return perJob;
+}
+
 LogicalResult BubbleOp::verify() {
   auto pipeline = (*this)->getParentOfType<PipelineOp>();
   if (pipeline && static_cast<int64_t>(getFreeBytes()) >
@@ -381,47 +417,15 @@ LogicalResult BubbleOp::verify() {
   // of the periods; past kMaxHorizon iterations (or without assignments),
   // the jobs' largest per-iteration totals must fit together.
   double duration = getDurationUs().convertToDouble();
-  // A bubble holds a few chunks of a few jobs: (job, iteration) totals in a
-  // small vector, each summed in chunk order, then sorted by key (the order a
-  // std::map would give, so the sums below are the same).
-  struct Total {
-    StringRef job;
-    int64_t iteration;
-    double us;
-  };
-  SmallVector<Total, 8> totals;
-  for (Operation &op : getBody().front()) {
-    auto fill = dyn_cast<FillOp>(op);
-    if (!fill)
-      continue;
-    StringRef job = fill.getJob();
-    int64_t iteration = fill.getIteration();
-    double us = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
-    auto it = llvm::find_if(
-        totals, [&](const Total &t) { return t.iteration == iteration && t.job == job; });
-    if (it == totals.end())
-      totals.push_back({job, iteration, us});
-    else
-      it->us += us;
-  }
-  llvm::sort(totals, [](const Total &a, const Total &b) {
-    return std::make_pair(a.job, a.iteration) < std::make_pair(b.job, b.iteration);
-  });
-  // Per job (in name order) its worst iteration's total.
-  SmallVector<std::pair<StringRef, double>, 4> perJob;
+  SmallVector<FillIterationTotal, 8> totals = fillIterationTotals(*this);
+  SmallVector<std::pair<StringRef, double>, 4> perJob = worstIterationPerJob(totals);
   double planned = 0;
-  for (size_t i = 0; i < totals.size();) {
-    double worst = 0;
-    size_t j = i;
-    for (; j < totals.size() && totals[j].job == totals[i].job; ++j)
-      worst = std::max(worst, totals[j].us);
-    perJob.push_back({totals[i].job, worst});
+  for (auto &[job, worst] : perJob)
     planned += worst;
-    i = j;
-  }
-  auto perIteration = [&](StringRef job, int64_t iteration) -> const Total * {
+  auto perIteration = [&](StringRef job, int64_t iteration) -> const FillIterationTotal * {
     auto it = llvm::lower_bound(totals, std::make_pair(job, iteration),
-                                [](const Total &t, const std::pair<StringRef, int64_t> &key) {
+                                [](const FillIterationTotal &t,
+                                   const std::pair<StringRef, int64_t> &key) {
                                   return std::make_pair(t.job, t.iteration) < key;
                                 });
     return it != totals.end() && it->job == job && it->iteration == iteration ? &*it
@@ -455,7 +459,7 @@ LogicalResult BubbleOp::verify() {
       for (auto &[job, total] : perJob) {
         auto [prefix, period] = schedule[job];
         int64_t listed = t < prefix ? t : prefix + (t - prefix) % period;
-        if (const Total *entry = perIteration(job, listed))
+        if (const FillIterationTotal *entry = perIteration(job, listed))
           sum += entry->us;
       }
       planned = std::max(planned, sum);

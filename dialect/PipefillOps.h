@@ -42,4 +42,23 @@ inline constexpr bool kHasBytes = llvm::is_detected<BytesGetter, T>::value;
 #define GET_OP_CLASSES
 #include "dialect/PipefillOps.h.inc"
 
+namespace pipefill {
+/// The fill time (predicted x repeat) a bubble's chunks of one job put into
+/// one iteration of that job's plan.
+struct FillIterationTotal {
+  llvm::StringRef job;
+  int64_t iteration;
+  double us;
+};
+
+/// A bubble's (job, iteration) totals, each summed in chunk order, sorted by
+/// (job name, iteration).
+llvm::SmallVector<FillIterationTotal, 8> fillIterationTotals(BubbleOp bubble);
+
+/// Each job's worst iteration total in `totals` (sorted as above), in job
+/// name order.
+llvm::SmallVector<std::pair<llvm::StringRef, double>, 4>
+worstIterationPerJob(llvm::ArrayRef<FillIterationTotal> totals);
+} // namespace pipefill
+
 #endif // PIPEFILL_DIALECT_PIPEFILLOPS_H

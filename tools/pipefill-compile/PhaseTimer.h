@@ -40,6 +40,9 @@ struct Phase {
   bool concurrent = false;
 };
 
+inline double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 inline double cpuSeconds() {
   rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -59,14 +62,20 @@ public:
     cpu = cpuSeconds();
   }
   void stop(llvm::StringRef name) {
-    std::chrono::duration<double> d = std::chrono::steady_clock::now() - wall;
-    phases.push_back({name.str(), d.count(), cpuSeconds() - cpu, peakRssMiB()});
+    phases.push_back({name.str(), secondsSince(wall), cpuSeconds() - cpu, peakRssMiB()});
   }
   /// Runs `fn` as one phase.
   LogicalResult phase(llvm::StringRef name, llvm::function_ref<LogicalResult()> fn) {
     start();
     LogicalResult result = fn();
     stop(name);
+    return result;
+  }
+  /// Runs `fn` as a phase that runs beside others: its wall time only.
+  template <typename Fn> auto concurrentPhase(llvm::StringRef name, Fn &&fn) {
+    auto start = std::chrono::steady_clock::now();
+    auto result = fn();
+    phases.push_back({name.str(), secondsSince(start), -1, -1, /*concurrent=*/true});
     return result;
   }
   std::vector<Phase> phases;
@@ -110,7 +119,7 @@ writeFile(llvm::StringRef path, llvm::function_ref<LogicalResult(llvm::raw_ostre
 }
 
 inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
-                 llvm::StringRef timingFile) {
+                        llvm::StringRef timingFile) {
   if (timingFile == "-") {
     llvm::errs() << llvm::format("%-26s %9s %9s %10s\n", (const char *)"phase (measured)",
                                  (const char *)"wall s", (const char *)"cpu s",
@@ -159,8 +168,7 @@ public:
       : name(std::move(name)), thread([this, fn = std::move(fn)] {
           auto start = std::chrono::steady_clock::now();
           ok = succeeded(fn());
-          wallS = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                      .count();
+          wallS = secondsSince(start);
         }) {}
   /// Waits for the thread; records its phase.
   bool join(PhaseTimer &timer) {

@@ -118,12 +118,9 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
                       LogicalResult (*fn)(ModuleOp, llvm::raw_ostream &)) {
     if (path.empty())
       return true;
-    auto start = std::chrono::steady_clock::now();
-    outputs.push_back(writeFile(path, [&](llvm::raw_ostream &os) { return fn(*module, os); }));
-    timer.phases.push_back(
-        {what.str(),
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), -1,
-         -1, /*concurrent=*/true});
+    outputs.push_back(timer.concurrentPhase(what, [&] {
+      return writeFile(path, [&](llvm::raw_ostream &os) { return fn(*module, os); });
+    }));
     return outputs.back() != nullptr;
   };
   bool exported =
