@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
   mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
 #endif
   llvm::InitLLVM init(argc, argv);
-  pipefill::hideLLVMBackendOptions();
+  pipefill::hideLLVMBackendOptions({&category});
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
