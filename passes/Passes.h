@@ -30,9 +30,11 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
 };
 
 /// What pipefill-verify-plan checks, as a function: the schedule is free of
-/// deadlocks and the fill plan read back from the IR verifies
-/// (fill::checkPlan). Only reads the IR, so it may run beside other readers.
-mlir::LogicalResult verifyFillPlan(mlir::ModuleOp module);
+/// deadlocks (unless `checkOrder` is false, for a caller that lowers the IR
+/// next: pipefill-lower-to-stream checks the order with the same rule) and
+/// the fill plan read back from the IR verifies (fill::checkPlan). Only reads
+/// the IR, so it may run beside other readers.
+mlir::LogicalResult verifyFillPlan(mlir::ModuleOp module, bool checkOrder = true);
 
 /// Adds the passes of `--pipefill-compile` to `pm`.
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
