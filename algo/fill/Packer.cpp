@@ -220,7 +220,9 @@ public:
 
   SimResult run(Emitter *emit) {
     SimResult r;
-    std::vector<int> usable = usableBubbles();
+    // Emitting needs every bubble's index; evaluating only their times and
+    // memory, so equal neighbours are one entry there.
+    const std::vector<int> &usable = usableEntries(/*merge=*/!emit);
     computeLive();
     if (!live[0])
       return r; // no batch can ever start
@@ -229,7 +231,7 @@ public:
     classify(usable);
     if (!emit) {
       // Mostly distinct bubbles: a memo would not be reused.
-      if (2 * classLimit.size() > usable.size())
+      if (2 * int64_t(classLimit.size()) > usableTotal)
         return runDirect(usable);
       return runByRuns(usable);
     }
@@ -264,6 +266,36 @@ public:
   }
 
 private:
+  /// The usable bubbles (Packer::usableBubbles) in order, as entries:
+  /// entry u is usableCount[u] bubbles from bubble usable[u]. With `merge`,
+  /// consecutive usable bubbles of equal time and memory are one entry (a
+  /// 32 x 256 pipeline's stage has ~250 bubbles in ~50 such entries), as the
+  /// greedy treats them alike; without it every entry is one bubble.
+  const std::vector<int> &usableEntries(bool merge) {
+    std::vector<int> &usable = ws.usable;
+    usable.clear();
+    usableCount.clear();
+    usableTotal = 0;
+    const double least = ctx + cfg.minOpUs;
+    uint64_t lastBits = 0;
+    for (size_t k = 0; k < budget.size(); ++k) {
+      if (!(budget[k] >= least && mem[k] >= cfg.minOpTransient))
+        continue;
+      ++usableTotal;
+      uint64_t bits;
+      std::memcpy(&bits, &budget[k], sizeof bits);
+      if (merge && !usable.empty() && bits == lastBits &&
+          mem[k] == mem[usable.back()]) {
+        ++usableCount.back();
+        continue;
+      }
+      usable.push_back(int(k));
+      usableCount.push_back(1);
+      lastBits = bits;
+    }
+    return usable;
+  }
+
   /// One chunk of a step, relative to the step's start.
   struct Recorded {
     int begin = 0, end = 0;
@@ -337,14 +369,14 @@ private:
   /// Whether at most a quarter of the consecutive usable bubbles have times
   /// that agree in all but their last 20 bits (then classes would not pay).
   bool fewAlike(const std::vector<int> &usable) const {
-    size_t alike = 0;
+    int64_t alike = usable.empty() ? 0 : usableCount[0] - 1;
     for (size_t u = 1; u < usable.size(); ++u) {
       uint64_t a, b;
       std::memcpy(&a, &budget[usable[u - 1]], sizeof a);
       std::memcpy(&b, &budget[usable[u]], sizeof b);
-      alike += (a >> 20) == (b >> 20);
+      alike += ((a >> 20) == (b >> 20)) + usableCount[u] - 1;
     }
-    return 4 * alike <= usable.size();
+    return 4 * alike <= usableTotal;
   }
 
   /// The same without a memo, bubble by bubble (few bubbles alike).
@@ -361,15 +393,18 @@ private:
     return cycleOfTurns([&](int, int &cursor, int64_t &ops, double &filled) {
       for (size_t u = 0; u < usable.size(); ++u) {
         int k = usable[u];
-        packBubble(budget[k], mem[k], mem[k] >= cap, zeroDps[u], cursor, step);
-        cursor = step.cursor;
-        ops += step.ops;
-        filled += step.used;
+        for (int64_t i = 0; i < usableCount[u]; ++i) {
+          packBubble(budget[k], mem[k], mem[k] >= cap, zeroDps[u], cursor, step);
+          cursor = step.cursor;
+          ops += step.ops;
+          filled += step.used;
+        }
       }
     });
   }
 
-  /// Consecutive usable bubbles [begin, begin + length) of one group.
+  /// Consecutive usable bubbles of one group: `length` of them, from the
+  /// first bubble of usable entry `begin`.
   struct Run {
     int group = 0;
     size_t begin = 0;
@@ -380,13 +415,20 @@ private:
   void walkRun(const Run &run, int &cursor, int64_t &ops, double &filled) {
     int64_t left = run.length;
     int64_t index = 0; // steps since the cycle detection last started
+    // The class of the run's bubble `pos` (which only grows): its entry.
+    size_t entry = run.begin;
+    int64_t entryStart = 0;
+    auto classAt = [&](int64_t pos) {
+      while (entryStart + usableCount[entry] <= pos)
+        entryStart += usableCount[entry++];
+      return classOf[entry];
+    };
     ++token;
     while (left > 0) {
       const Step *shared = groupStepFrom(run.group, cursor);
       if (!shared) {
         // Not the same for the whole group here: this bubble on its own.
-        const Step &step =
-            stepFrom(classOf[run.begin + size_t(run.length - left)], cursor);
+        const Step &step = stepFrom(classAt(run.length - left), cursor);
         cursor = step.cursor;
         ops += step.ops;
         filled += step.used;
@@ -425,9 +467,9 @@ private:
     for (size_t u = 0; u < usable.size(); ++u) {
       int g = groupOf[classOf[u]];
       if (!runs.empty() && runs.back().group == g)
-        ++runs.back().length;
+        runs.back().length += usableCount[u];
       else
-        runs.push_back({g, u, 1});
+        runs.push_back({g, u, usableCount[u]});
     }
   }
 
@@ -476,7 +518,7 @@ private:
                      cfg.minOpTransient});
   }
 
-  /// classOf[u]: the class of usable bubble u (equal time, and equal memory
+  /// classOf[u]: the class of usable entry u (equal time, and equal memory
   /// or both at least memCap()); classLimit / classMem: its time and memory.
   /// groupOf[c]: the group of class c: equal memory and time equal in all
   /// but the last 20 bits of the mantissa (a pipeline's simulated bubble
@@ -823,7 +865,9 @@ private:
   /// The buffers of a run, kept per thread from one packing to the next
   /// (a stage is planned with thousands of packings).
   struct Workspace {
-    std::vector<int> classOf;       // per usable bubble
+    std::vector<int> usable;        // per usable entry: its first bubble
+    std::vector<int64_t> usableCount; // ... and how many bubbles it is
+    std::vector<int> classOf;       // per usable entry
     std::vector<double> classLimit; // per class: time
     std::vector<int64_t> classMem;  // per class: memory (of its first bubble)
     std::vector<int64_t> classEffMem; // ... or int64 max when ample
@@ -851,6 +895,8 @@ private:
   Policy policy;
   Workspace &ws = workspace();
   std::vector<char> live; // per op: a chunk can start there
+  std::vector<int64_t> &usableCount = ws.usableCount;
+  int64_t usableTotal = 0; // usable bubbles
   std::vector<int> &classOf = ws.classOf;
   std::vector<double> &classLimit = ws.classLimit;
   std::vector<int64_t> &classMem = ws.classMem;
