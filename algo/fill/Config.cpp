@@ -36,6 +36,35 @@ template <typename T> void setKnobs(T &t, const Knobs &k) {
   t.optimizer = k.optimizer;
   t.checkpoint = k.checkpoint;
 }
+
+/// cfg.tiers from its ops.
+void computeTiers(JobConfig &cfg) {
+  std::vector<const OpCost *> ops;
+  for (const OpCost &op : cfg.ops)
+    ops.push_back(&op);
+  auto least = [](const OpCost *op) {
+    return std::max({op->computeUs, op->inUs, op->outUs});
+  };
+  std::stable_sort(ops.begin(), ops.end(), [&](const OpCost *a, const OpCost *b) {
+    return least(a) > least(b);
+  });
+  // Every tier gives a bound, so any of them may be left out: a tier is
+  // kept when its ops are at most 0.8x as slow as the last kept (and the
+  // slowest and the whole batch always), ~36 -> ~8 tiers per setting here,
+  // as the planner evaluates the bound for each candidate of each slot.
+  cfg.tiers.clear();
+  JobConfig::Tier tier;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    tier.us = least(ops[i]);
+    tier.computeUs += ops[i]->computeUs;
+    tier.inUs += ops[i]->inUs;
+    tier.outUs += ops[i]->outUs;
+    bool lastOfTier = i + 1 == ops.size() || least(ops[i + 1]) != tier.us;
+    if (lastOfTier && (cfg.tiers.empty() || i + 1 == ops.size() ||
+                       tier.us <= 0.8 * cfg.tiers.back().us))
+      cfg.tiers.push_back(tier);
+  }
+}
 } // namespace
 
 Chunk chunkOf(const JobConfig &cfg, int stage, int bubbleId) {
@@ -173,6 +202,7 @@ bool buildConfig(const Job &job, int jobIndex, const Knobs &k,
   cfg.prefixComputeUs.assign(1, 0.0);
   for (const OpCost &c : cfg.ops)
     cfg.prefixComputeUs.push_back(cfg.prefixComputeUs.back() + c.computeUs);
+  computeTiers(cfg);
   cfg.usefulPerBatch = double(b) * usefulUsPerSample(job);
   cfg.valuePerBatch = job.priority * cfg.usefulPerBatch;
   return true;

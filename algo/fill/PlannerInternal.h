@@ -71,6 +71,16 @@ struct JobConfig {
   /// its largest working set, which the packer's fast path uses.
   bool noCopies = false;
   std::vector<double> prefixComputeUs; // size ops + 1
+  /// The ops by their least time alone (the most of compute, copy-in and
+  /// copy-out; a chunk holding the op takes at least that), slowest first:
+  /// per distinct least time `us`, the sums of compute, copy-in and copy-out
+  /// over the ops at least that slow. Each batch runs those ops in at least
+  /// one chunk, in bubbles longer than a context switch plus `us`.
+  struct Tier {
+    double us = 0;
+    double computeUs = 0, inUs = 0, outUs = 0;
+  };
+  std::vector<Tier> tiers;
 };
 
 /// A chunk of `cfg` in a bubble: stage, bubble, job and the knobs set; the

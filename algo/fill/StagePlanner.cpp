@@ -32,6 +32,7 @@ struct Candidate {
   int job;
   int config;
   double bound;
+  double tierBound; // BoundTable::tierBound, at least the value too
 };
 
 /// Upper bound on the steady-state value of a configuration, from the bubble
@@ -74,6 +75,28 @@ public:
       batches = std::min(batches, prefix[fit] / x);
     }
     return batches * cfg.valuePerBatch;
+  }
+
+  /// A second bound, from the ops by how slow they are (JobConfig::tiers):
+  /// per period each batch runs the ops of a tier in at least one chunk in
+  /// the bubbles long enough for the tier's fastest op, taking there at
+  /// least a context switch plus the most of the tier's compute, copy-in
+  /// and copy-out sums. Where a job's ops are long beside most bubbles this
+  /// is far below bound() (1F1B 32 x 256: 3x), but it does not order the
+  /// candidates: it only skips packings that cannot beat the best so far.
+  double tierBound(const JobConfig &cfg) const {
+    double batches = kInf;
+    for (const JobConfig::Tier &t : cfg.tiers) {
+      double need = ctx + std::max({t.computeUs, t.inUs, t.outUs});
+      if (!(need > 0))
+        continue;
+      size_t fit = std::upper_bound(sorted.begin(), sorted.end(), ctx + t.us,
+                                    std::greater<double>()) -
+                   sorted.begin();
+      batches = std::min(batches, prefix[fit] / need);
+    }
+    // Slack for the rounding of the sums here and in the packer.
+    return batches * cfg.valuePerBatch * (1 + 1e-9);
   }
 
 private:
@@ -500,7 +523,7 @@ private:
           continue;
         double bound = bounds.bound(cfg);
         if (bound > 0)
-          candidates.push_back({int(j), int(c), bound});
+          candidates.push_back({int(j), int(c), bound, bounds.tierBound(cfg)});
       }
     }
     std::stable_sort(candidates.begin(), candidates.end(),
@@ -525,7 +548,23 @@ private:
     double largeBest = found.empty() ? 0 : found[0].value;
     std::vector<int64_t> mem(numBubbles);
     int sims = 0;
-    for (const Candidate &cand : candidates) {
+    // Large mode without a simulation cap: the candidates in the order of
+    // the tighter tierBound, which finds the best early and stops sooner
+    // (1F1B 32 x 256 x 100: 8300 packings -> 4800). The result is what the bound
+    // order gives: the best value, of equal values the candidate first in
+    // bound order (its index), of one candidate's equal methods the first.
+    const bool byTier = !small && config.maxSimulationsPerSlot <= 0;
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    if (byTier)
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return candidates[a].tierBound > candidates[b].tierBound;
+      });
+    // The index of the best's candidate (-1: found by an earlier mask).
+    int64_t bestIndex = found.empty() ? std::numeric_limits<int64_t>::max() : -1;
+    for (size_t i : order) {
+      const Candidate &cand = candidates[i];
       const JobConfig &cfg = infos[cand.job].configs[cand.config];
       std::pair<int, int> key =
           small ? std::make_pair(cand.job, cfg.knobs.batch) : std::make_pair(0, 0);
@@ -533,10 +572,19 @@ private:
       auto g = group.find(key);
       double groupBest = small ? (g == group.end() ? 0 : found[g->second].value)
                                : largeBest;
-      if (!small && cand.bound <= largeBest)
-        break;
-      if (cand.bound <= groupBest)
-        continue;
+      if (byTier) {
+        // Neither bound reaches the best: no later candidate's tierBound
+        // does; this one's value is below it.
+        if (cand.tierBound <= largeBest)
+          break;
+        if (cand.bound < largeBest)
+          continue;
+      } else {
+        if (!small && cand.bound <= largeBest)
+          break;
+        if (cand.bound <= groupBest)
+          continue;
+      }
       if (config.maxSimulationsPerSlot > 0 &&
           sims >= config.maxSimulationsPerSlot)
         break;
@@ -560,8 +608,10 @@ private:
         double value = batches * cfg.valuePerBatch / r.period;
         Layout::Slot slot{&cfg, method, mask, {}, value};
         if (!small) {
-          if (value > largeBest) {
+          if (value > largeBest ||
+              (value == largeBest && value > 0 && int64_t(i) < bestIndex)) {
             largeBest = value;
+            bestIndex = int64_t(i);
             found.assign(1, slot);
           }
           continue;

@@ -619,6 +619,79 @@ TEST(Properties, RandomPlansVerify) {
   }
 }
 
+// Stages of many bubbles or jobs are searched in the order of a second, tighter
+// bound (StagePlanner's tierBound), which stops after fewer packings; with a
+// simulation cap they are searched in the order of the first. Both must give
+// the same plan: a tier bound below some candidate's value would skip it.
+TEST(Properties, TierOrderGivesTheBoundOrderPlan) {
+  std::mt19937_64 rng(7);
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  int planned = 0;
+  for (int inst = 0; inst < 40; ++inst) {
+    Hardware hw;
+    hw.pcieGBps = uni(4, 64);
+    Config config;
+    config.contextSwitchUs = pick(0, 4) == 0 ? 0 : uni(0, 40);
+    config.batchSizes = {1, 4, 16};
+    config.maxJobsPerStage = pick(1, 3);
+    std::vector<StageBubbles> stages;
+    for (int s = pick(1, 3); s > 0; --s) {
+      // A pipeline's bubbles: a few lengths repeated (differing in their
+      // last bits), and one or two long ones.
+      StageBubbles sb;
+      sb.stage = s;
+      std::vector<double> lengths = {uni(50, 3000), uni(50, 3000), uni(2e4, 2e5)};
+      double t = 0;
+      int64_t minFree = INT64_MAX;
+      for (int k = pick(17, 60); k > 0; --k) {
+        Bubble b;
+        b.id = k;
+        b.startUs = t;
+        int which = pick(0, 9) == 0 ? 2 : pick(0, 1);
+        b.durationUs = lengths[which] * (1 + 1e-15 * pick(0, 3));
+        b.freeBytes = int64_t(uni(2e8, 8e9));
+        t += b.durationUs + uni(0, 5000);
+        minFree = std::min(minFree, b.freeBytes);
+        sb.bubbles.push_back(b);
+      }
+      sb.iterationUs = t;
+      sb.minFreeBytes = int64_t(minFree * uni(0.5, 1));
+      stages.push_back(sb);
+    }
+    std::vector<Job> jobs;
+    for (int j = pick(5, 9); j > 0; --j) {
+      Job job;
+      job.name = "j" + std::to_string(j);
+      job.kind = pick(0, 2) == 0 ? JobKind::Training : JobKind::Inference;
+      job.samples = 1000000;
+      job.priority = pick(0, 1) ? 1 : uni(0.5, 3);
+      for (int l = pick(1, 12); l > 0; --l) {
+        // Some layers long beside the short bubbles.
+        double us = pick(0, 3) == 0 ? uni(20, 400) : uni(0.1, 20);
+        Layer layer = makeLayer("l" + std::to_string(l), us, int64_t(uni(0, 3e8)),
+                                int64_t(uni(0, 4e6)));
+        layer.backwardUsPerSample = 2 * layer.forwardUsPerSample;
+        layer.gradBytes = layer.weightBytes;
+        layer.optimizerBytes = 2 * layer.weightBytes;
+        job.layers.push_back(layer);
+      }
+      jobs.push_back(job);
+    }
+    Plan plan = planFill(stages, jobs, hw, config);
+    EXPECT_TRUE(plan.errors.empty());
+    Config boundOrder = config;
+    boundOrder.maxSimulationsPerSlot = 1 << 30; // a cap never reached
+    expectSamePlan(plan, planFill(stages, jobs, hw, boundOrder));
+    planned += !plan.assignments.empty();
+  }
+  EXPECT_GT(planned, 30);
+}
+
 // ---------------------------------------------------------------------------
 // Realistic bubbles: a 16-stage 1F1B pipeline, fine-grained inference.
 // ---------------------------------------------------------------------------
