@@ -50,9 +50,9 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
     rb.kind = stringifyBubbleKind(bubble.getKind());
     rb.filledUs = 0;
     rb.numFills = 0;
-    for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+    for (const FillChunk &fill : bubble.getFills()) {
       double weight = steady.weight(fill);
-      double filled = weight * fill.getPredictedUs().convertToDouble();
+      double filled = weight * fill.predictedUs;
       rb.filledUs += filled;
       filledByJob[fill.getJob()] += filled;
       terms.usefulUs.push_back(weight * jobs.dedicatedUs(fill));
@@ -241,18 +241,18 @@ public:
       os << k.fills << '[';
       bool firstFill = true;
       BubbleOp bubble = b.op; // a handle; its accessors are non-const
-      for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
+      for (const FillChunk &f : bubble.getFills()) {
         if (!firstFill)
           os << ',';
         firstFill = false;
-        os << k.open << k.batch << int64_t(f.getBatch()) << k.iteration
-           << int64_t(f.getIteration()) << k.job;
+        os << k.open << k.batch << int64_t(f.batch) << k.iteration
+           << int64_t(f.iteration) << k.job;
         writeString(os, f.getJob());
-        os << k.layerBegin << int64_t(f.getLayerBegin()) << k.layerEnd
-           << int64_t(f.getLayerEnd()) << k.peakBytes << int64_t(f.getPeakBytes())
+        os << k.layerBegin << int64_t(f.layerBegin) << k.layerEnd
+           << int64_t(f.layerEnd) << k.peakBytes << int64_t(f.peakBytes)
            << k.predictedUs;
-        f64.write(os, f.getPredictedUs().convertToDouble());
-        os << k.repeat << int64_t(f.getRepeat()) << k.fillClose;
+        f64.write(os, f.predictedUs);
+        os << k.repeat << int64_t(f.repeat) << k.fillClose;
       }
       os << k.listClose;
     }

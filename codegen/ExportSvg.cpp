@@ -102,12 +102,12 @@ void writeBubble(const Canvas &c, BubbleOp bubble, SteadyState &steady, double y
       timeLabel(bubble.getStartUs().convertToDouble(), ms),
       fmtBytes(bubble.getFreeBytes()));
   // Fill work of the first steady-state iteration, at its planned offset.
-  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+  for (const FillChunk &fill : bubble.getFills()) {
     if (!steady.inFirstSteadyIteration(fill))
       continue;
     double t = bubble.getStartUs().convertToDouble() +
-               fill.getOffsetUs().convertToDouble();
-    double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+               fill.offsetUs;
+    double d = fill.predictedUs * fill.repeat;
     const char *color = c.jobColor.lookup(fill.getJob());
     os << llvm::formatv(
         "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" "
@@ -115,8 +115,8 @@ void writeBubble(const Canvas &c, BubbleOp bubble, SteadyState &steady, double y
         "batch {8}, {9}, {10}</title></rect>\n",
         x(t), y + 5, std::max(0.5, x(t + d) - x(t)), kRow - 10,
         color ? color : "#F58518", escape(fill.getJob()),
-        fill.getLayerBegin(), fill.getLayerEnd(), fill.getBatch(),
-        timeLabel(d, ms), fmtBytes(fill.getPeakBytes()));
+        fill.layerBegin, fill.layerEnd, fill.batch,
+        timeLabel(d, ms), fmtBytes(fill.peakBytes));
   }
 }
 
@@ -242,8 +242,8 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
     SteadyState steady(stage);
     for (BubbleOp b : stage.getBody().front().getOps<BubbleOp>()) {
       bubbleUs += b.getDurationUs().convertToDouble();
-      for (FillOp f : b.getBody().front().getOps<FillOp>())
-        filledUs += steady.weight(f) * f.getPredictedUs().convertToDouble();
+      for (const FillChunk &f : b.getFills())
+        filledUs += steady.weight(f) * f.predictedUs;
     }
   }
   c.ms = c.iteration >= 10000;

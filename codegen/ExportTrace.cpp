@@ -55,18 +55,18 @@ static void writeBubble(llvm::json::OStream &j, BubbleOp bubble,
     j.attribute("tid", tid);
     j.attribute("ts", bubbleStart);
   });
-  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+  for (const FillChunk &fill : bubble.getFills()) {
     if (!steady.inFirstSteadyIteration(fill))
       continue;
-    double t = bubbleStart + fill.getOffsetUs().convertToDouble();
-    double d = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    double t = bubbleStart + fill.offsetUs;
+    double d = fill.predictedUs * fill.repeat;
     j.object([&] {
       j.attributeObject("args", [&] {
-        j.attribute("batch", (int64_t)fill.getBatch());
-        j.attribute("layers", std::to_string(fill.getLayerBegin()) + "-" +
-                                  std::to_string(fill.getLayerEnd()));
-        j.attribute("peak_bytes", (int64_t)fill.getPeakBytes());
-        j.attribute("repeat", (int64_t)fill.getRepeat());
+        j.attribute("batch", (int64_t)fill.batch);
+        j.attribute("layers", std::to_string(fill.layerBegin) + "-" +
+                                  std::to_string(fill.layerEnd));
+        j.attribute("peak_bytes", (int64_t)fill.peakBytes);
+        j.attribute("repeat", (int64_t)fill.repeat);
       });
       j.attribute("cat", "fill");
       j.attribute("dur", d);

@@ -67,14 +67,14 @@ public:
   /// GPU time the fill chunk's work would take at dedicated (large-batch)
   /// speed: batch x sum of per-sample pass costs over its pass range (one
   /// run; multiply by the chunk's repeat count).
-  double dedicatedUs(FillOp fill) const {
+  double dedicatedUs(const FillChunk &fill) const {
     auto it = jobs.find(fill.getJob());
     if (it == jobs.end())
       return 0;
     const auto &p = it->second.prefixUs;
-    size_t b = std::min<size_t>(fill.getLayerBegin(), p.size() - 1);
-    size_t e = std::min<size_t>(fill.getLayerEnd(), p.size() - 1);
-    return fill.getBatch() * (p[e] - p[b]);
+    size_t b = std::min<size_t>(fill.layerBegin, p.size() - 1);
+    size_t e = std::min<size_t>(fill.layerEnd, p.size() - 1);
+    return fill.batch * (p[e] - p[b]);
   }
   FillJobOp lookup(llvm::StringRef name) const {
     auto it = jobs.find(name);
@@ -110,8 +110,8 @@ public:
       schedules[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
   }
   /// Runs per iteration of this chunk (repeat included) in the steady state.
-  double weight(FillOp fill) const {
-    return weight(fill.getJob(), fill.getIteration(), fill.getRepeat());
+  double weight(const FillChunk &fill) const {
+    return weight(fill.getJob(), fill.iteration, fill.repeat);
   }
   /// The same for a chunk of `job` in plan iteration `iteration` run
   /// `repeat` times.
@@ -125,10 +125,10 @@ public:
   }
   /// True when the chunk runs in the first steady-state iteration (what the
   /// pictures show).
-  bool inFirstSteadyIteration(FillOp fill) const {
+  bool inFirstSteadyIteration(const FillChunk &fill) const {
     auto it = schedules.find(fill.getJob());
     int64_t prefix = it == schedules.end() ? 0 : it->second.first;
-    return (int64_t)fill.getIteration() == prefix;
+    return (int64_t)fill.iteration == prefix;
   }
 
 private:

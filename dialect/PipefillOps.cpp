@@ -368,10 +368,10 @@ SmallVector<FillIterationTotal, 8> pipefill::fillIterationTotals(BubbleOp bubble
   // A bubble holds a few chunks of a few jobs: a small vector, searched
   // linearly, then sorted (the order a std::map would give).
   SmallVector<FillIterationTotal, 8> totals;
-  for (FillOp fill : bubble.getBody().front().getOps<FillOp>()) {
+  for (const FillChunk &fill : bubble.getFills()) {
     StringRef job = fill.getJob();
-    int64_t iteration = fill.getIteration();
-    double us = fill.getPredictedUs().convertToDouble() * fill.getRepeat();
+    int64_t iteration = fill.iteration;
+    double us = fill.predictedUs * fill.repeat;
     auto it = llvm::find_if(totals, [&](const FillIterationTotal &t) {
       return t.iteration == iteration && t.job == job;
     });
@@ -400,6 +400,12 @@ pipefill::worstIterationPerJob(ArrayRef<FillIterationTotal> totals) {
   return perJob;
 }
 
+InFlightDiagnostic BubbleOp::emitFillError(size_t i) {
+  LocationAttr loc = getFills()[i].loc;
+  return mlir::emitError(loc ? Location(loc) : getLoc())
+         << "'" << getOperationName() << "' op fill " << i << " ";
+}
+
 LogicalResult BubbleOp::verify() {
   auto pipeline = (*this)->getParentOfType<PipelineOp>();
   if (pipeline && static_cast<int64_t>(getFreeBytes()) >
@@ -407,8 +413,18 @@ LogicalResult BubbleOp::verify() {
     return emitOpError() << "claims " << getFreeBytes()
                          << " free bytes, more than the device's "
                          << pipeline.getDeviceMemoryBytes();
-  if (getBody().empty())
+  ArrayRef<FillChunk> fills = getFills();
+  if (fills.empty())
     return success();
+  const int64_t freeBytes = getFreeBytes();
+  for (size_t i = 0; i < fills.size(); ++i) {
+    std::string error = checkFillChunk(fills[i]);
+    if (!error.empty())
+      return emitFillError(i) << error;
+    if (fills[i].peakBytes > freeBytes)
+      return emitFillError(i) << "needs " << fills[i].peakBytes << " bytes but the bubble has "
+                              << freeBytes << " free";
+  }
   // Plans repeat over iterations and several jobs may share a bubble: in each
   // iteration of the run a job uses the time of its chunks there, and the
   // jobs' totals in that iteration must fit together. Iteration t of the run
@@ -490,42 +506,40 @@ LogicalResult FillJobOp::verifyRegions() {
   return success();
 }
 
-LogicalResult FillOp::verify() {
-  if (getLayerBegin() >= getLayerEnd())
-    return emitOpError() << "has an empty layer range [" << getLayerBegin()
-                         << ", " << getLayerEnd() << ")";
-  auto bubble = (*this)->getParentOfType<BubbleOp>();
-  if (static_cast<int64_t>(getPeakBytes()) >
-      static_cast<int64_t>(bubble.getFreeBytes()))
-    return emitOpError() << "needs " << getPeakBytes()
-                         << " bytes but its bubble has " << bubble.getFreeBytes()
-                         << " free";
-  return success();
-}
-
 int64_t FillJobOp::getNumPasses() {
   return getNumLayers() * (getKind() == JobKind::Training ? 2 : 1);
 }
 
-LogicalResult FillOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+LogicalResult BubbleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ArrayRef<FillChunk> fills = getFills();
+  if (fills.empty())
+    return success();
   // Bubbles, stages and pipelines are not symbol tables, so the nearest one
   // is above the pipeline: skipped by op class instead of asking each of them
-  // for the trait, once per chunk (10^5 of them).
+  // for the trait. A bubble's chunks name a few jobs: each looked up once.
   Operation *table = (*this)->getParentOp();
-  while (table && isa<BubbleOp, StageOp, PipelineOp>(table))
+  while (table && isa<StageOp, PipelineOp>(table))
     table = table->getParentOp();
-  auto job = isa_and_nonnull<ModuleOp>(table)
-                 ? symbolTable.lookupSymbolIn<FillJobOp>(table, getJobAttr())
-                 : symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, getJobAttr());
-  if (!job)
-    return emitOpError() << "refers to " << getJobAttr()
-                         << ", which is not a 'pipefill.fill_job'";
-  if (static_cast<int64_t>(getLayerEnd()) > job.getNumPasses())
-    return emitOpError() << "runs layers up to " << getLayerEnd() << " but "
-                         << getJobAttr() << " has " << job.getNumPasses()
-                         << (job.getKind() == JobKind::Training
-                                 ? " passes (forward and backward of each layer)"
-                                 : "");
+  FlatSymbolRefAttr lastRef;
+  FillJobOp job;
+  for (size_t i = 0; i < fills.size(); ++i) {
+    const FillChunk &fill = fills[i];
+    if (fill.job != lastRef) {
+      lastRef = fill.job;
+      job = isa_and_nonnull<ModuleOp>(table)
+                ? symbolTable.lookupSymbolIn<FillJobOp>(table, fill.job)
+                : symbolTable.lookupNearestSymbolFrom<FillJobOp>(*this, fill.job);
+    }
+    if (!job)
+      return emitFillError(i) << "refers to " << fill.job
+                              << ", which is not a 'pipefill.fill_job'";
+    if (fill.layerEnd > job.getNumPasses())
+      return emitFillError(i) << "runs layers up to " << fill.layerEnd << " but " << fill.job
+                              << " has " << job.getNumPasses()
+                              << (job.getKind() == JobKind::Training
+                                      ? " passes (forward and backward of each layer)"
+                                      : "");
+  }
   return success();
 }
 

@@ -10,6 +10,7 @@
 
 #include "dialect/PipefillDialect.h"
 #include "dialect/PipefillEnums.h.inc"
+#include "dialect/FillTable.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -43,8 +44,8 @@ inline constexpr bool kHasBytes = llvm::is_detected<BytesGetter, T>::value;
 #include "dialect/PipefillOps.h.inc"
 
 namespace pipefill {
-/// The fill time (predicted x repeat) a bubble's chunks of one job put into
-/// one iteration of that job's plan.
+/// The fill time (time x repeat) a bubble's chunks of one job put into one
+/// iteration of that job's plan.
 struct FillIterationTotal {
   llvm::StringRef job;
   int64_t iteration;

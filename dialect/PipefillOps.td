@@ -7,6 +7,7 @@ include "dialect/PipefillConstraints.td"
 include "dialect/PipefillEnums.td"
 include "dialect/PipefillInterfaces.td"
 include "mlir/IR/OpBase.td"
+include "mlir/IR/Properties.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
 
@@ -227,8 +228,27 @@ def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step", "OptimizerStep
   let assemblyFormat = "`duration` $duration_us attr-dict";
 }
 
-def Pipefill_BubbleOp : Pipefill_Op<"bubble", [HasParent<"StageOp">, SingleBlock, NoTerminator]> {
-  let summary = "An idle gap of a stage, with the fill work placed in it";
+// The fill chunks of a bubble as one native property (dialect/FillTable.h).
+def Pipefill_FillTableProp : Property<"::pipefill::FillTable",
+                                      "the fill chunks planned into a bubble"> {
+  let interfaceType = "::llvm::ArrayRef<::pipefill::FillChunk>";
+  let convertFromStorage = "$_storage";
+  let assignToStorage = "$_storage.assign($_value.begin(), $_value.end())";
+  let convertToAttribute = "::pipefill::fillTableToAttribute($_ctxt, $_storage)";
+  let convertFromAttribute =
+      "return ::pipefill::fillTableFromAttribute($_storage, $_attr, $_diag);";
+  let hashProperty = "::pipefill::hashFillTable($_storage)";
+  let writeToMlirBytecode = "::pipefill::writeFillTable($_writer, $_storage)";
+  let readFromMlirBytecode = [{
+    if (::mlir::failed(::pipefill::readFillTable($_reader, $_storage)))
+      return ::mlir::failure();
+  }];
+  let defaultValue = "::pipefill::FillTable()";
+}
+
+def Pipefill_BubbleOp : Pipefill_Op<"bubble", [
+    HasParent<"StageOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "An idle gap of a stage, with the fill work planned into it";
   let description = [{
     Marks an idle interval of the stage: it starts at `start` microseconds
     into the iteration, lasts `duration` microseconds, and `free` bytes of
@@ -237,25 +257,56 @@ def Pipefill_BubbleOp : Pipefill_Op<"bubble", [HasParent<"StageOp">, SingleBlock
     it sits: `warmup` before the stage's first instruction, `steady` between
     forwards, `cooldown` after the last forward, `tail` after the last
     backward when the iteration has a tail. Bubbles repeat every iteration.
-    The region holds the `pipefill.fill` ops planned into this gap, in order.
+
+    `fills` lists the chunks of fill work planned into the gap, in order,
+    one per line (a table, not ops: a plan has 10^5-10^6 of them). A chunk
+    runs layers `[layers, to)` of fill job `@job` on a batch of `batch`
+    samples starting at sample `samples` (the job's running sample cursor).
+    `weights` says whether the layers' weights stay resident on the device
+    or are streamed from pinned host memory for this chunk; `acts` where the
+    batch's intermediate activations wait between bubbles. `time` is the
+    predicted time including the context switch and non-overlapped copies
+    (`copy` of it is copies), `mem` the chunk's peak device memory; both
+    must fit the bubble. For a training job the range counts passes:
+    `[0, n)` are the forwards of its n layers, pass `n + k` is the backward
+    and update of layer `n - 1 - k`.
+
+    Plans repeat: the chunks of one job on one stage follow the stage's
+    `pipefill.assignment` for that job, which lists `prefix` iterations
+    that run once followed by `period` iterations that repeat forever;
+    `iteration` (default 0) says in which of those iterations the chunk
+    runs. `repeat` (default 1) runs it that many times back to back (whole
+    batches only), `offset` (default 0) is its planned start relative to the
+    bubble's start.
 
     ```mlir
-    pipefill.bubble warmup start 0.0 duration 3.0e3 free 40000000000 {
-      pipefill.fill @bert layers 0 to 12 batch 32 samples 0 weights resident
-          acts device time 2.5e3 mem 2000000000
-    }
+    pipefill.bubble warmup start 0.0 duration 3.0e3 free 40000000000 fills [
+      @bert layers 0 to 12 batch 32 samples 0 weights resident acts device
+          time 2.5e3 mem 2000000000,
+      @bert layers 0 to 12 batch 32 samples 32 weights resident acts device
+          time 2.5e3 mem 2000000000 iteration 1 offset 2.5e3
+    ]
     ```
   }];
   let arguments = (ins Pipefill_BubbleKind:$kind,
                        Pipefill_NonNegF64:$start_us,
                        Pipefill_NonNegF64:$duration_us,
-                       Pipefill_NonNegI64:$free_bytes);
-  let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat =
-      "$kind `start` $start_us `duration` $duration_us `free` $free_bytes attr-dict-with-keyword $body";
+                       Pipefill_NonNegI64:$free_bytes,
+                       Pipefill_FillTableProp:$fills);
+  let assemblyFormat = [{
+    $kind `start` $start_us `duration` $duration_us `free` $free_bytes ``
+    custom<FillTable>($fills) attr-dict-with-keyword
+  }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     double getEndUs() { return getStartUs().convertToDouble() + getDurationUs().convertToDouble(); }
+    /// The fill chunks, in order.
+    ::llvm::ArrayRef<::pipefill::FillChunk> getFills() { return getProperties().fills; }
+    /// The same, to change in place.
+    ::pipefill::FillTable &getFillTable() { return getProperties().fills; }
+    /// An error about fill chunk `i`, at its line (when parsed) or the
+    /// bubble's: "'pipefill.bubble' op fill <i> " and the message.
+    ::mlir::InFlightDiagnostic emitFillError(size_t i);
   }];
 }
 
@@ -361,53 +412,6 @@ def Pipefill_LayerOp : Pipefill_Op<"layer", [HasParent<"FillJobOp">]> {
                        OptionalAttr<Pipefill_PosI64>:$seq,
                        OptionalAttr<Pipefill_PosI64>:$ffn);
   let assemblyFormat = "$name `forward` $forward_us_per_sample `weights` $weight_bytes `activations` $activation_bytes_per_sample attr-dict";
-}
-
-def Pipefill_FillOp : Pipefill_Op<"fill", [
-    HasParent<"BubbleOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "A chunk of fill work planned into a bubble";
-  let description = [{
-    Runs layers `[layers, to)` of fill job `job` on a batch of `batch`
-    samples starting at sample `samples` (the job's running sample cursor).
-    `weights` says whether the layers' weights stay resident on the device
-    or are streamed from pinned host memory for this chunk; `acts` where the
-    batch's intermediate activations wait between bubbles. `time` is the
-    predicted time including the context switch and non-overlapped copies,
-    `mem` the chunk's peak device memory; both must fit the bubble.
-
-    Plans repeat: the chunks of one job on one stage follow the stage's
-    `pipefill.assignment` for that job, which lists `prefix` iterations
-    that run once followed by `period` iterations that repeat forever;
-    `iteration` says in which of those iterations this chunk runs. `repeat`
-    runs the chunk that many times back to back (whole batches only),
-    `offset_us` is its planned start relative to the bubble's start. For a
-    training job the range counts passes: `[0, n)` are the forwards of its n
-    layers, pass `n + k` is the backward and update of layer `n - 1 - k`.
-
-    ```mlir
-    pipefill.fill @bert layers 0 to 12 batch 32 samples 0 weights resident
-        acts device time 2.5e3 mem 2000000000
-    ```
-  }];
-  let arguments = (ins FlatSymbolRefAttr:$job,
-                       Pipefill_NonNegI64:$layer_begin,
-                       Pipefill_NonNegI64:$layer_end,
-                       Pipefill_PosI64:$batch,
-                       Pipefill_NonNegI64:$sample_begin,
-                       Pipefill_WeightPlacement:$weights,
-                       Pipefill_ActPlacement:$acts,
-                       Pipefill_NonNegF64:$predicted_us,
-                       Pipefill_NonNegI64:$peak_bytes,
-                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$copy_us,
-                       DefaultValuedAttr<I64Attr, "0">:$iteration_offset,
-                       DefaultValuedAttr<Pipefill_NonNegI64, "0">:$iteration,
-                       DefaultValuedAttr<Pipefill_PosI64, "1">:$repeat,
-                       DefaultValuedAttr<Pipefill_NonNegF64, "0.0">:$offset_us);
-  let assemblyFormat = [{
-    $job `layers` $layer_begin `to` $layer_end `batch` $batch `samples` $sample_begin
-    `weights` $weights `acts` $acts `time` $predicted_us `mem` $peak_bytes attr-dict
-  }];
-  let hasVerifier = 1;
 }
 
 #endif // PIPEFILL_OPS_TD

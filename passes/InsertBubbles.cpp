@@ -83,11 +83,9 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
           builder.setInsertionPoint(stageOps[bubble->insertBefore]);
         else
           builder.setInsertionPointToEnd(&body);
-        auto op = builder.create<BubbleOp>(
-            stage.getLoc(), BubbleKindAttr::get(ctx, toIR(bubble->kind)),
-            attrs.f64(bubble->startUs), attrs.f64(bubble->durationUs),
-            attrs.i64(bubble->freeBytes));
-        builder.createBlock(&op.getBody());
+        builder.create<BubbleOp>(stage.getLoc(), BubbleKindAttr::get(ctx, toIR(bubble->kind)),
+                                 attrs.f64(bubble->startUs), attrs.f64(bubble->durationUs),
+                                 attrs.i64(bubble->freeBytes));
       }
     });
     return success();

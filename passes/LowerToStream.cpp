@@ -57,8 +57,9 @@ struct Schedule {
 };
 
 llvm::StringMap<Schedule> schedulesOf(StageOp stage);
-void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, FillOp fill,
-                int64_t bubbleId, const llvm::StringMap<Schedule> &schedules);
+void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, Location loc,
+                const FillChunk &fill, int64_t bubbleId,
+                const llvm::StringMap<Schedule> &schedules);
 
 /// Tag of a transfer: unique per (sender, receiver) pair because the
 /// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
@@ -155,7 +156,7 @@ private:
     Block *deviceBody = b.createBlock(&device.getBody());
     int64_t numEvents = 0;
     for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
-      if (!bubble.getBody().front().empty()) {
+      if (!bubble.getFills().empty()) {
         b.setInsertionPointToEnd(deviceBody);
         b.create<ps::EventOp>(bubble.getLoc(), (uint64_t)numEvents,
                               "bubble" + std::to_string(numEvents));
@@ -177,7 +178,7 @@ private:
   /// on the fill stream, a wait for it followed by its chunks.
   void lowerBubble(BubbleOp bubble, const llvm::StringMap<Schedule> &schedules) {
     int64_t id = bubbleId++;
-    bool filled = !bubble.getBody().front().empty();
+    bool filled = !bubble.getFills().empty();
     Location loc = bubble.getLoc();
     if (filled)
       b.create<ps::RecordOp>(loc, attrs.i64(event));
@@ -189,8 +190,8 @@ private:
       return;
     b.setInsertionPointToEnd(fillBody);
     b.create<ps::WaitOp>(loc, attrs.i64(event++));
-    for (FillOp fill : bubble.getBody().front().getOps<FillOp>())
-      lowerChunk(b, attrs, chunkName, fill, id, schedules);
+    for (const FillChunk &fill : bubble.getFills())
+      lowerChunk(b, attrs, chunkName, fill.loc ? Location(fill.loc) : loc, fill, id, schedules);
   }
 
   /// A send, receive or compute on the main stream.
@@ -309,20 +310,19 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
     s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
     s.firstPeriodTail = std::numeric_limits<int64_t>::max();
   }
-  stage.walk([&](FillOp fill) {
-    auto it = schedules.find(fill.getJob());
-    if (it == schedules.end() || fill.getLayerBegin() != 0 ||
-        (int64_t)fill.getIteration() < it->second.prefix)
-      return;
-    if ((int64_t)fill.getBatch() < it->second.batch) {
-      it->second.firstPeriodTail =
-          std::min<int64_t>(it->second.firstPeriodTail, fill.getSampleBegin());
-      return;
+  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+    for (const FillChunk &fill : bubble.getFills()) {
+      auto it = schedules.find(fill.getJob());
+      if (it == schedules.end() || fill.layerBegin != 0 || fill.iteration < it->second.prefix)
+        continue;
+      if (fill.batch < it->second.batch) {
+        it->second.firstPeriodTail =
+            std::min<int64_t>(it->second.firstPeriodTail, fill.sampleBegin);
+        continue;
+      }
+      it->second.firstPeriodBatch = std::min<int64_t>(
+          it->second.firstPeriodBatch, fill.sampleBegin / std::max<int64_t>(1, fill.batch));
     }
-    it->second.firstPeriodBatch =
-        std::min<int64_t>(it->second.firstPeriodBatch,
-                          fill.getSampleBegin() / std::max<int64_t>(1, fill.getBatch()));
-  });
   return schedules;
 }
 
@@ -332,19 +332,20 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
 /// within a period, a batch begun in the previous period being continued
 /// with offset -1. A chunk that repeats whole batches becomes one chunk per
 /// batch.
-void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, FillOp fill,
-                int64_t bubbleId, const llvm::StringMap<Schedule> &schedules) {
+void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, Location loc,
+                const FillChunk &fill, int64_t bubbleId,
+                const llvm::StringMap<Schedule> &schedules) {
   auto it = schedules.find(fill.getJob());
   if (it == schedules.end())
     return;
   const Schedule &s = it->second;
-  if ((int64_t)fill.getIteration() < s.prefix || s.batchesPerPeriod <= 0)
+  if (fill.iteration < s.prefix || s.batchesPerPeriod <= 0)
     return;
-  int64_t batch = std::max<int64_t>(1, fill.getBatch());
-  int64_t first = fill.getSampleBegin() / batch;
+  int64_t batch = std::max<int64_t>(1, fill.batch);
+  int64_t first = fill.sampleBegin / batch;
   // A tail chunk's samples follow the period's main batches.
   bool tail = batch < s.batch;
-  for (int64_t k = 0; k < (int64_t)fill.getRepeat(); ++k) {
+  for (int64_t k = 0; k < fill.repeat; ++k) {
     int64_t local = first + k - s.firstPeriodBatch, offset = 0;
     if (tail) {
       local = 0;
@@ -354,27 +355,26 @@ void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, FillOp 
     }
     // Every field, defaults included, goes in as a property before the op
     // is created (creating it bare would unique the defaults of period and
-    // phase per chunk): the fill op's own attributes where the value is the
-    // same, cached ones otherwise.
-    OperationState state(fill.getLoc(), chunkName);
+    // phase per chunk), from the per-thread attribute cache.
+    OperationState state(loc, chunkName);
     auto &props = state.getOrAddProperties<ps::FillChunkOp::Properties>();
-    props.job = fill.getJobAttr();
+    props.job = fill.job;
     props.bubble_id = attrs.i64(bubbleId);
-    props.layer_begin = fill.getLayerBeginAttr();
-    props.layer_end = fill.getLayerEndAttr();
+    props.layer_begin = attrs.i64(fill.layerBegin);
+    props.layer_end = attrs.i64(fill.layerEnd);
     props.batch = attrs.i64(batch);
-    props.sample_begin = attrs.i64(tail ? s.batch * s.batchesPerPeriod + fill.getSampleBegin() -
+    props.sample_begin = attrs.i64(tail ? s.batch * s.batchesPerPeriod + fill.sampleBegin -
                                               s.firstPeriodTail + k * batch
                                         : local * batch);
     props.iteration_offset = attrs.i64(offset);
-    if (fill.getWeights() == WeightPlacement::Streamed)
+    if (fill.weights == WeightPlacement::Streamed)
       props.weights_streamed = attrs.unit();
-    if (fill.getActs() == ActPlacement::Host)
+    if (fill.acts == ActPlacement::Host)
       props.activations_on_host = attrs.unit();
-    props.planned_us = fill.getPredictedUsAttr();
-    props.peak_bytes = fill.getPeakBytesAttr();
+    props.planned_us = attrs.f64(fill.predictedUs);
+    props.peak_bytes = attrs.i64(fill.peakBytes);
     props.period = attrs.i64(s.period);
-    props.phase = attrs.i64((int64_t)fill.getIteration() - s.prefix);
+    props.phase = attrs.i64(fill.iteration - s.prefix);
     b.create(state);
   }
 }

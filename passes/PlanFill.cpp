@@ -63,12 +63,14 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     return success();
   }
 
-  /// Re-planning replaces the previous plan: its fill and assignment ops,
+  /// Re-planning replaces the previous plan: its fill chunks and assignments,
   /// the stages' accounts and the jobs' results.
   void removePreviousPlan(PipelineOp pipeline) {
     SmallVector<Operation *> stale;
     pipeline.walk([&](Operation *op) {
-      if (isa<FillOp, AssignmentOp>(op))
+      if (auto bubble = dyn_cast<BubbleOp>(op))
+        bubble.getFillTable().clear();
+      else if (isa<AssignmentOp>(op))
         stale.push_back(op);
     });
     for (Operation *op : stale)
@@ -134,12 +136,8 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     }
   }
 
-  /// Chunks go into their bubbles in execution order. 10^5 chunks at 64 x
-  /// 512: each stage's chunks are written on their own thread (stages are
-  /// isolated) with per-thread attribute caches, since most fields repeat
-  /// (layer ranges, batches, byte counts, the same few jobs) and going
-  /// through the context's uniquer for each of a chunk's 13 fields cost more
-  /// than the op itself.
+  /// Chunks go into their bubbles' fill tables in execution order (10^5 at
+  /// 64 x 512), each stage's on its own thread (stages are isolated).
   void writeChunks(const fill::Plan &plan, const FillProblem &problem,
                    ArrayRef<StageOp> stages) {
     std::vector<const fill::Chunk *> chunks;
@@ -161,41 +159,25 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     SmallVector<FlatSymbolRefAttr> jobRefs;
     for (size_t j = 0; j < problem.jobOps.size(); ++j)
       jobRefs.push_back(jobRef(problem, j));
-    MLIRContext *ctx = &getContext();
-    WeightPlacementAttr weightAttrs[] = {
-        WeightPlacementAttr::get(ctx, WeightPlacement::Resident),
-        WeightPlacementAttr::get(ctx, WeightPlacement::Streamed)};
-    ActPlacementAttr actAttrs[] = {ActPlacementAttr::get(ctx, ActPlacement::Device),
-                                   ActPlacementAttr::get(ctx, ActPlacement::Host)};
-    // Looked up once, not by name per chunk.
-    const OperationName fillName(FillOp::getOperationName(), ctx);
-    mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
-      OpBuilder sb(ctx);
-      AttrCache attrs(ctx);
+    mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
       for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i) {
         const fill::Chunk *c = chunks[i];
         BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
-        // All fields, defaults included, go in as properties, so creating the
-        // op uniques no default attributes.
-        OperationState state(bubble.getLoc(), fillName);
-        auto &props = state.getOrAddProperties<FillOp::Properties>();
-        props.job = jobRefs[c->job];
-        props.layer_begin = attrs.i64(c->layerBegin);
-        props.layer_end = attrs.i64(c->layerEnd);
-        props.batch = attrs.i64(c->batch);
-        props.sample_begin = attrs.i64(c->sampleBegin);
-        props.weights =
-            weightAttrs[toIR(c->weights) == WeightPlacement::Streamed ? 1 : 0];
-        props.acts = actAttrs[toIR(c->acts) == ActPlacement::Host ? 1 : 0];
-        props.predicted_us = attrs.f64(c->predictedUs);
-        props.peak_bytes = attrs.i64(c->peakBytes);
-        props.copy_us = attrs.f64(c->copyUs);
-        props.iteration_offset = attrs.i64(0);
-        props.iteration = attrs.i64(c->iteration);
-        props.repeat = attrs.i64(c->repeat);
-        props.offset_us = attrs.f64(c->offsetUs);
-        sb.setInsertionPointToEnd(&bubble.getBody().front());
-        sb.create(state);
+        FillChunk f;
+        f.job = jobRefs[c->job];
+        f.layerBegin = c->layerBegin;
+        f.layerEnd = c->layerEnd;
+        f.batch = c->batch;
+        f.sampleBegin = c->sampleBegin;
+        f.weights = toIR(c->weights);
+        f.acts = toIR(c->acts);
+        f.predictedUs = c->predictedUs;
+        f.peakBytes = c->peakBytes;
+        f.copyUs = c->copyUs;
+        f.iteration = c->iteration;
+        f.repeat = c->repeat;
+        f.offsetUs = c->offsetUs;
+        bubble.getFillTable().push_back(f);
       }
     });
   }

@@ -33,7 +33,8 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   fill::Plan plan;
   // The op behind each plan entry, for the diagnostics.
   SmallVector<AssignmentOp> assignmentOps;
-  SmallVector<FillOp> fillOps;
+  // Each chunk's bubble and index there.
+  SmallVector<std::pair<BubbleOp, size_t>> fillAt;
   SmallVector<StageOp> stageOps(pipeline.getStages());
   std::map<std::pair<int, int>, fill::Assignment *> byKey;
   bool any = false;
@@ -70,39 +71,41 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   size_t numFills = 0;
   for (const SmallVector<BubbleOp> &bubbles : problem.bubbleOps)
     for (BubbleOp bubble : bubbles)
-      numFills += bubble.getBody().front().getOperations().size();
+      numFills += bubble.getFills().size();
   plan.chunks.reserve(numFills);
-  fillOps.reserve(numFills);
+  fillAt.reserve(numFills);
   for (size_t s = 0; s < problem.bubbleOps.size(); ++s) {
     for (size_t id = 0; id < problem.bubbleOps[s].size(); ++id) {
       BubbleOp bubble = problem.bubbleOps[s][id];
-      for (FillOp f : bubble.getBody().front().getOps<FillOp>()) {
+      ArrayRef<FillChunk> fills = bubble.getFills();
+      for (size_t i = 0; i < fills.size(); ++i) {
+        const FillChunk &f = fills[i];
         any = true;
         int job = problem.jobIndex.lookup(f.getJob());
         auto as = byKey.find({(int)s, job});
         if (as == byKey.end())
-          return f.emitOpError() << "has no pipefill.assignment for " << f.getJobAttr()
-                                 << " on stage " << s;
+          return bubble.emitFillError(i) << "has no pipefill.assignment for " << f.job
+                                         << " on stage " << s;
         fill::Chunk c;
         c.stage = s;
         c.bubbleId = id;
         c.job = job;
-        c.layerBegin = f.getLayerBegin();
-        c.layerEnd = f.getLayerEnd();
-        c.batch = f.getBatch();
-        c.sampleBegin = f.getSampleBegin();
-        c.weights = toPlan(f.getWeights());
-        c.acts = toPlan(f.getActs());
+        c.layerBegin = f.layerBegin;
+        c.layerEnd = f.layerEnd;
+        c.batch = f.batch;
+        c.sampleBegin = f.sampleBegin;
+        c.weights = toPlan(f.weights);
+        c.acts = toPlan(f.acts);
         c.optimizer = as->second->optimizer;
         c.checkpoint = as->second->checkpoint;
-        c.copyUs = f.getCopyUs().convertToDouble();
-        c.predictedUs = f.getPredictedUs().convertToDouble();
-        c.peakBytes = f.getPeakBytes();
-        c.iteration = f.getIteration();
-        c.repeat = f.getRepeat();
-        c.offsetUs = f.getOffsetUs().convertToDouble();
+        c.copyUs = f.copyUs;
+        c.predictedUs = f.predictedUs;
+        c.peakBytes = f.peakBytes;
+        c.iteration = f.iteration;
+        c.repeat = f.repeat;
+        c.offsetUs = f.offsetUs;
         plan.chunks.push_back(c);
-        fillOps.push_back(f);
+        fillAt.push_back({bubble, i});
       }
     }
   }
@@ -127,9 +130,11 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   // Each violation on the op that causes it, in IR terms.
   for (const fill::Violation &v : violations) {
     switch (v.on) {
-    case fill::Violation::On::Chunk:
-      fillOps[v.index].emitOpError() << v.message;
+    case fill::Violation::On::Chunk: {
+      auto [bubble, i] = fillAt[v.index];
+      bubble.emitFillError(i) << v.message;
       break;
+    }
     case fill::Violation::On::Assignment:
       assignmentOps[v.index].emitOpError() << v.message;
       break;

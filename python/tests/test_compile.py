@@ -114,7 +114,7 @@ def test_bubble_and_stage_tables_are_numpy_and_match_the_report(tiny_job):
 def test_mlir_trace_svg(tiny_job):
     plan = pipefill.compile_file(tiny_job)
     ir = plan.mlir()
-    assert "pipefill.pipeline" in ir and "pipefill.bubble" in ir and "pipefill.fill" in ir
+    assert "pipefill.pipeline" in ir and "pipefill.bubble" in ir and " fills [" in ir
     assert "tiny.pbtxt" not in ir
     assert "tiny.pbtxt\":4:" in plan.mlir(debug_info=True)  # the pipeline's JobSpec line
     trace = json.loads(plan.trace())

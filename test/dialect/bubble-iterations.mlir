@@ -16,12 +16,12 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
     pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
     pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
     // CHECK: pipefill.bubble
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 3.0 mem 1 {iteration = 1 : i64}
-      pipefill.fill @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 iteration 0,
+      @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 iteration 0,
+      @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 3.0 mem 1 iteration 1,
+      @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 iteration 1
+    ]
   }
 }
 
@@ -39,12 +39,12 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
     pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
     pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
     // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 4.0 mem 1 {iteration = 1 : i64}
-      pipefill.fill @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1 iteration 0,
+      @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 iteration 0,
+      @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 4.0 mem 1 iteration 1,
+      @b layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 iteration 1
+    ]
   }
 }
 
@@ -63,10 +63,10 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
     pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 2 batches 2 samples 1.0 persistent 1
     pipefill.assignment @b batch 1 weights resident acts device prefix 0 period 3 batches 1 samples 0.333 persistent 1
     // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      pipefill.fill @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 3.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 {iteration = 0 : i64}
-      pipefill.fill @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 {iteration = 1 : i64}
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @a layers 0 to 1 batch 1 samples 0 weights resident acts device time 3.0 mem 1 iteration 0,
+      @b layers 0 to 1 batch 1 samples 0 weights resident acts device time 4.0 mem 1 iteration 0,
+      @a layers 0 to 1 batch 1 samples 1 weights resident acts device time 7.0 mem 1 iteration 1
+    ]
   }
 }

@@ -182,8 +182,7 @@ pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microb
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{claims 200 free bytes, more than the device's 100}}
-    pipefill.bubble warmup start 0.0 duration 1.0 free 200 {
-    }
+    pipefill.bubble warmup start 0.0 duration 1.0 free 200
   }
 }
 
@@ -195,10 +194,10 @@ pipefill.fill_job @j inference samples 1 {
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{holds 12 us of fill work but lasts only 10 us}}
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1
-      pipefill.fill @j layers 0 to 1 batch 1 samples 1 weights resident acts device time 6.0 mem 1
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1,
+      @j layers 0 to 1 batch 1 samples 1 weights resident acts device time 6.0 mem 1
+    ]
   }
 }
 
@@ -223,10 +222,10 @@ pipefill.fill_job @j inference samples 1 {
 }
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
       // expected-error @+1 {{has an empty layer range [1, 1)}}
-      pipefill.fill @j layers 1 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1
-    }
+      @j layers 1 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 1
+    ]
   }
 }
 
@@ -237,10 +236,10 @@ pipefill.fill_job @j inference samples 1 {
 }
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      // expected-error @+1 {{needs 60 bytes but its bubble has 50 free}}
-      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 60
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{needs 60 bytes but the bubble has 50 free}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 6.0 mem 60
+    ]
   }
 }
 
@@ -252,9 +251,9 @@ pipefill.fill_job @j inference samples 1 {
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{holds 11 us of fill work but lasts only 10 us}}
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
-      pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 11.0 mem 1
-    }
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 11.0 mem 1
+    ]
   }
 }
 
@@ -262,10 +261,10 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
       // expected-error @+1 {{refers to @nope, which is not a 'pipefill.fill_job'}}
-      pipefill.fill @nope layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
-    }
+      @nope layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    ]
   }
 }
 
@@ -276,10 +275,20 @@ pipefill.fill_job @j inference samples 1 {
 }
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    pipefill.bubble warmup start 0.0 duration 10.0 free 50 {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
       // expected-error @+1 {{runs layers up to 3 but @j has 1}}
-      pipefill.fill @j layers 0 to 3 batch 1 samples 0 weights resident acts device time 1.0 mem 1
-    }
+      @j layers 0 to 3 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+// A bubble's fill chunks are rows of its table, not ops.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{custom op 'pipefill.fill' is unknown}}
+    pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
   }
 }
 
@@ -287,8 +296,94 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    // expected-error @+1 {{'pipefill.fill' op expects parent op 'pipefill.bubble'}}
-    pipefill.fill @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{expected 'resident' or 'streamed'}}
+      @j layers 0 to 1 batch 1 samples 0 weights sideways acts device time 1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{expected 'device' or 'host'}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts disk time 1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+2 {{expected 'mem'}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0
+    ]
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1,
+      // expected-error @+1 {{'pipefill.bubble' op fill 1 time must be a finite number >= 0 (got -1)}}
+      @j layers 0 to 1 batch 1 samples 1 weights resident acts device time -1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{'pipefill.bubble' op fill 0 offset must be a finite number >= 0 (got nan)}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1 offset 0x7FF8000000000000
+    ]
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{'pipefill.bubble' op fill 0 must have a batch and a repeat count of at least 1 (got 1 and 0)}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1 repeat 0
+    ]
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // The generic form: the table is an array of dictionaries.
+    // expected-error @+1 {{fills: expected an array of dictionaries}}
+    "pipefill.bubble"() <{kind = 0 : i32, start_us = 0.0, duration_us = 1.0, free_bytes = 5 : i64, fills = 3 : i64}> : () -> ()
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{fills: a chunk has no 'mem'}}
+    "pipefill.bubble"() <{kind = 0 : i32, start_us = 0.0, duration_us = 1.0, free_bytes = 5 : i64, fills = [{job = @j, layers = 0 : i64, to = 1 : i64, batch = 1 : i64, samples = 0 : i64, weights = 0 : i32, acts = 0 : i32, time = 1.0}]}> : () -> ()
   }
 }
 

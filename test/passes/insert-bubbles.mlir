@@ -8,16 +8,15 @@
 // (cooldown). Free bytes = 1000 - live during the gap - reserve 100.
 // CHECK-LABEL: pipefill.stage 0
 // CHECK:      pipefill.send activation mb 1
-// CHECK-NEXT: pipefill.bubble steady start 2.000000e+01 duration 2.200000e+01 free 200 {
+// CHECK-NEXT: pipefill.bubble steady start 2.000000e+01 duration 2.200000e+01 free 200
 // CHECK:      pipefill.recv gradient mb 0
-// CHECK:      pipefill.bubble cooldown start 9.200000e+01 duration 1.200000e+01 free 300 {
-// CHECK-NEXT: }
+// CHECK:      pipefill.bubble cooldown start 9.200000e+01 duration 1.200000e+01 free 300{{$}}
 // CHECK-NEXT: pipefill.recv gradient mb 2
 // CHECK-LABEL: pipefill.stage 1
-// CHECK-NEXT: pipefill.bubble warmup start 0.000000e+00 duration 1.100000e+01 free 400 {
-// CHECK:      pipefill.bubble steady start 7.100000e+01 duration 2.000000e+00 free 400 {
+// CHECK-NEXT: pipefill.bubble warmup start 0.000000e+00 duration 1.100000e+01 free 400
+// CHECK:      pipefill.bubble steady start 7.100000e+01 duration 2.000000e+00 free 400
 // CHECK:      pipefill.send gradient mb 2
-// CHECK-NEXT: pipefill.bubble cooldown start 1.030000e+02 duration 2.100000e+01 free 400 {
+// CHECK-NEXT: pipefill.bubble cooldown start 1.030000e+02 duration 2.100000e+01 free 400
 
 // With a 15 us minimum only stage 0's 22 us and stage 1's 21 us gaps remain.
 // MIN:     pipefill.bubble steady start 2.000000e+01 duration 2.200000e+01

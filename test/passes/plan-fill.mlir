@@ -7,14 +7,13 @@
 // per iteration, efficiency 8 x 10 x 10 / 870 = 0.9195.
 // CHECK-LABEL: pipefill.stage 0
 // CHECK-NEXT: pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.000000e+00
-// CHECK: pipefill.bubble steady start 1.000000e+02 duration 8.750000e+02
-// CHECK-NEXT: pipefill.fill @enc layers 0 to 10 batch 8 samples 0 weights resident acts device time 8.700000e+02
+// CHECK: pipefill.bubble steady start 1.000000e+02 duration 8.750000e+02 free 99000000000 fills [
+// CHECK-NEXT: @enc layers 0 to 10 batch 8 samples 0 weights resident acts device time 8.700000e+02
 // CHECK: pipefill.fill_job @enc inference samples 1000 attributes {efficiency = 0.91954022988505746 : f64, samples_per_iteration = 8.000000e+00 : f64}
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
-    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 {
-    }
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
   }
 }
@@ -40,8 +39,7 @@ pipefill.fill_job @enc inference samples 1000 {
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 2000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, batch_sizes = array<i64: 1>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
-    pipefill.bubble steady start 100.0 duration 875.0 free 1000000000 {
-    }
+    pipefill.bubble steady start 100.0 duration 875.0 free 1000000000
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
   }
 }
@@ -89,13 +87,12 @@ pipefill.fill_job @j inference samples 1000 {
 // CHECK-LABEL: pipefill.stage 0
 // CHECK-SAME: pipefill.fill_account = {bubble_us = 1.442000e+03 : f64, filled_us = 1.355000e+03 : f64, granularity_us = 0.000000e+00 : f64, idle_us = 8.700000e+01 : f64, launch_us = 1.500000e+01 : f64, margin_us = 72.{{[0-9]+}} : f64, memory_us = 0.000000e+00 : f64, other_overhead_us = 0.000000e+00 : f64, switch_us = 6.000000e+01 : f64, too_short_us = 14.{{[0-9]+}} : f64, useful_us = 1.280000e+03 : f64}
 // CHECK-NEXT: pipefill.assignment @one batch 256 weights resident acts device prefix 0 period 1 batches 2 samples 6.400000e+02
-// CHECK: pipefill.fill @one layers 0 to 1 batch 256 samples 0 {{.*}} time 5.370000e+02 {{.*}}repeat = 2
-// CHECK-NEXT: pipefill.fill @one layers 0 to 1 batch 128 samples 0 {{.*}} time 2.810000e+02 {{.*}}offset_us = 1.074000e+03
+// CHECK: @one layers 0 to 1 batch 256 samples 0 {{.*}} time 5.370000e+02 {{.*}}repeat 2
+// CHECK-NEXT: @one layers 0 to 1 batch 128 samples 0 {{.*}} time 2.810000e+02 {{.*}}offset 1.074000e+03
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1642.0, reserve_bytes = 0 : i64, safety_margin = 0.05, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 64, 128, 256>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
-    pipefill.bubble steady start 100.0 duration 1442.0 free 99000000000 {
-    }
+    pipefill.bubble steady start 100.0 duration 1442.0 free 99000000000
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 1542.0, end_us = 1642.0}
   }
 }

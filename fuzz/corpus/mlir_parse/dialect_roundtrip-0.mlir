@@ -2,9 +2,9 @@
 
 pipefill.pipeline @tiny schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 2 : i64, device_memory_bytes = 1000000 : i64, tail, data_parallel = 2 : i64, grad_bytes = 100 : i64, allreduce_bandwidth_gbps = 1.0, optimizer_us = 5.0} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, stash_bytes = 10 : i64} {
-    pipefill.bubble warmup start 0.0 duration 1.0 free 5000 {
-      pipefill.fill @job layers 0 to 1 batch 4 samples 0 weights resident acts device time 0.5 mem 100
-    }
+    pipefill.bubble warmup start 0.0 duration 1.0 free 5000 fills [
+      @job layers 0 to 1 batch 4 samples 0 weights resident acts device time 0.5 mem 100
+    ]
     pipefill.forward mb 0 chunk 0 duration 1.0 {start_us = 1.0, end_us = 2.0}
     pipefill.send activation mb 0 chunk 0 to 1 bytes 64
     pipefill.forward mb 1 chunk 0 duration 1.0

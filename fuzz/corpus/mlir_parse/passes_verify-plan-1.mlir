@@ -7,9 +7,9 @@ pipefill.pipeline @lie schedule gpipe attributes {num_stages = 1 : i64, num_micr
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2200
     pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
-    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 {
-      pipefill.fill @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 100.0 mem 3800
-    }
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 100.0 mem 3800
+    ]
     pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
   }
 }
