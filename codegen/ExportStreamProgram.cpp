@@ -82,10 +82,12 @@ LogicalResult addFillJobs(ModuleOp module, ps::ProgramOp program,
   for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
     // Per device first (string keys only once per job, not per chunk).
     llvm::StringMap<int64_t> begun;
-    device.walk([&](ps::FillChunkOp chunk) {
-      int64_t &b = begun[chunk.getJob()];
-      if (chunk.getLayerBegin() == 0)
-        b += chunk.getBatch();
+    device.walk([&](ps::FillChunksOp chunks) {
+      for (const ps::FillChunkRow &chunk : chunks.getChunks()) {
+        int64_t &b = begun[chunk.getJob()];
+        if (chunk.layerBegin == 0)
+          b += chunk.batch;
+      }
     });
     for (auto &entry : begun) {
       auto key = std::make_pair(entry.getKey().str(), deviceIndex);
@@ -147,25 +149,23 @@ void setDeviceHeader(ps::DeviceOp device, rt::DeviceProgram *d) {
   c->set_optimizer_us(f64(device.getOptimizerUs()));
 }
 
-void setFillChunk(ps::FillChunkOp chunk,
-                  const llvm::StringMap<uint32_t> &jobInstance,
-                  rt::FillChunkOp *x) {
+void setFillChunk(const ps::FillChunkRow &chunk, int64_t bubbleId,
+                  const llvm::StringMap<uint32_t> &jobInstance, rt::FillChunkOp *x) {
   x->set_job(jobInstance.lookup(chunk.getJob()));
-  x->set_bubble_id(chunk.getBubbleId());
-  x->set_layer_begin(chunk.getLayerBegin());
-  x->set_layer_end(chunk.getLayerEnd());
-  x->set_batch(chunk.getBatch());
-  x->set_sample_begin(chunk.getSampleBegin());
-  x->set_iteration_offset(chunk.getIterationOffsetAttr().getInt());
-  x->set_weights(chunk.getWeightsStreamed() ? rt::FillChunkOp::WEIGHTS_STREAMED
-                                            : rt::FillChunkOp::WEIGHTS_RESIDENT);
-  x->set_activations(chunk.getActivationsOnHost()
-                         ? rt::FillChunkOp::ACTIVATIONS_HOST
-                         : rt::FillChunkOp::ACTIVATIONS_DEVICE);
-  x->set_planned_us(f64(chunk.getPlannedUs()));
-  x->set_peak_bytes(chunk.getPeakBytes());
-  x->set_period(chunk.getPeriod());
-  x->set_phase(chunk.getPhase());
+  x->set_bubble_id(bubbleId);
+  x->set_layer_begin(chunk.layerBegin);
+  x->set_layer_end(chunk.layerEnd);
+  x->set_batch(chunk.batch);
+  x->set_sample_begin(chunk.sampleBegin);
+  x->set_iteration_offset(chunk.iterationOffset);
+  x->set_weights(chunk.weightsStreamed ? rt::FillChunkOp::WEIGHTS_STREAMED
+                                       : rt::FillChunkOp::WEIGHTS_RESIDENT);
+  x->set_activations(chunk.activationsOnHost ? rt::FillChunkOp::ACTIVATIONS_HOST
+                                             : rt::FillChunkOp::ACTIVATIONS_DEVICE);
+  x->set_planned_us(chunk.plannedUs);
+  x->set_peak_bytes(chunk.peakBytes);
+  x->set_period(chunk.period);
+  x->set_phase(chunk.phase);
 }
 
 /// One stream op in its StreamProgram form; failure (no diagnostic) for an
@@ -204,8 +204,6 @@ LogicalResult exportStreamOp(Operation &op,
     x->set_planned_start_us(f64(bubble.getPlannedStartUs()));
     x->set_planned_duration_us(f64(bubble.getPlannedDurationUs()));
     x->set_free_bytes(bubble.getFreeBytes());
-  } else if (auto chunk = dyn_cast<ps::FillChunkOp>(op)) {
-    setFillChunk(chunk, jobInstance, o->mutable_fill());
   } else if (auto copy = dyn_cast<ps::CopyOp>(op)) {
     rt::CopyOp *x = o->mutable_copy();
     x->set_direction(static_cast<rt::CopyOp::Direction>(copy.getDirection()));
@@ -229,9 +227,16 @@ Operation *exportDevice(ps::DeviceOp device, const llvm::StringMap<uint32_t> &jo
     s->set_name(stringifyStreamRole(stream.getRole()).str() + std::to_string(stream.getIndex()));
     s->set_role(static_cast<rt::ProgramStream::Role>(stream.getRole()));
     s->set_priority(static_cast<rt::ProgramStream::Priority>(stream.getPriority()));
-    for (Operation &op : stream.getBody().front())
+    for (Operation &op : stream.getBody().front()) {
+      // A bubble's chunks: one StreamProgram op each.
+      if (auto chunks = dyn_cast<ps::FillChunksOp>(op)) {
+        for (const ps::FillChunkRow &chunk : chunks.getChunks())
+          setFillChunk(chunk, chunks.getBubbleId(), jobInstance, s->add_ops()->mutable_fill());
+        continue;
+      }
       if (failed(exportStreamOp(op, jobInstance, s->add_ops())))
         return &op;
+    }
   }
   return nullptr;
 }

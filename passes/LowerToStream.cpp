@@ -57,9 +57,8 @@ struct Schedule {
 };
 
 llvm::StringMap<Schedule> schedulesOf(StageOp stage);
-void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, Location loc,
-                const FillChunk &fill, int64_t bubbleId,
-                const llvm::StringMap<Schedule> &schedules);
+void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
+                ps::FillChunkTable &out);
 
 /// Tag of a transfer: unique per (sender, receiver) pair because the
 /// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
@@ -111,7 +110,7 @@ class StageLowering {
 public:
   StageLowering(const PipelineFacts &facts, StageOp stage, ps::DeviceOp device)
       : facts(facts), stage(stage), device(device), ctx(stage.getContext()), b(ctx),
-        attrs(ctx), chunkName(ps::FillChunkOp::getOperationName(), ctx) {}
+        attrs(ctx) {}
 
   void run(ArrayRef<sched::Instr> instrs, ArrayRef<Operation *> instrOps) {
     setDeviceAttrs();
@@ -190,8 +189,13 @@ private:
       return;
     b.setInsertionPointToEnd(fillBody);
     b.create<ps::WaitOp>(loc, attrs.i64(event++));
+    ps::FillChunkTable chunks;
     for (const FillChunk &fill : bubble.getFills())
-      lowerChunk(b, attrs, chunkName, fill.loc ? Location(fill.loc) : loc, fill, id, schedules);
+      lowerChunk(fill, schedules, chunks);
+    if (!chunks.empty()) {
+      auto op = b.create<ps::FillChunksOp>(loc, attrs.i64(id));
+      op.getChunkTable() = std::move(chunks);
+    }
   }
 
   /// A send, receive or compute on the main stream.
@@ -238,7 +242,6 @@ private:
   MLIRContext *ctx;
   OpBuilder b;
   AttrCache attrs;
-  OperationName chunkName; // looked up once, not by name per chunk
   Block *mainBody = nullptr, *fillBody = nullptr;
   int64_t event = 0, bubbleId = 0;
 };
@@ -332,9 +335,8 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
 /// within a period, a batch begun in the previous period being continued
 /// with offset -1. A chunk that repeats whole batches becomes one chunk per
 /// batch.
-void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, Location loc,
-                const FillChunk &fill, int64_t bubbleId,
-                const llvm::StringMap<Schedule> &schedules) {
+void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
+                ps::FillChunkTable &out) {
   auto it = schedules.find(fill.getJob());
   if (it == schedules.end())
     return;
@@ -353,29 +355,23 @@ void lowerChunk(OpBuilder &b, AttrCache &attrs, OperationName chunkName, Locatio
       local += s.batchesPerPeriod;
       offset = -1;
     }
-    // Every field, defaults included, goes in as a property before the op
-    // is created (creating it bare would unique the defaults of period and
-    // phase per chunk), from the per-thread attribute cache.
-    OperationState state(loc, chunkName);
-    auto &props = state.getOrAddProperties<ps::FillChunkOp::Properties>();
-    props.job = fill.job;
-    props.bubble_id = attrs.i64(bubbleId);
-    props.layer_begin = attrs.i64(fill.layerBegin);
-    props.layer_end = attrs.i64(fill.layerEnd);
-    props.batch = attrs.i64(batch);
-    props.sample_begin = attrs.i64(tail ? s.batch * s.batchesPerPeriod + fill.sampleBegin -
-                                              s.firstPeriodTail + k * batch
-                                        : local * batch);
-    props.iteration_offset = attrs.i64(offset);
-    if (fill.weights == WeightPlacement::Streamed)
-      props.weights_streamed = attrs.unit();
-    if (fill.acts == ActPlacement::Host)
-      props.activations_on_host = attrs.unit();
-    props.planned_us = attrs.f64(fill.predictedUs);
-    props.peak_bytes = attrs.i64(fill.peakBytes);
-    props.period = attrs.i64(s.period);
-    props.phase = attrs.i64(fill.iteration - s.prefix);
-    b.create(state);
+    ps::FillChunkRow row;
+    row.job = fill.job;
+    row.layerBegin = fill.layerBegin;
+    row.layerEnd = fill.layerEnd;
+    row.batch = batch;
+    row.sampleBegin = tail ? s.batch * s.batchesPerPeriod + fill.sampleBegin -
+                                 s.firstPeriodTail + k * batch
+                           : local * batch;
+    row.iterationOffset = offset;
+    row.weightsStreamed = fill.weights == WeightPlacement::Streamed;
+    row.activationsOnHost = fill.acts == ActPlacement::Host;
+    row.plannedUs = fill.predictedUs;
+    row.peakBytes = fill.peakBytes;
+    row.period = s.period;
+    row.phase = fill.iteration - s.prefix;
+    row.loc = fill.loc;
+    out.push_back(row);
   }
 }
 

@@ -145,12 +145,12 @@ LogicalResult DeviceOp::verifyRegions() {
     }
   }
   for (StreamOp stream : streams)
-    for (FillChunkOp chunk : stream.getBody().front().getOps<FillChunkOp>()) {
+    for (FillChunksOp chunks : stream.getBody().front().getOps<FillChunksOp>()) {
       if (stream.getRole() == StreamRole::Main)
-        return chunk.emitOpError() << "must not run on the main stream";
-      if (!bubbles.contains(chunk.getBubbleId()))
-        return chunk.emitOpError() << "names bubble " << chunk.getBubbleId()
-                                   << ", which the main stream does not mark";
+        return chunks.emitOpError() << "must not run on the main stream";
+      if (!bubbles.contains(chunks.getBubbleId()))
+        return chunks.emitOpError() << "names bubble " << chunks.getBubbleId()
+                                    << ", which the main stream does not mark";
     }
 
   // Fill never blocks main: a stream "depends on fill" if it is a fill stream
@@ -181,19 +181,41 @@ LogicalResult DeviceOp::verifyRegions() {
   return success();
 }
 
-LogicalResult FillChunkOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto job = symbolTable.lookupNearestSymbolFrom<pipefill::FillJobOp>(*this, getJobAttr());
-  if (!job)
-    return emitOpError() << "refers to " << getJobAttr()
-                         << ", which is not a 'pipefill.fill_job'";
-  if ((int64_t)getPhase() >= (int64_t)getPeriod())
-    return emitOpError() << "has phase " << getPhase() << " outside its period "
-                         << getPeriod();
-  int64_t passes = job.getNumLayers() *
-                   (job.getKind() == pipefill::JobKind::Training ? 2 : 1);
-  if (getLayerBegin() >= getLayerEnd() || (int64_t)getLayerEnd() > passes)
-    return emitOpError() << "runs passes [" << getLayerBegin() << ", "
-                         << getLayerEnd() << ") but " << getJobAttr() << " has "
-                         << passes;
+InFlightDiagnostic FillChunksOp::emitChunkError(size_t i) {
+  LocationAttr loc = getChunks()[i].loc;
+  return mlir::emitError(loc ? Location(loc) : getLoc())
+         << "'" << getOperationName() << "' op chunk " << i << " ";
+}
+
+LogicalResult FillChunksOp::verify() {
+  ArrayRef<FillChunkRow> chunks = getChunks();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    std::string error = checkFillChunkRow(chunks[i]);
+    if (!error.empty())
+      return emitChunkError(i) << error;
+  }
+  return success();
+}
+
+LogicalResult FillChunksOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  ArrayRef<FillChunkRow> chunks = getChunks();
+  FlatSymbolRefAttr lastRef;
+  pipefill::FillJobOp job;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const FillChunkRow &chunk = chunks[i];
+    // A bubble's chunks name a few jobs: each looked up once.
+    if (chunk.job != lastRef) {
+      lastRef = chunk.job;
+      job = symbolTable.lookupNearestSymbolFrom<pipefill::FillJobOp>(*this, chunk.job);
+    }
+    if (!job)
+      return emitChunkError(i) << "refers to " << chunk.job
+                               << ", which is not a 'pipefill.fill_job'";
+    int64_t passes =
+        job.getNumLayers() * (job.getKind() == pipefill::JobKind::Training ? 2 : 1);
+    if (chunk.layerBegin >= chunk.layerEnd || chunk.layerEnd > passes)
+      return emitChunkError(i) << "runs passes [" << chunk.layerBegin << ", " << chunk.layerEnd
+                               << ") but " << chunk.job << " has " << passes;
+  }
   return success();
 }

@@ -10,6 +10,7 @@
 
 #include "dialect/stream/PfstreamDialect.h.inc"
 #include "dialect/stream/PfstreamEnums.h.inc"
+#include "dialect/stream/FillChunkTable.h"
 
 #define GET_OP_CLASSES
 #include "dialect/stream/PfstreamOps.h.inc"

@@ -3,6 +3,7 @@
 #define PFSTREAM_OPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/Properties.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -253,33 +254,64 @@ def Pfstream_BubbleOp : Pfstream_StreamBodyOp<"bubble"> {
   let assemblyFormat = "$bubble_id $kind `start` $planned_start_us `duration` $planned_duration_us `free` $free_bytes attr-dict";
 }
 
-def Pfstream_FillChunkOp : Pfstream_StreamBodyOp<"fill_chunk", [
+// The runtime chunks of one bubble as one native property
+// (dialect/stream/FillChunkTable.h).
+def Pfstream_FillChunkTableProp : Property<"::pipefill::pfstream::FillChunkTable",
+                                           "the runtime fill chunks of a bubble"> {
+  let interfaceType = "::llvm::ArrayRef<::pipefill::pfstream::FillChunkRow>";
+  let convertFromStorage = "$_storage";
+  let assignToStorage = "$_storage.assign($_value.begin(), $_value.end())";
+  let convertToAttribute =
+      "::pipefill::pfstream::fillChunkTableToAttribute($_ctxt, $_storage)";
+  let convertFromAttribute =
+      "return ::pipefill::pfstream::fillChunkTableFromAttribute($_storage, $_attr, $_diag);";
+  let hashProperty = "::pipefill::pfstream::hashFillChunkTable($_storage)";
+  let writeToMlirBytecode = "::pipefill::pfstream::writeFillChunkTable($_writer, $_storage)";
+  let readFromMlirBytecode = [{
+    if (::mlir::failed(::pipefill::pfstream::readFillChunkTable($_reader, $_storage)))
+      return ::mlir::failure();
+  }];
+  let defaultValue = "::pipefill::pfstream::FillChunkTable()";
+}
+
+def Pfstream_FillChunksOp : Pfstream_StreamBodyOp<"fill_chunks", [
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "Run a contiguous run of a fill job's layers on one batch";
+  let summary = "Run the fill chunks planned into one bubble, in order";
   let description = [{
-    Runs passes `[layers, to)` of `job` on `batch` samples inside bubble
-    `bubble` of the same device. Plans repeat with a `period` (default 1): the
-    chunk runs in loop iterations `it >= phase` with `(it - phase) % period == 0`,
-    on samples `sample_begin + (r + offset) * S` where `r` is the period index
-    and `S` the samples the device begins per period; `offset = -1` continues
-    a batch begun in the previous period. Each device runs its own instance of
-    a job (its own sample stream and, for training, its own weights).
+    Runs the chunks of bubble `bubble` of the same device, one after the
+    other, one per line (a table: a large plan has millions of chunks). A
+    chunk runs passes `[layers, to)` of `@job` on `batch` samples. Plans
+    repeat with a `period` (default 1): the chunk runs in loop iterations
+    `it >= phase` with `(it - phase) % period == 0`, on samples
+    `samples + (r + offset) * S` where `r` is the period index and `S` the
+    samples the device begins per period; `offset -1` continues a batch
+    begun in the previous period. `weights streamed` streams the layers'
+    weights from pinned host memory, `acts host` keeps the batch's
+    activations on the host between bubbles. Each device runs its own
+    instance of a job (its own sample stream and, for training, its own
+    weights). In a StreamProgram each row is one FillChunkOp.
 
     ```mlir
-    pfstream.fill_chunk @bert bubble 0 layers 0 to 24 batch 32 samples 0 offset 0 weights resident acts device planned 2.5e3 peak 3000000000
+    pfstream.fill_chunks bubble 0 [
+      @bert layers 0 to 24 batch 32 samples 0 offset 0 planned 2.5e3 peak 3000000000,
+      @bert layers 0 to 12 batch 32 samples 32 offset -1 planned 1.2e3 peak 3000000000
+          weights streamed period 2 phase 1
+    ]
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$job, Pfstream_NonNegI64:$bubble_id,
-                       Pfstream_NonNegI64:$layer_begin, Pfstream_NonNegI64:$layer_end,
-                       Pfstream_NonNegI64:$batch, Pfstream_NonNegI64:$sample_begin,
-                       I64Attr:$iteration_offset, UnitAttr:$weights_streamed,
-                       UnitAttr:$activations_on_host, Pfstream_NonNegF64:$planned_us,
-                       Pfstream_NonNegI64:$peak_bytes,
-                       DefaultValuedAttr<Pipefill_PosI64, "1">:$period,
-                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$phase);
-  let assemblyFormat = [{
-    $job `bubble` $bubble_id `layers` $layer_begin `to` $layer_end `batch` $batch
-    `samples` $sample_begin `offset` $iteration_offset `planned` $planned_us `peak` $peak_bytes attr-dict
+  let arguments = (ins Pfstream_NonNegI64:$bubble_id,
+                       Pfstream_FillChunkTableProp:$chunks);
+  let assemblyFormat = "`bubble` $bubble_id custom<FillChunkTable>($chunks) attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The chunks, in order.
+    ::llvm::ArrayRef<::pipefill::pfstream::FillChunkRow> getChunks() {
+      return getProperties().chunks;
+    }
+    /// The same, to change in place.
+    ::pipefill::pfstream::FillChunkTable &getChunkTable() { return getProperties().chunks; }
+    /// An error about chunk `i`, at its line (when parsed) or the op's.
+    ::mlir::InFlightDiagnostic emitChunkError(size_t i);
   }];
 }
 

@@ -9,8 +9,10 @@
 // finishing a batch begun in the previous period uses offset -1.
 // CHECK:      pfstream.stream 1 fill priority low {
 // CHECK-NEXT:   pfstream.wait 0
-// CHECK-NEXT:   pfstream.fill_chunk @j bubble 0 layers 1 to 2 batch 3 samples 0 offset -1 planned 5.000000e+00 peak 10 {period = 2 : i64}
-// CHECK-NEXT:   pfstream.fill_chunk @j bubble 0 layers 0 to 1 batch 3 samples 0 offset 0 planned 5.000000e+00 peak 10 {period = 2 : i64, phase = 1 : i64}
+// CHECK-NEXT:   pfstream.fill_chunks bubble 0 [
+// CHECK-NEXT:     @j layers 1 to 2 batch 3 samples 0 offset -1 planned 5.000000e+00 peak 10 period 2,
+// CHECK-NEXT:     @j layers 0 to 1 batch 3 samples 0 offset 0 planned 5.000000e+00 peak 10 period 2 phase 1
+// CHECK-NEXT:   ]
 // CHECK-NEXT: }
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64, iteration_us = 30.0} {
   pipefill.stage 0 attributes {forward_us = 10.0, backward_us = 10.0} {

@@ -23,7 +23,9 @@
 // CHECK-NEXT:   }
 // CHECK-NEXT:   pfstream.stream 1 fill priority low {
 // CHECK-NEXT:     pfstream.wait 0
-// CHECK-NEXT:     pfstream.fill_chunk @j bubble 0 layers 0 to 2 batch 4 samples 0 offset 0 planned 2.000000e+01 peak 100
+// CHECK-NEXT:     pfstream.fill_chunks bubble 0 [
+// CHECK-NEXT:       @j layers 0 to 2 batch 4 samples 0 offset 0 planned 2.000000e+01 peak 100
+// CHECK-NEXT:     ]
 // CHECK-NEXT:   }
 // CHECK:      pfstream.device 1
 // CHECK:        pfstream.stream 0 main priority high {

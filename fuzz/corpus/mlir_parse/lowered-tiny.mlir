@@ -28,19 +28,23 @@ module {
       }
       pfstream.stream 1 fill priority low {
         pfstream.wait 0
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 8 samples 0 offset 0 planned 1.960000e+03 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 3 batch 8 samples 8 offset 0 planned 1.475000e+03 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 1 samples 40 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 2 to 4 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 8 samples 24 offset 0 planned 1.960000e+03 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 1 batch 8 samples 32 offset 0 planned 5.050000e+02 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 1 samples 42 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64, phase = 1 : i64}
+        pfstream.fill_chunks bubble 0 [
+          @enc layers 0 to 4 batch 8 samples 0 offset 0 planned 1.960000e+03 peak 39845888 period 2,
+          @enc layers 0 to 3 batch 8 samples 8 offset 0 planned 1.475000e+03 peak 39845888 period 2,
+          @enc layers 0 to 4 batch 1 samples 40 offset 0 planned 2.800000e+02 peak 36175872 period 2,
+          @enc layers 2 to 4 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 8 samples 24 offset 0 planned 1.960000e+03 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 1 batch 8 samples 32 offset 0 planned 5.050000e+02 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 1 samples 42 offset 0 planned 2.800000e+02 peak 36175872 period 2 phase 1
+        ]
         pfstream.wait 1
-        pfstream.fill_chunk @enc bubble 2 layers 3 to 4 batch 8 samples 8 offset 0 planned 5.050000e+02 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 2 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 1 samples 41 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 1 to 4 batch 8 samples 32 offset 0 planned 1.475000e+03 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 1 samples 43 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64, phase = 1 : i64}
+        pfstream.fill_chunks bubble 2 [
+          @enc layers 3 to 4 batch 8 samples 8 offset 0 planned 5.050000e+02 peak 39845888 period 2,
+          @enc layers 0 to 2 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 period 2,
+          @enc layers 0 to 4 batch 1 samples 41 offset 0 planned 2.800000e+02 peak 36175872 period 2,
+          @enc layers 1 to 4 batch 8 samples 32 offset 0 planned 1.475000e+03 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 1 samples 43 offset 0 planned 2.800000e+02 peak 36175872 period 2 phase 1
+        ]
       }
     }
     pfstream.device 1 attributes {backward_input_us = 4.000000e+03 : f64, backward_us = 4.000000e+03 : f64, forward_us = 2.000000e+03 : f64, memory_bytes = 16000000000 : i64, p2p_bandwidth_gbps = 2.500000e+01 : f64, p2p_latency_us = 1.000000e+01 : f64, pcie_bandwidth_gbps = 2.500000e+01 : f64, planned_iteration_us = 30207.77216 : f64, stage = 1 : i64, static_bytes = 1000000000 : i64} {
@@ -71,19 +75,23 @@ module {
       }
       pfstream.stream 1 fill priority low {
         pfstream.wait 0
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 3 batch 8 samples 0 offset 0 planned 1.475000e+03 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 1 samples 40 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 2 to 4 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 1 batch 8 samples 24 offset 0 planned 5.050000e+02 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 0 layers 0 to 4 batch 1 samples 42 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64, phase = 1 : i64}
+        pfstream.fill_chunks bubble 0 [
+          @enc layers 0 to 3 batch 8 samples 0 offset 0 planned 1.475000e+03 peak 39845888 period 2,
+          @enc layers 0 to 4 batch 1 samples 40 offset 0 planned 2.800000e+02 peak 36175872 period 2,
+          @enc layers 2 to 4 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 1 batch 8 samples 24 offset 0 planned 5.050000e+02 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 1 samples 42 offset 0 planned 2.800000e+02 peak 36175872 period 2 phase 1
+        ]
         pfstream.wait 1
-        pfstream.fill_chunk @enc bubble 2 layers 3 to 4 batch 8 samples 0 offset 0 planned 5.050000e+02 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 8 samples 8 offset 0 planned 1.960000e+03 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 2 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 1 samples 41 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 1 to 4 batch 8 samples 24 offset 0 planned 1.475000e+03 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 8 samples 32 offset 0 planned 1.960000e+03 peak 39845888 {period = 2 : i64, phase = 1 : i64}
-        pfstream.fill_chunk @enc bubble 2 layers 0 to 4 batch 1 samples 43 offset 0 planned 2.800000e+02 peak 36175872 {period = 2 : i64, phase = 1 : i64}
+        pfstream.fill_chunks bubble 2 [
+          @enc layers 3 to 4 batch 8 samples 0 offset 0 planned 5.050000e+02 peak 39845888 period 2,
+          @enc layers 0 to 4 batch 8 samples 8 offset 0 planned 1.960000e+03 peak 39845888 period 2,
+          @enc layers 0 to 2 batch 8 samples 16 offset 0 planned 9.900000e+02 peak 39845888 period 2,
+          @enc layers 0 to 4 batch 1 samples 41 offset 0 planned 2.800000e+02 peak 36175872 period 2,
+          @enc layers 1 to 4 batch 8 samples 24 offset 0 planned 1.475000e+03 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 8 samples 32 offset 0 planned 1.960000e+03 peak 39845888 period 2 phase 1,
+          @enc layers 0 to 4 batch 1 samples 43 offset 0 planned 2.800000e+02 peak 36175872 period 2 phase 1
+        ]
       }
     }
   }

@@ -143,7 +143,9 @@ pfstream.program @p iterations 1 planned 1.0 {
     pfstream.stream 0 main priority high {
       pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
       // expected-error @+1 {{must not run on the main stream}}
-      pfstream.fill_chunk @j bubble 0 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      pfstream.fill_chunks bubble 0 [
+        @j layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      ]
     }
   }
 }
@@ -159,7 +161,9 @@ pfstream.program @p iterations 1 planned 1.0 {
     }
     pfstream.stream 1 fill priority low {
       // expected-error @+1 {{names bubble 4, which the main stream does not mark}}
-      pfstream.fill_chunk @j bubble 4 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      pfstream.fill_chunks bubble 4 [
+        @j layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      ]
     }
   }
 }
@@ -196,8 +200,10 @@ pfstream.program @p iterations 1 planned 1.0 {
       pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
     }
     pfstream.stream 1 fill priority low {
-      // expected-error @+1 {{runs passes [0, 2) but @j has 1}}
-      pfstream.fill_chunk @j bubble 0 layers 0 to 2 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      // expected-error @+2 {{'pfstream.fill_chunks' op chunk 0 runs passes [0, 2) but @j has 1}}
+      pfstream.fill_chunks bubble 0 [
+        @j layers 0 to 2 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      ]
     }
   }
 }
@@ -210,8 +216,10 @@ pfstream.program @p iterations 1 planned 1.0 {
       pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
     }
     pfstream.stream 1 fill priority low {
-      // expected-error @+1 {{refers to @nope, which is not a 'pipefill.fill_job'}}
-      pfstream.fill_chunk @nope bubble 0 layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      // expected-error @+2 {{'pfstream.fill_chunks' op chunk 0 refers to @nope, which is not a 'pipefill.fill_job'}}
+      pfstream.fill_chunks bubble 0 [
+        @nope layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0
+      ]
     }
   }
 }
@@ -299,4 +307,71 @@ pfstream.program @p iterations 1 planned 1.0 {
 // Names become proto3 strings of the StreamProgram: UTF-8 only.
 // expected-error @+1 {{attribute 'sym_name' failed to satisfy constraint: string attribute whose text is valid UTF-8}}
 pfstream.program @"p\80" iterations 1 planned 1.0 {
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 10 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.fill_chunks bubble 0 [
+        @j layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0,
+        // expected-error @+1 {{'pfstream.fill_chunks' op chunk 1 has phase 2 outside its period 2}}
+        @j layers 0 to 1 batch 1 samples 1 offset 0 planned 1.0 peak 0 period 2 phase 2
+      ]
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.fill_chunks bubble 0 [
+        // expected-error @+1 {{'pfstream.fill_chunks' op chunk 0 planned must be a finite number >= 0 (got -1)}}
+        @j layers 0 to 1 batch 1 samples 0 offset 0 planned -1.0 peak 0
+      ]
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.fill_chunks bubble 0 [
+        // expected-error @+1 {{expected 'streamed'}}
+        @j layers 0 to 1 batch 1 samples 0 offset 0 planned 1.0 peak 0 weights resident
+      ]
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      // The generic form: the table is an array of dictionaries.
+      // expected-error @+1 {{chunks: a chunk's 'planned' must be an f64}}
+      "pfstream.fill_chunks"() <{bubble_id = 0 : i64, chunks = [{job = @j, layers = 0 : i64, to = 1 : i64, batch = 1 : i64, samples = 0 : i64, offset = 0 : i64, peak = 0 : i64}]}> : () -> ()
+    }
+  }
 }
