@@ -179,20 +179,20 @@ LogicalResult exportStreamOp(Operation &op,
     x->set_microbatch(compute.getMicrobatch());
     x->set_chunk(compute.getChunk());
     x->set_planned_us(f64(compute.getPlannedUs()));
-    x->set_planned_start_us(f64(compute.getPlannedStartUs()));
+    x->set_planned_start_us(compute.getProperties().planned_start_us);
   } else if (auto send = dyn_cast<ps::SendOp>(op)) {
     rt::SendOp *x = o->mutable_send();
     x->set_peer(send.getPeer());
     x->set_bytes(send.getBytes());
     x->set_tag(send.getTag());
     x->set_planned_us(f64(send.getPlannedUs()));
-    x->set_planned_start_us(f64(send.getPlannedStartUs()));
+    x->set_planned_start_us(send.getProperties().planned_start_us);
   } else if (auto recv = dyn_cast<ps::RecvOp>(op)) {
     rt::RecvOp *x = o->mutable_recv();
     x->set_peer(recv.getPeer());
     x->set_bytes(recv.getBytes());
     x->set_tag(recv.getTag());
-    x->set_planned_start_us(f64(recv.getPlannedStartUs()));
+    x->set_planned_start_us(recv.getProperties().planned_start_us);
   } else if (auto record = dyn_cast<ps::RecordOp>(op)) {
     o->mutable_record()->set_event(record.getEvent());
   } else if (auto wait = dyn_cast<ps::WaitOp>(op)) {

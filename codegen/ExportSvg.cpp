@@ -126,11 +126,11 @@ void writeInstruction(const Canvas &c, PipelineOp pipeline, InstructionOpInterfa
   const bool ms = c.ms;
   auto x = [&](double us) { return c.x(us); };
   Style style = styleOf(instr.getInstrKind());
-  FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
-  if (!style.name || !start || !end)
+  const InstrTiming &t = instr.getTiming();
+  if (!style.name || !t.hasStart() || !t.hasEnd())
     return;
-  double ox = x(start.getValueAsDouble());
-  double ow = std::max(0.5, x(end.getValueAsDouble()) - ox);
+  double ox = x(t.startUs);
+  double ow = std::max(0.5, x(t.endUs) - ox);
   bool mb = instr.getMicrobatchIndex() >= 0;
   bool chunk = mb;
   std::string label = mb ? std::to_string(instr.getMicrobatchIndex()) : "";
@@ -142,8 +142,8 @@ void writeInstruction(const Canvas &c, PipelineOp pipeline, InstructionOpInterfa
       chunk && pipeline.getVirtualStages() > 1
           ? " chunk " + std::to_string(instr.getChunkIndex())
           : std::string(),
-      timeLabel(start.getValueAsDouble(), ms),
-      timeLabel(end.getValueAsDouble(), ms));
+      timeLabel(t.startUs, ms),
+      timeLabel(t.endUs, ms));
   if (!label.empty() && ow >= 7.0 * label.size() + 4)
     os << llvm::formatv("<text x=\"{0}\" y=\"{1}\" font-size=\"11\" "
                         "fill=\"white\" text-anchor=\"middle\">{2}</text>\n",

@@ -140,8 +140,8 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
       auto instr = dyn_cast<InstructionOpInterface>(op);
       if (!instr)
         continue;
-      FloatAttr start = instr.getStartTime(), end = instr.getEndTime();
-      if (!start || !end)
+      const InstrTiming &t = instr.getTiming();
+      if (!t.hasStart() || !t.hasEnd())
         continue;
       InstrKind kind = instr.getInstrKind();
       if (kind == InstrKind::Send || kind == InstrKind::Recv) {
@@ -158,12 +158,12 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
         }
         continue;
       }
-      double ts = start.getValueAsDouble();
-      double dur = end.getValueAsDouble() - ts;
+      double ts = t.startUs;
+      double dur = t.endUs - ts;
       j.object([&] {
         j.attributeObject("args", [&] {
-          if (IntegerAttr live = instr.getLiveBytesAfter())
-            j.attribute("live_bytes", live.getInt());
+          if (t.hasLive())
+            j.attribute("live_bytes", t.liveBytes);
         });
         j.attribute("cat", op.getName().stripDialect());
         j.attribute("dur", dur);
@@ -176,7 +176,7 @@ LogicalResult exportTrace(ModuleOp module, llvm::raw_ostream &os) {
       for (auto [key, payload] : waiting)
         recvs.push_back({key, payload, tid, ts + 1e-3});
       waiting.clear();
-      lastComputeEnd = end.getValueAsDouble();
+      lastComputeEnd = t.endUs;
     }
   }
 

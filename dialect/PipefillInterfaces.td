@@ -66,36 +66,30 @@ def InstructionOpInterface : OpInterface<"InstructionOpInterface"> {
         else
           return ::pipefill::Payload::Activation;
       }]>,
-    InterfaceMethod<"Simulated start, if simulated.", "::mlir::FloatAttr",
-      "getStartTime", (ins), [{}], [{ return $_op.getStartUsAttr(); }]>,
-    InterfaceMethod<"Simulated end, if simulated.", "::mlir::FloatAttr",
-      "getEndTime", (ins), [{}], [{ return $_op.getEndUsAttr(); }]>,
-    InterfaceMethod<"Live bytes after the instruction, if simulated.",
-      "::mlir::IntegerAttr", "getLiveBytesAfter", (ins), [{}],
-      [{ return $_op.getLiveBytesAttr(); }]>,
+    InterfaceMethod<"Simulated start, end and live bytes (each unset before "
+                    "simulation).", "const ::pipefill::InstrTiming &", "getTiming",
+      (ins), [{}], [{ return $_op.getProperties().timing; }]>,
     InterfaceMethod<"Writes the simulated timing.", "void", "setTiming",
-      (ins "::mlir::FloatAttr":$start, "::mlir::FloatAttr":$end,
-           "::mlir::IntegerAttr":$live), [{}], [{
-        $_op.setStartUsAttr(start);
-        $_op.setEndUsAttr(end);
-        $_op.setLiveBytesAttr(live);
+      (ins "double":$startUs, "double":$endUs, "int64_t":$liveBytes), [{}], [{
+        ::pipefill::InstrTiming &t = $_op.getProperties().timing;
+        t.startUs = startUs;
+        t.endUs = endUs;
+        t.liveBytes = liveBytes;
       }]>,
     InterfaceMethod<"Drops the simulated timing.", "void", "clearTiming", (ins), [{}], [{
-        $_op.removeStartUsAttr();
-        $_op.removeEndUsAttr();
-        $_op.removeLiveBytesAttr();
+        $_op.getProperties().timing = ::pipefill::InstrTiming();
       }]>
   ];
   let extraSharedClassDeclaration = [{
     /// Simulated start in microseconds, or `fallback` before simulation.
     double getStartUsOr(double fallback) {
-      ::mlir::FloatAttr a = $_op.getStartTime();
-      return a ? a.getValueAsDouble() : fallback;
+      const ::pipefill::InstrTiming &t = $_op.getTiming();
+      return t.hasStart() ? t.startUs : fallback;
     }
     /// Simulated end in microseconds, or `fallback` before simulation.
     double getEndUsOr(double fallback) {
-      ::mlir::FloatAttr a = $_op.getEndTime();
-      return a ? a.getValueAsDouble() : fallback;
+      const ::pipefill::InstrTiming &t = $_op.getTiming();
+      return t.hasEnd() ? t.endUs : fallback;
     }
   }];
 }

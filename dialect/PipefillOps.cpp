@@ -55,7 +55,7 @@ struct InstrFields {
   InstrKind kind = InstrKind::Forward;
   int64_t mb = -1, chunk = 0, peer = -1, bytes = 0;
   Payload payload = Payload::Activation;
-  FloatAttr start, end;
+  const InstrTiming *timing = nullptr;
 };
 
 template <typename Op>
@@ -71,8 +71,7 @@ void readFields(Op op, InstrFields &f) {
   }
   if constexpr (::pipefill::detail::kHasBytes<Op>)
     f.bytes = static_cast<int64_t>(op.getBytes());
-  f.start = op.getProperties().start_us;
-  f.end = op.getProperties().end_us;
+  f.timing = &op.getProperties().timing;
 }
 
 /// readFields for whichever instruction class `op` is; false for others.
@@ -167,13 +166,16 @@ private:
 LogicalResult InstructionChecker::checkInstruction(Operation &op,
                                                    const InstrFields &instr,
                                                    int64_t self) {
-  FloatAttr start = instr.start, end = instr.end;
-  // One uniqued attribute (a send's or recv's start and end) is never out of
-  // order; only distinct values are compared.
-  if (start && end && start != end && end.getValueAsDouble() < start.getValueAsDouble())
-    return op.emitOpError() << "ends (" << fmtNum(end.getValueAsDouble())
-                            << " us) before it starts ("
-                            << fmtNum(start.getValueAsDouble()) << " us)";
+  if (const InstrTiming *t = instr.timing) {
+    if (!t->empty()) {
+      std::string error = checkTiming(*t);
+      if (!error.empty())
+        return op.emitOpError() << error;
+    }
+    if (t->hasStart() && t->hasEnd() && t->endUs < t->startUs)
+      return op.emitOpError() << "ends (" << fmtNum(t->endUs) << " us) before it starts ("
+                              << fmtNum(t->startUs) << " us)";
+  }
   int64_t mb = instr.mb, chunk = instr.chunk;
   if (mb < 0)
     return success();

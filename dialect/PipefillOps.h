@@ -11,6 +11,7 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/PipefillEnums.h.inc"
 #include "dialect/FillTable.h"
+#include "dialect/InstrTiming.h"
 
 #include "llvm/ADT/STLExtras.h"
 

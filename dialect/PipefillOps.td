@@ -17,11 +17,23 @@ include "mlir/IR/CommonAttrConstraints.td"
 
 // Pipefill_NonNegF64, Pipefill_NonNegI64, Pipefill_PosI64: PipefillConstraints.td.
 
-// Results of pipefill-simulate, present on every instruction once the
-// schedule has been simulated.
-defvar TimingArgs = (ins OptionalAttr<Pipefill_NonNegF64>:$start_us,
-                         OptionalAttr<Pipefill_NonNegF64>:$end_us,
-                         OptionalAttr<Pipefill_NonNegI64>:$live_bytes);
+// Results of pipefill-simulate, set on every instruction once the schedule
+// has been simulated: one native property (dialect/InstrTiming.h), printed
+// as `start S end E live L` after the instruction's fields.
+def Pipefill_TimingProp : Property<"::pipefill::InstrTiming",
+                                   "simulated start, end and live bytes"> {
+  let convertToAttribute = "::pipefill::timingToAttribute($_ctxt, $_storage)";
+  let convertFromAttribute =
+      "return ::pipefill::timingFromAttribute($_storage, $_attr, $_diag);";
+  let hashProperty = "::pipefill::hashTiming($_storage)";
+  let writeToMlirBytecode = "::pipefill::writeTiming($_writer, $_storage)";
+  let readFromMlirBytecode = [{
+    if (::mlir::failed(::pipefill::readTiming($_reader, $_storage)))
+      return ::mlir::failure();
+  }];
+  let defaultValue = "::pipefill::InstrTiming()";
+}
+defvar TimingArgs = (ins Pipefill_TimingProp:$timing);
 
 //===----------------------------------------------------------------------===//
 // Structure
@@ -149,7 +161,7 @@ class Pipefill_ComputeOp<string mnemonic, string kind, string what>
                             Pipefill_NonNegI64:$chunk,
                             Pipefill_NonNegF64:$duration_us), TimingArgs);
   let assemblyFormat =
-      "`mb` $microbatch `chunk` $chunk `duration` $duration_us attr-dict";
+      "`mb` $microbatch `chunk` $chunk `duration` $duration_us `` custom<Timing>($timing) attr-dict";
 }
 
 def Pipefill_ForwardOp : Pipefill_ComputeOp<"forward", "Forward", "Forward pass">;
@@ -178,7 +190,7 @@ def Pipefill_SendOp : Pipefill_InstrOp<"send", "Send"> {
                             Pipefill_NonNegI64:$chunk,
                             Pipefill_NonNegI64:$peer,
                             Pipefill_NonNegI64:$bytes), TimingArgs);
-  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `to` $peer `bytes` $bytes attr-dict";
+  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `to` $peer `bytes` $bytes `` custom<Timing>($timing) attr-dict";
 }
 
 def Pipefill_RecvOp : Pipefill_InstrOp<"recv", "Recv"> {
@@ -197,7 +209,7 @@ def Pipefill_RecvOp : Pipefill_InstrOp<"recv", "Recv"> {
                             Pipefill_NonNegI64:$chunk,
                             Pipefill_NonNegI64:$peer,
                             Pipefill_NonNegI64:$bytes), TimingArgs);
-  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `from` $peer `bytes` $bytes attr-dict";
+  let assemblyFormat = "$payload `mb` $microbatch `chunk` $chunk `from` $peer `bytes` $bytes `` custom<Timing>($timing) attr-dict";
 }
 
 def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads", "AllReduceGrads"> {
@@ -212,7 +224,7 @@ def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads", "AllReduceGr
   }];
   let arguments = !con((ins Pipefill_NonNegI64:$bytes,
                             Pipefill_NonNegF64:$duration_us), TimingArgs);
-  let assemblyFormat = "`bytes` $bytes `duration` $duration_us attr-dict";
+  let assemblyFormat = "`bytes` $bytes `duration` $duration_us `` custom<Timing>($timing) attr-dict";
 }
 
 def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step", "OptimizerStep"> {
@@ -225,7 +237,7 @@ def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step", "OptimizerStep
     ```
   }];
   let arguments = !con((ins Pipefill_NonNegF64:$duration_us), TimingArgs);
-  let assemblyFormat = "`duration` $duration_us attr-dict";
+  let assemblyFormat = "`duration` $duration_us `` custom<Timing>($timing) attr-dict";
 }
 
 // The fill chunks of a bubble as one native property (dialect/FillTable.h).

@@ -200,9 +200,7 @@ private:
 
   /// A send, receive or compute on the main stream.
   void lowerInstr(Operation &op, const sched::Instr &instr) {
-    FloatAttr at = cast<InstructionOpInterface>(op).getStartTime();
-    if (!at)
-      at = attrs.f64(0.0);
+    const double at = cast<InstructionOpInterface>(op).getStartUsOr(0.0);
     auto tag = [&] {
       Payload payload = instr.payload == sched::Payload::Activation ? Payload::Activation
                                                                      : Payload::Gradient;
@@ -214,12 +212,15 @@ private:
       double us = facts.latency +
                   (facts.bandwidth > 0 ? bytes / (facts.bandwidth * 1e3) : 0.0);
       b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(bytes), tag(),
-                           attrs.f64(us), at);
+                           attrs.f64(us))
+          .getProperties()
+          .planned_start_us = at;
       return;
     }
     case sched::InstrKind::Recv:
-      b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(instr.bytes),
-                           tag(), at);
+      b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(instr.bytes), tag())
+          .getProperties()
+          .planned_start_us = at;
       return;
     default: {
       InstrKind kind = cast<InstructionOpInterface>(op).getInstrKind();
@@ -230,7 +231,9 @@ private:
         device.setOptimizerUs(llvm::APFloat(us));
       int64_t mb = std::max<int64_t>(0, instr.microbatch);
       b.create<ps::ComputeOp>(op.getLoc(), facts.kindAttr(kind), attrs.i64(mb),
-                              attrs.i64(instr.chunk), attrs.f64(us), at);
+                              attrs.i64(instr.chunk), attrs.f64(us))
+          .getProperties()
+          .planned_start_us = at;
       return;
     }
     }

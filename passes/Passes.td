@@ -45,8 +45,9 @@ def Simulate : Pass<"pipefill-simulate", "mlir::ModuleOp"> {
   let description = [{
     Runs every stage's instruction list in order against the cross-stage
     dependencies carried by send/recv pairs (a transfer costs
-    latency + bytes / bandwidth), and writes `start_us`, `end_us` and
-    `live_bytes` on every instruction, `busy_us`, `idle_us` and `peak_bytes`
+    latency + bytes / bandwidth), and writes the start, end and live bytes
+    of every instruction (`start 0.0 end 1.0e3 live 1048576` in its
+    timing), `busy_us`, `idle_us` and `peak_bytes`
     on every stage and `iteration_us` on the pipeline. Live memory is the
     stage's static bytes plus the stashed activations of micro-batches whose
     backward has not finished. Reports an order that deadlocks, and any stage

@@ -95,15 +95,13 @@ void readInstr(Op op, int64_t stashPerChunk, bool withTiming, sched::Instr &inst
   }
   if (!withTiming)
     return;
-  const auto &props = op.getProperties();
-  // A send starts and ends at the same time: one uniqued attribute, read once.
-  if (props.start_us)
-    instr.startUs = props.start_us.getValueAsDouble();
-  if (props.end_us)
-    instr.endUs = props.end_us == props.start_us ? instr.startUs
-                                                 : props.end_us.getValueAsDouble();
-  if (props.live_bytes)
-    instr.liveBytesAfter = props.live_bytes.getInt();
+  const InstrTiming &t = op.getProperties().timing;
+  if (t.hasStart())
+    instr.startUs = t.startUs;
+  if (t.hasEnd())
+    instr.endUs = t.endUs;
+  if (t.hasLive())
+    instr.liveBytesAfter = t.liveBytes;
 }
 
 /// readInstr for whichever instruction class `op` is; false for other ops.
@@ -170,26 +168,23 @@ Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
   };
   switch (instr.kind) {
   case sched::InstrKind::Forward:
-    return b.create<ForwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<ForwardOp>(loc, mb, chunk, dur);
   case sched::InstrKind::Backward:
-    return b.create<BackwardOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<BackwardOp>(loc, mb, chunk, dur);
   case sched::InstrKind::BackwardInput:
-    return b.create<BackwardInputOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(),
-                                     IntegerAttr());
+    return b.create<BackwardInputOp>(loc, mb, chunk, dur);
   case sched::InstrKind::BackwardWeight:
-    return b.create<BackwardWeightOp>(loc, mb, chunk, dur, FloatAttr(), FloatAttr(),
-                                      IntegerAttr());
+    return b.create<BackwardWeightOp>(loc, mb, chunk, dur);
   case sched::InstrKind::Send:
     return b.create<SendOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
-                            attrs.i64(instr.bytes), FloatAttr(), FloatAttr(), IntegerAttr());
+                            attrs.i64(instr.bytes));
   case sched::InstrKind::Recv:
     return b.create<RecvOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
-                            attrs.i64(instr.bytes), FloatAttr(), FloatAttr(), IntegerAttr());
+                            attrs.i64(instr.bytes));
   case sched::InstrKind::AllReduceGrads:
-    return b.create<AllReduceGradsOp>(loc, attrs.i64(instr.bytes), dur, FloatAttr(),
-                                      FloatAttr(), IntegerAttr());
+    return b.create<AllReduceGradsOp>(loc, attrs.i64(instr.bytes), dur);
   case sched::InstrKind::OptimizerStep:
-    return b.create<OptimizerStepOp>(loc, dur, FloatAttr(), FloatAttr(), IntegerAttr());
+    return b.create<OptimizerStepOp>(loc, dur);
   }
   return nullptr;
 }

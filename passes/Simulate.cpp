@@ -36,17 +36,13 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
       return pipeline.emitError() << "cannot simulate the schedule: " << error;
 
     Builder b(&getContext());
-    // Stages are isolated: write each stage's timing on its own thread.
-    // Neighbouring instructions share times (a send starts where its forward
-    // ends) and live-byte values repeat, so a per-stage cache saves most of
-    // the context's attribute uniquing.
+    // Stages are isolated: write each stage's timing on its own thread
+    // (three numbers in each instruction's properties, nothing uniqued).
     mlir::parallelFor(&getContext(), 0, schedule.size(), [&](size_t s) {
-      AttrCache attrs(&getContext());
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
         cast<InstructionOpInterface>(ops[s][i])
-            .setTiming(attrs.f64(instr.startUs), attrs.f64(instr.endUs),
-                       attrs.i64(instr.liveBytesAfter));
+            .setTiming(instr.startUs, instr.endUs, instr.liveBytesAfter);
       }
     });
 

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -241,6 +242,41 @@ void printFillChunkTable(OpAsmPrinter &p, Operation *, ArrayRef<FillChunkRow> ta
   if (!table.empty())
     p.printNewline();
   p << "]";
+}
+
+//===----------------------------------------------------------------------===//
+// Planned starts
+//===----------------------------------------------------------------------===//
+
+namespace {
+bool validStart(double v) { return std::isfinite(v) && !(v < 0); }
+} // namespace
+
+LogicalResult plannedStartFromAttribute(double &start, Attribute attr,
+                                        llvm::function_ref<InFlightDiagnostic()> emitError) {
+  auto v = dyn_cast<FloatAttr>(attr);
+  if (!v || !v.getType().isF64() || !validStart(v.getValueAsDouble())) {
+    if (emitError)
+      emitError() << "planned_start_us must be a finite f64 >= 0";
+    return failure();
+  }
+  start = v.getValueAsDouble();
+  return success();
+}
+
+ParseResult parsePlannedStart(OpAsmParser &parser, double &start) {
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseFloat(start))
+    return failure();
+  if (!validStart(start))
+    return parser.emitError(loc) << "planned start must be a finite number >= 0 (got "
+                                 << llvm::formatv("{0}", llvm::format("%g", start)).str()
+                                 << ")";
+  return success();
+}
+
+void printPlannedStart(OpAsmPrinter &p, Operation *, double start) {
+  p.printFloat(llvm::APFloat(start));
 }
 
 } // namespace pipefill::pfstream

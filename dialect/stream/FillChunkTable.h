@@ -78,6 +78,15 @@ mlir::ParseResult parseFillChunkTable(mlir::OpAsmParser &parser, FillChunkTable 
 void printFillChunkTable(mlir::OpAsmPrinter &printer, mlir::Operation *op,
                          llvm::ArrayRef<FillChunkRow> table);
 
+// A main-stream op's planned start (Pfstream_PlannedStartProp): from its
+// generic-form attribute, and the custom<PlannedStart> directive; both
+// reject a negative or infinite time.
+mlir::LogicalResult
+plannedStartFromAttribute(double &start, mlir::Attribute attr,
+                          llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+mlir::ParseResult parsePlannedStart(mlir::OpAsmParser &parser, double &start);
+void printPlannedStart(mlir::OpAsmPrinter &printer, mlir::Operation *op, double start);
+
 } // namespace pipefill::pfstream
 
 #endif // PIPEFILL_DIALECT_STREAM_FILLCHUNKTABLE_H

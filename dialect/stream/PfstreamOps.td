@@ -165,6 +165,24 @@ def Pfstream_StreamOp : Pfstream_Op<"stream", [
   let assemblyFormat = "$index $role `priority` $priority attr-dict-with-keyword $body";
 }
 
+// A main-stream op's planned start (us): a native double, not a uniqued
+// attribute per op (nearly every op has a start of its own). Printed and
+// parsed by custom<PlannedStart>, which rejects a negative or infinite time.
+def Pfstream_PlannedStartProp : Property<"double", "planned start in microseconds"> {
+  let convertToAttribute = "::mlir::Builder($_ctxt).getF64FloatAttr($_storage)";
+  let convertFromAttribute =
+      "return ::pipefill::pfstream::plannedStartFromAttribute($_storage, $_attr, $_diag);";
+  let hashProperty = "::llvm::hash_value(::llvm::bit_cast<uint64_t>($_storage))";
+  let writeToMlirBytecode = "$_writer.writeVarInt(::llvm::bit_cast<uint64_t>($_storage))";
+  let readFromMlirBytecode = [{
+    uint64_t bits;
+    if (::mlir::failed($_reader.readVarInt(bits)))
+      return ::mlir::failure();
+    $_storage = ::llvm::bit_cast<double>(bits);
+  }];
+  let defaultValue = "0.0";
+}
+
 class Pfstream_StreamBodyOp<string mnemonic, list<Trait> traits = []>
     : Pfstream_Op<mnemonic, !listconcat(traits, [HasParent<"StreamOp">])>;
 
@@ -180,8 +198,8 @@ def Pfstream_ComputeOp : Pfstream_StreamBodyOp<"compute"> {
   }];
   let arguments = (ins Pfstream_ComputeKind:$kind, Pfstream_NonNegI64:$microbatch,
                        Pfstream_NonNegI64:$chunk, Pfstream_NonNegF64:$planned_us,
-                       Pfstream_NonNegF64:$planned_start_us);
-  let assemblyFormat = "$kind `mb` $microbatch `chunk` $chunk `planned` $planned_us `at` $planned_start_us attr-dict";
+                       Pfstream_PlannedStartProp:$planned_start_us);
+  let assemblyFormat = "$kind `mb` $microbatch `chunk` $chunk `planned` $planned_us `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
 
 def Pfstream_SendOp : Pfstream_StreamBodyOp<"send"> {
@@ -193,8 +211,8 @@ def Pfstream_SendOp : Pfstream_StreamBodyOp<"send"> {
   }];
   let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
                        Pfstream_NonNegI64:$tag, Pfstream_NonNegF64:$planned_us,
-                       Pfstream_NonNegF64:$planned_start_us);
-  let assemblyFormat = "`to` $peer `bytes` $bytes `tag` $tag `planned` $planned_us `at` $planned_start_us attr-dict";
+                       Pfstream_PlannedStartProp:$planned_start_us);
+  let assemblyFormat = "`to` $peer `bytes` $bytes `tag` $tag `planned` $planned_us `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
 
 def Pfstream_RecvOp : Pfstream_StreamBodyOp<"recv"> {
@@ -207,8 +225,8 @@ def Pfstream_RecvOp : Pfstream_StreamBodyOp<"recv"> {
     ```
   }];
   let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
-                       Pfstream_NonNegI64:$tag, Pfstream_NonNegF64:$planned_start_us);
-  let assemblyFormat = "`from` $peer `bytes` $bytes `tag` $tag `at` $planned_start_us attr-dict";
+                       Pfstream_NonNegI64:$tag, Pfstream_PlannedStartProp:$planned_start_us);
+  let assemblyFormat = "`from` $peer `bytes` $bytes `tag` $tag `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
 
 def Pfstream_RecordOp : Pfstream_StreamBodyOp<"record"> {

@@ -38,7 +38,35 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microb
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{ends (1 us) before it starts (2 us)}}
-    pipefill.forward mb 0 chunk 0 duration 1.0 {start_us = 2.0, end_us = 1.0}
+    pipefill.forward mb 0 chunk 0 duration 1.0 start 2.0 end 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.forward' op start must be a finite number >= 0 (got -2)}}
+    pipefill.forward mb 0 chunk 0 duration 1.0 start -2.0 end 1.0
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{live bytes must be >= 0}}
+    pipefill.forward mb 0 chunk 0 duration 1.0 start 0.0 end 1.0 live -5
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // The generic form: timing is a dictionary of start_us, end_us, live_bytes.
+    // expected-error @+1 {{timing: unknown key 'begin_us'}}
+    "pipefill.forward"() <{microbatch = 0 : i64, chunk = 0 : i64, duration_us = 1.0, timing = {begin_us = 0.0}}> : () -> ()
   }
 }
 

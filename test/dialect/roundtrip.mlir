@@ -22,14 +22,15 @@ pipefill.pipeline @tiny schedule one_f_one_b attributes {num_stages = 2 : i64, n
     // An empty table prints nothing.
     // CHECK-NEXT: pipefill.bubble steady start 1.000000e+00 duration 0.000000e+00 free 5000{{$}}
     pipefill.bubble steady start 1.0 duration 0.0 free 5000 fills []
-    // CHECK: pipefill.forward mb 0 chunk 0 duration 1.000000e+00 {end_us = 2.000000e+00 : f64, start_us = 1.000000e+00 : f64}
-    pipefill.forward mb 0 chunk 0 duration 1.0 {start_us = 1.0, end_us = 2.0}
-    // CHECK-NEXT: pipefill.send activation mb 0 chunk 0 to 1 bytes 64
-    pipefill.send activation mb 0 chunk 0 to 1 bytes 64
+    // CHECK: pipefill.forward mb 0 chunk 0 duration 1.000000e+00 start 1.000000e+00 end 2.000000e+00
+    pipefill.forward mb 0 chunk 0 duration 1.0 start 1.0 end 2.0
+    // Timing: each of start, end and live only where set.
+    // CHECK-NEXT: pipefill.send activation mb 0 chunk 0 to 1 bytes 64 start 2.000000e+00 end 2.000000e+00 live 7{{$}}
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 64 start 2.0 end 2.0 live 7
     pipefill.forward mb 1 chunk 0 duration 1.0
     pipefill.send activation mb 1 chunk 0 to 1 bytes 64
-    // CHECK: pipefill.recv gradient mb 0 chunk 0 from 1 bytes 64
-    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 64
+    // CHECK: pipefill.recv gradient mb 0 chunk 0 from 1 bytes 64 live 3{{$}}
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 64 live 3
     pipefill.backward mb 0 chunk 0 duration 2.0
     pipefill.recv gradient mb 1 chunk 0 from 1 bytes 64
     pipefill.backward mb 1 chunk 0 duration 2.0

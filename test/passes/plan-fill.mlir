@@ -12,9 +12,9 @@
 // CHECK: pipefill.fill_job @enc inference samples 1000 attributes {efficiency = 0.91954022988505746 : f64, samples_per_iteration = 8.000000e+00 : f64}
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @enc inference samples 1000 {
@@ -38,9 +38,9 @@ pipefill.fill_job @enc inference samples 1000 {
 // and a job with no samples.
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 2000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, batch_sizes = array<i64: 1>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 1000000000
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 // expected-warning-re @+1 {{fill job 'slow' is unscheduled: layer 'huge' takes 5.03 ms {{.*}} but the longest bubble allows 875.0 us}}
@@ -91,9 +91,9 @@ pipefill.fill_job @j inference samples 1000 {
 // CHECK-NEXT: @one layers 0 to 1 batch 128 samples 0 {{.*}} time 2.810000e+02 {{.*}}offset 1.074000e+03
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1642.0, reserve_bytes = 0 : i64, safety_margin = 0.05, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 64, 128, 256>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 1442.0 free 99000000000
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 1542.0, end_us = 1642.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 1542.0 end 1642.0
   }
 }
 pipefill.fill_job @one inference samples 1000000 {

@@ -10,18 +10,18 @@
 // CHECK-LABEL: pipefill.pipeline @p
 // CHECK-SAME: iteration_us = 1.240000e+02
 // CHECK:      pipefill.stage 0 attributes {{{.*}}busy_us = 9.000000e+01 : f64{{.*}}idle_us = 3.400000e+01 : f64, peak_bytes = 700 : i64
-// CHECK-NEXT:   pipefill.forward mb 0 {{.*}}end_us = 1.000000e+01 : f64, live_bytes = 600 : i64, start_us = 0.000000e+00
-// CHECK:        pipefill.forward mb 1 {{.*}}end_us = 2.000000e+01 : f64, live_bytes = 700 : i64, start_us = 1.000000e+01
-// CHECK:        pipefill.recv gradient mb 0 {{.*}}end_us = 4.200000e+01 : f64, {{.*}}start_us = 2.000000e+01
-// CHECK-NEXT:   pipefill.backward mb 0 {{.*}}end_us = 6.200000e+01 : f64, live_bytes = 600 : i64, start_us = 4.200000e+01
-// CHECK-NEXT:   pipefill.forward mb 2 {{.*}}end_us = 7.200000e+01 : f64, {{.*}}start_us = 6.200000e+01
-// CHECK:        pipefill.backward mb 1 {{.*}}end_us = 9.200000e+01 : f64, {{.*}}start_us = 7.200000e+01
-// CHECK:        pipefill.backward mb 2 {{.*}}end_us = 1.240000e+02 : f64, live_bytes = 500 : i64, start_us = 1.040000e+02
+// CHECK-NEXT:   pipefill.forward mb 0 {{.*}} start 0.000000e+00 end 1.000000e+01 live 600
+// CHECK:        pipefill.forward mb 1 {{.*}} start 1.000000e+01 end 2.000000e+01 live 700
+// CHECK:        pipefill.recv gradient mb 0 {{.*}} start 2.000000e+01 end 4.200000e+01
+// CHECK-NEXT:   pipefill.backward mb 0 {{.*}} start 4.200000e+01 end 6.200000e+01 live 600
+// CHECK-NEXT:   pipefill.forward mb 2 {{.*}} start 6.200000e+01 end 7.200000e+01
+// CHECK:        pipefill.backward mb 1 {{.*}} start 7.200000e+01 end 9.200000e+01
+// CHECK:        pipefill.backward mb 2 {{.*}} start 1.040000e+02 end 1.240000e+02 live 500
 // CHECK:      pipefill.stage 1 attributes {{{.*}}peak_bytes = 600 : i64
-// CHECK-NEXT:   pipefill.recv activation mb 0 {{.*}}end_us = 1.100000e+01
-// CHECK-NEXT:   pipefill.forward mb 0 {{.*}}end_us = 2.100000e+01 : f64, {{.*}}start_us = 1.100000e+01
-// CHECK:        pipefill.forward mb 2 {{.*}}end_us = 8.300000e+01 : f64, {{.*}}start_us = 7.300000e+01
-// CHECK:        pipefill.backward mb 2 {{.*}}end_us = 1.030000e+02 : f64, {{.*}}start_us = 8.300000e+01
+// CHECK-NEXT:   pipefill.recv activation mb 0 {{.*}}end 1.100000e+01
+// CHECK-NEXT:   pipefill.forward mb 0 {{.*}} start 1.100000e+01 end 2.100000e+01
+// CHECK:        pipefill.forward mb 2 {{.*}} start 7.300000e+01 end 8.300000e+01
+// CHECK:        pipefill.backward mb 2 {{.*}} start 8.300000e+01 end 1.030000e+02
 pipefill.pipeline @p schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 3 : i64, device_memory_bytes = 1000 : i64, p2p_latency_us = 1.0} {
   pipefill.stage 0 attributes {forward_us = 10.0, backward_us = 20.0, activation_bytes = 8 : i64, stash_bytes = 100 : i64, static_bytes = 500 : i64} {
   }

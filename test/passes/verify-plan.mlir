@@ -6,11 +6,11 @@
 pipefill.pipeline @ok schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
       @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
     ]
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @enc inference samples 1000 {
@@ -30,13 +30,13 @@ pipefill.pipeline @lie schedule gpipe attributes {num_stages = 1 : i64, num_micr
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     // expected-error @+1 {{'pipefill.assignment' op says persistent 2200 B, but @enc at batch 8 with weights resident, acts device keeps 2800 B on the device}}
     pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2200
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
       // expected-error @+2 {{'pipefill.bubble' op fill 0 says time 100.000000 us, but its layers, copies and the context switch take 190.000000 us}}
       // expected-error @+1 {{'pipefill.bubble' op fill 0 says mem 3800 B, but the stage's persistent fill bytes and its working set come to 4400 B}}
       @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 100.0 mem 3800
     ]
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @enc inference samples 1000 {
@@ -49,12 +49,12 @@ pipefill.fill_job @enc inference samples 1000 {
 // A fill op without an assignment on its stage.
 pipefill.pipeline @orphan schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
       // expected-error @+1 {{has no pipefill.assignment for @enc on stage 0}}
       @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 3800
     ]
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @enc inference samples 1000 {
@@ -70,12 +70,12 @@ pipefill.fill_job @enc inference samples 1000 {
 pipefill.pipeline @late schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
       // expected-error @+1 {{'pipefill.bubble' op fill 0 runs [700.000, 890.000) us into its bubble, which allows [0, 875.000) us (duration less the safety margin)}}
       @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400 offset 700.0
     ]
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @enc inference samples 1000 {

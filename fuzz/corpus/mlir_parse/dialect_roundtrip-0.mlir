@@ -5,7 +5,7 @@ pipefill.pipeline @tiny schedule one_f_one_b attributes {num_stages = 2 : i64, n
     pipefill.bubble warmup start 0.0 duration 1.0 free 5000 fills [
       @job layers 0 to 1 batch 4 samples 0 weights resident acts device time 0.5 mem 100
     ]
-    pipefill.forward mb 0 chunk 0 duration 1.0 {start_us = 1.0, end_us = 2.0}
+    pipefill.forward mb 0 chunk 0 duration 1.0 start 1.0 end 2.0
     pipefill.send activation mb 0 chunk 0 to 1 bytes 64
     pipefill.forward mb 1 chunk 0 duration 1.0
     pipefill.send activation mb 1 chunk 0 to 1 bytes 64

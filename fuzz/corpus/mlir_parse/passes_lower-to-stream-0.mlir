@@ -9,20 +9,20 @@
 pipefill.pipeline @p schedule one_f_one_b attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 1000 : i64, p2p_latency_us = 2.0, p2p_bandwidth_gbps = 1.0, iteration_us = 30.0} {
   pipefill.stage 0 attributes {forward_us = 10.0, backward_us = 20.0} {
     pipefill.assignment @j batch 4 weights resident acts device prefix 0 period 1 batches 1 samples 4.0 persistent 28
-    pipefill.forward mb 0 chunk 0 duration 10.0 {start_us = 0.0, end_us = 10.0}
-    pipefill.send activation mb 0 chunk 0 to 1 bytes 1000 {start_us = 10.0, end_us = 10.0}
+    pipefill.forward mb 0 chunk 0 duration 10.0 start 0.0 end 10.0
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 1000 start 10.0 end 10.0
     pipefill.bubble steady start 10.0 duration 26.0 free 500 fills [
       @j layers 0 to 2 batch 4 samples 0 weights resident acts device time 20.0 mem 100
     ]
-    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 1000 {start_us = 10.0, end_us = 36.0}
-    pipefill.backward mb 0 chunk 0 duration 20.0 {start_us = 36.0, end_us = 56.0}
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 1000 start 10.0 end 36.0
+    pipefill.backward mb 0 chunk 0 duration 20.0 start 36.0 end 56.0
   }
   pipefill.stage 1 attributes {forward_us = 10.0, backward_us = 20.0} {
     pipefill.bubble warmup start 0.0 duration 13.0 free 900
-    pipefill.recv activation mb 0 chunk 0 from 0 bytes 1000 {start_us = 0.0, end_us = 13.0}
-    pipefill.forward mb 0 chunk 0 duration 10.0 {start_us = 13.0, end_us = 23.0}
-    pipefill.backward mb 0 chunk 0 duration 20.0 {start_us = 23.0, end_us = 43.0}
-    pipefill.send gradient mb 0 chunk 0 to 0 bytes 1000 {start_us = 43.0, end_us = 43.0}
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 1000 start 0.0 end 13.0
+    pipefill.forward mb 0 chunk 0 duration 10.0 start 13.0 end 23.0
+    pipefill.backward mb 0 chunk 0 duration 20.0 start 23.0 end 43.0
+    pipefill.send gradient mb 0 chunk 0 to 0 bytes 1000 start 43.0 end 43.0
   }
 }
 pipefill.fill_job @j inference samples 100 {

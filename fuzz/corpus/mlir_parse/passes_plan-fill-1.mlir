@@ -4,9 +4,9 @@
 // and a job with no samples.
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 2000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, batch_sizes = array<i64: 1>} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
-    pipefill.forward mb 0 chunk 0 duration 100.0 {start_us = 0.0, end_us = 100.0}
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
     pipefill.bubble steady start 100.0 duration 875.0 free 1000000000
-    pipefill.backward mb 0 chunk 0 duration 100.0 {start_us = 975.0, end_us = 1075.0}
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
   }
 }
 pipefill.fill_job @slow inference samples 1000 {

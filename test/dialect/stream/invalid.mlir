@@ -375,3 +375,26 @@ pfstream.program @p iterations 1 planned 1.0 {
     }
   }
 }
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{planned start must be a finite number >= 0 (got -1)}}
+      pfstream.compute forward mb 0 chunk 0 planned 1.0 at -1.0
+    }
+  }
+}
+
+// -----
+
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // The generic form: a planned start is an f64 attribute.
+      // expected-error @+1 {{planned_start_us must be a finite f64 >= 0}}
+      "pfstream.recv"() <{peer = 1 : i64, bytes = 8 : i64, tag = 0 : i64, planned_start_us = 3 : i64}> : () -> ()
+    }
+  }
+}
