@@ -1,6 +1,7 @@
 //===- FillTable.cpp - pipefill.bubble's fill chunks ----------------------===//
 #include "dialect/FillTable.h"
 #include "dialect/PipefillOps.h"
+#include "dialect/TableSupport.h"
 
 #include "mlir/Bytecode/BytecodeImplementation.h"
 #include "mlir/IR/Builders.h"
@@ -65,11 +66,8 @@ std::string checkFillChunk(const FillChunk &c) {
 //===----------------------------------------------------------------------===//
 
 Attribute fillTableToAttribute(MLIRContext *ctx, const FillTable &table) {
-  Builder b(ctx);
-  SmallVector<Attribute> rows;
-  rows.reserve(table.size());
-  for (const FillChunk &c : table) {
-    SmallVector<NamedAttribute, 13> fields = {
+  return rowsToAttribute(ctx, table, [&](const FillChunk &c, Builder &b) {
+    return SmallVector<NamedAttribute, 13>{
         b.getNamedAttr("job", c.job ? Attribute(c.job) : b.getUnitAttr()),
         b.getNamedAttr("layers", b.getI64IntegerAttr(c.layerBegin)),
         b.getNamedAttr("to", b.getI64IntegerAttr(c.layerEnd)),
@@ -83,73 +81,31 @@ Attribute fillTableToAttribute(MLIRContext *ctx, const FillTable &table) {
         b.getNamedAttr("iteration", b.getI64IntegerAttr(c.iteration)),
         b.getNamedAttr("repeat", b.getI64IntegerAttr(c.repeat)),
         b.getNamedAttr("offset", b.getF64FloatAttr(c.offsetUs))};
-    rows.push_back(b.getDictionaryAttr(fields));
-  }
-  return b.getArrayAttr(rows);
+  });
 }
 
 LogicalResult fillTableFromAttribute(FillTable &table, Attribute attr,
                                      llvm::function_ref<InFlightDiagnostic()> emitError) {
-  auto fail = [&](const Twine &what) {
-    if (emitError)
-      emitError() << "fills: " << what;
-    return failure();
-  };
-  auto rows = dyn_cast<ArrayAttr>(attr);
-  if (!rows)
-    return fail("expected an array of dictionaries");
-  table.clear();
-  table.reserve(rows.size());
-  for (Attribute row : rows) {
-    auto dict = dyn_cast<DictionaryAttr>(row);
-    if (!dict)
-      return fail("expected an array of dictionaries");
-    FillChunk c;
-    auto i64 = [&](StringRef name, int64_t &out, bool required) {
-      Attribute a = dict.get(name);
-      if (!a)
-        return !required || succeeded(fail("a chunk has no '" + name + "'"));
-      auto v = dyn_cast<IntegerAttr>(a);
-      if (!v || !v.getType().isSignlessInteger(64))
-        return succeeded(fail("'" + name + "' must be an i64"));
-      out = v.getInt();
-      return true;
-    };
-    auto f64 = [&](StringRef name, double &out, bool required) {
-      Attribute a = dict.get(name);
-      if (!a)
-        return !required || succeeded(fail("a chunk has no '" + name + "'"));
-      auto v = dyn_cast<FloatAttr>(a);
-      if (!v || !v.getType().isF64())
-        return succeeded(fail("'" + name + "' must be an f64"));
-      out = v.getValueAsDouble();
-      return true;
-    };
-    c.job = dyn_cast_or_null<FlatSymbolRefAttr>(dict.get("job"));
-    if (!c.job)
-      return fail("a chunk's 'job' must be a flat symbol reference");
-    auto weights = dyn_cast_or_null<WeightPlacementAttr>(dict.get("weights"));
-    auto acts = dyn_cast_or_null<ActPlacementAttr>(dict.get("acts"));
-    if (!weights || !acts)
-      return fail("a chunk needs 'weights' and 'acts' placements");
+  return rowsFromAttribute(attr, table, "fills", emitError,
+                           [](TableReader &read, DictionaryAttr row, FillChunk &c) {
+    auto weights = read.get<WeightPlacementAttr>(row, "weights", "a weight placement");
+    auto acts = read.get<ActPlacementAttr>(row, "acts", "an activation placement");
+    if (!read.succeeded())
+      return false;
     c.weights = weights.getValue();
     c.acts = acts.getValue();
-    if (!i64("layers", c.layerBegin, true) || !i64("to", c.layerEnd, true) ||
-        !i64("batch", c.batch, true) || !i64("samples", c.sampleBegin, true) ||
-        !f64("time", c.predictedUs, true) || !i64("mem", c.peakBytes, true) ||
-        !f64("copy", c.copyUs, false) || !i64("iteration", c.iteration, false) ||
-        !i64("repeat", c.repeat, false) || !f64("offset", c.offsetUs, false))
-      return failure();
-    table.push_back(c);
-  }
-  return success();
+    return read.i64(row, "layers", c.layerBegin, true) &&
+           read.i64(row, "to", c.layerEnd, true) &&
+           read.i64(row, "batch", c.batch, true) &&
+           read.i64(row, "samples", c.sampleBegin, true) &&
+           read.f64(row, "time", c.predictedUs, true) &&
+           read.i64(row, "mem", c.peakBytes, true) &&
+           read.f64(row, "copy", c.copyUs, false) &&
+           read.i64(row, "iteration", c.iteration, false) &&
+           read.i64(row, "repeat", c.repeat, false) &&
+           read.f64(row, "offset", c.offsetUs, false);
+  });
 }
-
-
-//===----------------------------------------------------------------------===//
-// Bytecode: a count, then per chunk the job, its location and its fields as
-// varints (times by their bits).
-//===----------------------------------------------------------------------===//
 
 llvm::hash_code hashFillTable(const FillTable &table) {
   llvm::hash_code h = llvm::hash_value(table.size());
@@ -162,10 +118,7 @@ llvm::hash_code hashFillTable(const FillTable &table) {
 }
 
 void writeFillTable(DialectBytecodeWriter &writer, const FillTable &table) {
-  writer.writeVarInt(table.size());
-  for (const FillChunk &c : table) {
-    writer.writeAttribute(c.job);
-    writer.writeOptionalAttribute(c.loc);
+  writeRows(writer, table, [&](const FillChunk &c) {
     for (int64_t v : {c.layerBegin, c.layerEnd, c.batch, c.sampleBegin, c.peakBytes,
                       c.iteration, c.repeat})
       writer.writeSignedVarInt(v);
@@ -173,41 +126,29 @@ void writeFillTable(DialectBytecodeWriter &writer, const FillTable &table) {
     writer.writeVarInt(static_cast<uint64_t>(c.acts));
     for (double v : {c.predictedUs, c.copyUs, c.offsetUs})
       writer.writeVarInt(bits(v));
-  }
+  });
 }
 
 LogicalResult readFillTable(DialectBytecodeReader &reader, FillTable &table) {
-  uint64_t size;
-  if (failed(reader.readVarInt(size)))
-    return failure();
-  table.clear();
-  for (uint64_t i = 0; i < size; ++i) {
-    FillChunk c;
+  return readRows(reader, table, [&](FillChunk &c) -> LogicalResult {
     uint64_t weights, acts, time, copy, offset;
-    Attribute loc;
-    if (failed(reader.readAttribute(c.job)) || failed(reader.readOptionalAttribute(loc)) ||
-        failed(reader.readSignedVarInt(c.layerBegin)) ||
-        failed(reader.readSignedVarInt(c.layerEnd)) ||
-        failed(reader.readSignedVarInt(c.batch)) ||
-        failed(reader.readSignedVarInt(c.sampleBegin)) ||
-        failed(reader.readSignedVarInt(c.peakBytes)) ||
-        failed(reader.readSignedVarInt(c.iteration)) ||
-        failed(reader.readSignedVarInt(c.repeat)) || failed(reader.readVarInt(weights)) ||
-        failed(reader.readVarInt(acts)) || failed(reader.readVarInt(time)) ||
-        failed(reader.readVarInt(copy)) || failed(reader.readVarInt(offset)))
+    if (failed(readSignedVarInts(reader, {&c.layerBegin, &c.layerEnd, &c.batch,
+                                          &c.sampleBegin, &c.peakBytes, &c.iteration,
+                                          &c.repeat})) ||
+        failed(reader.readVarInt(weights)) || failed(reader.readVarInt(acts)) ||
+        failed(reader.readVarInt(time)) || failed(reader.readVarInt(copy)) ||
+        failed(reader.readVarInt(offset)))
       return failure();
     if (!symbolizeWeightPlacement(static_cast<uint32_t>(weights)) ||
         !symbolizeActPlacement(static_cast<uint32_t>(acts)))
       return reader.emitError("fills: unknown weight or activation placement");
-    c.loc = dyn_cast_or_null<LocationAttr>(loc);
     c.weights = static_cast<WeightPlacement>(weights);
     c.acts = static_cast<ActPlacement>(acts);
     c.predictedUs = fromBits(time);
     c.copyUs = fromBits(copy);
     c.offsetUs = fromBits(offset);
-    table.push_back(c);
-  }
-  return success();
+    return success();
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -216,7 +157,6 @@ LogicalResult readFillTable(DialectBytecodeReader &reader, FillTable &table) {
 
 namespace {
 ParseResult parseChunk(OpAsmParser &parser, FillChunk &c) {
-  c.loc = parser.getEncodedSourceLoc(parser.getCurrentLocation());
   StringAttr job;
   StringRef weights, acts;
   SMLoc weightsLoc, actsLoc;
@@ -260,20 +200,14 @@ ParseResult parseFillTable(OpAsmParser &parser, FillTable &table) {
   table.clear();
   if (failed(parser.parseOptionalKeyword("fills")))
     return success();
-  return parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, [&]() {
-    table.emplace_back();
-    return parseChunk(parser, table.back());
-  });
+  return parseRows(parser, table, [&](FillChunk &c) { return parseChunk(parser, c); });
 }
 
 void printFillTable(OpAsmPrinter &p, Operation *, ArrayRef<FillChunk> table) {
   if (table.empty())
     return;
-  p << " fills [";
-  p.increaseIndent();
-  for (size_t i = 0; i < table.size(); ++i) {
-    const FillChunk &c = table[i];
-    p.printNewline();
+  p << " fills ";
+  printRows(p, table, [&](const FillChunk &c) {
     p << c.job << " layers " << c.layerBegin << " to " << c.layerEnd << " batch " << c.batch
       << " samples " << c.sampleBegin << " weights " << stringifyWeightPlacement(c.weights)
       << " acts " << stringifyActPlacement(c.acts) << " time ";
@@ -291,12 +225,7 @@ void printFillTable(OpAsmPrinter &p, Operation *, ArrayRef<FillChunk> table) {
       p << " offset ";
       p.printFloat(llvm::APFloat(c.offsetUs));
     }
-    if (i + 1 < table.size())
-      p << ",";
-  }
-  p.decreaseIndent();
-  p.printNewline();
-  p << "]";
+  });
 }
 
 } // namespace pipefill

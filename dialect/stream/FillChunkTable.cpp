@@ -1,5 +1,6 @@
 //===- FillChunkTable.cpp - pfstream.fill_chunks' rows --------------------===//
 #include "dialect/stream/FillChunkTable.h"
+#include "dialect/TableSupport.h"
 
 #include "mlir/Bytecode/BytecodeImplementation.h"
 #include "mlir/IR/Builders.h"
@@ -45,10 +46,7 @@ std::string checkFillChunkRow(const FillChunkRow &r) {
 //===----------------------------------------------------------------------===//
 
 Attribute fillChunkTableToAttribute(MLIRContext *ctx, const FillChunkTable &table) {
-  Builder b(ctx);
-  SmallVector<Attribute> rows;
-  rows.reserve(table.size());
-  for (const FillChunkRow &r : table) {
+  return rowsToAttribute(ctx, table, [](const FillChunkRow &r, Builder &b) {
     SmallVector<NamedAttribute, 12> fields = {
         b.getNamedAttr("job", r.job ? Attribute(r.job) : b.getUnitAttr()),
         b.getNamedAttr("layers", b.getI64IntegerAttr(r.layerBegin)),
@@ -64,56 +62,27 @@ Attribute fillChunkTableToAttribute(MLIRContext *ctx, const FillChunkTable &tabl
       fields.push_back(b.getNamedAttr("weights_streamed", b.getUnitAttr()));
     if (r.activationsOnHost)
       fields.push_back(b.getNamedAttr("activations_on_host", b.getUnitAttr()));
-    rows.push_back(b.getDictionaryAttr(fields));
-  }
-  return b.getArrayAttr(rows);
+    return fields;
+  });
 }
 
 LogicalResult
 fillChunkTableFromAttribute(FillChunkTable &table, Attribute attr,
                             llvm::function_ref<InFlightDiagnostic()> emitError) {
-  auto fail = [&](const Twine &what) {
-    if (emitError)
-      emitError() << "chunks: " << what;
-    return failure();
-  };
-  auto rows = dyn_cast<ArrayAttr>(attr);
-  if (!rows)
-    return fail("expected an array of dictionaries");
-  table.clear();
-  table.reserve(rows.size());
-  for (Attribute row : rows) {
-    auto dict = dyn_cast<DictionaryAttr>(row);
-    if (!dict)
-      return fail("expected an array of dictionaries");
-    FillChunkRow r;
-    auto i64 = [&](StringRef name, int64_t &out, bool required) {
-      Attribute a = dict.get(name);
-      if (!a)
-        return !required || succeeded(fail("a chunk has no '" + name + "'"));
-      auto v = dyn_cast<IntegerAttr>(a);
-      if (!v || !v.getType().isSignlessInteger(64))
-        return succeeded(fail("'" + name + "' must be an i64"));
-      out = v.getInt();
-      return true;
-    };
-    r.job = dyn_cast_or_null<FlatSymbolRefAttr>(dict.get("job"));
-    if (!r.job)
-      return fail("a chunk's 'job' must be a flat symbol reference");
-    auto planned = dyn_cast_or_null<FloatAttr>(dict.get("planned"));
-    if (!planned || !planned.getType().isF64())
-      return fail("a chunk's 'planned' must be an f64");
-    r.plannedUs = planned.getValueAsDouble();
-    r.weightsStreamed = dict.contains("weights_streamed");
-    r.activationsOnHost = dict.contains("activations_on_host");
-    if (!i64("layers", r.layerBegin, true) || !i64("to", r.layerEnd, true) ||
-        !i64("batch", r.batch, true) || !i64("samples", r.sampleBegin, true) ||
-        !i64("offset", r.iterationOffset, true) || !i64("peak", r.peakBytes, true) ||
-        !i64("period", r.period, false) || !i64("phase", r.phase, false))
-      return failure();
-    table.push_back(r);
-  }
-  return success();
+  return rowsFromAttribute(attr, table, "chunks", emitError,
+                           [](TableReader &read, DictionaryAttr row, FillChunkRow &r) {
+    r.weightsStreamed = row.contains("weights_streamed");
+    r.activationsOnHost = row.contains("activations_on_host");
+    return read.i64(row, "layers", r.layerBegin, true) &&
+           read.i64(row, "to", r.layerEnd, true) &&
+           read.i64(row, "batch", r.batch, true) &&
+           read.i64(row, "samples", r.sampleBegin, true) &&
+           read.i64(row, "offset", r.iterationOffset, true) &&
+           read.f64(row, "planned", r.plannedUs, true) &&
+           read.i64(row, "peak", r.peakBytes, true) &&
+           read.i64(row, "period", r.period, false) &&
+           read.i64(row, "phase", r.phase, false);
+  });
 }
 
 llvm::hash_code hashFillChunkTable(const FillChunkTable &table) {
@@ -132,44 +101,30 @@ llvm::hash_code hashFillChunkTable(const FillChunkTable &table) {
 //===----------------------------------------------------------------------===//
 
 void writeFillChunkTable(DialectBytecodeWriter &writer, const FillChunkTable &table) {
-  writer.writeVarInt(table.size());
-  for (const FillChunkRow &r : table) {
-    writer.writeAttribute(r.job);
-    writer.writeOptionalAttribute(r.loc);
+  writeRows(writer, table, [&](const FillChunkRow &r) {
     for (int64_t v : {r.layerBegin, r.layerEnd, r.batch, r.sampleBegin, r.iterationOffset,
                       r.peakBytes, r.period, r.phase})
       writer.writeSignedVarInt(v);
     writer.writeVarInt(uint64_t(r.weightsStreamed) | uint64_t(r.activationsOnHost) << 1);
     writer.writeVarInt(llvm::bit_cast<uint64_t>(r.plannedUs));
-  }
+  });
 }
 
 LogicalResult readFillChunkTable(DialectBytecodeReader &reader, FillChunkTable &table) {
-  uint64_t size;
-  if (failed(reader.readVarInt(size)))
-    return failure();
-  table.clear();
-  for (uint64_t i = 0; i < size; ++i) {
-    FillChunkRow r;
-    Attribute loc;
+  return readRows(reader, table, [&](FillChunkRow &r) -> LogicalResult {
     uint64_t flags, planned;
-    if (failed(reader.readAttribute(r.job)) || failed(reader.readOptionalAttribute(loc)))
-      return failure();
-    for (int64_t *v : {&r.layerBegin, &r.layerEnd, &r.batch, &r.sampleBegin,
-                       &r.iterationOffset, &r.peakBytes, &r.period, &r.phase})
-      if (failed(reader.readSignedVarInt(*v)))
-        return failure();
-    if (failed(reader.readVarInt(flags)) || failed(reader.readVarInt(planned)))
+    if (failed(readSignedVarInts(reader, {&r.layerBegin, &r.layerEnd, &r.batch,
+                                          &r.sampleBegin, &r.iterationOffset, &r.peakBytes,
+                                          &r.period, &r.phase})) ||
+        failed(reader.readVarInt(flags)) || failed(reader.readVarInt(planned)))
       return failure();
     if (flags > 3)
       return reader.emitError("chunks: unknown flags ") << flags;
-    r.loc = dyn_cast_or_null<LocationAttr>(loc);
     r.weightsStreamed = flags & 1;
     r.activationsOnHost = flags & 2;
     r.plannedUs = llvm::bit_cast<double>(planned);
-    table.push_back(r);
-  }
-  return success();
+    return success();
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -178,7 +133,6 @@ LogicalResult readFillChunkTable(DialectBytecodeReader &reader, FillChunkTable &
 
 namespace {
 ParseResult parseRow(OpAsmParser &parser, FillChunkRow &r) {
-  r.loc = parser.getEncodedSourceLoc(parser.getCurrentLocation());
   StringAttr job;
   if (parser.parseSymbolName(job) || parser.parseKeyword("layers") ||
       parser.parseInteger(r.layerBegin) || parser.parseKeyword("to") ||
@@ -210,19 +164,11 @@ ParseResult parseRow(OpAsmParser &parser, FillChunkRow &r) {
 } // namespace
 
 ParseResult parseFillChunkTable(OpAsmParser &parser, FillChunkTable &table) {
-  table.clear();
-  return parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Square, [&]() {
-    table.emplace_back();
-    return parseRow(parser, table.back());
-  });
+  return parseRows(parser, table, [&](FillChunkRow &r) { return parseRow(parser, r); });
 }
 
 void printFillChunkTable(OpAsmPrinter &p, Operation *, ArrayRef<FillChunkRow> table) {
-  p << "[";
-  p.increaseIndent();
-  for (size_t i = 0; i < table.size(); ++i) {
-    const FillChunkRow &r = table[i];
-    p.printNewline();
+  printRows(p, table, [&](const FillChunkRow &r) {
     p << r.job << " layers " << r.layerBegin << " to " << r.layerEnd << " batch " << r.batch
       << " samples " << r.sampleBegin << " offset " << r.iterationOffset << " planned ";
     p.printFloat(llvm::APFloat(r.plannedUs));
@@ -235,13 +181,7 @@ void printFillChunkTable(OpAsmPrinter &p, Operation *, ArrayRef<FillChunkRow> ta
       p << " period " << r.period;
     if (r.phase != 0)
       p << " phase " << r.phase;
-    if (i + 1 < table.size())
-      p << ",";
-  }
-  p.decreaseIndent();
-  if (!table.empty())
-    p.printNewline();
-  p << "]";
+  });
 }
 
 //===----------------------------------------------------------------------===//
