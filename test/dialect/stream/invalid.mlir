@@ -370,7 +370,7 @@ pfstream.program @p iterations 1 planned 1.0 {
     }
     pfstream.stream 1 fill priority low {
       // The generic form: the table is an array of dictionaries.
-      // expected-error @+1 {{chunks: a chunk's 'planned' must be an f64}}
+      // expected-error @+1 {{chunks: a chunk has no 'planned'}}
       "pfstream.fill_chunks"() <{bubble_id = 0 : i64, chunks = [{job = @j, layers = 0 : i64, to = 1 : i64, batch = 1 : i64, samples = 0 : i64, offset = 0 : i64, peak = 0 : i64}]}> : () -> ()
     }
   }
