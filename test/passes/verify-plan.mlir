@@ -82,3 +82,38 @@ pipefill.fill_job @enc inference samples 1000 {
   pipefill.layer "l0" forward 10.0 weights 1000 activations 100
   pipefill.layer "l1" forward 10.0 weights 1000 activations 100
 }
+
+// -----
+
+// Stages are checked each on its own (in parallel); their violations are
+// reported in stage order and counted together.
+// expected-error @+1 {{fill plan does not verify: 2 violation(s)}}
+pipefill.pipeline @two schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
+    pipefill.send activation mb 0 chunk 0 to 1 bytes 8 start 100.0 end 100.0
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
+      // expected-error @+1 {{'pipefill.bubble' op fill 0 says time 150.000000 us, but its layers, copies and the context switch take 190.000000 us}}
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 150.0 mem 4400
+    ]
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes 8 start 975.0 end 975.0
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
+  }
+  pipefill.stage 1 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 2 samples 16.0 persistent 2800
+    pipefill.recv activation mb 0 chunk 0 from 0 bytes 8 start 100.0 end 100.0
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 100.0 end 200.0
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 200.0 end 300.0
+    pipefill.send gradient mb 0 chunk 0 to 0 bytes 8 start 300.0 end 300.0
+    pipefill.bubble cooldown start 300.0 duration 775.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400,
+      // expected-error @+1 {{'pipefill.bubble' op fill 1 says time 120.000000 us, but its layers, copies and the context switch take 190.000000 us}}
+      @enc layers 0 to 2 batch 8 samples 8 weights resident acts device time 120.0 mem 4400 offset 190.0
+    ]
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
