@@ -1,7 +1,7 @@
 //===- ExportReport.cpp - compiled IR -> report JSON and summary ----------===//
 //
 // The report is computed from the IR alone (simulation results on the
-// instructions, bubble ops, fill ops and the planner's per-job results), so it
+// instructions, bubble ops, fill chunks and the planner's per-job results), so it
 // describes exactly what was compiled. Keys follow DESIGN section 8.
 //
 //===----------------------------------------------------------------------===//

@@ -44,7 +44,7 @@ inline PipelineOp findSimulatedPipeline(mlir::ModuleOp module) {
   return pipeline;
 }
 
-/// Per-job layer costs, for turning fill ops into useful work.
+/// Per-job layer costs, for turning fill chunks into useful work.
 class FillJobIndex {
 public:
   explicit FillJobIndex(mlir::ModuleOp module) {

@@ -1,7 +1,7 @@
 //===- FillIR.h - pipefill IR <-> fill planner data -------------*- C++ -*-===//
 //
 // Translations between the IR (pipelines with bubbles, fill jobs, planned
-// fill ops) and the plain C++ problem of algo/fill, shared by
+// fill chunks) and the plain C++ problem of algo/fill, shared by
 // pipefill-plan-fill and pipefill-verify-plan.
 //
 //===----------------------------------------------------------------------===//

@@ -86,8 +86,8 @@ def PlanFill : Pass<"pipefill-plan-fill", "mlir::ModuleOp"> {
     and picks the jobs per stage that maximize priority-weighted useful work.
     Every chunk's time (compute, non-overlapped copies, context switch) fits
     its bubble minus the safety margin and its memory fits the bubble's free
-    bytes. The result is a `pipefill.assignment` per (stage, job) and
-    `pipefill.fill` ops inside the bubbles; each job gets its planned
+    bytes. The result is a `pipefill.assignment` per (stage, job) and the
+    fill chunks in the bubbles' `fills` tables; each job gets its planned
     `samples_per_iteration` and `efficiency`. A job that fits nowhere gets a
     warning and an `unscheduled` reason. The algorithm and its guarantees are
     in docs/planner.md.
@@ -101,7 +101,7 @@ def PlanFill : Pass<"pipefill-plan-fill", "mlir::ModuleOp"> {
 def VerifyPlan : Pass<"pipefill-verify-plan", "mlir::ModuleOp"> {
   let summary = "Independently check that planned fill work fits its bubbles";
   let description = [{
-    Rebuilds the plan from the IR alone (assignments, fill ops, bubbles and
+    Rebuilds the plan from the IR alone (assignments, fill chunks, bubbles and
     the jobs' layer costs) and checks it with a checker written separately
     from the planner's packing arithmetic: every chunk's recomputed time and
     memory fit its bubble, chunks of one job in one bubble do not overlap,

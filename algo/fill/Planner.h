@@ -275,7 +275,8 @@ Plan planFill(const std::vector<StageBubbles> &stages,
 /// One violation found by checkPlan(), attached to what causes it: a chunk
 /// or an assignment (index into the plan's vectors), a stage (its id), or
 /// the plan as a whole. The message is in IR terms (the keywords of the
-/// pipefill.fill and pipefill.assignment assembly), without the location.
+/// fill chunk rows of pipefill.bubble and of pipefill.assignment), without
+/// the location.
 struct Violation {
   enum class On { Plan, Stage, Assignment, Chunk } on = On::Plan;
   int index = -1;

@@ -445,7 +445,7 @@ void Checker::checkChunkTimeAndMemory(size_t i, const Job &job,
                   c.offsetUs, end, limit));
 }
 
-/// Per bubble and iteration of the run: the fill ops of every job (and
+/// Per bubble and iteration of the run: the fill chunks of every job (and
 /// the tail chunks) that run then do not overlap. Iteration i of the run is
 /// the listed iteration i < prefix ? i : prefix + (i - prefix) % period of
 /// each assignment, so all of them repeat after max prefix + lcm(periods)
@@ -509,12 +509,12 @@ void Checker::checkBubbleIterations(
         if (plan.chunks[prev].job == c.job &&
             (plan.chunks[prev].batch < c.batch) ==
                 (c.batch < assignment[{key.first, c.job}]->batch))
-          onChunk(idx, format("overlaps the previous fill op of its job in "
+          onChunk(idx, format("overlaps the previous fill chunk of its job in "
                               "bubble %d, iteration %lld",
                               bubble.id, static_cast<long long>(t)));
         else
           onStage(key.first,
-                  format("bubble %d: the fill ops of different jobs "
+                  format("bubble %d: the fill chunks of different jobs "
                          "overlap in time in iteration %lld",
                          bubble.id, static_cast<long long>(t)));
         reported = true;
@@ -526,7 +526,7 @@ void Checker::checkBubbleIterations(
       total += c.repeat * c.predictedUs;
     }
     if (!reported && total > limit + tol) {
-      onStage(key.first, format("bubble %d: its fill ops take %.3f us in "
+      onStage(key.first, format("bubble %d: its fill chunks take %.3f us in "
                                 "iteration %lld, more than the %.3f us it "
                                 "allows",
                                 bubble.id, total, static_cast<long long>(t),
@@ -552,7 +552,7 @@ void Checker::checkBubbleWindows(std::pair<int, int> key, const Groups &groups) 
     for (size_t idx : sorted) {
       const Chunk &c = plan.chunks[idx];
       if (c.offsetUs < prevEnd - tol)
-        onChunk(idx, format("overlaps the previous fill op of its job in "
+        onChunk(idx, format("overlaps the previous fill chunk of its job in "
                             "bubble %d, iteration %d",
                             bubble.id, jobIter.second));
       prevEnd = c.offsetUs + c.repeat * c.predictedUs;
@@ -575,10 +575,10 @@ void Checker::checkBubbleWindows(std::pair<int, int> key, const Groups &groups) 
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i)
     if (spans[i].first < spans[i - 1].second - tol)
-      onStage(key.first, format("bubble %d: the fill ops of different jobs "
+      onStage(key.first, format("bubble %d: the fill chunks of different jobs "
                                 "overlap in time", bubble.id));
   if (total > limit + tol)
-    onStage(key.first, format("bubble %d: its fill ops take %.3f us, more "
+    onStage(key.first, format("bubble %d: its fill chunks take %.3f us, more "
                               "than the %.3f us it allows",
                               bubble.id, total, limit));
 }
@@ -628,7 +628,7 @@ void Checker::checkCursor(std::pair<int, int> key, const Assignment &a) {
     }
     if (c.layerBegin != cursor || c.sampleBegin != batchIndex * c.batch) {
       onChunk(ref.chunk, format("starts at layer %d sample %lld, but the "
-                                "previous fill ops of @%s leave it at layer "
+                                "previous fill chunks of @%s leave it at layer "
                                 "%d sample %lld",
                                 c.layerBegin,
                                 static_cast<long long>(c.sampleBegin),
@@ -652,13 +652,13 @@ void Checker::checkCursor(std::pair<int, int> key, const Assignment &a) {
   }
   if (cursor != periodStartCursor)
     onAssignment(assignmentIndex[&a],
-                 format("has fill ops that do not close the period (layer %d "
+                 format("has fill chunks that do not close the period (layer %d "
                         "at its start, layer %d at its end)",
                         periodStartCursor, cursor));
   int64_t batches = batchIndex - periodStartBatch;
   if (batches != a.batchesPerPeriod)
     onAssignment(assignmentIndex[&a],
-                 format("says batches %lld per period, but its fill ops "
+                 format("says batches %lld per period, but its fill chunks "
                         "complete %lld",
                         static_cast<long long>(a.batchesPerPeriod),
                         static_cast<long long>(batches)));
@@ -666,7 +666,7 @@ void Checker::checkCursor(std::pair<int, int> key, const Assignment &a) {
       double(batches * a.batch + tailPeriodSamples[key]) / a.periodIterations;
   if (!close(a.samplesPerIteration, samples))
     onAssignment(assignmentIndex[&a],
-                 format("says samples %g per iteration, but its fill ops do %g",
+                 format("says samples %g per iteration, but its fill chunks do %g",
                         a.samplesPerIteration, samples));
 }
 
@@ -686,7 +686,7 @@ void Checker::checkMetrics() {
     report(format("the plan's bubble time %g us differs from the bubbles' %g us",
                   plan.bubbleUs, bubbleUs));
   if (!close(plan.filledUs, filled))
-    report(format("the plan's filled time %g us differs from its fill ops' %g us",
+    report(format("the plan's filled time %g us differs from its fill chunks' %g us",
                   plan.filledUs, filled));
   if (plan.filledFraction > 1 + tol || plan.filledUs > plan.bubbleUs + tol)
     report(format("the plan's filled fraction %g exceeds 1", plan.filledFraction));
@@ -710,7 +710,7 @@ std::vector<std::string> verifyPlan(const std::vector<StageBubbles> &stages,
     std::string where;
     if (x.on == Violation::On::Chunk) {
       const Chunk &c = plan.chunks[x.index];
-      where = format("fill op %d (stage %d, bubble %d, @%s layers %d to %d, "
+      where = format("fill chunk %d (stage %d, bubble %d, @%s layers %d to %d, "
                      "iteration %d): ",
                      x.index, c.stage, c.bubbleId,
                      c.job >= 0 && c.job < int(jobs.size())

@@ -46,7 +46,7 @@ pipefill.fill_job @enc inference samples 1000 {
 
 // -----
 
-// A fill op without an assignment on its stage.
+// A fill chunk without an assignment on its stage.
 pipefill.pipeline @orphan schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0} {
   pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
     pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0
@@ -64,7 +64,7 @@ pipefill.fill_job @enc inference samples 1000 {
 
 // -----
 
-// A fill op that starts too late overruns its bubble (700 + 190 > 875 us):
+// A fill chunk that starts too late overruns its bubble (700 + 190 > 875 us):
 // reported on that op.
 // expected-error @+1 {{fill plan does not verify: 1 violation(s)}}
 pipefill.pipeline @late schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
