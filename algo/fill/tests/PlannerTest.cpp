@@ -44,6 +44,17 @@ StageBubbles oneBubble(double us, int64_t free, int64_t minFree) {
   return s;
 }
 
+/// Random draws for the property tests (a distribution per draw, so the
+/// sequence depends only on the seed and the calls).
+struct Draw {
+  explicit Draw(uint64_t seed) : rng(seed) {}
+  double uni(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  }
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+  std::mt19937_64 rng;
+};
+
 void expectValid(const std::vector<StageBubbles> &stages,
                  const std::vector<Job> &jobs, const Hardware &hw,
                  const Config &config, const Plan &plan) {
@@ -521,13 +532,9 @@ void expectSamePlan(const Plan &a, const Plan &b) {
 }
 
 TEST(Properties, RandomPlansVerify) {
-  std::mt19937_64 rng(99);
-  auto uni = [&](double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng);
-  };
-  auto pick = [&](int lo, int hi) {
-    return std::uniform_int_distribution<int>(lo, hi)(rng);
-  };
+  Draw draw(99);
+  auto uni = [&](double lo, double hi) { return draw.uni(lo, hi); };
+  auto pick = [&](int lo, int hi) { return draw.pick(lo, hi); };
   for (int inst = 0; inst < 150; ++inst) {
     Hardware hw;
     hw.pcieGBps = uni(4, 64);
@@ -624,13 +631,9 @@ TEST(Properties, RandomPlansVerify) {
 // simulation cap they are searched in the order of the first. Both must give
 // the same plan: a tier bound below some candidate's value would skip it.
 TEST(Properties, TierOrderGivesTheBoundOrderPlan) {
-  std::mt19937_64 rng(7);
-  auto uni = [&](double lo, double hi) {
-    return std::uniform_real_distribution<double>(lo, hi)(rng);
-  };
-  auto pick = [&](int lo, int hi) {
-    return std::uniform_int_distribution<int>(lo, hi)(rng);
-  };
+  Draw draw(7);
+  auto uni = [&](double lo, double hi) { return draw.uni(lo, hi); };
+  auto pick = [&](int lo, int hi) { return draw.pick(lo, hi); };
   int planned = 0;
   for (int inst = 0; inst < 40; ++inst) {
     Hardware hw;
