@@ -20,6 +20,7 @@
 #include <map>
 
 #include <google/protobuf/arena.h>
+#include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/text_format.h>
 
 using namespace mlir;
@@ -244,17 +245,29 @@ Operation *exportDevice(ps::DeviceOp device, const llvm::StringMap<uint32_t> &jo
 
 } // namespace
 
-LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
+namespace {
+/// Every field of the program but its devices; the program op, or null
+/// (reported) when there is none or a fill job is unknown.
+ps::ProgramOp startProgram(ModuleOp module, rt::StreamProgram &out,
+                           std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
   ps::ProgramOp program = findProgram(module);
   if (!program)
-    return failure();
+    return {};
   out.set_version(1);
   out.set_name(program.getSymName().str());
   out.set_iterations(program.getIterations());
   out.set_planned_iteration_us(f64(program.getPlannedIterationUs()));
   out.set_seed(program.getSeed());
-  std::vector<llvm::StringMap<uint32_t>> instanceOf;
   if (failed(addFillJobs(module, program, out, instanceOf)))
+    return {};
+  return program;
+}
+} // namespace
+
+LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
+  std::vector<llvm::StringMap<uint32_t>> instanceOf;
+  ps::ProgramOp program = startProgram(module, out, instanceOf);
+  if (!program)
     return failure();
 
   // The device messages are added in order, then filled on MLIR's threads:
@@ -275,18 +288,6 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
 }
 
 namespace {
-/// A protobuf varint.
-void writeVarint(llvm::raw_ostream &os, uint64_t v) {
-  char buf[10];
-  int n = 0;
-  do {
-    uint8_t byte = v & 0x7f;
-    v >>= 7;
-    buf[n++] = char(v ? byte | 0x80 : byte);
-  } while (v);
-  os.write(buf, n);
-}
-
 /// The binary StreamProgram, written while it is built: the fields before
 /// `devices` (1-3), each device's message as soon as it is built (a batch of
 /// devices at a time, on MLIR's threads), then the fields after it (5-7).
@@ -296,18 +297,18 @@ void writeVarint(llvm::raw_ostream &os, uint64_t v) {
 /// its serialized copy (1F1B 128 x 4096 x 100: 180 MB serialized, the
 /// driver's peak).
 LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
-  ps::ProgramOp program = findProgram(module);
+  rt::StreamProgram head, tail;
+  std::vector<llvm::StringMap<uint32_t>> instanceOf;
+  ps::ProgramOp program = startProgram(module, tail, instanceOf);
   if (!program)
     return failure();
-  rt::StreamProgram head, tail;
-  head.set_version(1);
-  head.set_name(program.getSymName().str());
-  head.set_iterations(program.getIterations());
-  tail.set_planned_iteration_us(f64(program.getPlannedIterationUs()));
-  tail.set_seed(program.getSeed());
-  std::vector<llvm::StringMap<uint32_t>> instanceOf;
-  if (failed(addFillJobs(module, program, tail, instanceOf)))
-    return failure();
+  // The fields numbered below `devices` go before it, the rest after.
+  head.set_version(tail.version());
+  head.set_name(tail.name());
+  head.set_iterations(tail.iterations());
+  tail.clear_version();
+  tail.clear_name();
+  tail.clear_iterations();
   std::string bytes;
   if (!head.SerializeToString(&bytes))
     return module.emitError() << "could not serialize the StreamProgram";
@@ -316,7 +317,8 @@ LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
   MLIRContext *ctx = module.getContext();
   SmallVector<ps::DeviceOp> devices(program.getBody().front().getOps<ps::DeviceOp>());
   const size_t batch = 2 * std::max<size_t>(1, ctx->getNumThreads());
-  constexpr uint8_t kDevicesTag = (4 << 3) | 2; // field 4, length-delimited
+  // The tag of a `devices` entry: its field number, length-delimited.
+  constexpr uint32_t kDevicesTag = (rt::StreamProgram::kDevicesFieldNumber << 3) | 2;
   for (size_t begin = 0; begin < devices.size(); begin += batch) {
     size_t end = std::min(devices.size(), begin + batch);
     std::vector<std::string> messages(end - begin);
@@ -332,8 +334,11 @@ LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
     for (size_t k = 0; k < messages.size(); ++k) {
       if (unexported[k])
         return unexported[k]->emitOpError() << "has no StreamProgram form";
-      os << char(kDevicesTag);
-      writeVarint(os, messages[k].size());
+      using google::protobuf::io::CodedOutputStream;
+      uint8_t prefix[10]; // two varints of at most 5 bytes each
+      uint8_t *end = CodedOutputStream::WriteVarint32ToArray(kDevicesTag, prefix);
+      end = CodedOutputStream::WriteVarint32ToArray(uint32_t(messages[k].size()), end);
+      os.write(reinterpret_cast<const char *>(prefix), end - prefix);
       os << messages[k];
     }
   }

@@ -77,11 +77,6 @@ public:
       a = PayloadAttr::get(b.getContext(), p);
     return a;
   }
-  mlir::UnitAttr unit() {
-    if (!unitAttr)
-      unitAttr = b.getUnitAttr();
-    return unitAttr;
-  }
 
 private:
   /// DenseMapInfo<uint64_t> hashes a key as key * 37, which keeps the low
@@ -103,7 +98,6 @@ private:
     static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
   };
   mlir::Builder b;
-  mlir::UnitAttr unitAttr;
   PayloadAttr payloads[2];
   llvm::DenseMap<uint64_t, mlir::FloatAttr, MixedKeyInfo<~0ull, ~0ull - 1>> floats;
   llvm::DenseMap<uint64_t, mlir::IntegerAttr,
