@@ -1,10 +1,53 @@
 #include "runtime/tests/TestUtil.h"
 
 #include <cstdio>
+#include <mutex>
 #include <unistd.h>
+#include <vector>
 
 namespace pfrt {
 namespace test {
+namespace {
+
+// Removes the files a test asked tempPath for once the test has passed; a failed test keeps them
+// for inspection. Without it every run left its files in the temporary directory.
+class TempFileSweeper : public ::testing::EmptyTestEventListener {
+public:
+  void add(std::string path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    paths_.push_back(std::move(path));
+  }
+  void OnTestEnd(const ::testing::TestInfo &info) override {
+    std::vector<std::string> paths;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      paths.swap(paths_);
+    }
+    if (info.result() && info.result()->Failed())
+      return;
+    for (const std::string &p : paths) {
+      std::remove(p.c_str());
+      std::remove((p + ".prev").c_str()); // the checkpoint writer's previous generation
+    }
+  }
+
+private:
+  std::mutex mu_;
+  std::vector<std::string> paths_;
+};
+
+TempFileSweeper &sweeper() {
+  // Owned by gtest's listener list once appended; appended from the first tempPath call, which
+  // happens inside a test body, never while gtest walks its listeners.
+  static TempFileSweeper *s = [] {
+    auto *l = new TempFileSweeper;
+    ::testing::UnitTest::GetInstance()->listeners().Append(l);
+    return l;
+  }();
+  return *s;
+}
+
+} // namespace
 
 pfrt_options hostOptions(uint32_t iterations) {
   pfrt_options o;
@@ -41,6 +84,7 @@ std::string tempPath(const std::string &name) {
                      (info ? std::string(info->test_suite_name()) + "." + info->name() : "x") +
                      "-" + name;
   std::remove(path.c_str());
+  sweeper().add(path);
   return path;
 }
 
