@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <iterator>
 #include <map>
+#include <unordered_map>
 
 namespace pb = google::protobuf;
 
@@ -331,48 +332,47 @@ bool isNumeric(const pb::FieldDescriptor *f) {
 /// A `string` field (`bytes` fields hold raw bytes and are not text).
 bool isText(const pb::FieldDescriptor *f) { return f->type() == pb::FieldDescriptor::TYPE_STRING; }
 
-/// The value as a double plus its exact text.
-double numericValue(const pb::Message &msg, const pb::FieldDescriptor *f, int index,
-                    std::string &text) {
+/// The value as a double.
+double numericValue(const pb::Message &msg, const pb::FieldDescriptor *f, int index) {
   const pb::Reflection *r = msg.GetReflection();
   bool rep = f->is_repeated();
   switch (f->cpp_type()) {
-  case pb::FieldDescriptor::CPPTYPE_INT32: {
-    int32_t v = rep ? r->GetRepeatedInt32(msg, f, index) : r->GetInt32(msg, f);
-    text = std::to_string(v);
-    return v;
-  }
-  case pb::FieldDescriptor::CPPTYPE_INT64: {
-    int64_t v = rep ? r->GetRepeatedInt64(msg, f, index) : r->GetInt64(msg, f);
-    text = std::to_string(v);
-    return static_cast<double>(v);
-  }
-  case pb::FieldDescriptor::CPPTYPE_UINT32: {
-    uint32_t v = rep ? r->GetRepeatedUInt32(msg, f, index) : r->GetUInt32(msg, f);
-    text = std::to_string(v);
-    return v;
-  }
-  case pb::FieldDescriptor::CPPTYPE_UINT64: {
-    uint64_t v = rep ? r->GetRepeatedUInt64(msg, f, index) : r->GetUInt64(msg, f);
-    text = std::to_string(v);
-    return static_cast<double>(v);
-  }
-  case pb::FieldDescriptor::CPPTYPE_DOUBLE: {
-    double v = rep ? r->GetRepeatedDouble(msg, f, index) : r->GetDouble(msg, f);
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    text = buf;
-    return v;
-  }
-  case pb::FieldDescriptor::CPPTYPE_FLOAT: {
-    float v = rep ? r->GetRepeatedFloat(msg, f, index) : r->GetFloat(msg, f);
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%g", double(v));
-    text = buf;
-    return v;
-  }
+  case pb::FieldDescriptor::CPPTYPE_INT32:
+    return rep ? r->GetRepeatedInt32(msg, f, index) : r->GetInt32(msg, f);
+  case pb::FieldDescriptor::CPPTYPE_INT64:
+    return static_cast<double>(rep ? r->GetRepeatedInt64(msg, f, index) : r->GetInt64(msg, f));
+  case pb::FieldDescriptor::CPPTYPE_UINT32:
+    return rep ? r->GetRepeatedUInt32(msg, f, index) : r->GetUInt32(msg, f);
+  case pb::FieldDescriptor::CPPTYPE_UINT64:
+    return static_cast<double>(rep ? r->GetRepeatedUInt64(msg, f, index) : r->GetUInt64(msg, f));
+  case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+    return rep ? r->GetRepeatedDouble(msg, f, index) : r->GetDouble(msg, f);
+  case pb::FieldDescriptor::CPPTYPE_FLOAT:
+    return rep ? r->GetRepeatedFloat(msg, f, index) : r->GetFloat(msg, f);
   default:
     return 0;
+  }
+}
+
+/// The value's exact text, for a message: integers in full (a 64-bit value
+/// would round as a double), floating-point values as %g.
+std::string numericText(const pb::Message &msg, const pb::FieldDescriptor *f, int index) {
+  const pb::Reflection *r = msg.GetReflection();
+  bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+  case pb::FieldDescriptor::CPPTYPE_INT32:
+    return std::to_string(rep ? r->GetRepeatedInt32(msg, f, index) : r->GetInt32(msg, f));
+  case pb::FieldDescriptor::CPPTYPE_INT64:
+    return std::to_string(rep ? r->GetRepeatedInt64(msg, f, index) : r->GetInt64(msg, f));
+  case pb::FieldDescriptor::CPPTYPE_UINT32:
+    return std::to_string(rep ? r->GetRepeatedUInt32(msg, f, index) : r->GetUInt32(msg, f));
+  case pb::FieldDescriptor::CPPTYPE_UINT64:
+    return std::to_string(rep ? r->GetRepeatedUInt64(msg, f, index) : r->GetUInt64(msg, f));
+  default: {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%g", numericValue(msg, f, index));
+    return buf;
+  }
   }
 }
 
@@ -391,94 +391,133 @@ std::string rangeMessage(const std::string &path, const FieldLimit &l, double v,
   return path + " must be at most " + formatBound(l.max) + " (got " + text + "): " + l.why;
 }
 
+/// Walks a message and its nested messages once. What only an error needs
+/// (the field's path such as "stage[2].forward_us", its file position, the
+/// value's text) is built only for an error: a JobSpec has 10^4-10^5 fields,
+/// and building every path and position up front was most of the walk.
 struct Walker {
   const std::string &file;
   Diagnostics &diags;
   bool ok = true;
+
+  /// The message being walked and how it was reached: field `field`
+  /// (element `index`, -1 when not repeated) of the message of `parent`.
+  struct Node {
+    const Node *parent;
+    const pb::Message *msg;
+    const pb::TextFormat::ParseInfoTree *tree;
+    const pb::FieldDescriptor *field;
+    int index;
+  };
+
+  const std::string *rootPrefix = nullptr;
+  std::unordered_map<const pb::FieldDescriptor *, const FieldLimit *> limits;
+
+  /// "prefix.stage[2]" of the message at `n`.
+  std::string pathOf(const Node &n) const {
+    if (!n.parent)
+      return *rootPrefix;
+    std::string up = pathOf(*n.parent);
+    std::string name = n.field->name();
+    if (n.index >= 0)
+      name += "[" + std::to_string(n.index) + "]";
+    return up.empty() ? name : up + "." + name;
+  }
+  /// The path of field `f` (element `k`, -1 for the whole field) of the message at `n`.
+  std::string pathOf(const Node &n, const pb::FieldDescriptor *f, int k = -1) const {
+    std::string up = pathOf(n);
+    std::string name = up.empty() ? f->name() : up + "." + f->name();
+    if (k >= 0)
+      name += "[" + std::to_string(k) + "]";
+    return name;
+  }
+  /// Where the message at `n` was written (its parent's position when not).
+  SourcePos posOf(const Node &n) const {
+    if (!n.parent)
+      return {};
+    return fieldPos(*n.parent->msg, n.parent->tree, n.field->name(), n.index, posOf(*n.parent));
+  }
+  SourcePos posOf(const Node &n, const pb::FieldDescriptor *f, int k) const {
+    return fieldPos(*n.msg, n.tree, f->name(), k, posOf(n));
+  }
 
   void error(SourcePos pos, const std::string &message) {
     diags.error(file, pos.line, pos.column, message);
     ok = false;
   }
 
-  void walk(const pb::Message &msg, const pb::TextFormat::ParseInfoTree *tree,
-            const std::string &prefix, SourcePos parentPos) {
+  void walk(const Node &n) {
+    const pb::Message &msg = *n.msg;
     const pb::Descriptor *d = msg.GetDescriptor();
     const pb::Reflection *r = msg.GetReflection();
     for (int i = 0; i < d->field_count(); ++i) {
       const pb::FieldDescriptor *f = d->field(i);
-      std::string path = prefix.empty() ? f->name() : prefix + "." + f->name();
       if (f->is_repeated()) {
-        int n = r->FieldSize(msg, f);
-        if (n == 0)
+        int size = r->FieldSize(msg, f);
+        if (size == 0)
           continue;
-        if (const CountLimit *c = findCountLimit(f->full_name()); c && n > c->max) {
-          error(fieldPos(msg, tree, f->name(), int(c->max), parentPos),
-                path + " has " + std::to_string(n) + " entries; at most " +
+        if (const CountLimit *c = findCountLimit(f->full_name()); c && size > c->max) {
+          error(posOf(n, f, int(c->max)),
+                pathOf(n, f) + " has " + std::to_string(size) + " entries; at most " +
                     formatBound(c->max) + " are allowed: " + c->why);
           continue;
         }
         if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-          for (int k = 0; k < n && ok; ++k)
-            walk(r->GetRepeatedMessage(msg, f, k), nestedTree(msg, tree, f->name(), k),
-                 path + "[" + std::to_string(k) + "]",
-                 fieldPos(msg, tree, f->name(), k, parentPos));
+          for (int k = 0; k < size && ok; ++k)
+            walk(Node{&n, &r->GetRepeatedMessage(msg, f, k), nestedTree(msg, n.tree, f->name(), k),
+                      f, k});
         } else if (isText(f)) {
-          for (int k = 0; k < n; ++k)
-            if (!checkUtf8(r->GetRepeatedString(msg, f, k), path + "[" + std::to_string(k) + "]",
-                           fieldPos(msg, tree, f->name(), k, parentPos)))
+          for (int k = 0; k < size; ++k)
+            if (!checkUtf8(r->GetRepeatedString(msg, f, k), n, f, k))
               break;
         } else if (isNumeric(f)) {
-          const FieldLimit *l = limitFor(f, msg, tree, parentPos);
+          const FieldLimit *l = limitFor(n, f);
           if (!l)
             continue;
-          for (int k = 0; k < n; ++k) {
-            std::string text;
-            double v = numericValue(msg, f, k, text);
+          for (int k = 0; k < size; ++k) {
+            double v = numericValue(msg, f, k);
             if (!inRange(*l, v)) {
-              error(fieldPos(msg, tree, f->name(), k, parentPos),
-                    rangeMessage(path + "[" + std::to_string(k) + "]", *l, v, text));
+              error(posOf(n, f, k), rangeMessage(pathOf(n, f, k), *l, v, numericText(msg, f, k)));
               break;
             }
           }
         }
         continue;
       }
-      bool present = r->HasField(msg, f) || fieldWritten(msg, tree, f->name());
+      bool present = r->HasField(msg, f) || fieldWritten(msg, n.tree, f->name());
       if (!present)
         continue;
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-        walk(r->GetMessage(msg, f), nestedTree(msg, tree, f->name()), path,
-             fieldPos(msg, tree, f->name(), -1, parentPos));
+        walk(Node{&n, &r->GetMessage(msg, f), nestedTree(msg, n.tree, f->name()), f, -1});
         continue;
       }
       if (isText(f)) {
-        checkUtf8(r->GetString(msg, f), path, fieldPos(msg, tree, f->name(), -1, parentPos));
+        checkUtf8(r->GetString(msg, f), n, f, -1);
         continue;
       }
       if (!isNumeric(f))
         continue;
-      const FieldLimit *l = limitFor(f, msg, tree, parentPos);
+      const FieldLimit *l = limitFor(n, f);
       if (!l)
         continue;
-      std::string text;
-      double v = numericValue(msg, f, -1, text);
+      double v = numericValue(msg, f, -1);
       if (!inRange(*l, v))
-        error(fieldPos(msg, tree, f->name(), -1, parentPos), rangeMessage(path, *l, v, text));
+        error(posOf(n, f, -1), rangeMessage(pathOf(n, f), *l, v, numericText(msg, f, -1)));
     }
   }
 
   /// proto3 strings must be UTF-8 (protobuf's binary parser refuses a
   /// StreamProgram whose strings are not; its text parser takes any escaped
   /// byte), so text reaches no later stage, file or JSON report unless it is.
-  bool checkUtf8(const std::string &value, const std::string &path, SourcePos pos) {
+  bool checkUtf8(const std::string &value, const Node &n, const pb::FieldDescriptor *f, int k) {
     size_t bad = firstInvalidUtf8(value);
     if (bad == std::string::npos)
       return true;
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02x", unsigned(static_cast<unsigned char>(value[bad])));
-    error(pos, path + " is not valid UTF-8 (byte " + std::to_string(bad) + " is " + hex +
-                   "): text fields must be UTF-8");
+    error(posOf(n, f, k), pathOf(n, f, k) + " is not valid UTF-8 (byte " +
+                              std::to_string(bad) + " is " + hex +
+                              "): text fields must be UTF-8");
     return false;
   }
 
@@ -488,14 +527,14 @@ struct Walker {
     return v <= l.max;
   }
 
-  const FieldLimit *limitFor(const pb::FieldDescriptor *f, const pb::Message &msg,
-                             const pb::TextFormat::ParseInfoTree *tree, SourcePos parentPos) {
-    const FieldLimit *l = findFieldLimit(f->full_name());
-    if (!l)
-      error(fieldPos(msg, tree, f->name(), -1, parentPos),
-            "internal: no documented range for " + f->full_name() +
-                " (add it to support/Limits.cpp)");
-    return l;
+  const FieldLimit *limitFor(const Node &n, const pb::FieldDescriptor *f) {
+    auto [it, inserted] = limits.try_emplace(f, nullptr);
+    if (inserted)
+      it->second = findFieldLimit(f->full_name());
+    if (!it->second)
+      error(posOf(n, f, -1), "internal: no documented range for " + f->full_name() +
+                                 " (add it to support/Limits.cpp)");
+    return it->second;
   }
 };
 
@@ -504,7 +543,8 @@ struct Walker {
 bool checkLimits(const pb::Message &msg, const pb::TextFormat::ParseInfoTree *tree,
                  const std::string &file, Diagnostics &diags, const std::string &pathPrefix) {
   Walker w{file, diags};
-  w.walk(msg, tree, pathPrefix, {});
+  w.rootPrefix = &pathPrefix;
+  w.walk(Walker::Node{nullptr, &msg, tree, nullptr, -1});
   return w.ok;
 }
 
