@@ -29,8 +29,12 @@ if not os.path.exists(os.path.join(config.pipefill_tools_dir, "pipefill-sim")):
     config.excludes.append("sim")
 if not os.path.exists(os.path.join(config.pipefill_tools_dir, "pipefill-run")):
     config.excludes.append("runtime")
+from lit.llvm.subst import ToolSubst
+# The driver skips MLIR's verifier in release builds (as clang does); every
+# test runs it, once on the compiled IR.
 llvm_config.add_tool_substitutions(
-    [t for t in tools if os.path.exists(os.path.join(config.pipefill_tools_dir, t))],
+    [ToolSubst(t, extra_args=["--verify-ir"]) if t == "pipefill-compile" else t
+     for t in tools if os.path.exists(os.path.join(config.pipefill_tools_dir, t))],
     [config.pipefill_tools_dir])
 
 # torch (from scripts/setup.sh, in the project's .venv): tests marked

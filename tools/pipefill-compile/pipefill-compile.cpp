@@ -72,6 +72,17 @@ cl::opt<std::string> profileFile(
 cl::opt<int64_t> iterations("iterations",
                             cl::desc("Loop count written into the stream program"),
                             cl::init(1), cl::cat(category));
+#ifdef NDEBUG
+constexpr bool kVerifyIRByDefault = false;
+#else
+constexpr bool kVerifyIRByDefault = true;
+#endif
+cl::opt<bool> verifyIR(
+    "verify-ir",
+    cl::desc("Run MLIR's verifier once on the compiled IR, beside the exports (default: "
+             "in builds with assertions only, as clang verifies LLVM IR; the lit tests "
+             "always pass it; the plan check runs either way)"),
+    cl::init(kVerifyIRByDefault), cl::cat(category));
 cl::opt<bool> verifyEach("verify-each",
                          cl::desc("Verify the IR after every pass, the lowering included "
                                   "(default: once, after compiling)"),
@@ -103,7 +114,8 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
     return failure();
 
   // The checks of the compiled IR (the plan check of pipefill-verify-plan
-  // and, unless --verify-each ran it after every pass, MLIR's verifier) and
+  // and, with --verify-ir unless --verify-each ran it after every pass,
+  // MLIR's verifier) and
   // the exports only read the IR, so they run at the same time: the checks on
   // their own threads, the exports on this one. An output is kept only if
   // both checks pass; otherwise it is deleted and the run fails.
@@ -115,7 +127,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
     return pipefill::verifyFillPlan(*module, /*checkOrder=*/!lowers);
   });
   std::optional<Concurrent> irCheck;
-  if (!verifyEach)
+  if (verifyIR && !verifyEach)
     irCheck.emplace("verify", [&] { return verify(*module); });
   auto exportTo = [&](llvm::StringRef what, llvm::StringRef path,
                       LogicalResult (*fn)(ModuleOp, llvm::raw_ostream &)) {
