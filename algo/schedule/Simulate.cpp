@@ -353,18 +353,24 @@ bool checkDeadlockFree(const Schedule &schedule, int &stage, size_t &index,
   std::vector<Ref> partner(offsets[p], Ref{-1, -1});
   if (!matchTransfers(schedule, offsets, partner, error))
     return false;
-  std::vector<std::vector<uint32_t>> edges(offsets[p]);
+  // Each instruction's successors: the next one of its stage and, for a
+  // send, its recv.
+  CsrGraph edges;
+  edges.first.reserve(offsets[p] + 1);
+  edges.targets.reserve(2 * offsets[p]);
   std::vector<Ref> nodes(offsets[p]);
   for (int s = 0; s < p; ++s)
     for (size_t i = 0; i < schedule[s].size(); ++i) {
       size_t v = offsets[s] + i;
       nodes[v] = {s, static_cast<int>(i)};
+      edges.beginNode();
       if (i + 1 < schedule[s].size())
-        edges[v].push_back(static_cast<uint32_t>(v + 1));
+        edges.targets.push_back(static_cast<uint32_t>(v + 1));
       if (schedule[s][i].kind == InstrKind::Send && partner[v].stage >= 0)
-        edges[v].push_back(static_cast<uint32_t>(offsets[partner[v].stage] +
-                                                 size_t(partner[v].index)));
+        edges.targets.push_back(static_cast<uint32_t>(offsets[partner[v].stage] +
+                                                      size_t(partner[v].index)));
     }
+  edges.finish();
   int64_t blocked = findBlockedNode(edges, [&](uint32_t v) {
     return nodes[v].index > 0 ? int64_t(v) - 1 : int64_t(-1);
   });
