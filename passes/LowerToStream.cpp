@@ -2,12 +2,12 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
 #include "passes/ScheduleIR.h"
+#include "passes/StageLowering.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
 
-#include <limits>
 
 using namespace mlir;
 
@@ -20,233 +20,105 @@ namespace ps = pfstream;
 
 double f64(llvm::APFloat v) { return v.convertToDouble(); }
 
-ps::ComputeKind computeKind(InstrKind kind) {
-  switch (kind) {
-  case InstrKind::Forward: return ps::ComputeKind::Forward;
-  case InstrKind::Backward: return ps::ComputeKind::Backward;
-  case InstrKind::BackwardInput: return ps::ComputeKind::BackwardInput;
-  case InstrKind::BackwardWeight: return ps::ComputeKind::BackwardWeight;
-  case InstrKind::AllReduceGrads: return ps::ComputeKind::AllReduce;
-  case InstrKind::OptimizerStep: return ps::ComputeKind::Optimizer;
-  case InstrKind::Send:
-  case InstrKind::Recv: break;
-  }
-  return ps::ComputeKind::Forward;
-}
-
-ps::BubbleKind toStream(BubbleKind kind) {
-  switch (kind) {
-  case BubbleKind::Warmup: return ps::BubbleKind::Warmup;
-  case BubbleKind::Steady: return ps::BubbleKind::Steady;
-  case BubbleKind::Cooldown: return ps::BubbleKind::Cooldown;
-  case BubbleKind::Tail: return ps::BubbleKind::Tail;
-  }
-  return ps::BubbleKind::Steady;
-}
-
-/// What the runtime needs of a stage's assignment to run its periodic plan
-/// from the steady state on.
-struct Schedule {
-  int64_t prefix = 0, period = 1, batch = 1, batchesPerPeriod = 0;
-  /// Batch index (along the assignment's stream) of the first batch begun
-  /// in the first steady-state period.
-  int64_t firstPeriodBatch = 0;
-  /// Tail chunks (whole batches smaller than `batch`) number their samples
-  /// along a stream of their own: its first sample in that period.
-  int64_t firstPeriodTail = 0;
-};
-
-llvm::StringMap<Schedule> schedulesOf(StageOp stage);
-void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
-                ps::FillChunkTable &out);
-
-/// Tag of a transfer: unique per (sender, receiver) pair because the
-/// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
-int64_t tagOf(int64_t m, int64_t v, Payload payload, int64_t chunk, int64_t mb) {
-  return (static_cast<int64_t>(payload) * v + chunk) * m + mb;
-}
-
-/// What every stage's lowering reads of the pipeline (read-only, shared by
-/// the threads that lower stages in parallel).
-struct PipelineFacts {
-  PipelineOp pipeline;
-  double latency = 0, bandwidth = 0;
-  int64_t v = 1, m = 1;
-  /// The six compute kinds' attributes, uniqued once rather than per op.
-  ps::ComputeKindAttr kindAttrs[6];
-
-  explicit PipelineFacts(PipelineOp pipeline) : pipeline(pipeline) {
-    MLIRContext *ctx = pipeline.getContext();
-    latency = f64(pipeline.getP2pLatencyUs());
-    bandwidth = f64(pipeline.getP2pBandwidthGbps());
-    v = pipeline.getVirtualStages();
-    m = pipeline.getNumMicrobatches();
+/// Builds a stage's lowering as pfstream ops in its device. Touches only the
+/// device and its own attribute cache, so stages are lowered in parallel.
+class OpSink final : public StreamSink {
+public:
+  explicit OpSink(ps::DeviceOp device)
+      : device(device), ctx(device.getContext()), b(ctx), attrs(ctx) {
     const InstrKind kinds[] = {InstrKind::Forward,        InstrKind::Backward,
                                InstrKind::BackwardInput,  InstrKind::BackwardWeight,
                                InstrKind::AllReduceGrads, InstrKind::OptimizerStep};
-    for (int i = 0; i < 6; ++i)
-      kindAttrs[i] = ps::ComputeKindAttr::get(ctx, computeKind(kinds[i]));
+    for (InstrKind kind : kinds)
+      kindAttrs[int(toStreamKind(kind))] = ps::ComputeKindAttr::get(ctx, toStreamKind(kind));
+    deviceBody = b.createBlock(&device.getBody());
   }
 
-  ps::ComputeKindAttr kindAttr(InstrKind kind) const {
-    switch (kind) {
-    case InstrKind::Forward: return kindAttrs[0];
-    case InstrKind::Backward: return kindAttrs[1];
-    case InstrKind::BackwardInput: return kindAttrs[2];
-    case InstrKind::BackwardWeight: return kindAttrs[3];
-    case InstrKind::AllReduceGrads: return kindAttrs[4];
-    case InstrKind::OptimizerStep: return kindAttrs[5];
-    case InstrKind::Send:
-    case InstrKind::Recv: break;
-    }
-    return kindAttrs[0];
+  void header(const DeviceHeader &h) override {
+    device.setIndex(h.stage);
+    device.setStage(h.stage);
+    device.setMemoryBytes(h.memoryBytes);
+    device.setStaticBytes(h.staticBytes);
+    device.setPlannedIterationUs(llvm::APFloat(h.plannedIterationUs));
+    device.setP2pLatencyUs(llvm::APFloat(h.p2pLatencyUs));
+    device.setP2pBandwidthGbps(llvm::APFloat(h.p2pBandwidthGbps));
+    device.setPcieBandwidthGbps(llvm::APFloat(h.pcieBandwidthGbps));
+    device.setForwardUs(llvm::APFloat(h.forwardUs));
+    device.setBackwardUs(llvm::APFloat(h.backwardUs));
+    device.setBackwardInputUs(llvm::APFloat(h.backwardInputUs));
+    device.setBackwardWeightUs(llvm::APFloat(h.backwardWeightUs));
+    if (h.allreduceUs)
+      device.setAllreduceUs(llvm::APFloat(*h.allreduceUs));
+    if (h.optimizerUs)
+      device.setOptimizerUs(llvm::APFloat(*h.optimizerUs));
   }
-};
-
-/// Lowers one stage into its device: events, the main and fill streams, the
-/// stage's instructions and bubbles in block order, and each filled bubble's
-/// chunks. Touches only the stage, its device and its own attribute cache.
-class StageLowering {
-public:
-  StageLowering(const PipelineFacts &facts, StageOp stage, ps::DeviceOp device)
-      : facts(facts), stage(stage), device(device), ctx(stage.getContext()), b(ctx),
-        attrs(ctx) {}
-
-  void run(ArrayRef<sched::Instr> instrs, ArrayRef<Operation *> instrOps) {
-    setDeviceAttrs();
-    createStreams();
-    llvm::StringMap<Schedule> schedules = schedulesOf(stage);
-    size_t next = 0;
-    for (Operation &op : stage.getBody().front()) {
-      b.setInsertionPointToEnd(mainBody);
-      if (auto bubble = dyn_cast<BubbleOp>(op)) {
-        lowerBubble(bubble, schedules);
-        continue;
-      }
-      if (next == instrs.size() || instrOps[next] != &op)
-        continue;
-      lowerInstr(op, instrs[next++]);
-    }
-  }
-
-private:
-  void setDeviceAttrs() {
-    PipelineOp pipeline = facts.pipeline;
-    device.setIndex(stage.getIndex());
-    device.setStage(stage.getIndex());
-    device.setMemoryBytes(pipeline.getDeviceMemoryBytes());
-    device.setStaticBytes(stage.getStaticBytes());
-    device.setPlannedIterationUs(*pipeline.getIterationUs());
-    device.setP2pLatencyUs(pipeline.getP2pLatencyUs());
-    device.setP2pBandwidthGbps(pipeline.getP2pBandwidthGbps());
-    device.setPcieBandwidthGbps(pipeline.getPcieBandwidthGbps());
-    double v = double(facts.v);
-    double fwd = f64(stage.getForwardUs()) / v, bwd = f64(stage.getBackwardUs()) / v,
-           w = f64(stage.getBackwardWeightUs()) / v;
-    device.setForwardUs(llvm::APFloat(fwd));
-    device.setBackwardUs(llvm::APFloat(bwd));
-    device.setBackwardInputUs(llvm::APFloat(bwd - w));
-    device.setBackwardWeightUs(llvm::APFloat(w));
-  }
-
-  /// One event per bubble that carries fill work, the main stream, and the
-  /// fill stream where some bubble is filled.
-  void createStreams() {
-    Block *deviceBody = b.createBlock(&device.getBody());
-    int64_t numEvents = 0;
-    for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
-      if (!bubble.getFills().empty()) {
-        b.setInsertionPointToEnd(deviceBody);
-        b.create<ps::EventOp>(bubble.getLoc(), (uint64_t)numEvents,
-                              "bubble" + std::to_string(numEvents));
-        ++numEvents;
-      }
+  void event(Location loc, uint64_t index) override {
     b.setInsertionPointToEnd(deviceBody);
-    auto mainStream = b.create<ps::StreamOp>(stage.getLoc(), uint64_t(0),
-                                             ps::StreamRole::Main, ps::Priority::High);
+    b.create<ps::EventOp>(loc, index, "bubble" + std::to_string(index));
+  }
+  void streams(Location loc, bool fill) override {
+    b.setInsertionPointToEnd(deviceBody);
+    auto mainStream =
+        b.create<ps::StreamOp>(loc, uint64_t(0), ps::StreamRole::Main, ps::Priority::High);
     mainBody = b.createBlock(&mainStream.getBody());
-    if (numEvents > 0) {
+    if (fill) {
       b.setInsertionPointToEnd(deviceBody);
-      auto fillStream = b.create<ps::StreamOp>(stage.getLoc(), uint64_t(1),
-                                               ps::StreamRole::Fill, ps::Priority::Low);
+      auto fillStream =
+          b.create<ps::StreamOp>(loc, uint64_t(1), ps::StreamRole::Fill, ps::Priority::Low);
       fillBody = b.createBlock(&fillStream.getBody());
     }
   }
-
-  /// The bubble on the main stream; where it is filled, a record there and,
-  /// on the fill stream, a wait for it followed by its chunks.
-  void lowerBubble(BubbleOp bubble, const llvm::StringMap<Schedule> &schedules) {
-    int64_t id = bubbleId++;
-    bool filled = !bubble.getFills().empty();
-    Location loc = bubble.getLoc();
-    if (filled)
-      b.create<ps::RecordOp>(loc, attrs.i64(event));
-    b.create<ps::BubbleOp>(loc, attrs.i64(id),
-                           ps::BubbleKindAttr::get(ctx, toStream(bubble.getKind())),
+  void record(Location loc, int64_t event) override {
+    b.setInsertionPointToEnd(mainBody);
+    b.create<ps::RecordOp>(loc, attrs.i64(event));
+  }
+  void bubble(BubbleOp bubble, int64_t id) override {
+    b.setInsertionPointToEnd(mainBody);
+    b.create<ps::BubbleOp>(bubble.getLoc(), attrs.i64(id),
+                           ps::BubbleKindAttr::get(ctx, toStreamKind(bubble.getKind())),
                            bubble.getStartUsAttr(), bubble.getDurationUsAttr(),
                            bubble.getFreeBytesAttr());
-    if (!filled)
-      return;
+  }
+  void send(Location loc, int64_t peer, int64_t bytes, int64_t tag, double plannedUs,
+            double startUs) override {
+    b.setInsertionPointToEnd(mainBody);
+    b.create<ps::SendOp>(loc, attrs.i64(peer), attrs.i64(bytes), attrs.i64(tag),
+                         attrs.f64(plannedUs))
+        .getProperties()
+        .planned_start_us = startUs;
+  }
+  void recv(Location loc, int64_t peer, int64_t bytes, int64_t tag, double startUs) override {
+    b.setInsertionPointToEnd(mainBody);
+    b.create<ps::RecvOp>(loc, attrs.i64(peer), attrs.i64(bytes), attrs.i64(tag))
+        .getProperties()
+        .planned_start_us = startUs;
+  }
+  void compute(Location loc, InstrKind kind, int64_t microbatch, int64_t chunk, double plannedUs,
+               double startUs) override {
+    b.setInsertionPointToEnd(mainBody);
+    b.create<ps::ComputeOp>(loc, kindAttrs[int(toStreamKind(kind))], attrs.i64(microbatch),
+                            attrs.i64(chunk), attrs.f64(plannedUs))
+        .getProperties()
+        .planned_start_us = startUs;
+  }
+  void wait(Location loc, int64_t event) override {
     b.setInsertionPointToEnd(fillBody);
-    b.create<ps::WaitOp>(loc, attrs.i64(event++));
-    ps::FillChunkTable chunks;
-    for (const FillChunk &fill : bubble.getFills())
-      lowerChunk(fill, schedules, chunks);
-    if (!chunks.empty()) {
-      auto op = b.create<ps::FillChunksOp>(loc, attrs.i64(id));
-      op.getChunkTable() = std::move(chunks);
-    }
+    b.create<ps::WaitOp>(loc, attrs.i64(event));
+  }
+  void fillChunks(Location loc, int64_t bubbleId, ps::FillChunkTable &&chunks) override {
+    b.setInsertionPointToEnd(fillBody);
+    auto op = b.create<ps::FillChunksOp>(loc, attrs.i64(bubbleId));
+    op.getChunkTable() = std::move(chunks);
   }
 
-  /// A send, receive or compute on the main stream.
-  void lowerInstr(Operation &op, const sched::Instr &instr) {
-    const double at = cast<InstructionOpInterface>(op).getStartUsOr(0.0);
-    auto tag = [&] {
-      Payload payload = instr.payload == sched::Payload::Activation ? Payload::Activation
-                                                                     : Payload::Gradient;
-      return attrs.i64(tagOf(facts.m, facts.v, payload, instr.chunk, instr.microbatch));
-    };
-    switch (instr.kind) {
-    case sched::InstrKind::Send: {
-      int64_t bytes = instr.bytes;
-      double us = facts.latency +
-                  (facts.bandwidth > 0 ? bytes / (facts.bandwidth * 1e3) : 0.0);
-      b.create<ps::SendOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(bytes), tag(),
-                           attrs.f64(us))
-          .getProperties()
-          .planned_start_us = at;
-      return;
-    }
-    case sched::InstrKind::Recv:
-      b.create<ps::RecvOp>(op.getLoc(), attrs.i64(instr.peer), attrs.i64(instr.bytes), tag())
-          .getProperties()
-          .planned_start_us = at;
-      return;
-    default: {
-      InstrKind kind = cast<InstructionOpInterface>(op).getInstrKind();
-      double us = instr.durationUs;
-      if (kind == InstrKind::AllReduceGrads)
-        device.setAllreduceUs(llvm::APFloat(us));
-      if (kind == InstrKind::OptimizerStep)
-        device.setOptimizerUs(llvm::APFloat(us));
-      int64_t mb = std::max<int64_t>(0, instr.microbatch);
-      b.create<ps::ComputeOp>(op.getLoc(), facts.kindAttr(kind), attrs.i64(mb),
-                              attrs.i64(instr.chunk), attrs.f64(us))
-          .getProperties()
-          .planned_start_us = at;
-      return;
-    }
-    }
-  }
-
-  const PipelineFacts &facts;
-  StageOp stage;
+private:
   ps::DeviceOp device;
   MLIRContext *ctx;
   OpBuilder b;
   AttrCache attrs;
-  Block *mainBody = nullptr, *fillBody = nullptr;
-  int64_t event = 0, bubbleId = 0;
+  /// The compute kinds' attributes, uniqued once rather than per op.
+  ps::ComputeKindAttr kindAttrs[8];
+  Block *deviceBody = nullptr, *mainBody = nullptr, *fillBody = nullptr;
 };
 
 struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
@@ -290,8 +162,8 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
                                                ArrayRef<NamedAttribute>{}));
     mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t index) {
       // schedule[index] lists the stage's instructions in block order.
-      StageLowering(facts, stages[index], devices[index])
-          .run(schedule[index], instrOps[index]);
+      OpSink sink(devices[index]);
+      lowerStage(facts, stages[index], schedule[index], instrOps[index], sink);
       // The stage is consumed: freeing it now lets the next devices reuse its
       // memory, so the peak is one copy of the IR rather than two.
       stages[index].getBody().front().clear();
@@ -302,81 +174,6 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
     return success();
   }
 };
-
-/// Reads the assignments of a stage and where each job's steady state
-/// begins.
-llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
-  llvm::StringMap<Schedule> schedules;
-  for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
-    Schedule &s = schedules[a.getJob()];
-    s.prefix = a.getPrefix();
-    s.period = a.getPeriod();
-    s.batch = a.getBatch();
-    s.batchesPerPeriod = a.getBatchesPerPeriod();
-    s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
-    s.firstPeriodTail = std::numeric_limits<int64_t>::max();
-  }
-  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
-    for (const FillChunk &fill : bubble.getFills()) {
-      auto it = schedules.find(fill.getJob());
-      if (it == schedules.end() || fill.layerBegin != 0 || fill.iteration < it->second.prefix)
-        continue;
-      if (fill.batch < it->second.batch) {
-        it->second.firstPeriodTail =
-            std::min<int64_t>(it->second.firstPeriodTail, fill.sampleBegin);
-        continue;
-      }
-      it->second.firstPeriodBatch = std::min<int64_t>(
-          it->second.firstPeriodBatch, fill.sampleBegin / std::max<int64_t>(1, fill.batch));
-    }
-  return schedules;
-}
-
-/// One planned chunk of the steady state becomes runtime chunks: the
-/// prefix iterations (run once, while the plan settles) are dropped, the
-/// iteration inside the period becomes the phase, and samples are renumbered
-/// within a period, a batch begun in the previous period being continued
-/// with offset -1. A chunk that repeats whole batches becomes one chunk per
-/// batch.
-void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
-                ps::FillChunkTable &out) {
-  auto it = schedules.find(fill.getJob());
-  if (it == schedules.end())
-    return;
-  const Schedule &s = it->second;
-  if (fill.iteration < s.prefix || s.batchesPerPeriod <= 0)
-    return;
-  int64_t batch = std::max<int64_t>(1, fill.batch);
-  int64_t first = fill.sampleBegin / batch;
-  // A tail chunk's samples follow the period's main batches.
-  bool tail = batch < s.batch;
-  for (int64_t k = 0; k < fill.repeat; ++k) {
-    int64_t local = first + k - s.firstPeriodBatch, offset = 0;
-    if (tail) {
-      local = 0;
-    } else if (local < 0) {
-      local += s.batchesPerPeriod;
-      offset = -1;
-    }
-    ps::FillChunkRow row;
-    row.job = fill.job;
-    row.layerBegin = fill.layerBegin;
-    row.layerEnd = fill.layerEnd;
-    row.batch = batch;
-    row.sampleBegin = tail ? s.batch * s.batchesPerPeriod + fill.sampleBegin -
-                                 s.firstPeriodTail + k * batch
-                           : local * batch;
-    row.iterationOffset = offset;
-    row.weightsStreamed = fill.weights == WeightPlacement::Streamed;
-    row.activationsOnHost = fill.acts == ActPlacement::Host;
-    row.plannedUs = fill.predictedUs;
-    row.peakBytes = fill.peakBytes;
-    row.period = s.period;
-    row.phase = fill.iteration - s.prefix;
-    row.loc = fill.loc;
-    out.push_back(row);
-  }
-}
 
 } // namespace
 } // namespace pipefill

@@ -1,0 +1,248 @@
+//===- StageLowering.cpp - one stage's lowering to streams ----------------===//
+#include "passes/StageLowering.h"
+
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+
+namespace pipefill {
+namespace ps = pfstream;
+
+StreamSink::~StreamSink() = default;
+
+namespace {
+double f64(llvm::APFloat v) { return v.convertToDouble(); }
+
+/// Tag of a transfer: unique per (sender, receiver) pair because the
+/// (payload, chunk, micro-batch) triple is. `m` micro-batches, `v` chunks.
+int64_t tagOf(int64_t m, int64_t v, Payload payload, int64_t chunk, int64_t mb) {
+  return (static_cast<int64_t>(payload) * v + chunk) * m + mb;
+}
+
+/// What the runtime needs of a stage's assignment to run its periodic plan
+/// from the steady state on.
+struct Schedule {
+  int64_t prefix = 0, period = 1, batch = 1, batchesPerPeriod = 0;
+  /// Batch index (along the assignment's stream) of the first batch begun
+  /// in the first steady-state period.
+  int64_t firstPeriodBatch = 0;
+  /// Tail chunks (whole batches smaller than `batch`) number their samples
+  /// along a stream of their own: its first sample in that period.
+  int64_t firstPeriodTail = 0;
+};
+
+/// Reads the assignments of a stage and where each job's steady state
+/// begins.
+llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
+  llvm::StringMap<Schedule> schedules;
+  for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+    Schedule &s = schedules[a.getJob()];
+    s.prefix = a.getPrefix();
+    s.period = a.getPeriod();
+    s.batch = a.getBatch();
+    s.batchesPerPeriod = a.getBatchesPerPeriod();
+    s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
+    s.firstPeriodTail = std::numeric_limits<int64_t>::max();
+  }
+  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+    for (const FillChunk &fill : bubble.getFills()) {
+      auto it = schedules.find(fill.getJob());
+      if (it == schedules.end() || fill.layerBegin != 0 || fill.iteration < it->second.prefix)
+        continue;
+      if (fill.batch < it->second.batch) {
+        it->second.firstPeriodTail =
+            std::min<int64_t>(it->second.firstPeriodTail, fill.sampleBegin);
+        continue;
+      }
+      it->second.firstPeriodBatch = std::min<int64_t>(
+          it->second.firstPeriodBatch, fill.sampleBegin / std::max<int64_t>(1, fill.batch));
+    }
+  return schedules;
+}
+
+/// One planned chunk of the steady state becomes runtime chunks: the
+/// prefix iterations (run once, while the plan settles) are dropped, the
+/// iteration inside the period becomes the phase, and samples are renumbered
+/// within a period, a batch begun in the previous period being continued
+/// with offset -1. A chunk that repeats whole batches becomes one chunk per
+/// batch.
+void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
+                ps::FillChunkTable &out) {
+  auto it = schedules.find(fill.getJob());
+  if (it == schedules.end())
+    return;
+  const Schedule &s = it->second;
+  if (fill.iteration < s.prefix || s.batchesPerPeriod <= 0)
+    return;
+  int64_t batch = std::max<int64_t>(1, fill.batch);
+  int64_t first = fill.sampleBegin / batch;
+  // A tail chunk's samples follow the period's main batches.
+  bool tail = batch < s.batch;
+  for (int64_t k = 0; k < fill.repeat; ++k) {
+    int64_t local = first + k - s.firstPeriodBatch, offset = 0;
+    if (tail) {
+      local = 0;
+    } else if (local < 0) {
+      local += s.batchesPerPeriod;
+      offset = -1;
+    }
+    ps::FillChunkRow row;
+    row.job = fill.job;
+    row.layerBegin = fill.layerBegin;
+    row.layerEnd = fill.layerEnd;
+    row.batch = batch;
+    row.sampleBegin = tail ? s.batch * s.batchesPerPeriod + fill.sampleBegin -
+                                 s.firstPeriodTail + k * batch
+                           : local * batch;
+    row.iterationOffset = offset;
+    row.weightsStreamed = fill.weights == WeightPlacement::Streamed;
+    row.activationsOnHost = fill.acts == ActPlacement::Host;
+    row.plannedUs = fill.predictedUs;
+    row.peakBytes = fill.peakBytes;
+    row.period = s.period;
+    row.phase = fill.iteration - s.prefix;
+    row.loc = fill.loc;
+    out.push_back(row);
+  }
+}
+
+/// The header of the stage's device; the all-reduce and optimizer times
+/// are those of its instructions of that kind.
+DeviceHeader headerOf(const PipelineFacts &facts, StageOp stage,
+                      ArrayRef<sched::Instr> instrs, ArrayRef<Operation *> instrOps) {
+  PipelineOp pipeline = facts.pipeline;
+  DeviceHeader h;
+  h.stage = stage.getIndex();
+  h.memoryBytes = pipeline.getDeviceMemoryBytes();
+  h.staticBytes = stage.getStaticBytes();
+  h.plannedIterationUs = f64(*pipeline.getIterationUs());
+  h.p2pLatencyUs = f64(pipeline.getP2pLatencyUs());
+  h.p2pBandwidthGbps = f64(pipeline.getP2pBandwidthGbps());
+  h.pcieBandwidthGbps = f64(pipeline.getPcieBandwidthGbps());
+  double v = double(facts.v);
+  double fwd = f64(stage.getForwardUs()) / v, bwd = f64(stage.getBackwardUs()) / v,
+         w = f64(stage.getBackwardWeightUs()) / v;
+  h.forwardUs = fwd;
+  h.backwardUs = bwd;
+  h.backwardInputUs = bwd - w;
+  h.backwardWeightUs = w;
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    InstrKind kind = cast<InstructionOpInterface>(instrOps[i]).getInstrKind();
+    if (kind == InstrKind::AllReduceGrads)
+      h.allreduceUs = instrs[i].durationUs;
+    if (kind == InstrKind::OptimizerStep)
+      h.optimizerUs = instrs[i].durationUs;
+  }
+  return h;
+}
+} // namespace
+
+PipelineFacts::PipelineFacts(PipelineOp pipeline) : pipeline(pipeline) {
+  latency = f64(pipeline.getP2pLatencyUs());
+  bandwidth = f64(pipeline.getP2pBandwidthGbps());
+  v = pipeline.getVirtualStages();
+  m = pipeline.getNumMicrobatches();
+}
+
+ps::ComputeKind toStreamKind(InstrKind kind) {
+  switch (kind) {
+  case InstrKind::Forward: return ps::ComputeKind::Forward;
+  case InstrKind::Backward: return ps::ComputeKind::Backward;
+  case InstrKind::BackwardInput: return ps::ComputeKind::BackwardInput;
+  case InstrKind::BackwardWeight: return ps::ComputeKind::BackwardWeight;
+  case InstrKind::AllReduceGrads: return ps::ComputeKind::AllReduce;
+  case InstrKind::OptimizerStep: return ps::ComputeKind::Optimizer;
+  case InstrKind::Send:
+  case InstrKind::Recv: break;
+  }
+  return ps::ComputeKind::Forward;
+}
+
+ps::BubbleKind toStreamKind(BubbleKind kind) {
+  switch (kind) {
+  case BubbleKind::Warmup: return ps::BubbleKind::Warmup;
+  case BubbleKind::Steady: return ps::BubbleKind::Steady;
+  case BubbleKind::Cooldown: return ps::BubbleKind::Cooldown;
+  case BubbleKind::Tail: return ps::BubbleKind::Tail;
+  }
+  return ps::BubbleKind::Steady;
+}
+
+void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr> instrs,
+                ArrayRef<Operation *> instrOps, StreamSink &sink) {
+  sink.header(headerOf(facts, stage, instrs, instrOps));
+  Block &body = stage.getBody().front();
+  // One event per bubble that carries fill work, the main stream, and the
+  // fill stream where some bubble is filled.
+  uint64_t numEvents = 0;
+  for (BubbleOp bubble : body.getOps<BubbleOp>())
+    if (!bubble.getFills().empty())
+      sink.event(bubble.getLoc(), numEvents++);
+  sink.streams(stage.getLoc(), numEvents > 0);
+
+  llvm::StringMap<Schedule> schedules = schedulesOf(stage);
+  int64_t event = 0, bubbleId = 0;
+  size_t next = 0;
+  for (Operation &op : body) {
+    if (auto bubble = dyn_cast<BubbleOp>(op)) {
+      // The bubble on the main stream; where it is filled, a record there
+      // and, on the fill stream, a wait for it followed by its chunks.
+      int64_t id = bubbleId++;
+      bool filled = !bubble.getFills().empty();
+      if (filled)
+        sink.record(bubble.getLoc(), event);
+      sink.bubble(bubble, id);
+      if (!filled)
+        continue;
+      sink.wait(bubble.getLoc(), event++);
+      ps::FillChunkTable chunks;
+      for (const FillChunk &fill : bubble.getFills())
+        lowerChunk(fill, schedules, chunks);
+      if (!chunks.empty())
+        sink.fillChunks(bubble.getLoc(), id, std::move(chunks));
+      continue;
+    }
+    if (next == instrs.size() || instrOps[next] != &op)
+      continue;
+    // A send, receive or compute on the main stream.
+    const sched::Instr &instr = instrs[next++];
+    const double at = cast<InstructionOpInterface>(op).getStartUsOr(0.0);
+    auto tag = [&] {
+      Payload payload = instr.payload == sched::Payload::Activation ? Payload::Activation
+                                                                     : Payload::Gradient;
+      return tagOf(facts.m, facts.v, payload, instr.chunk, instr.microbatch);
+    };
+    switch (instr.kind) {
+    case sched::InstrKind::Send: {
+      int64_t bytes = instr.bytes;
+      double us = facts.latency + (facts.bandwidth > 0 ? bytes / (facts.bandwidth * 1e3) : 0.0);
+      sink.send(op.getLoc(), instr.peer, bytes, tag(), us, at);
+      break;
+    }
+    case sched::InstrKind::Recv:
+      sink.recv(op.getLoc(), instr.peer, instr.bytes, tag(), at);
+      break;
+    default:
+      sink.compute(op.getLoc(), cast<InstructionOpInterface>(op).getInstrKind(),
+                   std::max<int64_t>(0, instr.microbatch), instr.chunk, instr.durationUs, at);
+      break;
+    }
+  }
+}
+
+void forEachLoweredChunk(StageOp stage, llvm::function_ref<void(const ps::FillChunkRow &)> fn) {
+  llvm::StringMap<Schedule> schedules = schedulesOf(stage);
+  ps::FillChunkTable chunks;
+  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
+    chunks.clear();
+    for (const FillChunk &fill : bubble.getFills())
+      lowerChunk(fill, schedules, chunks);
+    for (const ps::FillChunkRow &row : chunks)
+      fn(row);
+  }
+}
+
+} // namespace pipefill
