@@ -9,6 +9,8 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
+#include "passes/ScheduleIR.h"
+#include "passes/StageLowering.h"
 #include "proto/stream_program.pb.h"
 
 #include "mlir/IR/Threading.h"
@@ -17,7 +19,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
@@ -71,8 +76,11 @@ ps::ProgramOp findProgram(ModuleOp module) {
 /// sample stream and, for training, its own weights. The job's samples are
 /// shared out in proportion to the devices' planned rates (every instance
 /// of a job runs the same number of periods' worth of work otherwise).
-/// Adds the instances to `out`; instanceOf[device][job] is the index of each.
-LogicalResult addFillJobs(ModuleOp module, ps::ProgramOp program,
+/// `begun[device]` has an entry for every job with chunks on the device:
+/// the samples of the batches its chunks begin per period. Adds the
+/// instances to `out`; instanceOf[device][job] is the index of each.
+LogicalResult addFillJobs(ModuleOp module, Operation *anchor,
+                          const std::vector<llvm::StringMap<int64_t>> &begun,
                           rt::StreamProgram &out,
                           std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
   llvm::StringMap<FillJobOp> jobs;
@@ -80,33 +88,22 @@ LogicalResult addFillJobs(ModuleOp module, ps::ProgramOp program,
     jobs[job.getSymName()] = job;
   std::map<std::pair<std::string, uint32_t>, uint32_t> instance;
   std::map<std::pair<std::string, uint32_t>, int64_t> begunPerPeriod;
-  uint32_t deviceIndex = 0;
-  for (ps::DeviceOp device : program.getBody().front().getOps<ps::DeviceOp>()) {
-    // Per device first (string keys only once per job, not per chunk).
-    llvm::StringMap<int64_t> begun;
-    device.walk([&](ps::FillChunksOp chunks) {
-      for (const ps::FillChunkRow &chunk : chunks.getChunks()) {
-        int64_t &b = begun[chunk.getJob()];
-        if (chunk.layerBegin == 0)
-          b += chunk.batch;
-      }
-    });
-    for (auto &entry : begun) {
+  for (uint32_t deviceIndex = 0; deviceIndex < begun.size(); ++deviceIndex) {
+    for (auto &entry : begun[deviceIndex]) {
       auto key = std::make_pair(entry.getKey().str(), deviceIndex);
       begunPerPeriod[key] += entry.getValue();
       instance[key] = 0;
     }
-    ++deviceIndex;
   }
   std::map<std::string, double> totalRate;
-  for (auto &[key, begun] : begunPerPeriod)
-    totalRate[key.first] += double(begun);
+  for (auto &[key, b] : begunPerPeriod)
+    totalRate[key.first] += double(b);
   uint32_t next = 0;
   for (auto &[key, index] : instance) {
     index = next++;
     FillJobOp job = jobs.lookup(key.first);
     if (!job)
-      return program.emitError() << "refers to unknown fill job @" << key.first;
+      return anchor->emitError() << "refers to unknown fill job @" << key.first;
     rt::FillWorkload *w = out.add_fill_jobs();
     w->set_name(key.first + "@" + std::to_string(key.second));
     w->set_kind(job.getKind() == JobKind::Training ? rt::FillWorkload::TRAINING
@@ -127,10 +124,17 @@ LogicalResult addFillJobs(ModuleOp module, ps::ProgramOp program,
     }
   }
   // Instance index of each job on each device, for the chunks.
-  instanceOf.assign(deviceIndex, {});
+  instanceOf.assign(begun.size(), {});
   for (auto &[key, index] : instance)
     instanceOf[key.second][key.first] = index;
   return success();
+}
+
+/// What `begun` of addFillJobs counts, of one runtime chunk.
+void countBegun(const ps::FillChunkRow &chunk, llvm::StringMap<int64_t> &begun) {
+  int64_t &b = begun[chunk.getJob()];
+  if (chunk.layerBegin == 0)
+    b += chunk.batch;
 }
 
 /// A device's header: stage, memory, links and calibration.
@@ -246,40 +250,223 @@ Operation *exportDevice(ps::DeviceOp device, const llvm::StringMap<uint32_t> &jo
 } // namespace
 
 namespace {
-/// Every field of the program but its devices; the program op, or null
-/// (reported) when there is none or a fill job is unknown.
-ps::ProgramOp startProgram(ModuleOp module, rt::StreamProgram &out,
-                           std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
+/// A program to export: its own fields, and each device's message built on
+/// demand (on MLIR's threads: each device reads only its own part of the IR
+/// and writes only its own message). Made from a lowered module's
+/// pfstream.program, or from a compiled pipeline lowered on the fly.
+struct ProgramSource {
+  Operation *anchor = nullptr; // errors about the program as a whole
+  std::string name;
+  uint64_t iterations = 1, seed = 0;
+  double plannedIterationUs = 0;
+  /// Per device, for addFillJobs.
+  std::vector<llvm::StringMap<int64_t>> begun;
+  /// Builds device `i`'s message; the op without a StreamProgram form that
+  /// stopped it, or null.
+  std::function<Operation *(size_t, const llvm::StringMap<uint32_t> &, rt::DeviceProgram *)>
+      exportDevice;
+  /// Keeps what exportDevice reads alive.
+  std::shared_ptr<void> state;
+};
+
+/// The source of a lowered module's pfstream.program.
+std::optional<ProgramSource> streamSource(ModuleOp module) {
   ps::ProgramOp program = findProgram(module);
   if (!program)
-    return {};
-  out.set_version(1);
-  out.set_name(program.getSymName().str());
-  out.set_iterations(program.getIterations());
-  out.set_planned_iteration_us(f64(program.getPlannedIterationUs()));
-  out.set_seed(program.getSeed());
-  if (failed(addFillJobs(module, program, out, instanceOf)))
-    return {};
-  return program;
+    return std::nullopt;
+  ProgramSource src;
+  src.anchor = program;
+  src.name = program.getSymName().str();
+  src.iterations = program.getIterations();
+  src.plannedIterationUs = f64(program.getPlannedIterationUs());
+  src.seed = program.getSeed();
+  auto devices = std::make_shared<SmallVector<ps::DeviceOp>>(
+      program.getBody().front().getOps<ps::DeviceOp>());
+  for (ps::DeviceOp device : *devices) {
+    // Per device first (string keys only once per job, not per chunk).
+    llvm::StringMap<int64_t> &begun = src.begun.emplace_back();
+    device.walk([&](ps::FillChunksOp chunks) {
+      for (const ps::FillChunkRow &chunk : chunks.getChunks())
+        countBegun(chunk, begun);
+    });
+  }
+  src.exportDevice = [devices](size_t i, const llvm::StringMap<uint32_t> &jobs,
+                               rt::DeviceProgram *d) {
+    return exportDevice((*devices)[i], jobs, d);
+  };
+  src.state = devices;
+  return src;
 }
-} // namespace
 
-LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
+/// Writes a stage's lowering (passes/StageLowering.h) as its device's
+/// message: the fields exportDevice writes for the pfstream ops the pass
+/// would have built.
+class ProtoSink final : public StreamSink {
+public:
+  ProtoSink(rt::DeviceProgram *d, const llvm::StringMap<uint32_t> &jobInstance)
+      : d(d), jobInstance(jobInstance) {}
+
+  void header(const DeviceHeader &h) override {
+    d->set_stage(h.stage);
+    d->set_memory_bytes(h.memoryBytes);
+    d->set_static_bytes(h.staticBytes);
+    d->set_planned_iteration_us(h.plannedIterationUs);
+    d->set_p2p_latency_us(h.p2pLatencyUs);
+    d->set_p2p_bandwidth_gbps(h.p2pBandwidthGbps);
+    d->set_pcie_bandwidth_gbps(h.pcieBandwidthGbps);
+    rt::StageCalibration *c = d->mutable_calibration();
+    c->set_forward_us(h.forwardUs);
+    c->set_backward_us(h.backwardUs);
+    c->set_backward_input_us(h.backwardInputUs);
+    c->set_backward_weight_us(h.backwardWeightUs);
+    c->set_allreduce_us(h.allreduceUs.value_or(0.0));
+    c->set_optimizer_us(h.optimizerUs.value_or(0.0));
+  }
+  void event(Location, uint64_t index) override {
+    d->add_events()->set_name("bubble" + std::to_string(index));
+  }
+  void streams(Location, bool fill) override {
+    main = addStream(0, ps::StreamRole::Main, ps::Priority::High);
+    if (fill)
+      this->fill = addStream(1, ps::StreamRole::Fill, ps::Priority::Low);
+  }
+  void record(Location, int64_t event) override {
+    main->add_ops()->mutable_record()->set_event(event);
+  }
+  void bubble(BubbleOp bubble, int64_t id) override {
+    rt::BubbleOp *x = main->add_ops()->mutable_bubble();
+    x->set_bubble_id(id);
+    x->set_kind(static_cast<rt::BubbleOp::Kind>(toStreamKind(bubble.getKind())));
+    x->set_planned_start_us(f64(bubble.getStartUs()));
+    x->set_planned_duration_us(f64(bubble.getDurationUs()));
+    x->set_free_bytes(bubble.getFreeBytes());
+  }
+  void send(Location, int64_t peer, int64_t bytes, int64_t tag, double plannedUs,
+            double startUs) override {
+    rt::SendOp *x = main->add_ops()->mutable_send();
+    x->set_peer(peer);
+    x->set_bytes(bytes);
+    x->set_tag(tag);
+    x->set_planned_us(plannedUs);
+    x->set_planned_start_us(startUs);
+  }
+  void recv(Location, int64_t peer, int64_t bytes, int64_t tag, double startUs) override {
+    rt::RecvOp *x = main->add_ops()->mutable_recv();
+    x->set_peer(peer);
+    x->set_bytes(bytes);
+    x->set_tag(tag);
+    x->set_planned_start_us(startUs);
+  }
+  void compute(Location, InstrKind kind, int64_t microbatch, int64_t chunk, double plannedUs,
+               double startUs) override {
+    rt::ComputeOp *x = main->add_ops()->mutable_compute();
+    x->set_kind(static_cast<rt::ComputeOp::Kind>(toStreamKind(kind)));
+    x->set_microbatch(microbatch);
+    x->set_chunk(chunk);
+    x->set_planned_us(plannedUs);
+    x->set_planned_start_us(startUs);
+  }
+  void wait(Location, int64_t event) override {
+    fill->add_ops()->mutable_wait()->set_event(event);
+  }
+  void fillChunks(Location, int64_t bubbleId, ps::FillChunkTable &&chunks) override {
+    for (const ps::FillChunkRow &chunk : chunks)
+      setFillChunk(chunk, bubbleId, jobInstance, fill->add_ops()->mutable_fill());
+  }
+
+private:
+  rt::ProgramStream *addStream(uint64_t index, ps::StreamRole role, ps::Priority priority) {
+    rt::ProgramStream *s = d->add_streams();
+    s->set_name(stringifyStreamRole(role).str() + std::to_string(index));
+    s->set_role(static_cast<rt::ProgramStream::Role>(role));
+    s->set_priority(static_cast<rt::ProgramStream::Priority>(priority));
+    return s;
+  }
+
+  rt::DeviceProgram *d;
+  const llvm::StringMap<uint32_t> &jobInstance;
+  rt::ProgramStream *main = nullptr, *fill = nullptr;
+};
+
+/// The source of a compiled module's pipeline, lowered as
+/// pipefill-lower-to-stream lowers it (with `iterations`) but straight into
+/// the messages.
+std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations) {
+  PipelineOp pipeline;
+  for (PipelineOp p : module.getOps<PipelineOp>()) {
+    if (pipeline) {
+      p.emitError() << "expected one pipefill.pipeline per module";
+      return std::nullopt;
+    }
+    pipeline = p;
+  }
+  if (!pipeline) {
+    module.emitError() << "contains no pipefill.pipeline";
+    return std::nullopt;
+  }
+  if (!pipeline.getIterationUs()) {
+    pipeline.emitError() << "has no simulated timeline to lower; run pipefill-simulate "
+                            "(or --pipefill-compile) first";
+    return std::nullopt;
+  }
+  struct State {
+    explicit State(PipelineOp pipeline) : facts(pipeline), stages(pipeline.getStages()) {}
+    PipelineFacts facts;
+    SmallVector<StageOp> stages;
+    sched::Schedule schedule;
+    SmallVector<SmallVector<Operation *>> instrOps;
+  };
+  auto state = std::make_shared<State>(pipeline);
+  // The same deadlock check as the lowering's, which also reads the
+  // instruction lists the stages are lowered from.
+  if (failed(verifyDeadlockFree(pipeline, state->schedule, state->instrOps)))
+    return std::nullopt;
+  ProgramSource src;
+  src.anchor = pipeline;
+  src.name = (pipeline.getSymName() + "_stream").str();
+  src.iterations = static_cast<uint64_t>(iterations);
+  src.plannedIterationUs = f64(*pipeline.getIterationUs());
+  src.seed = 0;
+  src.begun.resize(state->stages.size());
+  mlir::parallelFor(module.getContext(), 0, state->stages.size(), [&](size_t i) {
+    forEachLoweredChunk(state->stages[i],
+                        [&](const ps::FillChunkRow &chunk) { countBegun(chunk, src.begun[i]); });
+  });
+  src.exportDevice = [s = state.get()](size_t i, const llvm::StringMap<uint32_t> &jobs,
+                                       rt::DeviceProgram *d) -> Operation * {
+    ProtoSink sink(d, jobs);
+    lowerStage(s->facts, s->stages[i], s->schedule[i], s->instrOps[i], sink);
+    return nullptr;
+  };
+  src.state = state;
+  return src;
+}
+
+/// Every field of the program but its devices; false (reported) when a
+/// fill job is unknown.
+bool startProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out,
+                  std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
+  out.set_version(1);
+  out.set_name(src.name);
+  out.set_iterations(src.iterations);
+  out.set_planned_iteration_us(src.plannedIterationUs);
+  out.set_seed(src.seed);
+  return succeeded(addFillJobs(module, src.anchor, src.begun, out, instanceOf));
+}
+
+LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out) {
   std::vector<llvm::StringMap<uint32_t>> instanceOf;
-  ps::ProgramOp program = startProgram(module, out, instanceOf);
-  if (!program)
+  if (!startProgram(module, src, out, instanceOf))
     return failure();
-
   // The device messages are added in order, then filled on MLIR's threads:
   // each device reads only its own ops and writes only its own message
   // (protobuf arenas are thread-safe), so the program is the same either way.
-  SmallVector<ps::DeviceOp> devices(program.getBody().front().getOps<ps::DeviceOp>());
   std::vector<rt::DeviceProgram *> messages;
-  for (size_t i = 0; i < devices.size(); ++i)
+  for (size_t i = 0; i < src.begun.size(); ++i)
     messages.push_back(out.add_devices());
-  std::vector<Operation *> unexported(devices.size(), nullptr);
-  mlir::parallelFor(module.getContext(), 0, devices.size(), [&](size_t i) {
-    unexported[i] = exportDevice(devices[i], instanceOf[i], messages[i]);
+  std::vector<Operation *> unexported(messages.size(), nullptr);
+  mlir::parallelFor(module.getContext(), 0, messages.size(), [&](size_t i) {
+    unexported[i] = src.exportDevice(i, instanceOf[i], messages[i]);
   });
   for (Operation *op : unexported)
     if (op)
@@ -287,7 +474,6 @@ LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
   return success();
 }
 
-namespace {
 /// The binary StreamProgram, written while it is built: the fields before
 /// `devices` (1-3), each device's message as soon as it is built (a batch of
 /// devices at a time, on MLIR's threads), then the fields after it (5-7).
@@ -296,11 +482,11 @@ namespace {
 /// of device messages is in memory at once instead of the whole program and
 /// its serialized copy (1F1B 128 x 4096 x 100: 180 MB serialized, the
 /// driver's peak).
-LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
+                                 llvm::raw_ostream &os) {
   rt::StreamProgram head, tail;
   std::vector<llvm::StringMap<uint32_t>> instanceOf;
-  ps::ProgramOp program = startProgram(module, tail, instanceOf);
-  if (!program)
+  if (!startProgram(module, src, tail, instanceOf))
     return failure();
   // The fields numbered below `devices` go before it, the rest after.
   head.set_version(tail.version());
@@ -315,19 +501,19 @@ LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
   os << bytes;
 
   MLIRContext *ctx = module.getContext();
-  SmallVector<ps::DeviceOp> devices(program.getBody().front().getOps<ps::DeviceOp>());
+  const size_t numDevices = src.begun.size();
   const size_t batch = 2 * std::max<size_t>(1, ctx->getNumThreads());
   // The tag of a `devices` entry: its field number, length-delimited.
   constexpr uint32_t kDevicesTag = (rt::StreamProgram::kDevicesFieldNumber << 3) | 2;
-  for (size_t begin = 0; begin < devices.size(); begin += batch) {
-    size_t end = std::min(devices.size(), begin + batch);
+  for (size_t begin = 0; begin < numDevices; begin += batch) {
+    size_t end = std::min(numDevices, begin + batch);
     std::vector<std::string> messages(end - begin);
     std::vector<Operation *> unexported(end - begin, nullptr);
     mlir::parallelFor(ctx, begin, end, [&](size_t i) {
       // One arena per device: its ~10^4 submessages freed in one call.
       google::protobuf::Arena arena;
       auto *d = google::protobuf::Arena::CreateMessage<rt::DeviceProgram>(&arena);
-      unexported[i - begin] = exportDevice(devices[i], instanceOf[i], d);
+      unexported[i - begin] = src.exportDevice(i, instanceOf[i], d);
       if (!unexported[i - begin])
         d->SerializeToString(&messages[i - begin]);
     });
@@ -348,24 +534,40 @@ LogicalResult writeBinaryStreamProgram(ModuleOp module, llvm::raw_ostream &os) {
   os << bytes;
   return success();
 }
-} // namespace
 
-LogicalResult exportStreamProgram(ModuleOp module, llvm::raw_ostream &os,
-                                  bool text) {
+LogicalResult writeProgram(ModuleOp module, const ProgramSource &src, llvm::raw_ostream &os,
+                           bool text) {
   if (!text)
-    return writeBinaryStreamProgram(module, os);
+    return writeBinaryProgram(module, src, os);
   // One arena for the ~10^5 submessages of a large program: allocation is a
   // pointer bump and freeing is one call.
   google::protobuf::Arena arena;
   rt::StreamProgram &program =
       *google::protobuf::Arena::CreateMessage<rt::StreamProgram>(&arena);
-  if (failed(buildStreamProgram(module, program)))
+  if (failed(buildProgram(module, src, program)))
     return failure();
   std::string bytes;
   if (!google::protobuf::TextFormat::PrintToString(program, &bytes))
     return module.emitError() << "could not print the StreamProgram";
   os << bytes;
   return success();
+}
+} // namespace
+
+LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
+  std::optional<ProgramSource> src = streamSource(module);
+  return src ? buildProgram(module, *src, out) : failure();
+}
+
+LogicalResult exportStreamProgram(ModuleOp module, llvm::raw_ostream &os, bool text) {
+  std::optional<ProgramSource> src = streamSource(module);
+  return src ? writeProgram(module, *src, os, text) : failure();
+}
+
+LogicalResult lowerAndExportStreamProgram(ModuleOp module, int64_t iterations,
+                                          llvm::raw_ostream &os, bool text) {
+  std::optional<ProgramSource> src = pipelineSource(module, iterations);
+  return src ? writeProgram(module, *src, os, text) : failure();
 }
 
 } // namespace pipefill

@@ -37,6 +37,12 @@ mlir::LogicalResult exportSvg(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// or text format.
 mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
                                         llvm::raw_ostream &os, bool text);
+/// Writes the StreamProgram that pipefill-lower-to-stream (with
+/// `iterations`) followed by exportStreamProgram gives for a compiled
+/// module, without building the pfstream IR in between: the stages are
+/// lowered straight into the program's messages (passes/StageLowering.h).
+mlir::LogicalResult lowerAndExportStreamProgram(mlir::ModuleOp module, int64_t iterations,
+                                                llvm::raw_ostream &os, bool text);
 /// Writes C++ source holding the program as the runtime's tables
 /// (runtime/pfrt_tables.h) and a main() that runs them (a standalone runtime
 /// binary once compiled).

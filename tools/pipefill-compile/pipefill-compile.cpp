@@ -155,23 +155,30 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   if (!lowers)
     return success();
 
-  PassManager lower(&ctx);
-  lower.enableVerifier(verifyEach);
-  lower.addInstrumentation(std::make_unique<PassTimer>(timer));
-  lower.addPass(pipefill::createLowerToStream(
-      pipefill::LowerToStreamOptions{iterations.getValue()}));
-  if (failed(lower.run(*module)))
-    return failure();
-  // The lowered IR is the pass's own output from verified IR; its verifier
-  // (and the runtime's program checks when the program is loaded) run in the
-  // lit tests of the pass and under --verify-each.
+  // The stream program: the compiled IR lowered as pipefill-lower-to-stream
+  // lowers it, straight into the program's messages without building the
+  // pfstream IR. Under --verify-each the pass runs instead, its output is
+  // verified and exported (test/compile/driver.test checks that both ways
+  // give the same bytes, and the multi-tool path's).
+  if (verifyEach) {
+    PassManager lower(&ctx);
+    lower.enableVerifier(true);
+    lower.addInstrumentation(std::make_unique<PassTimer>(timer));
+    lower.addPass(pipefill::createLowerToStream(
+        pipefill::LowerToStreamOptions{iterations.getValue()}));
+    if (failed(lower.run(*module)))
+      return failure();
+  }
   auto writeProgram = [&](llvm::StringRef what, llvm::StringRef path, bool text) {
     if (path.empty())
       return success();
     return timer.phase(what, [&] {
       std::unique_ptr<llvm::ToolOutputFile> out =
           writeFile(path, [&](llvm::raw_ostream &os) {
-            return pipefill::exportStreamProgram(*module, os, text);
+            if (verifyEach)
+              return pipefill::exportStreamProgram(*module, os, text);
+            return pipefill::lowerAndExportStreamProgram(*module, iterations.getValue(), os,
+                                                         text);
           });
       if (!out)
         return failure();
@@ -179,9 +186,12 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
       return success();
     });
   };
-  return failure(failed(writeProgram("to-stream-program", programFile, /*text=*/false)) ||
-                 failed(writeProgram("to-stream-program-text", programTextFile,
-                                     /*text=*/true)));
+  const char *prefix = verifyEach ? "" : "lower + ";
+  return failure(
+      failed(writeProgram((prefix + llvm::Twine("to-stream-program")).str(), programFile,
+                          /*text=*/false)) ||
+      failed(writeProgram((prefix + llvm::Twine("to-stream-program-text")).str(),
+                          programTextFile, /*text=*/true)));
 }
 } // namespace
 
