@@ -44,8 +44,8 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
   for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
     ReportBubble rb;
     rb.op = bubble;
-    rb.startUs = bubble.getStartUs().convertToDouble();
-    rb.durationUs = bubble.getDurationUs().convertToDouble();
+    rb.startUs = bubble.getStartUs();
+    rb.durationUs = bubble.getDurationUs();
     rb.freeBytes = bubble.getFreeBytes();
     rb.kind = stringifyBubbleKind(bubble.getKind());
     rb.filledUs = 0;

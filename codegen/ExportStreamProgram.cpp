@@ -337,8 +337,8 @@ public:
     rt::BubbleOp *x = main->add_ops()->mutable_bubble();
     x->set_bubble_id(id);
     x->set_kind(static_cast<rt::BubbleOp::Kind>(toStreamKind(bubble.getKind())));
-    x->set_planned_start_us(f64(bubble.getStartUs()));
-    x->set_planned_duration_us(f64(bubble.getDurationUs()));
+    x->set_planned_start_us(bubble.getStartUs());
+    x->set_planned_duration_us(bubble.getDurationUs());
     x->set_free_bytes(bubble.getFreeBytes());
   }
   void send(Location, int64_t peer, int64_t bytes, int64_t tag, double plannedUs,

@@ -91,21 +91,21 @@ void writeBubble(const Canvas &c, BubbleOp bubble, SteadyState &steady, double y
                  llvm::raw_ostream &os) {
   const bool ms = c.ms;
   auto x = [&](double us) { return c.x(us); };
-  double bx = x(bubble.getStartUs().convertToDouble());
+  double bx = x(bubble.getStartUs());
   double bw = x(bubble.getEndUs()) - bx;
   os << llvm::formatv(
       "<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" height=\"{3}\" fill=\"none\" "
       "stroke=\"#999\" stroke-dasharray=\"3,2\"><title>{4} bubble: {5} at "
       "{6}, {7} free</title></rect>\n",
       bx, y + 1, bw, kRow - 2, stringifyBubbleKind(bubble.getKind()),
-      timeLabel(bubble.getDurationUs().convertToDouble(), ms),
-      timeLabel(bubble.getStartUs().convertToDouble(), ms),
+      timeLabel(bubble.getDurationUs(), ms),
+      timeLabel(bubble.getStartUs(), ms),
       fmtBytes(bubble.getFreeBytes()));
   // Fill work of the first steady-state iteration, at its planned offset.
   for (const FillChunk &fill : bubble.getFills()) {
     if (!steady.inFirstSteadyIteration(fill))
       continue;
-    double t = bubble.getStartUs().convertToDouble() +
+    double t = bubble.getStartUs() +
                fill.offsetUs;
     double d = fill.predictedUs * fill.repeat;
     const char *color = c.jobColor.lookup(fill.getJob());
@@ -241,7 +241,7 @@ LogicalResult exportSvg(ModuleOp module, llvm::raw_ostream &os) {
     idle += stage.getIdleUs() ? stage.getIdleUs()->convertToDouble() : 0;
     SteadyState steady(stage);
     for (BubbleOp b : stage.getBody().front().getOps<BubbleOp>()) {
-      bubbleUs += b.getDurationUs().convertToDouble();
+      bubbleUs += b.getDurationUs();
       for (const FillChunk &f : b.getFills())
         filledUs += steady.weight(f) * f.predictedUs;
     }

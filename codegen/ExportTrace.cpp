@@ -42,13 +42,13 @@ static std::string instrName(InstructionOpInterface instr) {
 /// steady-state iteration.
 static void writeBubble(llvm::json::OStream &j, BubbleOp bubble,
                         const SteadyState &steady, int64_t tid) {
-  double bubbleStart = bubble.getStartUs().convertToDouble();
+  double bubbleStart = bubble.getStartUs();
   j.object([&] {
     j.attributeObject("args", [&] {
       j.attribute("free_bytes", (int64_t)bubble.getFreeBytes());
     });
     j.attribute("cat", "bubble");
-    j.attribute("dur", bubble.getDurationUs().convertToDouble());
+    j.attribute("dur", bubble.getDurationUs());
     j.attribute("name", ("bubble (" + stringifyBubbleKind(bubble.getKind()) + ")").str());
     j.attribute("ph", "X");
     j.attribute("pid", 0);

@@ -122,4 +122,36 @@ void printTiming(OpAsmPrinter &p, Operation *, const InstrTiming &t) {
     p << " live " << t.liveBytes;
 }
 
+LogicalResult f64FromAttribute(double &storage, Attribute attr,
+                               llvm::function_ref<InFlightDiagnostic()> emitError) {
+  auto v = dyn_cast<FloatAttr>(attr);
+  if (!v || !v.getType().isF64()) {
+    if (emitError)
+      emitError() << "expected an f64 attribute";
+    return failure();
+  }
+  storage = v.getValueAsDouble();
+  return success();
+}
+
+LogicalResult i64FromAttribute(int64_t &storage, Attribute attr,
+                               llvm::function_ref<InFlightDiagnostic()> emitError) {
+  auto v = dyn_cast<IntegerAttr>(attr);
+  if (!v || !v.getType().isSignlessInteger(64)) {
+    if (emitError)
+      emitError() << "expected an i64 attribute";
+    return failure();
+  }
+  storage = v.getInt();
+  return success();
+}
+
+ParseResult parseF64(OpAsmParser &parser, double &value) { return parser.parseFloat(value); }
+
+void printF64(OpAsmPrinter &p, Operation *, double value) { p.printFloat(llvm::APFloat(value)); }
+
+ParseResult parseI64(OpAsmParser &parser, int64_t &value) { return parser.parseInteger(value); }
+
+void printI64(OpAsmPrinter &p, Operation *, int64_t value) { p << value; }
+
 } // namespace pipefill

@@ -62,6 +62,18 @@ mlir::LogicalResult readTiming(mlir::DialectBytecodeReader &reader, InstrTiming 
 mlir::ParseResult parseTiming(mlir::OpAsmParser &parser, InstrTiming &timing);
 void printTiming(mlir::OpAsmPrinter &printer, mlir::Operation *op, const InstrTiming &timing);
 
+// Native f64 / i64 properties (BubbleOp's start, duration and free bytes):
+// from their attribute spelling in the generic form, and the custom<F64> and
+// custom<I64> directives, which print as the attributes did.
+mlir::LogicalResult f64FromAttribute(double &storage, mlir::Attribute attr,
+                                     llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+mlir::LogicalResult i64FromAttribute(int64_t &storage, mlir::Attribute attr,
+                                     llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+mlir::ParseResult parseF64(mlir::OpAsmParser &parser, double &value);
+void printF64(mlir::OpAsmPrinter &printer, mlir::Operation *op, double value);
+mlir::ParseResult parseI64(mlir::OpAsmParser &parser, int64_t &value);
+void printI64(mlir::OpAsmPrinter &printer, mlir::Operation *op, int64_t value);
+
 } // namespace pipefill
 
 #endif // PIPEFILL_DIALECT_INSTRTIMING_H

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/PipefillOps.h"
+
+#include "llvm/Support/Format.h"
 #include "dialect/PipefillConstraints.h"
 #include "support/Format.h"
 #include "support/Utf8.h"
@@ -409,6 +411,18 @@ InFlightDiagnostic BubbleOp::emitFillError(size_t i) {
 }
 
 LogicalResult BubbleOp::verify() {
+  // The native start, duration and free bytes (no attribute constraint
+  // checks them): a finite time >= 0 (-0 passes), bytes >= 0.
+  for (auto [name, value] : {std::pair<const char *, double>{"start", getStartUs()},
+                             std::pair<const char *, double>{"duration", getDurationUs()}})
+    if (!(std::isfinite(value) && value >= 0))
+    {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", value);
+      return emitOpError() << name << " must be a finite number >= 0 (got " << text << ")";
+    }
+  if (getFreeBytes() < 0)
+    return emitOpError() << "free bytes must be >= 0 (got " << getFreeBytes() << ")";
   auto pipeline = (*this)->getParentOfType<PipelineOp>();
   if (pipeline && static_cast<int64_t>(getFreeBytes()) >
                       static_cast<int64_t>(pipeline.getDeviceMemoryBytes()))
@@ -434,7 +448,7 @@ LogicalResult BubbleOp::verify() {
   // period (its pipefill.assignment), so all repeat after max prefix + lcm
   // of the periods; past kMaxHorizon iterations (or without assignments),
   // the jobs' largest per-iteration totals must fit together.
-  double duration = getDurationUs().convertToDouble();
+  double duration = getDurationUs();
   SmallVector<FillIterationTotal, 8> totals = fillIterationTotals(*this);
   SmallVector<std::pair<StringRef, double>, 4> perJob = worstIterationPerJob(totals);
   double planned = 0;

@@ -35,6 +35,36 @@ def Pipefill_TimingProp : Property<"::pipefill::InstrTiming",
 }
 defvar TimingArgs = (ins Pipefill_TimingProp:$timing);
 
+// A bubble's start, duration and free bytes: native numbers, not uniqued
+// attributes (a 128 x 4096 pipeline has half a million bubbles, nearly all
+// with times of their own). The generic form keeps the attribute spelling
+// (`start_us = 0.0`, `free_bytes = 5 : i64`); BubbleOp::verify checks the
+// ranges (a finite time >= 0, bytes >= 0).
+def Pipefill_F64Prop : Property<"double", "an f64 stored natively"> {
+  let convertToAttribute =
+      "::mlir::FloatAttr::get(::mlir::Float64Type::get($_ctxt), $_storage)";
+  let convertFromAttribute = "return ::pipefill::f64FromAttribute($_storage, $_attr, $_diag);";
+  let hashProperty = "::llvm::hash_value(::llvm::bit_cast<uint64_t>($_storage))";
+  // Unset (a generic form without the key) fails the verifier.
+  let defaultValue = "::std::numeric_limits<double>::quiet_NaN()";
+  let writeToMlirBytecode = "$_writer.writeVarInt(::llvm::bit_cast<uint64_t>($_storage))";
+  let readFromMlirBytecode = [{
+    uint64_t bits;
+    if (::mlir::failed($_reader.readVarInt(bits)))
+      return ::mlir::failure();
+    $_storage = ::llvm::bit_cast<double>(bits);
+  }];
+}
+def Pipefill_I64Prop : Property<"int64_t", "an i64 stored natively"> {
+  let convertFromAttribute = "return ::pipefill::i64FromAttribute($_storage, $_attr, $_diag);";
+  let defaultValue = "-1"; // unset: fails the verifier
+  let writeToMlirBytecode = "$_writer.writeSignedVarInt($_storage)";
+  let readFromMlirBytecode = [{
+    if (::mlir::failed($_reader.readSignedVarInt($_storage)))
+      return ::mlir::failure();
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Structure
 //===----------------------------------------------------------------------===//
@@ -301,17 +331,24 @@ def Pipefill_BubbleOp : Pipefill_Op<"bubble", [
     ```
   }];
   let arguments = (ins Pipefill_BubbleKind:$kind,
-                       Pipefill_NonNegF64:$start_us,
-                       Pipefill_NonNegF64:$duration_us,
-                       Pipefill_NonNegI64:$free_bytes,
+                       Pipefill_F64Prop:$start_us,
+                       Pipefill_F64Prop:$duration_us,
+                       Pipefill_I64Prop:$free_bytes,
                        Pipefill_FillTableProp:$fills);
   let assemblyFormat = [{
-    $kind `start` $start_us `duration` $duration_us `free` $free_bytes ``
-    custom<FillTable>($fills) attr-dict-with-keyword
+    $kind `start` custom<F64>($start_us) `duration` custom<F64>($duration_us)
+    `free` custom<I64>($free_bytes) `` custom<FillTable>($fills) attr-dict-with-keyword
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    double getEndUs() { return getStartUs().convertToDouble() + getDurationUs().convertToDouble(); }
+    /// Start and duration (microseconds into the iteration) and free bytes.
+    double getStartUs() { return getProperties().start_us; }
+    double getDurationUs() { return getProperties().duration_us; }
+    int64_t getFreeBytes() { return getProperties().free_bytes; }
+    void setStartUs(double us) { getProperties().start_us = us; }
+    void setDurationUs(double us) { getProperties().duration_us = us; }
+    void setFreeBytes(int64_t bytes) { getProperties().free_bytes = bytes; }
+    double getEndUs() { return getStartUs() + getDurationUs(); }
     /// The fill chunks, in order.
     ::llvm::ArrayRef<::pipefill::FillChunk> getFills() { return getProperties().fills; }
     /// The same, to change in place.

@@ -22,8 +22,8 @@ FillProblem fillProblemFromIR(ModuleOp module, PipelineOp pipeline) {
     for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
       fill::Bubble b;
       b.id = ops.size();
-      b.startUs = f64(bubble.getStartUs());
-      b.durationUs = f64(bubble.getDurationUs());
+      b.startUs = bubble.getStartUs();
+      b.durationUs = bubble.getDurationUs();
       b.freeBytes = bubble.getFreeBytes();
       sb.bubbles.push_back(b);
       ops.push_back(bubble);

@@ -66,15 +66,17 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
                            pipeline.getDeviceMemoryBytes(), minUs, reserve);
 
     // Bubbles go into their own stage only: group them by stage and insert
-    // each stage's on its own thread, with attributes uniqued once per value.
+    // each stage's on its own thread; the kinds are uniqued once, the times are native.
     SmallVector<StageOp> stages(pipeline.getStages());
     std::vector<std::vector<const sched::Bubble *>> byStage(stages.size());
     for (const sched::Bubble &bubble : bubbles)
       byStage[bubble.stage].push_back(&bubble);
     MLIRContext *ctx = &getContext();
+    const BubbleKindAttr kindAttrs[] = {
+        BubbleKindAttr::get(ctx, BubbleKind::Warmup), BubbleKindAttr::get(ctx, BubbleKind::Steady),
+        BubbleKindAttr::get(ctx, BubbleKind::Cooldown), BubbleKindAttr::get(ctx, BubbleKind::Tail)};
     mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
       OpBuilder builder(ctx);
-      AttrCache attrs(ctx);
       StageOp stage = stages[s];
       Block &body = stage.getBody().front();
       const auto &stageOps = ops[s];
@@ -83,9 +85,11 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
           builder.setInsertionPoint(stageOps[bubble->insertBefore]);
         else
           builder.setInsertionPointToEnd(&body);
-        builder.create<BubbleOp>(stage.getLoc(), BubbleKindAttr::get(ctx, toIR(bubble->kind)),
-                                 attrs.f64(bubble->startUs), attrs.f64(bubble->durationUs),
-                                 attrs.i64(bubble->freeBytes));
+        auto op = builder.create<BubbleOp>(stage.getLoc(),
+                                           kindAttrs[static_cast<int>(toIR(bubble->kind))]);
+        op.setStartUs(bubble->startUs);
+        op.setDurationUs(bubble->durationUs);
+        op.setFreeBytes(bubble->freeBytes);
       }
     });
     return success();

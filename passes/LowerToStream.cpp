@@ -76,8 +76,8 @@ public:
     b.setInsertionPointToEnd(mainBody);
     b.create<ps::BubbleOp>(bubble.getLoc(), attrs.i64(id),
                            ps::BubbleKindAttr::get(ctx, toStreamKind(bubble.getKind())),
-                           bubble.getStartUsAttr(), bubble.getDurationUsAttr(),
-                           bubble.getFreeBytesAttr());
+                           attrs.f64(bubble.getStartUs()), attrs.f64(bubble.getDurationUs()),
+                           attrs.i64(bubble.getFreeBytes()));
   }
   void send(Location loc, int64_t peer, int64_t bytes, int64_t tag, double plannedUs,
             double startUs) override {

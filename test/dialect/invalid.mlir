@@ -216,6 +216,65 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// A bubble's start, duration and free bytes are native numbers: their ranges
+// are the verifier's (a finite time >= 0, bytes >= 0; -0 passes).
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start -0.0 duration 0.0 free 0
+    // expected-error @+1 {{'pipefill.bubble' op start must be a finite number >= 0 (got -1)}}
+    pipefill.bubble warmup start -1.0 duration 1.0 free 20
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.bubble' op duration must be a finite number >= 0 (got nan)}}
+    pipefill.bubble warmup start 0.0 duration 0x7FF8000000000000 free 20
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.bubble' op duration must be a finite number >= 0 (got inf)}}
+    pipefill.bubble warmup start 0.0 duration 0x7FF0000000000000 free 20
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.bubble' op free bytes must be >= 0 (got -3)}}
+    pipefill.bubble warmup start 0.0 duration 1.0 free -3
+  }
+}
+
+// -----
+
+// The generic form spells them as attributes; one left out is unset, which
+// the verifier reports.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.bubble' op start must be a finite number >= 0 (got nan)}}
+    "pipefill.bubble"() <{kind = 0 : i32, duration_us = 1.0, free_bytes = 5 : i64}> : () -> ()
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{expected an i64 attribute}}
+    "pipefill.bubble"() <{kind = 0 : i32, start_us = 0.0, duration_us = 1.0, free_bytes = 5.0}> : () -> ()
+  }
+}
+
+// -----
+
 pipefill.fill_job @j inference samples 1 {
   pipefill.layer "l" forward 1.0 weights 1 activations 1
 }
