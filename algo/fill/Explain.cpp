@@ -157,9 +157,12 @@ void accountStages(const std::vector<StageInfo> &stages,
   std::map<int, std::vector<const Chunk *>> chunksOf;
   for (const Chunk &c : plan.chunks)
     chunksOf[c.stage].push_back(&c);
-  for (const StageInfo &info : stages) {
+  // Stages are accounted on their own threads, each into its own entry.
+  std::vector<StageAccount> accounts(stages.size());
+  forEachIndex(stages.size(), config.threads, [&](size_t s) {
+    const StageInfo &info = stages[s];
     const StageBubbles &sb = input[info.index];
-    StageAccount acc;
+    StageAccount &acc = accounts[s];
     acc.stage = sb.stage;
     size_t nb = info.budget.size();
     std::map<int, size_t> index;
@@ -170,9 +173,11 @@ void accountStages(const std::vector<StageInfo> &stages,
     for (const Assignment &a : plan.assignments)
       if (a.stage == sb.stage)
         persistent += a.persistentBytes;
-    for (const Chunk *chunk : chunksOf[sb.stage]) {
+    static const std::vector<const Chunk *> kNone;
+    auto stageChunks = chunksOf.find(sb.stage);
+    for (const Chunk *chunk : stageChunks == chunksOf.end() ? kNone : stageChunks->second) {
       const Chunk &c = *chunk;
-      const Assignment &a = *assignment[{c.stage, c.job}];
+      const Assignment &a = *assignment.at({c.stage, c.job});
       if (c.iteration < a.prefixIterations)
         continue; // steady state only
       double w = double(c.repeat) / a.periodIterations;
@@ -227,8 +232,8 @@ void accountStages(const std::vector<StageInfo> &stages,
       (fits ? acc.granularityUs : acc.memoryUs) += left;
     }
     acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);
-    plan.accounts.push_back(acc);
-  }
+  });
+  plan.accounts.insert(plan.accounts.end(), accounts.begin(), accounts.end());
   plan.usefulFraction = plan.bubbleUs > 0 ? plan.usefulUs / plan.bubbleUs : 0;
 }
 

@@ -17,6 +17,8 @@
 #include "support/Format.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -344,6 +346,28 @@ void accountStages(const std::vector<StageInfo> &stages,
                    const std::vector<Job> &jobs,
                    const std::vector<JobInfo> &infos, const Hardware &hw,
                    const Config &config, Plan &plan);
+
+/// Calls fn(i) for every i < n, on up to `threads` threads (this one
+/// included), each i once; fn must only write what belongs to its i.
+template <typename Fn> void forEachIndex(size_t n, int threads, Fn &&fn) {
+  const size_t workers = std::min<size_t>(n, size_t(std::max(1, threads)));
+  if (workers <= 1) {
+    for (size_t i = 0; i < n; ++i)
+      fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++)
+      fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < workers; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+}
 
 } // namespace pipefill::fill::detail
 

@@ -996,19 +996,10 @@ void planStages(const std::vector<StageBubbles> &stages,
     return;
   }
   std::vector<Plan> parts(infos.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < infos.size(); i = next++)
-      StagePlanner(infos[i], stages[infos[i].index].stage, jobs, jobInfos, config,
-                   parts[i])
-          .run();
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < workers; ++t)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
+  forEachIndex(infos.size(), int(workers), [&](size_t i) {
+    StagePlanner(infos[i], stages[infos[i].index].stage, jobs, jobInfos, config, parts[i])
+        .run();
+  });
   for (Plan &part : parts) {
     plan.chunks.insert(plan.chunks.end(), part.chunks.begin(), part.chunks.end());
     plan.assignments.insert(plan.assignments.end(), part.assignments.begin(),
@@ -1085,8 +1076,9 @@ Plan planFill(const std::vector<StageBubbles> &stages,
 
   // Jobs.
   std::vector<JobInfo> jobInfos(jobs.size());
-  for (size_t j = 0; j < jobs.size() && configOk; ++j)
-    jobInfos[j] = buildJob(jobs[j], int(j), hw, config);
+  if (configOk)
+    forEachIndex(jobs.size(), config.threads,
+                 [&](size_t j) { jobInfos[j] = buildJob(jobs[j], int(j), hw, config); });
 
   if (configOk)
     planStages(stages, infos, jobs, jobInfos, config, plan);
