@@ -115,10 +115,10 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
 
   // The checks of the compiled IR (the plan check of pipefill-verify-plan
   // and, with --verify-ir unless --verify-each ran it after every pass,
-  // MLIR's verifier) and
-  // the exports only read the IR, so they run at the same time: the checks on
-  // their own threads, the exports on this one. An output is kept only if
-  // both checks pass; otherwise it is deleted and the run fails.
+  // MLIR's verifier) and the exports only read the IR, so they run at the
+  // same time: the checks and the stream program on their own threads, the
+  // other exports on this one. An output is kept only if every check and
+  // export succeeds; otherwise it is deleted and the run fails.
   std::vector<std::unique_ptr<llvm::ToolOutputFile>> outputs;
   timer.start();
   // The lowering checks the instruction order for deadlocks itself.
@@ -129,6 +129,28 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   std::optional<Concurrent> irCheck;
   if (verifyIR && !verifyEach)
     irCheck.emplace("verify", [&] { return verify(*module); });
+  // The stream program: the compiled IR lowered as pipefill-lower-to-stream
+  // lowers it, straight into the program's messages without building the
+  // pfstream IR. That only reads the IR too, so it runs beside the checks
+  // and the other exports. (Under --verify-each the pass runs instead, after
+  // them; test/compile/driver.test checks that both ways give the same
+  // bytes, and the multi-tool path's.)
+  std::unique_ptr<llvm::ToolOutputFile> programOut, programTextOut;
+  std::optional<Concurrent> programExport;
+  if (lowers && !verifyEach)
+    programExport.emplace("lower + to-stream-program", [&] {
+      auto write = [&](llvm::StringRef path, bool text,
+                       std::unique_ptr<llvm::ToolOutputFile> &out) {
+        if (path.empty())
+          return true;
+        out = writeFile(path, [&](llvm::raw_ostream &os) {
+          return pipefill::lowerAndExportStreamProgram(*module, iterations.getValue(), os, text);
+        });
+        return out != nullptr;
+      };
+      return success(write(programFile, /*text=*/false, programOut) &&
+                     write(programTextFile, /*text=*/true, programTextOut));
+    });
   auto exportTo = [&](llvm::StringRef what, llvm::StringRef path,
                       LogicalResult (*fn)(ModuleOp, llvm::raw_ostream &)) {
     if (path.empty())
@@ -147,51 +169,40 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
       exportTo("to-svg", svgFile, pipefill::exportSvg);
   bool planOk = planCheck.join(timer);
   bool irOk = !irCheck || irCheck->join(timer);
+  bool programOk = !programExport || programExport->join(timer);
   timer.stop("checks + exports");
-  if (!exported || !planOk || !irOk)
+  if (!exported || !planOk || !irOk || !programOk)
     return failure();
   for (auto &out : outputs)
     out->keep();
-  if (!lowers)
+  for (auto *out : {&programOut, &programTextOut})
+    if (*out)
+      (*out)->keep();
+  if (!lowers || !verifyEach)
     return success();
 
-  // The stream program: the compiled IR lowered as pipefill-lower-to-stream
-  // lowers it, straight into the program's messages without building the
-  // pfstream IR. Under --verify-each the pass runs instead, its output is
-  // verified and exported (test/compile/driver.test checks that both ways
-  // give the same bytes, and the multi-tool path's).
-  if (verifyEach) {
-    PassManager lower(&ctx);
-    lower.enableVerifier(true);
-    lower.addInstrumentation(std::make_unique<PassTimer>(timer));
-    lower.addPass(pipefill::createLowerToStream(
-        pipefill::LowerToStreamOptions{iterations.getValue()}));
-    if (failed(lower.run(*module)))
-      return failure();
-  }
+  // --verify-each: the lowering pass, its output verified, then exported.
+  PassManager lower(&ctx);
+  lower.enableVerifier(true);
+  lower.addInstrumentation(std::make_unique<PassTimer>(timer));
+  lower.addPass(
+      pipefill::createLowerToStream(pipefill::LowerToStreamOptions{iterations.getValue()}));
+  if (failed(lower.run(*module)))
+    return failure();
   auto writeProgram = [&](llvm::StringRef what, llvm::StringRef path, bool text) {
     if (path.empty())
       return success();
     return timer.phase(what, [&] {
-      std::unique_ptr<llvm::ToolOutputFile> out =
-          writeFile(path, [&](llvm::raw_ostream &os) {
-            if (verifyEach)
-              return pipefill::exportStreamProgram(*module, os, text);
-            return pipefill::lowerAndExportStreamProgram(*module, iterations.getValue(), os,
-                                                         text);
-          });
+      std::unique_ptr<llvm::ToolOutputFile> out = writeFile(
+          path, [&](llvm::raw_ostream &os) { return pipefill::exportStreamProgram(*module, os, text); });
       if (!out)
         return failure();
       out->keep();
       return success();
     });
   };
-  const char *prefix = verifyEach ? "" : "lower + ";
-  return failure(
-      failed(writeProgram((prefix + llvm::Twine("to-stream-program")).str(), programFile,
-                          /*text=*/false)) ||
-      failed(writeProgram((prefix + llvm::Twine("to-stream-program-text")).str(),
-                          programTextFile, /*text=*/true)));
+  return failure(failed(writeProgram("to-stream-program", programFile, /*text=*/false)) ||
+                 failed(writeProgram("to-stream-program-text", programTextFile, /*text=*/true)));
 }
 } // namespace
 
