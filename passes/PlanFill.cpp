@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
 #include <map>
@@ -160,6 +161,15 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     for (size_t j = 0; j < problem.jobOps.size(); ++j)
       jobRefs.push_back(jobRef(problem, j));
     mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
+      // Each table sized once (grown by doubling, the tables held up to
+      // twice the room their chunks need).
+      llvm::SmallDenseMap<int, size_t, 64> count;
+      for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i)
+        ++count[chunks[i]->bubbleId];
+      for (auto [id, n] : count) {
+        BubbleOp bubble = problem.bubbleOps[s][id]; // a handle; accessors are non-const
+        bubble.getFillTable().reserve(bubble.getFillTable().size() + n);
+      }
       for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i) {
         const fill::Chunk *c = chunks[i];
         BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];

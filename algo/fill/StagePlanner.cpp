@@ -1000,8 +1000,16 @@ void planStages(const std::vector<StageBubbles> &stages,
     StagePlanner(infos[i], stages[infos[i].index].stage, jobs, jobInfos, config, parts[i])
         .run();
   });
+  // Appended into room reserved once, each part freed once appended: the
+  // chunks are in memory about once, not twice (2.6 million at 1F1B
+  // 128 x 4096 x 100, ~100 bytes each).
+  size_t total = plan.chunks.size();
+  for (const Plan &part : parts)
+    total += part.chunks.size();
+  plan.chunks.reserve(total);
   for (Plan &part : parts) {
     plan.chunks.insert(plan.chunks.end(), part.chunks.begin(), part.chunks.end());
+    std::vector<Chunk>().swap(part.chunks);
     plan.assignments.insert(plan.assignments.end(), part.assignments.begin(),
                             part.assignments.end());
   }
