@@ -5,7 +5,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
-#include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
 #include <map>
@@ -48,8 +47,17 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     MLIRContext *ctx = &getContext();
     problem.config.threads =
         ctx->isMultithreadingEnabled() ? int(ctx->getNumThreads()) : 1;
-    fill::Plan plan = fill::planFill(problem.stages, problem.jobs,
-                                     problem.hardware, problem.config);
+    // Each stage's chunks go into its bubbles' fill tables as soon as the
+    // stage is planned (on the planner's threads; stages are isolated), so
+    // the plan never holds every chunk beside the tables.
+    SmallVector<FlatSymbolRefAttr> jobRefs;
+    for (size_t j = 0; j < problem.jobOps.size(); ++j)
+      jobRefs.push_back(jobRef(problem, j));
+    fill::Plan plan = fill::planFill(
+        problem.stages, problem.jobs, problem.hardware, problem.config,
+        [&](int stage, std::vector<fill::Chunk> &&chunks) {
+          writeChunks(chunks, problem.bubbleOps[stage], jobRefs);
+        });
     if (!plan.errors.empty()) {
       InFlightDiagnostic diag = pipeline.emitError() << "cannot plan fill work";
       for (const std::string &e : plan.errors)
@@ -59,7 +67,6 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     SmallVector<StageOp> stages(pipeline.getStages());
     writeAssignments(plan, problem, stages);
     writeAccounts(plan, stages);
-    writeChunks(plan, problem, stages);
     writeJobResults(plan, problem);
     return success();
   }
@@ -137,59 +144,47 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     }
   }
 
-  /// Chunks go into their bubbles' fill tables in execution order (10^5 at
-  /// 64 x 512), each stage's on its own thread (stages are isolated).
-  void writeChunks(const fill::Plan &plan, const FillProblem &problem,
-                   ArrayRef<StageOp> stages) {
+  /// A stage's chunks go into its bubbles' fill tables in execution order
+  /// (by bubble, then iteration, then offset; the plan's order among equals).
+  static void writeChunks(const std::vector<fill::Chunk> &stageChunks,
+                          ArrayRef<BubbleOp> bubbleOps, ArrayRef<FlatSymbolRefAttr> jobRefs) {
     std::vector<const fill::Chunk *> chunks;
-    for (const fill::Chunk &c : plan.chunks)
+    chunks.reserve(stageChunks.size());
+    for (const fill::Chunk &c : stageChunks)
       chunks.push_back(&c);
     std::stable_sort(chunks.begin(), chunks.end(),
                      [](const fill::Chunk *x, const fill::Chunk *y) {
-                       return std::make_tuple(x->stage, x->bubbleId, x->iteration,
-                                              x->offsetUs) <
-                              std::make_tuple(y->stage, y->bubbleId, y->iteration,
-                                              y->offsetUs);
+                       return std::make_tuple(x->bubbleId, x->iteration, x->offsetUs) <
+                              std::make_tuple(y->bubbleId, y->iteration, y->offsetUs);
                      });
-    // [stageBegin[s], stageBegin[s + 1]) are stage s's chunks.
-    SmallVector<size_t> stageBegin(stages.size() + 1, chunks.size());
-    for (size_t i = chunks.size(); i-- > 0;)
-      stageBegin[chunks[i]->stage] = i;
-    for (size_t s = stages.size(); s-- > 0;)
-      stageBegin[s] = std::min(stageBegin[s], stageBegin[s + 1]);
-    SmallVector<FlatSymbolRefAttr> jobRefs;
-    for (size_t j = 0; j < problem.jobOps.size(); ++j)
-      jobRefs.push_back(jobRef(problem, j));
-    mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
-      // Each table sized once (grown by doubling, the tables held up to
-      // twice the room their chunks need).
-      llvm::SmallDenseMap<int, size_t, 64> count;
-      for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i)
-        ++count[chunks[i]->bubbleId];
-      for (auto [id, n] : count) {
-        BubbleOp bubble = problem.bubbleOps[s][id]; // a handle; accessors are non-const
-        bubble.getFillTable().reserve(bubble.getFillTable().size() + n);
-      }
-      for (size_t i = stageBegin[s]; i < stageBegin[s + 1]; ++i) {
-        const fill::Chunk *c = chunks[i];
-        BubbleOp bubble = problem.bubbleOps[c->stage][c->bubbleId];
-        FillChunk f;
-        f.job = jobRefs[c->job];
-        f.layerBegin = c->layerBegin;
-        f.layerEnd = c->layerEnd;
-        f.batch = c->batch;
-        f.sampleBegin = c->sampleBegin;
-        f.weights = toIR(c->weights);
-        f.acts = toIR(c->acts);
-        f.predictedUs = c->predictedUs;
-        f.peakBytes = c->peakBytes;
-        f.copyUs = c->copyUs;
-        f.iteration = c->iteration;
-        f.repeat = c->repeat;
-        f.offsetUs = c->offsetUs;
-        bubble.getFillTable().push_back(f);
-      }
-    });
+    // Each table sized once (grown by doubling, the tables held up to twice
+    // the room their chunks need).
+    for (size_t i = 0; i < chunks.size();) {
+      size_t j = i;
+      while (j < chunks.size() && chunks[j]->bubbleId == chunks[i]->bubbleId)
+        ++j;
+      BubbleOp bubble = bubbleOps[chunks[i]->bubbleId]; // a handle; accessors are non-const
+      bubble.getFillTable().reserve(bubble.getFillTable().size() + (j - i));
+      i = j;
+    }
+    for (const fill::Chunk *c : chunks) {
+      BubbleOp bubble = bubbleOps[c->bubbleId];
+      FillChunk f;
+      f.job = jobRefs[c->job];
+      f.layerBegin = c->layerBegin;
+      f.layerEnd = c->layerEnd;
+      f.batch = c->batch;
+      f.sampleBegin = c->sampleBegin;
+      f.weights = toIR(c->weights);
+      f.acts = toIR(c->acts);
+      f.predictedUs = c->predictedUs;
+      f.peakBytes = c->peakBytes;
+      f.copyUs = c->copyUs;
+      f.iteration = c->iteration;
+      f.repeat = c->repeat;
+      f.offsetUs = c->offsetUs;
+      bubble.getFillTable().push_back(f);
+    }
   }
 
   /// Each job's samples per iteration and efficiency, or why it is

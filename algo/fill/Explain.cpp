@@ -11,6 +11,7 @@
 #include <limits>
 
 #include <map>
+#include <unordered_map>
 
 namespace pipefill::fill::detail {
 
@@ -137,104 +138,93 @@ void opWork(const Job &job, int begin, int end, bool checkpoint,
 }
 } // namespace
 
-void accountStages(const std::vector<StageInfo> &stages,
-                   const std::vector<StageBubbles> &input,
-                   const std::vector<Job> &jobs,
-                   const std::vector<JobInfo> &infos, const Hardware &hw,
-                   const Config &config, Plan &plan) {
-  const double ctx = config.contextSwitchUs;
-  // The shortest chunk of any valid job under any setting, and per setting
-  // the least transient bytes, for the idle reasons.
+double shortestChunkUs(const std::vector<JobInfo> &infos, const Config &config) {
   double shortest = kInf;
   for (const JobInfo &info : infos)
     if (info.reason.empty())
       for (const JobConfig &cfg : info.configs)
-        shortest = std::min(shortest, ctx + cfg.minOpUs);
-  std::map<std::pair<int, int>, const Assignment *> assignment;
-  for (const Assignment &a : plan.assignments)
-    assignment[{a.stage, a.job}] = &a;
-  // Each stage's chunks, in plan order.
-  std::map<int, std::vector<const Chunk *>> chunksOf;
-  for (const Chunk &c : plan.chunks)
-    chunksOf[c.stage].push_back(&c);
-  // Stages are accounted on their own threads, each into its own entry.
-  std::vector<StageAccount> accounts(stages.size());
-  forEachIndex(stages.size(), config.threads, [&](size_t s) {
-    const StageInfo &info = stages[s];
-    const StageBubbles &sb = input[info.index];
-    StageAccount &acc = accounts[s];
-    acc.stage = sb.stage;
-    size_t nb = info.budget.size();
-    std::map<int, size_t> index;
-    for (size_t k = 0; k < nb; ++k)
-      index[info.bubbleIds[k]] = k;
-    std::vector<double> used(nb, 0);
-    int64_t persistent = 0;
-    for (const Assignment &a : plan.assignments)
-      if (a.stage == sb.stage)
-        persistent += a.persistentBytes;
-    static const std::vector<const Chunk *> kNone;
-    auto stageChunks = chunksOf.find(sb.stage);
-    for (const Chunk *chunk : stageChunks == chunksOf.end() ? kNone : stageChunks->second) {
-      const Chunk &c = *chunk;
-      const Assignment &a = *assignment.at({c.stage, c.job});
-      if (c.iteration < a.prefixIterations)
-        continue; // steady state only
-      double w = double(c.repeat) / a.periodIterations;
-      double usefulPerSample = 0;
-      int launches = 0;
-      opWork(jobs[c.job], c.layerBegin, c.layerEnd, c.checkpoint,
-             usefulPerSample, launches);
-      used[index[c.bubbleId]] += w * c.predictedUs;
-      acc.filledUs += w * c.predictedUs;
-      acc.usefulUs += w * c.batch * usefulPerSample;
-      acc.switchUs += w * ctx;
-      acc.launchUs += w * launches * hw.kernelLaunchUs;
+        shortest = std::min(shortest, config.contextSwitchUs + cfg.minOpUs);
+  return shortest;
+}
+
+StageAccount accountStage(const StageInfo &info, const StageBubbles &sb,
+                          const std::vector<Job> &jobs, const std::vector<JobInfo> &infos,
+                          const Hardware &hw, const Config &config, double shortest,
+                          const Plan &part) {
+  const double ctx = config.contextSwitchUs;
+  // The stage's assignments by job.
+  std::map<int, const Assignment *> assignment;
+  for (const Assignment &a : part.assignments)
+    if (a.stage == sb.stage)
+      assignment[a.job] = &a;
+  StageAccount acc;
+  acc.stage = sb.stage;
+  size_t nb = info.budget.size();
+  std::unordered_map<int, size_t> index;
+  index.reserve(nb);
+  for (size_t k = 0; k < nb; ++k)
+    index[info.bubbleIds[k]] = k;
+  std::vector<double> used(nb, 0);
+  int64_t persistent = 0;
+  for (const Assignment &a : part.assignments)
+    if (a.stage == sb.stage)
+      persistent += a.persistentBytes;
+  for (const Chunk &c : part.chunks) {
+    if (c.stage != sb.stage)
+      continue;
+    const Assignment &a = *assignment.at(c.job);
+    if (c.iteration < a.prefixIterations)
+      continue; // steady state only
+    double w = double(c.repeat) / a.periodIterations;
+    double usefulPerSample = 0;
+    int launches = 0;
+    opWork(jobs[c.job], c.layerBegin, c.layerEnd, c.checkpoint, usefulPerSample, launches);
+    used[index[c.bubbleId]] += w * c.predictedUs;
+    acc.filledUs += w * c.predictedUs;
+    acc.usefulUs += w * c.batch * usefulPerSample;
+    acc.switchUs += w * ctx;
+    acc.launchUs += w * launches * hw.kernelLaunchUs;
+  }
+  acc.otherOverheadUs =
+      std::max(0.0, acc.filledUs - acc.usefulUs - acc.switchUs - acc.launchUs);
+  // The settings that may run on the stage as (shortest chunk, fewest
+  // bytes with what the stage keeps), by time, with the running least
+  // bytes: some chunk fits (time, bytes) iff the least bytes among those
+  // no longer than time is within bytes.
+  std::vector<std::pair<double, int64_t>> shortChunks;
+  for (size_t j = 0; j < infos.size(); ++j) {
+    if (!infos[j].reason.empty())
+      continue;
+    const bool on = assignment.count(int(j)) > 0;
+    for (const JobConfig &cfg : infos[j].configs) {
+      int64_t keep = persistent + (on ? 0 : cfg.persistentBytes);
+      if (keep <= info.minFree)
+        shortChunks.push_back({ctx + cfg.minOpUs, keep + cfg.minOpTransient});
     }
-    acc.otherOverheadUs = std::max(
-        0.0, acc.filledUs - acc.usefulUs - acc.switchUs - acc.launchUs);
-    // The settings that may run on the stage as (shortest chunk, fewest
-    // bytes with what the stage keeps), by time, with the running least
-    // bytes: some chunk fits (time, bytes) iff the least bytes among those
-    // no longer than time is within bytes.
-    std::vector<std::pair<double, int64_t>> shortChunks;
-    for (size_t j = 0; j < infos.size(); ++j) {
-      if (!infos[j].reason.empty())
-        continue;
-      auto on = assignment.find({sb.stage, int(j)});
-      for (const JobConfig &cfg : infos[j].configs) {
-        int64_t keep = persistent +
-                       (on == assignment.end() ? cfg.persistentBytes : 0);
-        if (keep <= info.minFree)
-          shortChunks.push_back({ctx + cfg.minOpUs, keep + cfg.minOpTransient});
-      }
+  }
+  std::sort(shortChunks.begin(), shortChunks.end());
+  for (size_t i = 1; i < shortChunks.size(); ++i)
+    shortChunks[i].second = std::min(shortChunks[i].second, shortChunks[i - 1].second);
+  for (size_t k = 0; k < nb; ++k) {
+    const Bubble &b = sb.bubbles[k];
+    acc.bubbleUs += b.durationUs;
+    acc.marginUs += b.durationUs - info.budget[k];
+    double left = std::max(0.0, info.budget[k] - used[k]);
+    if (left <= 1e-9)
+      continue;
+    if (left < shortest) {
+      acc.tooShortUs += left;
+      continue;
     }
-    std::sort(shortChunks.begin(), shortChunks.end());
-    for (size_t i = 1; i < shortChunks.size(); ++i)
-      shortChunks[i].second =
-          std::min(shortChunks[i].second, shortChunks[i - 1].second);
-    for (size_t k = 0; k < nb; ++k) {
-      const Bubble &b = sb.bubbles[k];
-      acc.bubbleUs += b.durationUs;
-      acc.marginUs += b.durationUs - info.budget[k];
-      double left = std::max(0.0, info.budget[k] - used[k]);
-      if (left <= 1e-9)
-        continue;
-      if (left < shortest) {
-        acc.tooShortUs += left;
-        continue;
-      }
-      // A chunk that short exists: does one also fit the memory?
-      size_t n = std::upper_bound(shortChunks.begin(), shortChunks.end(),
-                                  std::make_pair(left, std::numeric_limits<int64_t>::max())) -
-                 shortChunks.begin();
-      bool fits = n > 0 && shortChunks[n - 1].second <= info.mem[k];
-      (fits ? acc.granularityUs : acc.memoryUs) += left;
-    }
-    acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);
-  });
-  plan.accounts.insert(plan.accounts.end(), accounts.begin(), accounts.end());
-  plan.usefulFraction = plan.bubbleUs > 0 ? plan.usefulUs / plan.bubbleUs : 0;
+    // A chunk that short exists: does one also fit the memory?
+    size_t n = std::upper_bound(shortChunks.begin(), shortChunks.end(),
+                                std::make_pair(left, std::numeric_limits<int64_t>::max())) -
+               shortChunks.begin();
+    bool fits = n > 0 && shortChunks[n - 1].second <= info.mem[k];
+    (fits ? acc.granularityUs : acc.memoryUs) += left;
+  }
+  acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);
+  return acc;
 }
 
 } // namespace pipefill::fill::detail

@@ -338,14 +338,18 @@ struct AllBubbles {
 std::string explainNoFit(const Job &job, const JobInfo &info,
                          const AllBubbles &all, const Config &config);
 
-/// Fills plan.accounts (and plan.usefulFraction) from the plan's chunks:
-/// useful time, switches, launches and overheads of the steady-state
-/// chunks, and why the rest of each bubble stays idle (Explain.cpp).
-void accountStages(const std::vector<StageInfo> &stages,
-                   const std::vector<StageBubbles> &input,
-                   const std::vector<Job> &jobs,
-                   const std::vector<JobInfo> &infos, const Hardware &hw,
-                   const Config &config, Plan &plan);
+/// The shortest chunk of any valid job under any setting, context switch
+/// included (what accountStage calls too short).
+double shortestChunkUs(const std::vector<JobInfo> &infos, const Config &config);
+
+/// Where one stage's bubble time goes, from the stage's own part of the
+/// plan (`part`: its chunks and assignments, in plan order): useful time,
+/// switches, launches and overheads of the steady-state chunks, and why the
+/// rest of each bubble stays idle (Explain.cpp).
+StageAccount accountStage(const StageInfo &info, const StageBubbles &input,
+                          const std::vector<Job> &jobs, const std::vector<JobInfo> &infos,
+                          const Hardware &hw, const Config &config, double shortestUs,
+                          const Plan &part);
 
 /// Calls fn(i) for every i < n, on up to `threads` threads (this one
 /// included), each i once; fn must only write what belongs to its i.

@@ -980,28 +980,30 @@ private:
 using namespace detail;
 
 namespace {
-/// Plans every stage: in order on this thread, or each into its own part on
-/// up to config.threads threads (a stage's planner reads only the stage, the
-/// jobs and the config, and appends to its part), the parts then appended in
-/// stage order, which gives the same chunks and assignments as in order.
+/// Plans and accounts every stage, each into its own part, on up to
+/// config.threads threads (a stage's planner reads only the stage, the jobs
+/// and the config); the parts are then appended in stage order, which gives
+/// the same chunks, assignments and accounts as planning in order. With a
+/// sink, a stage's chunks go to it as soon as the stage is accounted.
 void planStages(const std::vector<StageBubbles> &stages,
                 const std::vector<StageInfo> &infos, const std::vector<Job> &jobs,
-                const std::vector<JobInfo> &jobInfos, const Config &config,
-                Plan &plan) {
-  const size_t workers =
-      std::min<size_t>(infos.size(), size_t(std::max(1, config.threads)));
-  if (workers <= 1) {
-    for (const StageInfo &s : infos)
-      StagePlanner(s, stages[s.index].stage, jobs, jobInfos, config, plan).run();
-    return;
-  }
+                const std::vector<JobInfo> &jobInfos, const Hardware &hw,
+                const Config &config, const ChunkSink &sink, Plan &plan) {
+  const double shortest = shortestChunkUs(jobInfos, config);
   std::vector<Plan> parts(infos.size());
-  forEachIndex(infos.size(), int(workers), [&](size_t i) {
-    StagePlanner(infos[i], stages[infos[i].index].stage, jobs, jobInfos, config, parts[i])
-        .run();
+  forEachIndex(infos.size(), config.threads, [&](size_t i) {
+    const StageInfo &info = infos[i];
+    Plan &part = parts[i];
+    StagePlanner(info, stages[info.index].stage, jobs, jobInfos, config, part).run();
+    part.accounts.push_back(
+        accountStage(info, stages[info.index], jobs, jobInfos, hw, config, shortest, part));
+    if (sink) {
+      sink(info.index, std::move(part.chunks));
+      std::vector<Chunk>().swap(part.chunks);
+    }
   });
   // Appended into room reserved once, each part freed once appended: the
-  // chunks are in memory about once, not twice (2.6 million at 1F1B
+  // chunks are in memory about once, not twice (2.3 million at 1F1B
   // 128 x 4096 x 100, ~100 bytes each).
   size_t total = plan.chunks.size();
   for (const Plan &part : parts)
@@ -1012,13 +1014,14 @@ void planStages(const std::vector<StageBubbles> &stages,
     std::vector<Chunk>().swap(part.chunks);
     plan.assignments.insert(plan.assignments.end(), part.assignments.begin(),
                             part.assignments.end());
+    plan.accounts.insert(plan.accounts.end(), part.accounts.begin(), part.accounts.end());
   }
 }
 } // namespace
 
 Plan planFill(const std::vector<StageBubbles> &stages,
               const std::vector<Job> &jobs, const Hardware &hw,
-              const Config &config) {
+              const Config &config, const ChunkSink &sink) {
   Plan plan;
   // Hardware and config.
   if (!std::isfinite(hw.hbmGBps) || hw.hbmGBps <= 0)
@@ -1089,7 +1092,7 @@ Plan planFill(const std::vector<StageBubbles> &stages,
                  [&](size_t j) { jobInfos[j] = buildJob(jobs[j], int(j), hw, config); });
 
   if (configOk)
-    planStages(stages, infos, jobs, jobInfos, config, plan);
+    planStages(stages, infos, jobs, jobInfos, hw, config, sink, plan);
 
   // Results.
   plan.jobs.resize(jobs.size());
@@ -1129,8 +1132,7 @@ Plan planFill(const std::vector<StageBubbles> &stages,
     plan.unscheduled.push_back({r.name, reason});
   }
   plan.filledFraction = plan.bubbleUs > 0 ? plan.filledUs / plan.bubbleUs : 0;
-  if (configOk)
-    accountStages(infos, stages, jobs, jobInfos, hw, config, plan);
+  plan.usefulFraction = plan.bubbleUs > 0 ? plan.usefulUs / plan.bubbleUs : 0;
   return plan;
 }
 
