@@ -419,7 +419,8 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations)
   auto state = std::make_shared<State>(pipeline);
   // The same deadlock check as the lowering's, which also reads the
   // instruction lists the stages are lowered from.
-  if (failed(verifyDeadlockFree(pipeline, state->schedule, state->instrOps)))
+  if (failed(verifyDeadlockFree(pipeline, state->schedule, state->instrOps,
+                                /*withTiming=*/true)))
     return std::nullopt;
   ProgramSource src;
   src.anchor = pipeline;

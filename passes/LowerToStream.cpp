@@ -143,7 +143,7 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
     // lists read for the check are also what the stages are lowered from.
     sched::Schedule schedule;
     SmallVector<SmallVector<Operation *>> instrOps;
-    if (failed(verifyDeadlockFree(pipeline, schedule, instrOps)))
+    if (failed(verifyDeadlockFree(pipeline, schedule, instrOps, /*withTiming=*/true)))
       return failure();
     OpBuilder b(pipeline);
     auto program = b.create<ps::ProgramOp>(

@@ -65,6 +65,20 @@ sched::InstrKind toSchedKind(InstrKind kind) {
   return sched::InstrKind::Forward;
 }
 
+InstrKind fromSchedKind(sched::InstrKind kind) {
+  switch (kind) {
+  case sched::InstrKind::Forward: return InstrKind::Forward;
+  case sched::InstrKind::Backward: return InstrKind::Backward;
+  case sched::InstrKind::BackwardInput: return InstrKind::BackwardInput;
+  case sched::InstrKind::BackwardWeight: return InstrKind::BackwardWeight;
+  case sched::InstrKind::Send: return InstrKind::Send;
+  case sched::InstrKind::Recv: return InstrKind::Recv;
+  case sched::InstrKind::AllReduceGrads: return InstrKind::AllReduceGrads;
+  case sched::InstrKind::OptimizerStep: return InstrKind::OptimizerStep;
+  }
+  return InstrKind::Forward;
+}
+
 namespace {
 /// Reads one instruction op of class `Op` into `instr`: its fields straight
 /// from the op's properties, without the interface's per-field dispatch.
@@ -196,9 +210,10 @@ LogicalResult verifyDeadlockFree(PipelineOp pipeline) {
 }
 
 LogicalResult verifyDeadlockFree(PipelineOp pipeline, sched::Schedule &schedule,
-                                 SmallVectorImpl<SmallVector<Operation *>> &ops) {
-  // The order alone decides; the timing attributes are not read.
-  scheduleFromIR(pipeline, schedule, ops, /*withTiming=*/false);
+                                 SmallVectorImpl<SmallVector<Operation *>> &ops,
+                                 bool withTiming) {
+  // The order alone decides; the timing is read only for the caller.
+  scheduleFromIR(pipeline, schedule, ops, withTiming);
   int stage = -1;
   size_t index = 0;
   std::string error;

@@ -46,11 +46,15 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
 /// error on the instruction that can never run (its file:line), or on the
 /// pipeline when no single instruction is to blame.
 mlir::LogicalResult verifyDeadlockFree(PipelineOp pipeline);
-/// The same, leaving the instruction lists it read (scheduleFromIR without
-/// timing) in `schedule` and `ops`.
+/// The same, leaving the instruction lists it read (scheduleFromIR, with
+/// the timing where `withTiming`) in `schedule` and `ops`.
 mlir::LogicalResult
 verifyDeadlockFree(PipelineOp pipeline, sched::Schedule &schedule,
-                   llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops);
+                   llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops,
+                   bool withTiming = false);
+
+/// The IR kind of a schedule instruction kind (toSchedKind's inverse).
+InstrKind fromSchedKind(sched::InstrKind kind);
 
 /// f64 and i64 attributes uniqued once per distinct value. Instruction
 /// fields repeat (durations, byte counts, neighbouring times), and going

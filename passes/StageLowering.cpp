@@ -1,5 +1,6 @@
 //===- StageLowering.cpp - one stage's lowering to streams ----------------===//
 #include "passes/StageLowering.h"
+#include "passes/ScheduleIR.h"
 
 #include "llvm/ADT/StringMap.h"
 
@@ -129,12 +130,11 @@ DeviceHeader headerOf(const PipelineFacts &facts, StageOp stage,
   h.backwardUs = bwd;
   h.backwardInputUs = bwd - w;
   h.backwardWeightUs = w;
-  for (size_t i = 0; i < instrs.size(); ++i) {
-    InstrKind kind = cast<InstructionOpInterface>(instrOps[i]).getInstrKind();
-    if (kind == InstrKind::AllReduceGrads)
-      h.allreduceUs = instrs[i].durationUs;
-    if (kind == InstrKind::OptimizerStep)
-      h.optimizerUs = instrs[i].durationUs;
+  for (const sched::Instr &instr : instrs) {
+    if (instr.kind == sched::InstrKind::AllReduceGrads)
+      h.allreduceUs = instr.durationUs;
+    if (instr.kind == sched::InstrKind::OptimizerStep)
+      h.optimizerUs = instr.durationUs;
   }
   return h;
 }
@@ -209,7 +209,7 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
       continue;
     // A send, receive or compute on the main stream.
     const sched::Instr &instr = instrs[next++];
-    const double at = cast<InstructionOpInterface>(op).getStartUsOr(0.0);
+    const double at = instr.startUs; // 0 where the timing has no start
     auto tag = [&] {
       Payload payload = instr.payload == sched::Payload::Activation ? Payload::Activation
                                                                      : Payload::Gradient;
@@ -226,7 +226,7 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
       sink.recv(op.getLoc(), instr.peer, instr.bytes, tag(), at);
       break;
     default:
-      sink.compute(op.getLoc(), cast<InstructionOpInterface>(op).getInstrKind(),
+      sink.compute(op.getLoc(), fromSchedKind(instr.kind),
                    std::max<int64_t>(0, instr.microbatch), instr.chunk, instr.durationUs, at);
       break;
     }

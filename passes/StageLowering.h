@@ -70,8 +70,8 @@ pfstream::BubbleKind toStreamKind(BubbleKind kind);
 
 /// Lowers `stage` into `sink`: its header, one event per filled bubble, the
 /// streams, then its instructions (`instrs`, the ops `instrOps`, in block
-/// order, as scheduleFromIR reads them) and bubbles in block order, each
-/// filled bubble's chunks on the fill stream.
+/// order, as scheduleFromIR reads them with their timing) and bubbles in
+/// block order, each filled bubble's chunks on the fill stream.
 void lowerStage(const PipelineFacts &facts, StageOp stage, llvm::ArrayRef<sched::Instr> instrs,
                 llvm::ArrayRef<mlir::Operation *> instrOps, StreamSink &sink);
 
