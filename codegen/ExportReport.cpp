@@ -166,15 +166,7 @@ namespace {
 /// text of recent values is kept in a small direct-mapped table.
 class F64Writer {
 public:
-  void append(std::string &out, double v) {
-    const Entry &e = entryFor(v);
-    out.append(e.text, e.size);
-  }
-
-private:
-  static constexpr size_t kEntries = 1021;
-  struct Entry;
-  const Entry &entryFor(double v) {
+  void write(llvm::raw_ostream &os, double v) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     Entry &e = table[(bits ^ (bits >> 29) ^ (bits >> 47)) % kEntries];
@@ -185,8 +177,11 @@ private:
       e.bits = bits;
       e.used = true;
     }
-    return e;
+    os.write(e.text, e.size);
   }
+
+private:
+  static constexpr size_t kEntries = 1021;
   struct Entry {
     uint64_t bits = 0;
     bool used = false;
@@ -209,68 +204,40 @@ void writeString(llvm::raw_ostream &os, llvm::StringRef str) {
   os << '"' << str << '"';
 }
 
-/// Builds each bubble's line in one buffer (appended with memcpy and
-/// std::to_chars) and writes it with one call: through raw_ostream, a call
-/// per key and value was over half of the report's time.
 class BubbleWriter {
 public:
   void write(llvm::raw_ostream &os, const ReportBubble &b) {
-    line.clear();
-    lit("{\"duration_us\": ");
-    f64.append(line, b.durationUs);
-    lit(", \"filled_us\": ");
-    f64.append(line, b.filledUs);
+    os << "{\"duration_us\": ";
+    f64.write(os, b.durationUs);
+    os << ", \"filled_us\": ";
+    f64.write(os, b.filledUs);
     if (b.numFills > 0) {
-      lit(", \"fills\": [");
+      os << ", \"fills\": [";
       bool firstFill = true;
       BubbleOp bubble = b.op; // a handle; its accessors are non-const
       for (const FillChunk &f : bubble.getFills()) {
         if (!firstFill)
-          lit(", ");
+          os << ", ";
         firstFill = false;
-        lit("{\"batch\": ");
-        i64(f.batch);
-        lit(", \"iteration\": ");
-        i64(f.iteration);
-        lit(", \"job\": ");
-        str(f.getJob());
-        lit(", \"layer_begin\": ");
-        i64(f.layerBegin);
-        lit(", \"layer_end\": ");
-        i64(f.layerEnd);
-        lit(", \"peak_bytes\": ");
-        i64(f.peakBytes);
-        lit(", \"predicted_us\": ");
-        f64.append(line, f.predictedUs);
-        lit(", \"repeat\": ");
-        i64(f.repeat);
-        line += '}';
+        os << "{\"batch\": " << int64_t(f.batch) << ", \"iteration\": " << int64_t(f.iteration)
+           << ", \"job\": ";
+        writeString(os, f.getJob());
+        os << ", \"layer_begin\": " << int64_t(f.layerBegin)
+           << ", \"layer_end\": " << int64_t(f.layerEnd)
+           << ", \"peak_bytes\": " << int64_t(f.peakBytes) << ", \"predicted_us\": ";
+        f64.write(os, f.predictedUs);
+        os << ", \"repeat\": " << int64_t(f.repeat) << '}';
       }
-      line += ']';
+      os << ']';
     }
-    lit(", \"free_bytes\": ");
-    i64(b.freeBytes);
-    lit(", \"kind\": ");
-    str(b.kind);
-    lit(", \"start_us\": ");
-    f64.append(line, b.startUs);
-    line += '}';
-    os.write(line.data(), line.size());
+    os << ", \"free_bytes\": " << b.freeBytes << ", \"kind\": ";
+    writeString(os, b.kind);
+    os << ", \"start_us\": ";
+    f64.write(os, b.startUs);
+    os << '}';
   }
 
 private:
-  template <size_t N> void lit(const char (&text)[N]) { line.append(text, N - 1); }
-  void i64(int64_t v) {
-    char buf[24];
-    std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
-    line.append(buf, r.ptr - buf);
-  }
-  void str(llvm::StringRef s) {
-    llvm::raw_string_ostream os(line);
-    writeString(os, s);
-  }
-
-  std::string line;
   F64Writer f64;
 };
 } // namespace
