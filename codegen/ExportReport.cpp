@@ -40,7 +40,7 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
   rs.peakBytes = stage.getPeakBytes() ? *stage.getPeakBytes() : 0;
   SteadyState steady(stage);
   // Planned fill per job on this stage.
-  llvm::StringMap<double> filledByJob;
+  llvm::DenseMap<StringAttr, double> filledByJob; // by the job symbol's uniqued name
   for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
     ReportBubble rb;
     rb.op = bubble;
@@ -54,7 +54,7 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
       double weight = steady.weight(fill);
       double filled = weight * fill.predictedUs;
       rb.filledUs += filled;
-      filledByJob[fill.getJob()] += filled;
+      filledByJob[fill.job.getAttr()] += filled;
       terms.usefulUs.push_back(weight * jobs.dedicatedUs(fill));
       ++rb.numFills;
     }
@@ -64,7 +64,7 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
   for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
     rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
                        a.getSamplesPerIteration().convertToDouble(),
-                       filledByJob.lookup(a.getJob())});
+                       filledByJob.lookup(a.getJobAttr().getAttr())});
   // Written by pipefill-plan-fill (passes/FillIR.h, kFillAccountAttr).
   if (auto account = stage->getAttrOfType<DictionaryAttr>("pipefill.fill_account")) {
     ReportFillAccount acc;

@@ -4,6 +4,7 @@
 
 #include "dialect/PipefillOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -63,15 +64,24 @@ public:
           e.prefixUs.push_back(e.prefixUs.back() +
                                layer.getBackwardUsPerSample().convertToDouble());
     }
+    // StringMap entries do not move once inserted.
+    for (auto &entry : jobs)
+      byName[entry.second.op.getSymNameAttr()] = &entry.second;
   }
   /// GPU time the fill chunk's work would take at dedicated (large-batch)
   /// speed: batch x sum of per-sample pass costs over its pass range (one
   /// run; multiply by the chunk's repeat count).
   double dedicatedUs(const FillChunk &fill) const {
-    auto it = jobs.find(fill.getJob());
-    if (it == jobs.end())
-      return 0;
-    const auto &p = it->second.prefixUs;
+    // By the symbol's uniqued name (a pointer), not its text: this runs once
+    // per fill chunk.
+    const Entry *entry = byName.lookup(fill.job ? fill.job.getAttr() : mlir::StringAttr());
+    if (!entry) {
+      auto it = jobs.find(fill.getJob());
+      if (it == jobs.end())
+        return 0;
+      entry = &it->second;
+    }
+    const auto &p = entry->prefixUs;
     size_t b = std::min<size_t>(fill.layerBegin, p.size() - 1);
     size_t e = std::min<size_t>(fill.layerEnd, p.size() - 1);
     return fill.batch * (p[e] - p[b]);
@@ -80,16 +90,6 @@ public:
     auto it = jobs.find(name);
     return it == jobs.end() ? FillJobOp() : it->second.op;
   }
-  /// Position of a job among the module's fill jobs (for stable colours).
-  int indexOf(llvm::StringRef name) const {
-    int i = 0;
-    for (const auto &e : order) {
-      if (e == name)
-        return i;
-      ++i;
-    }
-    return -1;
-  }
 
 private:
   struct Entry {
@@ -97,7 +97,7 @@ private:
     std::vector<double> prefixUs;
   };
   llvm::StringMap<Entry> jobs;
-  std::vector<std::string> order;
+  llvm::DenseMap<mlir::StringAttr, const Entry *> byName;
 };
 
 /// How often a stage's fill chunks run in the steady state: a chunk of the
@@ -106,11 +106,21 @@ private:
 class SteadyState {
 public:
   explicit SteadyState(StageOp stage) {
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
       schedules[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+      byName[a.getJobAttr().getAttr()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+    }
   }
   /// Runs per iteration of this chunk (repeat included) in the steady state.
   double weight(const FillChunk &fill) const {
+    // By the symbol's uniqued name (a pointer): this runs once per chunk.
+    if (fill.job) {
+      auto it = byName.find(fill.job.getAttr());
+      if (it != byName.end())
+        return fill.iteration < it->second.first
+                   ? 0
+                   : double(fill.repeat) / double(std::max<int64_t>(1, it->second.second));
+    }
     return weight(fill.getJob(), fill.iteration, fill.repeat);
   }
   /// The same for a chunk of `job` in plan iteration `iteration` run
@@ -133,6 +143,7 @@ public:
 
 private:
   llvm::StringMap<std::pair<int64_t, int64_t>> schedules;
+  llvm::DenseMap<mlir::StringAttr, std::pair<int64_t, int64_t>> byName;
 };
 
 /// The largest fill time any iteration puts into the bubble: per job the
