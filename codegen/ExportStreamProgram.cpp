@@ -35,6 +35,11 @@ namespace ps = pfstream;
 
 namespace {
 
+/// Per device, by the job symbol's uniqued name (a pointer, looked up per
+/// chunk): the samples its chunks begin per period, and the job's instance.
+using JobCounts = llvm::DenseMap<StringAttr, int64_t>;
+using JobInstances = llvm::DenseMap<StringAttr, uint32_t>;
+
 double f64(llvm::APFloat v) { return v.convertToDouble(); }
 
 void setWorkload(rt::FillWorkloadLayer &out, LayerOp layer) {
@@ -79,20 +84,20 @@ ps::ProgramOp findProgram(ModuleOp module) {
 /// `begun[device]` has an entry for every job with chunks on the device:
 /// the samples of the batches its chunks begin per period. Adds the
 /// instances to `out`; instanceOf[device][job] is the index of each.
-LogicalResult addFillJobs(ModuleOp module, Operation *anchor,
-                          const std::vector<llvm::StringMap<int64_t>> &begun,
-                          rt::StreamProgram &out,
-                          std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
+LogicalResult addFillJobs(ModuleOp module, Operation *anchor, const std::vector<JobCounts> &begun,
+                          rt::StreamProgram &out, std::vector<JobInstances> &instanceOf) {
   llvm::StringMap<FillJobOp> jobs;
   for (FillJobOp job : module.getOps<FillJobOp>())
     jobs[job.getSymName()] = job;
   std::map<std::pair<std::string, uint32_t>, uint32_t> instance;
   std::map<std::pair<std::string, uint32_t>, int64_t> begunPerPeriod;
+  llvm::StringMap<StringAttr> nameAttr;
   for (uint32_t deviceIndex = 0; deviceIndex < begun.size(); ++deviceIndex) {
-    for (auto &entry : begun[deviceIndex]) {
-      auto key = std::make_pair(entry.getKey().str(), deviceIndex);
-      begunPerPeriod[key] += entry.getValue();
+    for (auto &[name, count] : begun[deviceIndex]) {
+      auto key = std::make_pair(name.getValue().str(), deviceIndex);
+      begunPerPeriod[key] += count;
       instance[key] = 0;
+      nameAttr[name.getValue()] = name;
     }
   }
   std::map<std::string, double> totalRate;
@@ -126,13 +131,13 @@ LogicalResult addFillJobs(ModuleOp module, Operation *anchor,
   // Instance index of each job on each device, for the chunks.
   instanceOf.assign(begun.size(), {});
   for (auto &[key, index] : instance)
-    instanceOf[key.second][key.first] = index;
+    instanceOf[key.second][nameAttr.lookup(key.first)] = index;
   return success();
 }
 
 /// What `begun` of addFillJobs counts, of one runtime chunk.
-void countBegun(const ps::FillChunkRow &chunk, llvm::StringMap<int64_t> &begun) {
-  int64_t &b = begun[chunk.getJob()];
+void countBegun(const ps::FillChunkRow &chunk, JobCounts &begun) {
+  int64_t &b = begun[chunk.job.getAttr()];
   if (chunk.layerBegin == 0)
     b += chunk.batch;
 }
@@ -156,8 +161,8 @@ void setDeviceHeader(ps::DeviceOp device, rt::DeviceProgram *d) {
 }
 
 void setFillChunk(const ps::FillChunkRow &chunk, int64_t bubbleId,
-                  const llvm::StringMap<uint32_t> &jobInstance, rt::FillChunkOp *x) {
-  x->set_job(jobInstance.lookup(chunk.getJob()));
+                  const JobInstances &jobInstance, rt::FillChunkOp *x) {
+  x->set_job(jobInstance.lookup(chunk.job.getAttr()));
   x->set_bubble_id(bubbleId);
   x->set_layer_begin(chunk.layerBegin);
   x->set_layer_end(chunk.layerEnd);
@@ -177,7 +182,7 @@ void setFillChunk(const ps::FillChunkRow &chunk, int64_t bubbleId,
 /// One stream op in its StreamProgram form; failure (no diagnostic) for an
 /// op that has none.
 LogicalResult exportStreamOp(Operation &op,
-                             const llvm::StringMap<uint32_t> &jobInstance,
+                             const JobInstances &jobInstance,
                              rt::StreamOp *o) {
   if (auto compute = dyn_cast<ps::ComputeOp>(op)) {
     rt::ComputeOp *x = o->mutable_compute();
@@ -223,7 +228,7 @@ LogicalResult exportStreamOp(Operation &op,
 
 /// A device's header, events and streams. Returns the op without a
 /// StreamProgram form that stopped it, or null.
-Operation *exportDevice(ps::DeviceOp device, const llvm::StringMap<uint32_t> &jobInstance,
+Operation *exportDevice(ps::DeviceOp device, const JobInstances &jobInstance,
                         rt::DeviceProgram *d) {
   setDeviceHeader(device, d);
   for (ps::EventOp event : device.getBody().front().getOps<ps::EventOp>())
@@ -260,10 +265,10 @@ struct ProgramSource {
   uint64_t iterations = 1, seed = 0;
   double plannedIterationUs = 0;
   /// Per device, for addFillJobs.
-  std::vector<llvm::StringMap<int64_t>> begun;
+  std::vector<JobCounts> begun;
   /// Builds device `i`'s message; the op without a StreamProgram form that
   /// stopped it, or null.
-  std::function<Operation *(size_t, const llvm::StringMap<uint32_t> &, rt::DeviceProgram *)>
+  std::function<Operation *(size_t, const JobInstances &, rt::DeviceProgram *)>
       exportDevice;
   /// Keeps what exportDevice reads alive.
   std::shared_ptr<void> state;
@@ -284,13 +289,13 @@ std::optional<ProgramSource> streamSource(ModuleOp module) {
       program.getBody().front().getOps<ps::DeviceOp>());
   for (ps::DeviceOp device : *devices) {
     // Per device first (string keys only once per job, not per chunk).
-    llvm::StringMap<int64_t> &begun = src.begun.emplace_back();
+    JobCounts &begun = src.begun.emplace_back();
     device.walk([&](ps::FillChunksOp chunks) {
       for (const ps::FillChunkRow &chunk : chunks.getChunks())
         countBegun(chunk, begun);
     });
   }
-  src.exportDevice = [devices](size_t i, const llvm::StringMap<uint32_t> &jobs,
+  src.exportDevice = [devices](size_t i, const JobInstances &jobs,
                                rt::DeviceProgram *d) {
     return exportDevice((*devices)[i], jobs, d);
   };
@@ -303,7 +308,7 @@ std::optional<ProgramSource> streamSource(ModuleOp module) {
 /// would have built.
 class ProtoSink final : public StreamSink {
 public:
-  ProtoSink(rt::DeviceProgram *d, const llvm::StringMap<uint32_t> &jobInstance)
+  ProtoSink(rt::DeviceProgram *d, const JobInstances &jobInstance)
       : d(d), jobInstance(jobInstance) {}
 
   void header(const DeviceHeader &h) override {
@@ -384,7 +389,7 @@ private:
   }
 
   rt::DeviceProgram *d;
-  const llvm::StringMap<uint32_t> &jobInstance;
+  const JobInstances &jobInstance;
   rt::ProgramStream *main = nullptr, *fill = nullptr;
 };
 
@@ -433,7 +438,7 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations)
     forEachLoweredChunk(state->stages[i],
                         [&](const ps::FillChunkRow &chunk) { countBegun(chunk, src.begun[i]); });
   });
-  src.exportDevice = [s = state.get()](size_t i, const llvm::StringMap<uint32_t> &jobs,
+  src.exportDevice = [s = state.get()](size_t i, const JobInstances &jobs,
                                        rt::DeviceProgram *d) -> Operation * {
     ProtoSink sink(d, jobs);
     lowerStage(s->facts, s->stages[i], s->schedule[i], s->instrOps[i], sink);
@@ -446,7 +451,7 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations)
 /// Every field of the program but its devices; false (reported) when a
 /// fill job is unknown.
 bool startProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out,
-                  std::vector<llvm::StringMap<uint32_t>> &instanceOf) {
+                  std::vector<JobInstances> &instanceOf) {
   out.set_version(1);
   out.set_name(src.name);
   out.set_iterations(src.iterations);
@@ -456,7 +461,7 @@ bool startProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &
 }
 
 LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out) {
-  std::vector<llvm::StringMap<uint32_t>> instanceOf;
+  std::vector<JobInstances> instanceOf;
   if (!startProgram(module, src, out, instanceOf))
     return failure();
   // The device messages are added in order, then filled on MLIR's threads:
@@ -486,7 +491,7 @@ LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::Stream
 LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
                                  llvm::raw_ostream &os) {
   rt::StreamProgram head, tail;
-  std::vector<llvm::StringMap<uint32_t>> instanceOf;
+  std::vector<JobInstances> instanceOf;
   if (!startProgram(module, src, tail, instanceOf))
     return failure();
   // The fields numbered below `devices` go before it, the rest after.

@@ -2,7 +2,7 @@
 #include "passes/StageLowering.h"
 #include "passes/ScheduleIR.h"
 
-#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
 #include <limits>
@@ -35,12 +35,16 @@ struct Schedule {
   int64_t firstPeriodTail = 0;
 };
 
+/// By the job symbol's uniqued name (a pointer), not its text: looked up
+/// once or twice per fill chunk.
+using Schedules = llvm::DenseMap<StringAttr, Schedule>;
+
 /// Reads the assignments of a stage and where each job's steady state
 /// begins.
-llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
-  llvm::StringMap<Schedule> schedules;
+Schedules schedulesOf(StageOp stage) {
+  Schedules schedules;
   for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
-    Schedule &s = schedules[a.getJob()];
+    Schedule &s = schedules[a.getJobAttr().getAttr()];
     s.prefix = a.getPrefix();
     s.period = a.getPeriod();
     s.batch = a.getBatch();
@@ -50,7 +54,7 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
   }
   for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
     for (const FillChunk &fill : bubble.getFills()) {
-      auto it = schedules.find(fill.getJob());
+      auto it = schedules.find(fill.job.getAttr());
       if (it == schedules.end() || fill.layerBegin != 0 || fill.iteration < it->second.prefix)
         continue;
       if (fill.batch < it->second.batch) {
@@ -70,9 +74,8 @@ llvm::StringMap<Schedule> schedulesOf(StageOp stage) {
 /// within a period, a batch begun in the previous period being continued
 /// with offset -1. A chunk that repeats whole batches becomes one chunk per
 /// batch.
-void lowerChunk(const FillChunk &fill, const llvm::StringMap<Schedule> &schedules,
-                ps::FillChunkTable &out) {
-  auto it = schedules.find(fill.getJob());
+void lowerChunk(const FillChunk &fill, const Schedules &schedules, ps::FillChunkTable &out) {
+  auto it = schedules.find(fill.job.getAttr());
   if (it == schedules.end())
     return;
   const Schedule &s = it->second;
@@ -183,7 +186,7 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
       sink.event(bubble.getLoc(), numEvents++);
   sink.streams(stage.getLoc(), numEvents > 0);
 
-  llvm::StringMap<Schedule> schedules = schedulesOf(stage);
+  Schedules schedules = schedulesOf(stage);
   int64_t event = 0, bubbleId = 0;
   size_t next = 0;
   for (Operation &op : body) {
@@ -234,7 +237,7 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
 }
 
 void forEachLoweredChunk(StageOp stage, llvm::function_ref<void(const ps::FillChunkRow &)> fn) {
-  llvm::StringMap<Schedule> schedules = schedulesOf(stage);
+  Schedules schedules = schedulesOf(stage);
   ps::FillChunkTable chunks;
   for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
     chunks.clear();
