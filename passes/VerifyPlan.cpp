@@ -78,6 +78,11 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   // Stages are checked on MLIR's threads, each with a plan of its own: a
   // 128 x 4096 plan has 2.6 million chunks, and one copy of all of them
   // with the checker's per-bubble indexes was the driver's peak memory.
+  // Each job's index by its symbol's uniqued name (a pointer): looked up
+  // once per chunk.
+  llvm::DenseMap<StringAttr, int> jobOf;
+  for (size_t j = 0; j < problem.jobOps.size(); ++j)
+    jobOf[problem.jobOps[j].getSymNameAttr()] = int(j);
   mlir::parallelFor(module.getContext(), 0, checks.size(), [&](size_t s) {
     StageCheck &check = checks[s];
     fill::Plan &plan = check.plan;
@@ -96,7 +101,8 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
       ArrayRef<FillChunk> fills = bubble.getFills();
       for (size_t i = 0; i < fills.size(); ++i) {
         const FillChunk &f = fills[i];
-        int job = problem.jobIndex.lookup(f.getJob());
+        auto known = jobOf.find(f.job.getAttr());
+        int job = known == jobOf.end() ? problem.jobIndex.lookup(f.getJob()) : known->second;
         auto as = byJob.find(job);
         if (as == byJob.end()) {
           check.orphan = {bubble, i};
