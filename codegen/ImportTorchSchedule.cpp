@@ -130,7 +130,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
 
   Builder b(context);
   OpBuilder builder(context);
-  AttrCache attrs(context);
+  InstrBuilder instrs(context);
   StringAttr overlapId = b.getStringAttr("torch_overlap");
   size_t r = 0;
   for (StageOp stage : pipeline.getStages()) {
@@ -154,7 +154,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
         loc = at(order[next].loc);
       if (compute && next < order.size())
         loc = at(order[next].loc);
-      Operation *op = buildInstr(builder, loc, in, attrs);
+      Operation *op = instrs.build(builder, loc, in);
       if (compute && next < order.size()) {
         if (order[next].overlapGroup >= 0)
           op->setAttr(overlapId, b.getI64IntegerAttr(order[next].overlapGroup));

@@ -39,12 +39,12 @@ struct ExpandSchedulePass
       mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
         StageOp stage = stages[s];
         mlir::OpBuilder builder(stage.getContext());
-        AttrCache attrs(stage.getContext());
+        InstrBuilder instrs(stage.getContext());
         builder.setInsertionPointToEnd(&stage.getBody().front());
         for (sched::Instr instr : schedule[s]) {
           if (instr.kind == sched::InstrKind::AllReduceGrads)
             instr.bytes = spec.gradBytes;
-          buildInstr(builder, stage.getLoc(), instr, attrs);
+          instrs.build(builder, stage.getLoc(), instr);
         }
       });
     }

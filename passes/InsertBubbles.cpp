@@ -77,6 +77,7 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
         BubbleKindAttr::get(ctx, BubbleKind::Cooldown), BubbleKindAttr::get(ctx, BubbleKind::Tail)};
     mlir::parallelFor(ctx, 0, stages.size(), [&](size_t s) {
       OpBuilder builder(ctx);
+      OpFactory<BubbleOp> factory(ctx);
       StageOp stage = stages[s];
       Block &body = stage.getBody().front();
       const auto &stageOps = ops[s];
@@ -85,11 +86,12 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
           builder.setInsertionPoint(stageOps[bubble->insertBefore]);
         else
           builder.setInsertionPointToEnd(&body);
-        auto op = builder.create<BubbleOp>(stage.getLoc(),
-                                           kindAttrs[static_cast<int>(toIR(bubble->kind))]);
-        op.setStartUs(bubble->startUs);
-        op.setDurationUs(bubble->durationUs);
-        op.setFreeBytes(bubble->freeBytes);
+        BubbleOp::Properties props;
+        props.kind = kindAttrs[static_cast<int>(toIR(bubble->kind))];
+        props.start_us = bubble->startUs;
+        props.duration_us = bubble->durationUs;
+        props.free_bytes = bubble->freeBytes;
+        factory.create(builder, stage.getLoc(), props);
       }
     });
     return success();

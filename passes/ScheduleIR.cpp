@@ -171,8 +171,30 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
   });
 }
 
-Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
-                      AttrCache &attrs) {
+namespace {
+/// An op's properties with its compute fields set.
+template <typename OpT>
+typename OpT::Properties computeProps(IntegerAttr mb, IntegerAttr chunk, FloatAttr dur) {
+  typename OpT::Properties p;
+  p.microbatch = mb;
+  p.chunk = chunk;
+  p.duration_us = dur;
+  return p;
+}
+template <typename OpT>
+typename OpT::Properties transferProps(PayloadAttr payload, IntegerAttr mb, IntegerAttr chunk,
+                                       IntegerAttr peer, IntegerAttr bytes) {
+  typename OpT::Properties p;
+  p.payload = payload;
+  p.microbatch = mb;
+  p.chunk = chunk;
+  p.peer = peer;
+  p.bytes = bytes;
+  return p;
+}
+} // namespace
+
+Operation *InstrBuilder::build(OpBuilder &b, Location loc, const sched::Instr &instr) {
   FloatAttr dur = attrs.f64(instr.durationUs);
   IntegerAttr mb = attrs.i64(instr.microbatch < 0 ? 0 : instr.microbatch);
   IntegerAttr chunk = attrs.i64(instr.chunk);
@@ -181,24 +203,43 @@ Operation *buildInstr(OpBuilder &b, Location loc, const sched::Instr &instr,
                                                                       : Payload::Gradient);
   };
   switch (instr.kind) {
-  case sched::InstrKind::Forward:
-    return b.create<ForwardOp>(loc, mb, chunk, dur);
-  case sched::InstrKind::Backward:
-    return b.create<BackwardOp>(loc, mb, chunk, dur);
-  case sched::InstrKind::BackwardInput:
-    return b.create<BackwardInputOp>(loc, mb, chunk, dur);
-  case sched::InstrKind::BackwardWeight:
-    return b.create<BackwardWeightOp>(loc, mb, chunk, dur);
-  case sched::InstrKind::Send:
-    return b.create<SendOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
-                            attrs.i64(instr.bytes));
-  case sched::InstrKind::Recv:
-    return b.create<RecvOp>(loc, payload(), mb, chunk, attrs.i64(instr.peer),
-                            attrs.i64(instr.bytes));
-  case sched::InstrKind::AllReduceGrads:
-    return b.create<AllReduceGradsOp>(loc, attrs.i64(instr.bytes), dur);
-  case sched::InstrKind::OptimizerStep:
-    return b.create<OptimizerStepOp>(loc, dur);
+  case sched::InstrKind::Forward: {
+    auto p = computeProps<ForwardOp>(mb, chunk, dur);
+    return forward.create(b, loc, p);
+  }
+  case sched::InstrKind::Backward: {
+    auto p = computeProps<BackwardOp>(mb, chunk, dur);
+    return backward.create(b, loc, p);
+  }
+  case sched::InstrKind::BackwardInput: {
+    auto p = computeProps<BackwardInputOp>(mb, chunk, dur);
+    return backwardInput.create(b, loc, p);
+  }
+  case sched::InstrKind::BackwardWeight: {
+    auto p = computeProps<BackwardWeightOp>(mb, chunk, dur);
+    return backwardWeight.create(b, loc, p);
+  }
+  case sched::InstrKind::Send: {
+    auto p = transferProps<SendOp>(payload(), mb, chunk, attrs.i64(instr.peer),
+                                   attrs.i64(instr.bytes));
+    return send.create(b, loc, p);
+  }
+  case sched::InstrKind::Recv: {
+    auto p = transferProps<RecvOp>(payload(), mb, chunk, attrs.i64(instr.peer),
+                                   attrs.i64(instr.bytes));
+    return recv.create(b, loc, p);
+  }
+  case sched::InstrKind::AllReduceGrads: {
+    AllReduceGradsOp::Properties p;
+    p.bytes = attrs.i64(instr.bytes);
+    p.duration_us = dur;
+    return allReduce.create(b, loc, p);
+  }
+  case sched::InstrKind::OptimizerStep: {
+    OptimizerStepOp::Properties p;
+    p.duration_us = dur;
+    return optimizer.create(b, loc, p);
+  }
   }
   return nullptr;
 }
