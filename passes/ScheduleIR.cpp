@@ -171,64 +171,42 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
   });
 }
 
-namespace {
-/// An op's properties with its compute fields set.
-template <typename OpT>
-typename OpT::Properties computeProps(IntegerAttr mb, IntegerAttr chunk, FloatAttr dur) {
-  typename OpT::Properties p;
-  p.microbatch = mb;
-  p.chunk = chunk;
-  p.duration_us = dur;
-  return p;
-}
-template <typename OpT>
-typename OpT::Properties transferProps(PayloadAttr payload, IntegerAttr mb, IntegerAttr chunk,
-                                       IntegerAttr peer, IntegerAttr bytes) {
-  typename OpT::Properties p;
-  p.payload = payload;
-  p.microbatch = mb;
-  p.chunk = chunk;
-  p.peer = peer;
-  p.bytes = bytes;
-  return p;
-}
-} // namespace
-
 Operation *InstrBuilder::build(OpBuilder &b, Location loc, const sched::Instr &instr) {
   FloatAttr dur = attrs.f64(instr.durationUs);
   IntegerAttr mb = attrs.i64(instr.microbatch < 0 ? 0 : instr.microbatch);
   IntegerAttr chunk = attrs.i64(instr.chunk);
-  auto payload = [&] {
-    return attrs.payload(instr.payload == sched::Payload::Activation ? Payload::Activation
-                                                                      : Payload::Gradient);
+  // A compute op (forward, backward and its halves) of the factory's class.
+  auto compute = [&](auto &factory) -> Operation * {
+    typename std::decay_t<decltype(factory)>::Op::Properties p;
+    p.microbatch = mb;
+    p.chunk = chunk;
+    p.duration_us = dur;
+    return factory.create(b, loc, p);
+  };
+  // A send or receive.
+  auto transfer = [&](auto &factory) -> Operation * {
+    typename std::decay_t<decltype(factory)>::Op::Properties p;
+    p.payload = attrs.payload(instr.payload == sched::Payload::Activation ? Payload::Activation
+                                                                           : Payload::Gradient);
+    p.microbatch = mb;
+    p.chunk = chunk;
+    p.peer = attrs.i64(instr.peer);
+    p.bytes = attrs.i64(instr.bytes);
+    return factory.create(b, loc, p);
   };
   switch (instr.kind) {
-  case sched::InstrKind::Forward: {
-    auto p = computeProps<ForwardOp>(mb, chunk, dur);
-    return forward.create(b, loc, p);
-  }
-  case sched::InstrKind::Backward: {
-    auto p = computeProps<BackwardOp>(mb, chunk, dur);
-    return backward.create(b, loc, p);
-  }
-  case sched::InstrKind::BackwardInput: {
-    auto p = computeProps<BackwardInputOp>(mb, chunk, dur);
-    return backwardInput.create(b, loc, p);
-  }
-  case sched::InstrKind::BackwardWeight: {
-    auto p = computeProps<BackwardWeightOp>(mb, chunk, dur);
-    return backwardWeight.create(b, loc, p);
-  }
-  case sched::InstrKind::Send: {
-    auto p = transferProps<SendOp>(payload(), mb, chunk, attrs.i64(instr.peer),
-                                   attrs.i64(instr.bytes));
-    return send.create(b, loc, p);
-  }
-  case sched::InstrKind::Recv: {
-    auto p = transferProps<RecvOp>(payload(), mb, chunk, attrs.i64(instr.peer),
-                                   attrs.i64(instr.bytes));
-    return recv.create(b, loc, p);
-  }
+  case sched::InstrKind::Forward:
+    return compute(forward);
+  case sched::InstrKind::Backward:
+    return compute(backward);
+  case sched::InstrKind::BackwardInput:
+    return compute(backwardInput);
+  case sched::InstrKind::BackwardWeight:
+    return compute(backwardWeight);
+  case sched::InstrKind::Send:
+    return transfer(send);
+  case sched::InstrKind::Recv:
+    return transfer(recv);
   case sched::InstrKind::AllReduceGrads: {
     AllReduceGradsOp::Properties p;
     p.bytes = attrs.i64(instr.bytes);

@@ -64,6 +64,7 @@ InstrKind fromSchedKind(sched::InstrKind kind);
 /// op is inserted at the builder's insertion point.
 template <typename OpT> class OpFactory {
 public:
+  using Op = OpT;
   explicit OpFactory(mlir::MLIRContext *ctx)
       : name(*mlir::RegisteredOperationName::lookup(mlir::TypeID::get<OpT>(), ctx)),
         noAttrs(mlir::DictionaryAttr::get(ctx)) {}
