@@ -26,12 +26,15 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
   using InsertBubblesBase::InsertBubblesBase;
 
   void runOnOperation() override {
+    ScheduleAnalysis &lists = getAnalysis<ScheduleAnalysis>();
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
-      if (failed(insertBubbles(pipeline)))
+      if (failed(insertBubbles(pipeline, lists)))
         return signalPassFailure();
+    // Bubbles go between instructions: the instruction lists stand.
+    markAnalysesPreserved<ScheduleAnalysis>();
   }
 
-  LogicalResult insertBubbles(PipelineOp pipeline) {
+  LogicalResult insertBubbles(PipelineOp pipeline, ScheduleAnalysis &lists) {
     if (!pipeline.getIterationUs())
       return pipeline.emitError()
              << "has no simulated timeline; run pipefill-simulate first";
@@ -42,9 +45,15 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
       bubble.erase();
 
     sched::PipelineSpec spec = specFromIR(pipeline);
-    sched::Schedule schedule;
-    SmallVector<SmallVector<Operation *>> ops;
-    scheduleFromIR(pipeline, schedule, ops);
+    // The lists pipefill-simulate left, or read from the IR.
+    ScheduleAnalysis::Lists read;
+    ScheduleAnalysis::Lists *stored = lists.find(pipeline);
+    if (!stored) {
+      scheduleFromIR(pipeline, read.schedule, read.ops);
+      stored = &read;
+    }
+    const sched::Schedule &schedule = stored->schedule;
+    const auto &ops = stored->ops;
     sched::SimResult result;
     result.iterationUs = pipeline.getIterationUs()->convertToDouble();
     for (StageOp stage : pipeline.getStages()) {

@@ -41,6 +41,32 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops,
                     bool withTiming = true);
 
+/// The instruction lists of a module's pipelines (what scheduleFromIR reads,
+/// with timing), kept between passes as an MLIR analysis: pipefill-simulate
+/// stores the lists it simulated (the timing it wrote into the ops
+/// included) and marks the analysis preserved, and pipefill-insert-bubbles
+/// takes them instead of reading 10^5-10^6 ops again. A pass that does not
+/// preserve it invalidates it (MLIR's default), so a later pass reads the IR.
+class ScheduleAnalysis {
+public:
+  explicit ScheduleAnalysis(mlir::Operation *) {}
+  struct Lists {
+    sched::Schedule schedule;
+    llvm::SmallVector<llvm::SmallVector<mlir::Operation *>> ops;
+  };
+  /// The lists stored for `pipeline`, or null.
+  Lists *find(PipelineOp pipeline) {
+    auto it = lists.find(pipeline.getOperation());
+    return it == lists.end() ? nullptr : &it->second;
+  }
+  void store(PipelineOp pipeline, Lists value) {
+    lists[pipeline.getOperation()] = std::move(value);
+  }
+
+private:
+  llvm::DenseMap<mlir::Operation *, Lists> lists;
+};
+
 /// The shared deadlock rule (sched::checkDeadlockFree, support/Graph.h) on
 /// a pipeline's instruction order, whatever its timing attributes say: an
 /// error on the instruction that can never run (its file:line), or on the

@@ -16,12 +16,16 @@ namespace pipefill {
 namespace {
 struct SimulatePass : public impl::SimulateBase<SimulatePass> {
   void runOnOperation() override {
+    ScheduleAnalysis &lists = getAnalysis<ScheduleAnalysis>();
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
-      if (failed(simulatePipeline(pipeline)))
+      if (failed(simulatePipeline(pipeline, lists)))
         return signalPassFailure();
+    // The instruction lists, their timing as written into the ops, for
+    // pipefill-insert-bubbles.
+    markAnalysesPreserved<ScheduleAnalysis>();
   }
 
-  LogicalResult simulatePipeline(PipelineOp pipeline) {
+  LogicalResult simulatePipeline(PipelineOp pipeline, ScheduleAnalysis &lists) {
     if (!pipeline.isExpanded())
       return pipeline.emitError()
              << "has no instructions to simulate; run "
@@ -65,6 +69,7 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
       }
     }
     pipeline.setIterationUsAttr(b.getF64FloatAttr(result.iterationUs));
+    lists.store(pipeline, {std::move(schedule), std::move(ops)});
     return success(fits);
   }
 };
