@@ -79,6 +79,28 @@ InstrKind fromSchedKind(sched::InstrKind kind) {
   return InstrKind::Forward;
 }
 
+InstrTiming *timingOf(Operation &op) {
+  TypeID id = op.getName().getTypeID();
+  auto timing = [&](auto typed) { return &typed.getProperties().timing; };
+  if (id == TypeID::get<ForwardOp>())
+    return timing(ForwardOp(&op));
+  if (id == TypeID::get<BackwardOp>())
+    return timing(BackwardOp(&op));
+  if (id == TypeID::get<SendOp>())
+    return timing(SendOp(&op));
+  if (id == TypeID::get<RecvOp>())
+    return timing(RecvOp(&op));
+  if (id == TypeID::get<BackwardInputOp>())
+    return timing(BackwardInputOp(&op));
+  if (id == TypeID::get<BackwardWeightOp>())
+    return timing(BackwardWeightOp(&op));
+  if (id == TypeID::get<AllReduceGradsOp>())
+    return timing(AllReduceGradsOp(&op));
+  if (id == TypeID::get<OptimizerStepOp>())
+    return timing(OptimizerStepOp(&op));
+  return nullptr;
+}
+
 namespace {
 /// Reads one instruction op of class `Op` into `instr`: its fields straight
 /// from the op's properties, without the interface's per-field dispatch.

@@ -79,6 +79,11 @@ verifyDeadlockFree(PipelineOp pipeline, sched::Schedule &schedule,
                    llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops,
                    bool withTiming = false);
 
+/// The timing property of an instruction op (null for other ops), found by
+/// the op's class rather than through InstructionOpInterface: for the
+/// passes that write it on every instruction.
+InstrTiming *timingOf(mlir::Operation &op);
+
 /// The IR kind of a schedule instruction kind (toSchedKind's inverse).
 InstrKind fromSchedKind(sched::InstrKind kind);
 

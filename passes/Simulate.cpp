@@ -45,8 +45,10 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
     mlir::parallelFor(&getContext(), 0, schedule.size(), [&](size_t s) {
       for (size_t i = 0; i < schedule[s].size(); ++i) {
         const sched::Instr &instr = schedule[s][i];
-        cast<InstructionOpInterface>(ops[s][i])
-            .setTiming(instr.startUs, instr.endUs, instr.liveBytesAfter);
+        InstrTiming *t = timingOf(*ops[s][i]); // scheduleFromIR read only instructions
+        t->startUs = instr.startUs;
+        t->endUs = instr.endUs;
+        t->liveBytes = instr.liveBytesAfter;
       }
     });
 
