@@ -129,7 +129,7 @@ LogicalResult addFillJobs(ModuleOp module, Operation *anchor, const std::vector<
     }
   }
   // Instance index of each job on each device, for the chunks.
-  instanceOf.assign(begun.size(), {});
+  instanceOf.assign(begun.size(), JobInstances());
   for (auto &[key, index] : instance)
     instanceOf[key.second][nameAttr.lookup(key.first)] = index;
   return success();

@@ -411,7 +411,7 @@ struct Walker {
   };
 
   const std::string *rootPrefix = nullptr;
-  std::unordered_map<const pb::FieldDescriptor *, const FieldLimit *> limits;
+  std::unordered_map<const pb::FieldDescriptor *, const FieldLimit *> limits = {};
 
   /// "prefix.stage[2]" of the message at `n`.
   std::string pathOf(const Node &n) const {
