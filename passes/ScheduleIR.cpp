@@ -79,26 +79,36 @@ InstrKind fromSchedKind(sched::InstrKind kind) {
   return InstrKind::Forward;
 }
 
-InstrTiming *timingOf(Operation &op) {
+namespace {
+/// Calls fn with `op` as its instruction class (found by TypeID, the common
+/// classes first) and returns what it returns; `none` for other ops. What
+/// the passes that touch every instruction use instead of the interface's
+/// per-call dispatch.
+template <typename R, typename Fn> R visitInstr(Operation &op, R none, Fn &&fn) {
   TypeID id = op.getName().getTypeID();
-  auto timing = [&](auto typed) { return &typed.getProperties().timing; };
   if (id == TypeID::get<ForwardOp>())
-    return timing(ForwardOp(&op));
+    return fn(ForwardOp(&op));
   if (id == TypeID::get<BackwardOp>())
-    return timing(BackwardOp(&op));
+    return fn(BackwardOp(&op));
   if (id == TypeID::get<SendOp>())
-    return timing(SendOp(&op));
+    return fn(SendOp(&op));
   if (id == TypeID::get<RecvOp>())
-    return timing(RecvOp(&op));
+    return fn(RecvOp(&op));
   if (id == TypeID::get<BackwardInputOp>())
-    return timing(BackwardInputOp(&op));
+    return fn(BackwardInputOp(&op));
   if (id == TypeID::get<BackwardWeightOp>())
-    return timing(BackwardWeightOp(&op));
+    return fn(BackwardWeightOp(&op));
   if (id == TypeID::get<AllReduceGradsOp>())
-    return timing(AllReduceGradsOp(&op));
+    return fn(AllReduceGradsOp(&op));
   if (id == TypeID::get<OptimizerStepOp>())
-    return timing(OptimizerStepOp(&op));
-  return nullptr;
+    return fn(OptimizerStepOp(&op));
+  return none;
+}
+} // namespace
+
+InstrTiming *timingOf(Operation &op) {
+  return visitInstr(op, static_cast<InstrTiming *>(nullptr),
+                    [](auto typed) { return &typed.getProperties().timing; });
 }
 
 namespace {
@@ -143,28 +153,10 @@ void readInstr(Op op, int64_t stashPerChunk, bool withTiming, sched::Instr &inst
 /// readInstr for whichever instruction class `op` is; false for other ops.
 bool readAnyInstr(Operation &op, int64_t stashPerChunk, bool withTiming,
                   sched::Instr &instr) {
-  TypeID id = op.getName().getTypeID();
-  auto read = [&](auto typed) {
+  return visitInstr(op, false, [&](auto typed) {
     readInstr(typed, stashPerChunk, withTiming, instr);
     return true;
-  };
-  if (id == TypeID::get<ForwardOp>())
-    return read(ForwardOp(&op));
-  if (id == TypeID::get<BackwardOp>())
-    return read(BackwardOp(&op));
-  if (id == TypeID::get<SendOp>())
-    return read(SendOp(&op));
-  if (id == TypeID::get<RecvOp>())
-    return read(RecvOp(&op));
-  if (id == TypeID::get<BackwardInputOp>())
-    return read(BackwardInputOp(&op));
-  if (id == TypeID::get<BackwardWeightOp>())
-    return read(BackwardWeightOp(&op));
-  if (id == TypeID::get<AllReduceGradsOp>())
-    return read(AllReduceGradsOp(&op));
-  if (id == TypeID::get<OptimizerStepOp>())
-    return read(OptimizerStepOp(&op));
-  return false;
+  });
 }
 } // namespace
 
