@@ -161,12 +161,21 @@ std::optional<ReportData> computeReport(ModuleOp module) {
 // 128 x 4096 x 100: 899 MB); one line per bubble also keeps the file
 // readable with grep and head. Keys are in llvm::json's sorted order.
 namespace {
-/// Writes doubles as printf("%.17g") does. Most doubles of a report repeat
-/// (a fill chunk's predicted time is one of a few per job and batch), so the
-/// text of recent values is kept in a small direct-mapped table.
-class F64Writer {
+/// A bubble's line, built in memory and written to the stream at once:
+/// raw_ostream's integer output (llvm::write_integer) cost ~150
+/// instructions a number, and a 64 x 512 report has ~10^6 of them.
+class LineBuffer {
 public:
-  void write(llvm::raw_ostream &os, double v) {
+  void text(llvm::StringRef s) { line.append(s.begin(), s.end()); }
+  void i64(int64_t v) {
+    char buf[24];
+    std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
+    line.append(buf, r.ptr);
+  }
+  /// printf("%.17g"). Most doubles of a report repeat (a fill chunk's
+  /// predicted time is one of a few per job and batch), so the text of
+  /// recent values is kept in a small direct-mapped table.
+  void f64(double v) {
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     Entry &e = table[(bits ^ (bits >> 29) ^ (bits >> 47)) % kEntries];
@@ -177,7 +186,27 @@ public:
       e.bits = bits;
       e.used = true;
     }
-    os.write(e.text, e.size);
+    line.append(e.text, e.text + e.size);
+  }
+  /// A JSON string as llvm::json writes it: plain names directly, anything
+  /// that needs escaping through llvm::json itself.
+  void string(llvm::StringRef str) {
+    bool plain = llvm::all_of(str, [](char c) {
+      return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    });
+    if (!plain) {
+      llvm::raw_svector_ostream os(line);
+      os << llvm::json::Value(str.str());
+      return;
+    }
+    line.push_back('"');
+    text(str);
+    line.push_back('"');
+  }
+  /// Writes the line and starts the next.
+  void flush(llvm::raw_ostream &os) {
+    os.write(line.data(), line.size());
+    line.clear();
   }
 
 private:
@@ -189,56 +218,56 @@ private:
     char text[32]; // %.17g of a double is at most 24 characters
   };
   std::vector<Entry> table = std::vector<Entry>(kEntries);
+  llvm::SmallString<4096> line;
 };
-
-/// A JSON string as llvm::json writes it: plain names directly, anything
-/// that needs escaping through llvm::json itself.
-void writeString(llvm::raw_ostream &os, llvm::StringRef str) {
-  bool plain = llvm::all_of(str, [](char c) {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-  });
-  if (!plain) {
-    os << llvm::json::Value(str.str());
-    return;
-  }
-  os << '"' << str << '"';
-}
 
 class BubbleWriter {
 public:
   void write(llvm::raw_ostream &os, const ReportBubble &b) {
-    os << "{\"duration_us\": ";
-    f64.write(os, b.durationUs);
-    os << ", \"filled_us\": ";
-    f64.write(os, b.filledUs);
+    out.text("{\"duration_us\": ");
+    out.f64(b.durationUs);
+    out.text(", \"filled_us\": ");
+    out.f64(b.filledUs);
     if (b.numFills > 0) {
-      os << ", \"fills\": [";
+      out.text(", \"fills\": [");
       bool firstFill = true;
       BubbleOp bubble = b.op; // a handle; its accessors are non-const
       for (const FillChunk &f : bubble.getFills()) {
         if (!firstFill)
-          os << ", ";
+          out.text(", ");
         firstFill = false;
-        os << "{\"batch\": " << int64_t(f.batch) << ", \"iteration\": " << int64_t(f.iteration)
-           << ", \"job\": ";
-        writeString(os, f.getJob());
-        os << ", \"layer_begin\": " << int64_t(f.layerBegin)
-           << ", \"layer_end\": " << int64_t(f.layerEnd)
-           << ", \"peak_bytes\": " << int64_t(f.peakBytes) << ", \"predicted_us\": ";
-        f64.write(os, f.predictedUs);
-        os << ", \"repeat\": " << int64_t(f.repeat) << '}';
+        out.text("{\"batch\": ");
+        out.i64(f.batch);
+        out.text(", \"iteration\": ");
+        out.i64(f.iteration);
+        out.text(", \"job\": ");
+        out.string(f.getJob());
+        out.text(", \"layer_begin\": ");
+        out.i64(f.layerBegin);
+        out.text(", \"layer_end\": ");
+        out.i64(f.layerEnd);
+        out.text(", \"peak_bytes\": ");
+        out.i64(f.peakBytes);
+        out.text(", \"predicted_us\": ");
+        out.f64(f.predictedUs);
+        out.text(", \"repeat\": ");
+        out.i64(f.repeat);
+        out.text("}");
       }
-      os << ']';
+      out.text("]");
     }
-    os << ", \"free_bytes\": " << b.freeBytes << ", \"kind\": ";
-    writeString(os, b.kind);
-    os << ", \"start_us\": ";
-    f64.write(os, b.startUs);
-    os << '}';
+    out.text(", \"free_bytes\": ");
+    out.i64(b.freeBytes);
+    out.text(", \"kind\": ");
+    out.string(b.kind);
+    out.text(", \"start_us\": ");
+    out.f64(b.startUs);
+    out.text("}");
+    out.flush(os);
   }
 
 private:
-  F64Writer f64;
+  LineBuffer out;
 };
 } // namespace
 

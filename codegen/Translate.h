@@ -40,9 +40,16 @@ mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
 /// Writes the StreamProgram that pipefill-lower-to-stream (with
 /// `iterations`) followed by exportStreamProgram gives for a compiled
 /// module, without building the pfstream IR in between: the stages are
-/// lowered straight into the program's messages (passes/StageLowering.h).
+/// lowered straight into the program's messages (passes/StageLowering.h),
+/// each stage's instructions read only while it is lowered. Like the pass,
+/// it first checks the instruction order for deadlocks, unless `checkOrder`
+/// is false: for a caller that has just simulated this very order
+/// (pipefill-simulate fails on the orders the check rejects,
+/// algo/schedule/tests/ErrorTest.cpp), where the check would only cost the
+/// whole pipeline's instruction lists in memory.
 mlir::LogicalResult lowerAndExportStreamProgram(mlir::ModuleOp module, int64_t iterations,
-                                                llvm::raw_ostream &os, bool text);
+                                                llvm::raw_ostream &os, bool text,
+                                                bool checkOrder = true);
 /// Writes C++ source holding the program as the runtime's tables
 /// (runtime/pfrt_tables.h) and a main() that runs them (a standalone runtime
 /// binary once compiled).

@@ -30,8 +30,10 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
       if (failed(insertBubbles(pipeline, lists)))
         return signalPassFailure();
-    // Bubbles go between instructions: the instruction lists stand.
-    markAnalysesPreserved<ScheduleAnalysis>();
+    // Bubbles go between instructions, so the lists would still be right,
+    // but no later pass reads them: not preserving them frees them now
+    // instead of after pipefill-plan-fill (1F1B 128 x 4096: 295 MB held
+    // through planning, the driver's peak).
   }
 
   LogicalResult insertBubbles(PipelineOp pipeline, ScheduleAnalysis &lists) {

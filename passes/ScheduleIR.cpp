@@ -160,6 +160,23 @@ bool readAnyInstr(Operation &op, int64_t stashPerChunk, bool withTiming,
 }
 } // namespace
 
+void stageFromIR(StageOp stage, int64_t virtualStages, std::vector<sched::Instr> &list,
+                 SmallVectorImpl<Operation *> &ops, bool withTiming) {
+  list.clear();
+  ops.clear();
+  int64_t stashPerChunk = static_cast<int64_t>(stage.getStashBytes()) / virtualStages;
+  // No reserve: Block's op list is an ilist whose size() walks every op,
+  // and at 10^5 ops per stage that walk (a cache miss per op) cost three
+  // times the read below.
+  for (Operation &op : stage.getBody().front()) {
+    sched::Instr instr;
+    if (!readAnyInstr(op, stashPerChunk, withTiming, instr))
+      continue;
+    list.push_back(instr);
+    ops.push_back(&op);
+  }
+}
+
 void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     SmallVectorImpl<SmallVector<Operation *>> &ops, bool withTiming) {
   int64_t v = pipeline.getVirtualStages();
@@ -168,20 +185,7 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
   ops.assign(stages.size(), {});
   // Stages are isolated from above: each is read on its own thread.
   mlir::parallelFor(pipeline->getContext(), 0, stages.size(), [&](size_t s) {
-    StageOp stage = stages[s];
-    auto &list = schedule[s];
-    auto &opList = ops[s];
-    int64_t stashPerChunk = static_cast<int64_t>(stage.getStashBytes()) / v;
-    // No reserve: Block's op list is an ilist whose size() walks every op,
-    // and at 10^5 ops per stage that walk (a cache miss per op) cost three
-    // times the read below.
-    for (Operation &op : stage.getBody().front()) {
-      sched::Instr instr;
-      if (!readAnyInstr(op, stashPerChunk, withTiming, instr))
-        continue;
-      list.push_back(instr);
-      opList.push_back(&op);
-    }
+    stageFromIR(stages[s], v, schedule[s], ops[s], withTiming);
   });
 }
 

@@ -41,12 +41,18 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
                     llvm::SmallVectorImpl<llvm::SmallVector<mlir::Operation *>> &ops,
                     bool withTiming = true);
 
+/// One stage's instruction list, as scheduleFromIR reads it
+/// (`virtualStages`: its pipeline's).
+void stageFromIR(StageOp stage, int64_t virtualStages, std::vector<sched::Instr> &list,
+                 llvm::SmallVectorImpl<mlir::Operation *> &ops, bool withTiming = true);
+
 /// The instruction lists of a module's pipelines (what scheduleFromIR reads,
 /// with timing), kept between passes as an MLIR analysis: pipefill-simulate
 /// stores the lists it simulated (the timing it wrote into the ops
 /// included) and marks the analysis preserved, and pipefill-insert-bubbles
-/// takes them instead of reading 10^5-10^6 ops again. A pass that does not
-/// preserve it invalidates it (MLIR's default), so a later pass reads the IR.
+/// takes them instead of reading 10^5-10^6 ops again, and, as their last
+/// reader, lets them go. A pass that does not preserve it invalidates it
+/// (MLIR's default), so a later pass reads the IR.
 class ScheduleAnalysis {
 public:
   explicit ScheduleAnalysis(mlir::Operation *) {}
