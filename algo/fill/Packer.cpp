@@ -13,6 +13,7 @@
 #include "algo/fill/PlannerInternal.h"
 #include "support/Checked.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -278,19 +279,36 @@ private:
     usableTotal = 0;
     const double least = ctx + cfg.minOpUs;
     uint64_t lastBits = 0;
-    for (size_t k = 0; k < budget.size(); ++k) {
+    if (!merge) {
+      for (size_t k = 0; k < budget.size(); ++k) {
+        if (!(budget[k] >= least && mem[k] >= cfg.minOpTransient))
+          continue;
+        ++usableTotal;
+        usable.push_back(int(k));
+        usableCount.push_back(1);
+      }
+      return usable;
+    }
+    // By the frontier's runs of equal bubbles (budget and free bytes, so
+    // equal `mem` too, which is the frontier's less the persistent bytes):
+    // a run is usable or not as a whole and merges into one entry, with the
+    // previous usable one where that is equal too.
+    const std::vector<uint32_t> &runs = frontier.runs();
+    assert(runs.size() >= 1 && runs.back() == budget.size());
+    for (size_t r = 0; r + 1 < runs.size(); ++r) {
+      const size_t k = runs[r];
+      const int64_t length = int64_t(runs[r + 1]) - int64_t(k);
       if (!(budget[k] >= least && mem[k] >= cfg.minOpTransient))
         continue;
-      ++usableTotal;
+      usableTotal += length;
       uint64_t bits;
       std::memcpy(&bits, &budget[k], sizeof bits);
-      if (merge && !usable.empty() && bits == lastBits &&
-          mem[k] == mem[usable.back()]) {
-        ++usableCount.back();
+      if (!usable.empty() && bits == lastBits && mem[k] == mem[usable.back()]) {
+        usableCount.back() += length;
         continue;
       }
       usable.push_back(int(k));
-      usableCount.push_back(1);
+      usableCount.push_back(length);
       lastBits = bits;
     }
     return usable;

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <thread>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
@@ -179,19 +180,29 @@ struct SimResult {
 /// Answers "is there a bubble with at least this much time and memory?".
 class BubbleFrontier {
 public:
+  /// From a slot's bubbles: their time budgets and free bytes. A packing
+  /// with this frontier takes the same budgets, and the free bytes less its
+  /// persistent bytes (pack()).
   void build(const std::vector<double> &budget, const std::vector<int64_t> &mem) {
     points.clear();
-    for (size_t k = 0; k < budget.size(); ++k)
-      add(budget[k], mem[k]);
-    finish();
-  }
-  void add(double time, int64_t bytes) { points.push_back({time, bytes}); }
-  void finish() {
+    runStarts.clear();
+    for (size_t k = 0; k < budget.size(); ++k) {
+      if (k > 0 && sameBits(budget[k], budget[k - 1]) && mem[k] == mem[k - 1])
+        continue; // the run's first bubble stands for it
+      runStarts.push_back(uint32_t(k));
+      points.push_back({budget[k], mem[k]});
+    }
+    runStarts.push_back(uint32_t(budget.size()));
     std::sort(points.begin(), points.end(),
               [](const auto &a, const auto &b) { return a.first > b.first; });
     for (size_t i = 1; i < points.size(); ++i)
       points[i].second = std::max(points[i].second, points[i - 1].second);
   }
+  /// Where the runs of consecutive bubbles with bit-equal budgets and equal
+  /// free bytes start, then the number of bubbles. A pipeline's bubbles
+  /// come in few runs (1F1B 64 x 512: ~130 per stage of ~500 bubbles), and
+  /// a packing treats the bubbles of a run alike.
+  const std::vector<uint32_t> &runs() const { return runStarts; }
   bool empty() const { return points.empty(); }
   bool fits(double time, int64_t bytes) const {
     // Points with budget >= time form a prefix; its memory is a running max.
@@ -212,7 +223,14 @@ public:
   }
 
 private:
+  static bool sameBits(double a, double b) {
+    uint64_t x, y;
+    std::memcpy(&x, &a, sizeof x);
+    std::memcpy(&y, &b, sizeof y);
+    return x == y;
+  }
   std::vector<std::pair<double, int64_t>> points;
+  std::vector<uint32_t> runStarts;
 };
 
 /// Variants of the greedy, only for configurations with activations on the
@@ -267,9 +285,9 @@ std::vector<Method> packingMethods(const JobConfig &cfg,
                                    const Config &config);
 
 /// Packs one configuration on one stage (budget[k], mem[k]: the time and the
-/// transient bytes bubble k leaves it; frontier: the slot's bubbles with free
-/// bytes before persistent bytes, which are `persistent` in total); emits the
-/// chunks when `emit` is set.
+/// transient bytes bubble k leaves it; frontier: built from `budget` and the
+/// bubbles' free bytes before persistent bytes, mem[k] + `persistent`);
+/// emits the chunks when `emit` is set.
 SimResult pack(const JobConfig &cfg, double ctx,
                const std::vector<double> &budget,
                const std::vector<int64_t> &mem, const BubbleFrontier &frontier,
@@ -319,15 +337,18 @@ struct AllBubbles {
   int64_t maxMem = std::numeric_limits<int64_t>::min();
 
   AllBubbles(const std::vector<StageInfo> &stages, const Config &config) {
+    std::vector<double> budget;
+    std::vector<int64_t> mem;
     for (const StageInfo &s : stages) {
       maxMinFree = std::max(maxMinFree, s.minFree);
+      budget.insert(budget.end(), s.budget.begin(), s.budget.end());
+      mem.insert(mem.end(), s.mem.begin(), s.mem.end());
       for (size_t k = 0; k < s.budget.size(); ++k) {
-        frontier.add(s.budget[k], s.mem[k]);
         maxBudget = std::max(maxBudget, s.budget[k]);
         maxMem = std::max(maxMem, s.mem[k]);
       }
     }
-    frontier.finish();
+    frontier.build(budget, mem);
     maxDuration = maxBudget / (1 - config.safetyMargin);
   }
 };

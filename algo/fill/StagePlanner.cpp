@@ -140,7 +140,9 @@ public:
                const std::vector<JobInfo> &infos, const Config &config,
                Plan &plan)
       : stage(stage), stageId(stageId), jobs(jobs), infos(infos),
-        config(config), plan(plan) {}
+        config(config), plan(plan), memSorted(stage.mem) {
+    std::sort(memSorted.begin(), memSorted.end());
+  }
 
   void run() {
     size_t numBubbles = stage.budget.size();
@@ -491,8 +493,6 @@ private:
     }
     const int64_t persistent = layout.persistent;
     BoundTable bounds(budget, config.contextSwitchUs);
-    std::vector<int64_t> memSorted = stage.mem;
-    std::sort(memSorted.begin(), memSorted.end());
     // The all-device setting A of a batch dominates a setting B of the
     // same batch when A fits every bubble B could use: A's chunks are never
     // slower (no copies, no recompute), so any schedule of B is one of A,
@@ -965,6 +965,7 @@ private:
   const std::vector<JobInfo> &infos;
   const Config &config;
   Plan &plan;
+  std::vector<int64_t> memSorted; // the stage's free bytes, ascending
 
   bool small = false; // joint search with restrictions and batch groups
   double work = 0;     // see countWork()
