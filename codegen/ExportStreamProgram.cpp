@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/StreamProgramBuilder.h"
+#include "codegen/StreamProgramWire.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/stream/PfstreamOps.h"
@@ -270,6 +271,9 @@ struct ProgramSource {
   /// stopped it, or null.
   std::function<Operation *(size_t, const JobInstances &, rt::DeviceProgram *)>
       exportDevice;
+  /// Where set, writes the bytes of device `i`'s message (what
+  /// exportDevice's message serializes to) without building the message.
+  std::function<Operation *(size_t, const JobInstances &, std::string &)> encodeDevice;
   /// Keeps what exportDevice reads alive.
   std::shared_ptr<void> state;
 };
@@ -447,6 +451,16 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
     lowerStage(s->facts, s->stages[i], instrs, instrOps, sink);
     return nullptr;
   };
+  src.encodeDevice = [s = state.get()](size_t i, const JobInstances &jobs,
+                                       std::string &out) -> Operation * {
+    std::vector<sched::Instr> instrs;
+    SmallVector<Operation *> instrOps;
+    stageFromIR(s->stages[i], s->facts.v, instrs, instrOps);
+    WireSink sink(jobs);
+    lowerStage(s->facts, s->stages[i], instrs, instrOps, sink);
+    sink.finish(out);
+    return nullptr;
+  };
   src.state = state;
   return src;
 }
@@ -519,6 +533,10 @@ LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
     std::vector<std::string> messages(end - begin);
     std::vector<Operation *> unexported(end - begin, nullptr);
     mlir::parallelFor(ctx, begin, end, [&](size_t i) {
+      if (src.encodeDevice) {
+        unexported[i - begin] = src.encodeDevice(i, instanceOf[i], messages[i - begin]);
+        return;
+      }
       // One arena per device: its ~10^4 submessages freed in one call.
       google::protobuf::Arena arena;
       auto *d = google::protobuf::Arena::CreateMessage<rt::DeviceProgram>(&arena);
