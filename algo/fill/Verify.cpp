@@ -187,8 +187,8 @@ public:
       while (e < byBubble.size() && byBubble[e].stage == byBubble[b].stage &&
              byBubble[e].bubble == byBubble[b].bubble)
         ++e;
-      checkBubble({byBubble[b].stage, byBubble[b].bubble},
-                  Groups(byBubble.data() + b, byBubble.data() + e));
+      bubbleGroups.reset(byBubble.data() + b, byBubble.data() + e);
+      checkBubble({byBubble[b].stage, byBubble[b].bubble}, bubbleGroups);
       b = e;
     }
     checkTailSamples();
@@ -246,7 +246,10 @@ private:
     };
     using Entry = std::pair<std::pair<int, int>, List>;
 
-    Groups(const BubbleEntry *begin, const BubbleEntry *end) {
+    /// The groups of entries [begin, end), replacing the previous ones
+    /// (the room is kept from one bubble to the next).
+    void reset(const BubbleEntry *begin, const BubbleEntry *end) {
+      groups.clear();
       for (const BubbleEntry *g = begin; g != end;) {
         const BubbleEntry *h = g;
         while (h != end && h->window == g->window && h->iteration == g->iteration)
@@ -284,12 +287,6 @@ private:
     add(Violation::On::Chunk, int(i), std::move(s));
   }
 
-  int findBubble(const StageBubbles &s, int id) const {
-    const std::unordered_map<int, int> &index = bubbleIndex.at(&s);
-    auto it = index.find(id);
-    return it == index.end() ? -1 : it->second;
-  }
-
   void sortRefs(std::vector<Ref> &refs) const {
     std::sort(refs.begin(), refs.end(), [&](const Ref &x, const Ref &y) {
       const Chunk &cx = plan.chunks[x.chunk], &cy = plan.chunks[y.chunk];
@@ -302,9 +299,10 @@ private:
   void checkChunk(size_t i);
   void checkChunkTimeAndMemory(size_t i, const Job &job, const Bubble &bubble);
   void checkBubble(std::pair<int, int> key, const Groups &groups);
+  /// Window key -> assignment, by key.
+  using Owners = std::vector<std::pair<int, const Assignment *>>;
   void checkBubbleIterations(std::pair<int, int> key, const Groups &groups,
-                             const std::map<int, const Assignment *> &owner,
-                             int64_t horizon);
+                             const Owners &owner, int64_t horizon);
   void checkBubbleWindows(std::pair<int, int> key, const Groups &groups);
   void checkTailSamples();
   void checkCursor(std::pair<int, int> key, const Assignment &a);
@@ -344,6 +342,18 @@ private:
   std::map<int, int64_t> stagePersistent;
   std::map<const Assignment *, size_t> assignmentIndex;
   std::map<std::pair<int, int>, std::vector<Ref>> byAssignment, tailsByAssignment;
+  // checkBubble's buffers, kept from one bubble to the next.
+  Groups bubbleGroups;
+  Owners owners;
+  std::vector<std::pair<double, size_t>> activeChunks;
+  /// checkChunk's lookups for the previous chunk (map nodes do not move).
+  struct Last {
+    int stageId = 0, bubbleId = std::numeric_limits<int>::min(), job = -1, bubble = -1;
+    const StageBubbles *stage = nullptr;
+    const std::unordered_map<int, int> *index = nullptr;
+    const Assignment *assignment = nullptr;
+    std::vector<Ref> *refs = nullptr, *tailRefs = nullptr;
+  } last;
   /// (stage, bubble index) -> (job, iteration) -> chunks
   std::vector<BubbleEntry> byBubble;
   std::map<std::pair<int, int>, int64_t> tailPeriodSamples;
@@ -402,12 +412,25 @@ void Checker::checkAssignments() {
 void Checker::checkChunk(size_t i) {
   const Chunk &c = plan.chunks[i];
   auto report = [&](std::string s) { onChunk(i, std::move(s)); };
-  auto st = stageById.find(c.stage);
-  if (st == stageById.end()) {
+  // Chunks come bubble by bubble, mostly a job's run after another's: the
+  // previous chunk's stage, bubble and assignment are looked up once.
+  if (!last.stage || last.stageId != c.stage) {
+    auto st = stageById.find(c.stage);
+    last = Last();
+    last.stageId = c.stage;
+    last.stage = st == stageById.end() ? nullptr : st->second;
+    last.index = last.stage ? &bubbleIndex.at(last.stage) : nullptr;
+  }
+  if (!last.stage) {
     report(format("is on stage %d, which has no bubbles", c.stage));
     return;
   }
-  int k = findBubble(*st->second, c.bubbleId);
+  if (last.bubbleId != c.bubbleId) {
+    auto it = last.index->find(c.bubbleId);
+    last.bubbleId = c.bubbleId;
+    last.bubble = it == last.index->end() ? -1 : it->second;
+  }
+  int k = last.bubble;
   if (k < 0) {
     report(format("is in bubble %d, which stage %d does not have", c.bubbleId, c.stage));
     return;
@@ -428,12 +451,17 @@ void Checker::checkChunk(size_t i) {
   }
   if (c.repeat > 1 && (c.layerBegin != 0 || c.layerEnd != total))
     report(format("repeats %d times but runs layers %d to %d, not a whole batch", c.repeat, c.layerBegin, c.layerEnd));
-  auto as = assignment.find({c.stage, c.job});
-  if (as == assignment.end()) {
+  if (last.job != c.job) {
+    auto as = assignment.find({c.stage, c.job});
+    last.job = c.job;
+    last.assignment = as == assignment.end() ? nullptr : as->second;
+    last.refs = last.tailRefs = nullptr;
+  }
+  if (!last.assignment) {
     report(format("has no pipefill.assignment for @%s on stage %d", job.name.c_str(), c.stage));
     return;
   }
-  const Assignment &a = *as->second;
+  const Assignment &a = *last.assignment;
   // A tail chunk: a whole batch of a smaller batch size, same placements.
   bool tail = c.batch < a.batch;
   if (tail && (c.layerBegin != 0 || c.layerEnd != total))
@@ -454,10 +482,13 @@ void Checker::checkChunk(size_t i) {
     report("copies over PCIe (weights streamed or activations on the host), but the hardware has no PCIe bandwidth");
     return;
   }
-  checkChunkTimeAndMemory(i, job, st->second->bubbles[k]);
+  checkChunkTimeAndMemory(i, job, last.stage->bubbles[k]);
   // Tail chunks form a window of their own after every job's window.
   int windowKey = tail ? c.job + int(jobs.size()) : c.job;
-  (tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}].push_back({k, i});
+  std::vector<Ref> *&refs = tail ? last.tailRefs : last.refs;
+  if (!refs)
+    refs = &(tail ? tailsByAssignment : byAssignment)[{c.stage, c.job}];
+  refs->push_back({k, i});
   byBubble.push_back({c.stage, k, windowKey, c.iteration, i});
 }
 
@@ -521,11 +552,14 @@ void Checker::checkBubble(std::pair<int, int> key, const Groups &groups) {
   constexpr int64_t kMaxHorizon = 4096;
   int64_t maxPrefix = 0, lcm = 1;
   bool bounded = true;
-  std::map<int, const Assignment *> owner; // window key -> assignment
+  Owners &owner = owners; // the groups come by window key
+  owner.clear();
   for (auto &[jobIter, list] : groups) {
+    if (!owner.empty() && owner.back().first == jobIter.first)
+      continue;
     int job = jobIter.first % int(jobs.size());
     const Assignment &a = *assignment[{key.first, job}];
-    owner[jobIter.first] = &a;
+    owner.push_back({jobIter.first, &a});
     maxPrefix = std::max<int64_t>(maxPrefix, a.prefixIterations);
     int64_t p = std::max(1, a.periodIterations);
     int64_t g = p, h = lcm;
@@ -545,13 +579,12 @@ void Checker::checkBubble(std::pair<int, int> key, const Groups &groups) {
 }
 
 /// The exact check: every iteration of the run up to `horizon`.
-void Checker::checkBubbleIterations(
-    std::pair<int, int> key, const Groups &groups,
-    const std::map<int, const Assignment *> &owner, int64_t horizon) {
+void Checker::checkBubbleIterations(std::pair<int, int> key, const Groups &groups,
+                                    const Owners &owner, int64_t horizon) {
   const Bubble &bubble = stageById[key.first]->bubbles[key.second];
   double limit = bubble.durationUs * (1 - config.safetyMargin);
   bool reported = false;
-  std::vector<std::pair<double, size_t>> active;
+  std::vector<std::pair<double, size_t>> &active = activeChunks;
   for (int64_t t = 0; t < horizon && !reported; ++t) {
     active.clear();
     for (auto &[windowKey, a] : owner) {
