@@ -439,8 +439,11 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
   src.seed = 0;
   src.begun.resize(state->stages.size());
   mlir::parallelFor(module.getContext(), 0, state->stages.size(), [&](size_t i) {
-    forEachLoweredChunk(state->stages[i],
-                        [&](const ps::FillChunkRow &chunk) { countBegun(chunk, src.begun[i]); });
+    // What countBegun would count of the rows, without building them.
+    countLoweredChunks(state->stages[i],
+                       [&](FlatSymbolRefAttr job, int64_t begunSamples) {
+                         src.begun[i][job.getAttr()] += begunSamples;
+                       });
   });
   src.exportDevice = [s = state.get()](size_t i, const JobInstances &jobs,
                                        rt::DeviceProgram *d) -> Operation * {

@@ -74,13 +74,24 @@ Schedules schedulesOf(StageOp stage) {
 /// within a period, a batch begun in the previous period being continued
 /// with offset -1. A chunk that repeats whole batches becomes one chunk per
 /// batch.
-void lowerChunk(const FillChunk &fill, const Schedules &schedules, ps::FillChunkTable &out) {
+/// The schedule of the chunk's job where the chunk lowers to runtime chunks
+/// (its `repeat` of them), else null: a chunk of the prefix or of a job
+/// without an assignment or without batches in its period lowers to none.
+const Schedule *scheduleIfLowered(const FillChunk &fill, const Schedules &schedules) {
   auto it = schedules.find(fill.job.getAttr());
   if (it == schedules.end())
-    return;
+    return nullptr;
   const Schedule &s = it->second;
   if (fill.iteration < s.prefix || s.batchesPerPeriod <= 0)
+    return nullptr;
+  return &s;
+}
+
+void lowerChunk(const FillChunk &fill, const Schedules &schedules, ps::FillChunkTable &out) {
+  const Schedule *found = scheduleIfLowered(fill, schedules);
+  if (!found)
     return;
+  const Schedule &s = *found;
   int64_t batch = std::max<int64_t>(1, fill.batch);
   int64_t first = fill.sampleBegin / batch;
   // A tail chunk's samples follow the period's main batches.
@@ -236,16 +247,17 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
   }
 }
 
-void forEachLoweredChunk(StageOp stage, llvm::function_ref<void(const ps::FillChunkRow &)> fn) {
+void countLoweredChunks(
+    StageOp stage, llvm::function_ref<void(FlatSymbolRefAttr job, int64_t begunSamples)> fn) {
   Schedules schedules = schedulesOf(stage);
-  ps::FillChunkTable chunks;
-  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>()) {
-    chunks.clear();
-    for (const FillChunk &fill : bubble.getFills())
-      lowerChunk(fill, schedules, chunks);
-    for (const ps::FillChunkRow &row : chunks)
-      fn(row);
-  }
+  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+    for (const FillChunk &fill : bubble.getFills()) {
+      if (!scheduleIfLowered(fill, schedules) || fill.repeat < 1)
+        continue;
+      // lowerChunk's rows: `repeat` of them, each of batch max(1, batch),
+      // beginning their batches where the chunk starts at layer 0.
+      fn(fill.job, fill.layerBegin == 0 ? fill.repeat * std::max<int64_t>(1, fill.batch) : 0);
+    }
 }
 
 } // namespace pipefill

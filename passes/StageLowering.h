@@ -75,9 +75,12 @@ pfstream::BubbleKind toStreamKind(BubbleKind kind);
 void lowerStage(const PipelineFacts &facts, StageOp stage, llvm::ArrayRef<sched::Instr> instrs,
                 llvm::ArrayRef<mlir::Operation *> instrOps, StreamSink &sink);
 
-/// The runtime chunks the stage's planned chunks lower to, in order.
-void forEachLoweredChunk(StageOp stage,
-                         llvm::function_ref<void(const pfstream::FillChunkRow &)> fn);
+/// Per planned chunk that lowers to runtime chunks: its job and the samples
+/// of the batches those begin (the rows with layerBegin 0), without building
+/// them.
+void countLoweredChunks(
+    StageOp stage,
+    llvm::function_ref<void(mlir::FlatSymbolRefAttr job, int64_t begunSamples)> fn);
 
 } // namespace pipefill
 
