@@ -167,7 +167,9 @@ namespace {
 class LineBuffer {
 public:
   void text(llvm::StringRef s) { line.append(s.begin(), s.end()); }
-  void i64(int64_t v) {
+  /// `before` (a key with its separators), then the value.
+  void i64(llvm::StringRef before, int64_t v) {
+    text(before);
     char buf[24];
     std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, v);
     line.append(buf, r.ptr);
@@ -175,7 +177,8 @@ public:
   /// printf("%.17g"). Most doubles of a report repeat (a fill chunk's
   /// predicted time is one of a few per job and batch), so the text of
   /// recent values is kept in a small direct-mapped table.
-  void f64(double v) {
+  void f64(llvm::StringRef before, double v) {
+    text(before);
     uint64_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     Entry &e = table[(bits ^ (bits >> 29) ^ (bits >> 47)) % kEntries];
@@ -190,7 +193,8 @@ public:
   }
   /// A JSON string as llvm::json writes it: plain names directly, anything
   /// that needs escaping through llvm::json itself.
-  void string(llvm::StringRef str) {
+  void string(llvm::StringRef before, llvm::StringRef str) {
+    text(before);
     bool plain = llvm::all_of(str, [](char c) {
       return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
     });
@@ -224,44 +228,29 @@ private:
 class BubbleWriter {
 public:
   void write(llvm::raw_ostream &os, const ReportBubble &b) {
-    out.text("{\"duration_us\": ");
-    out.f64(b.durationUs);
-    out.text(", \"filled_us\": ");
-    out.f64(b.filledUs);
+    out.f64("{\"duration_us\": ", b.durationUs);
+    out.f64(", \"filled_us\": ", b.filledUs);
     if (b.numFills > 0) {
       out.text(", \"fills\": [");
-      bool firstFill = true;
+      llvm::StringRef open = "{\"batch\": ";
       BubbleOp bubble = b.op; // a handle; its accessors are non-const
       for (const FillChunk &f : bubble.getFills()) {
-        if (!firstFill)
-          out.text(", ");
-        firstFill = false;
-        out.text("{\"batch\": ");
-        out.i64(f.batch);
-        out.text(", \"iteration\": ");
-        out.i64(f.iteration);
-        out.text(", \"job\": ");
-        out.string(f.getJob());
-        out.text(", \"layer_begin\": ");
-        out.i64(f.layerBegin);
-        out.text(", \"layer_end\": ");
-        out.i64(f.layerEnd);
-        out.text(", \"peak_bytes\": ");
-        out.i64(f.peakBytes);
-        out.text(", \"predicted_us\": ");
-        out.f64(f.predictedUs);
-        out.text(", \"repeat\": ");
-        out.i64(f.repeat);
+        out.i64(open, f.batch);
+        open = ", {\"batch\": ";
+        out.i64(", \"iteration\": ", f.iteration);
+        out.string(", \"job\": ", f.getJob());
+        out.i64(", \"layer_begin\": ", f.layerBegin);
+        out.i64(", \"layer_end\": ", f.layerEnd);
+        out.i64(", \"peak_bytes\": ", f.peakBytes);
+        out.f64(", \"predicted_us\": ", f.predictedUs);
+        out.i64(", \"repeat\": ", f.repeat);
         out.text("}");
       }
       out.text("]");
     }
-    out.text(", \"free_bytes\": ");
-    out.i64(b.freeBytes);
-    out.text(", \"kind\": ");
-    out.string(b.kind);
-    out.text(", \"start_us\": ");
-    out.f64(b.startUs);
+    out.i64(", \"free_bytes\": ", b.freeBytes);
+    out.string(", \"kind\": ", b.kind);
+    out.f64(", \"start_us\": ", b.startUs);
     out.text("}");
     out.flush(os);
   }

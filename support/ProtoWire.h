@@ -90,7 +90,8 @@ public:
   void bytes(uint32_t field, std::string_view s) {
     tag(field, 2);
     varint(s.size());
-    std::memcpy(at, s.data(), s.size());
+    if (!s.empty()) // memcpy's source may not be null, even for no bytes
+      std::memcpy(at, s.data(), s.size());
     at += s.size();
   }
 
