@@ -12,6 +12,10 @@
 
 using namespace mlir;
 
+// What the field order in FillChunk is for (on LP64 targets).
+static_assert(sizeof(void *) != 8 || sizeof(pipefill::FillChunk) == 88,
+              "FillChunk is laid out to take 88 bytes");
+
 namespace pipefill {
 
 bool FillChunk::operator==(const FillChunk &o) const {
@@ -94,15 +98,15 @@ LogicalResult fillTableFromAttribute(FillTable &table, Attribute attr,
       return false;
     c.weights = weights.getValue();
     c.acts = acts.getValue();
-    return read.i64(row, "layers", c.layerBegin, true) &&
-           read.i64(row, "to", c.layerEnd, true) &&
-           read.i64(row, "batch", c.batch, true) &&
+    return read.i32(row, "layers", c.layerBegin, true) &&
+           read.i32(row, "to", c.layerEnd, true) &&
+           read.i32(row, "batch", c.batch, true) &&
            read.i64(row, "samples", c.sampleBegin, true) &&
            read.f64(row, "time", c.predictedUs, true) &&
            read.i64(row, "mem", c.peakBytes, true) &&
            read.f64(row, "copy", c.copyUs, false) &&
-           read.i64(row, "iteration", c.iteration, false) &&
-           read.i64(row, "repeat", c.repeat, false) &&
+           read.i32(row, "iteration", c.iteration, false) &&
+           read.i32(row, "repeat", c.repeat, false) &&
            read.f64(row, "offset", c.offsetUs, false);
   });
 }
@@ -119,8 +123,8 @@ llvm::hash_code hashFillTable(const FillTable &table) {
 
 void writeFillTable(DialectBytecodeWriter &writer, const FillTable &table) {
   writeRows(writer, table, [&](const FillChunk &c) {
-    for (int64_t v : {c.layerBegin, c.layerEnd, c.batch, c.sampleBegin, c.peakBytes,
-                      c.iteration, c.repeat})
+    for (int64_t v : {int64_t(c.layerBegin), int64_t(c.layerEnd), int64_t(c.batch),
+                      c.sampleBegin, c.peakBytes, int64_t(c.iteration), int64_t(c.repeat)})
       writer.writeSignedVarInt(v);
     writer.writeVarInt(static_cast<uint64_t>(c.weights));
     writer.writeVarInt(static_cast<uint64_t>(c.acts));
@@ -132,13 +136,21 @@ void writeFillTable(DialectBytecodeWriter &writer, const FillTable &table) {
 LogicalResult readFillTable(DialectBytecodeReader &reader, FillTable &table) {
   return readRows(reader, table, [&](FillChunk &c) -> LogicalResult {
     uint64_t weights, acts, time, copy, offset;
-    if (failed(readSignedVarInts(reader, {&c.layerBegin, &c.layerEnd, &c.batch,
-                                          &c.sampleBegin, &c.peakBytes, &c.iteration,
-                                          &c.repeat})) ||
+    int64_t layerBegin, layerEnd, batch, iteration, repeat;
+    if (failed(readSignedVarInts(reader, {&layerBegin, &layerEnd, &batch, &c.sampleBegin,
+                                          &c.peakBytes, &iteration, &repeat})) ||
         failed(reader.readVarInt(weights)) || failed(reader.readVarInt(acts)) ||
         failed(reader.readVarInt(time)) || failed(reader.readVarInt(copy)) ||
         failed(reader.readVarInt(offset)))
       return failure();
+    for (auto [wide, narrow] : {std::pair{layerBegin, &c.layerBegin}, {layerEnd, &c.layerEnd},
+                                {batch, &c.batch}, {iteration, &c.iteration},
+                                {repeat, &c.repeat}}) {
+      if (wide < std::numeric_limits<int32_t>::min() ||
+          wide > std::numeric_limits<int32_t>::max())
+        return reader.emitError("fills: a layer, batch, iteration or repeat count beyond 32 bits");
+      *narrow = static_cast<int32_t>(wide);
+    }
     if (!symbolizeWeightPlacement(static_cast<uint32_t>(weights)) ||
         !symbolizeActPlacement(static_cast<uint32_t>(acts)))
       return reader.emitError("fills: unknown weight or activation placement");

@@ -18,6 +18,7 @@
 #include "mlir/IR/OpImplementation.h"
 
 #include <initializer_list>
+#include <limits>
 #include <vector>
 
 namespace pipefill {
@@ -52,6 +53,16 @@ public:
       return fail("'" + name + "' must be an i64");
     if (v)
       out = v.getInt();
+    return ok;
+  }
+  /// An i64 field whose value must fit 32 bits.
+  bool i32(mlir::DictionaryAttr row, llvm::StringRef name, int32_t &out, bool required) {
+    int64_t wide = out;
+    if (!i64(row, name, wide, required))
+      return false;
+    if (wide < std::numeric_limits<int32_t>::min() || wide > std::numeric_limits<int32_t>::max())
+      return fail("'" + name + "' is " + llvm::Twine(wide) + ", beyond 32 bits");
+    out = static_cast<int32_t>(wide);
     return ok;
   }
   bool f64(mlir::DictionaryAttr row, llvm::StringRef name, double &out, bool required) {

@@ -476,6 +476,28 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// A chunk's layers, batch, iteration and repeat are 32-bit (dialect/FillTable.h):
+// larger values are refused, in the custom form and in the generic one.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{integer value too large}}
+      @j layers 0 to 4294967297 batch 1 samples 0 weights resident acts device time 1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{fills: 'repeat' is 4294967296, beyond 32 bits}}
+    "pipefill.bubble"() <{kind = 0 : i32, start_us = 0.0, duration_us = 1.0, free_bytes = 5 : i64, fills = [{job = @j, layers = 0 : i64, to = 1 : i64, batch = 1 : i64, samples = 0 : i64, weights = 0 : i32, acts = 0 : i32, time = 1.0, mem = 1 : i64, repeat = 4294967296 : i64}]}> : () -> ()
+  }
+}
+
+// -----
+
 // expected-error @+1 {{'pipefill.forward' op expects parent op 'pipefill.stage'}}
 pipefill.forward mb 0 chunk 0 duration 1.0
 
