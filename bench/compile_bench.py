@@ -17,7 +17,10 @@ Two ways through the compiler are measured:
 Usage:
   bench/compile_bench.py [--build build] [--mode driver|tools|both]
                          [--repeat N] [--sizes P:M:J:SCHED[:V] ...] [--trace]
-The default sizes are the targets of issue 12 plus a growth series.
+The default sizes are the targets of issue 12 plus a growth series. For
+1F1B 64 x 512 the driver's line "(schedule passes)" sets expand + simulate +
+insert-bubbles against bench-schedule's plain C++ for the same pipeline,
+run right after on the same machine (issue 12's 3x target).
 Every number printed is measured (clock reads while the work ran); the
 machine is shared, so run it several times and read ratios.
 """
@@ -203,6 +206,8 @@ def main():
                             not k.startswith("    ") and k.strip() != "pipefill-plan-fill"]
                     print(f"{name:<34} {mode:<7} {'(all but plan-fill)':<24} "
                           f"{sum(w for w, _, _ in side):9.3f} {sum(c for _, c, _ in side):9.3f}")
+                if mode == "driver" and (p, m, sched) == (64, 512, "ONE_F_ONE_B"):
+                    schedule_ratio(bin_dir, name, med)
                 walls = ", ".join(f"{total(r, mode)[0]:.3f}" for r in runs)
                 print(f"{name:<34} {mode:<7} {'TOTAL':<24} {tw:9.3f} {tc:9.3f} {tr:9.0f}"
                       f"   (all runs: {walls})")
@@ -218,6 +223,30 @@ def main():
                 (x - mx) ** 2 for x in xs)
             print(f"# growth exponent ({mode}, CPU seconds vs stages x micro-batches, "
                   f"{len(pts)} sizes): {slope:.2f}")
+
+
+def schedule_ratio(bin_dir, name, med):
+    """Issue 12's 3x target: expand + simulate + insert-bubbles through MLIR
+    (this run's phases) against the plain C++ of bench-schedule for the same
+    1F1B 64 x 512 pipeline (Kinds/p64_m512/1, its median of 5)."""
+    keys = ["pipefill-expand-schedule", "pipefill-simulate", "pipefill-insert-bubbles"]
+    walls = {k.strip(): w for k, (w, _, _) in med.items()}
+    exe = os.path.join(bin_dir, "bench-schedule")
+    if not all(k in walls for k in keys) or not os.path.exists(exe):
+        return
+    out = subprocess.run([exe, "--benchmark_filter=^Kinds/p64_m512/1/",
+                          "--benchmark_repetitions=5", "--benchmark_format=json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return
+    times = [b["real_time"] for b in json.loads(out.stdout)["benchmarks"]
+             if b.get("run_type") == "iteration" and b.get("time_unit") == "ms"]
+    if not times:
+        return
+    plain = statistics.median(times) / 1e3
+    passes = sum(walls[k] for k in keys)
+    print(f"{name:<34} {'driver':<7} {'(schedule passes)':<24} {passes:9.3f}"
+          f"   bench-schedule {plain * 1e3:.1f} ms: {passes / plain:.1f}x")
 
 
 if __name__ == "__main__":
