@@ -445,22 +445,23 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
                          src.begun[i][job.getAttr()] += begunSamples;
                        });
   });
-  src.exportDevice = [s = state.get()](size_t i, const JobInstances &jobs,
-                                       rt::DeviceProgram *d) -> Operation * {
+  // Stage i's instructions, read while it is lowered, into `sink`.
+  auto lower = [s = state.get()](size_t i, StreamSink &sink) {
     std::vector<sched::Instr> instrs;
     SmallVector<Operation *> instrOps;
     stageFromIR(s->stages[i], s->facts.v, instrs, instrOps);
-    ProtoSink sink(d, jobs);
     lowerStage(s->facts, s->stages[i], instrs, instrOps, sink);
+  };
+  src.exportDevice = [lower](size_t i, const JobInstances &jobs,
+                             rt::DeviceProgram *d) -> Operation * {
+    ProtoSink sink(d, jobs);
+    lower(i, sink);
     return nullptr;
   };
-  src.encodeDevice = [s = state.get()](size_t i, const JobInstances &jobs,
-                                       std::string &out) -> Operation * {
-    std::vector<sched::Instr> instrs;
-    SmallVector<Operation *> instrOps;
-    stageFromIR(s->stages[i], s->facts.v, instrs, instrOps);
+  src.encodeDevice = [lower](size_t i, const JobInstances &jobs,
+                             std::string &out) -> Operation * {
     WireSink sink(jobs);
-    lowerStage(s->facts, s->stages[i], instrs, instrOps, sink);
+    lower(i, sink);
     sink.finish(out);
     return nullptr;
   };

@@ -68,12 +68,6 @@ Schedules schedulesOf(StageOp stage) {
   return schedules;
 }
 
-/// One planned chunk of the steady state becomes runtime chunks: the
-/// prefix iterations (run once, while the plan settles) are dropped, the
-/// iteration inside the period becomes the phase, and samples are renumbered
-/// within a period, a batch begun in the previous period being continued
-/// with offset -1. A chunk that repeats whole batches becomes one chunk per
-/// batch.
 /// The schedule of the chunk's job where the chunk lowers to runtime chunks
 /// (its `repeat` of them), else null: a chunk of the prefix or of a job
 /// without an assignment or without batches in its period lowers to none.
@@ -87,6 +81,12 @@ const Schedule *scheduleIfLowered(const FillChunk &fill, const Schedules &schedu
   return &s;
 }
 
+/// One planned chunk of the steady state becomes runtime chunks: the
+/// prefix iterations (run once, while the plan settles) are dropped, the
+/// iteration inside the period becomes the phase, and samples are renumbered
+/// within a period, a batch begun in the previous period being continued
+/// with offset -1. A chunk that repeats whole batches becomes one chunk per
+/// batch.
 void lowerChunk(const FillChunk &fill, const Schedules &schedules, ps::FillChunkTable &out) {
   const Schedule *found = scheduleIfLowered(fill, schedules);
   if (!found)
