@@ -36,14 +36,14 @@ def InstructionOpInterface : OpInterface<"InstructionOpInterface"> {
     InterfaceMethod<"Device time in microseconds (0 for sends and receives).",
       "double", "getDeviceUs", (ins), [{}], [{
         if constexpr (::pipefill::detail::kHasDuration<ConcreteOp>)
-          return $_op.getDurationUs().convertToDouble();
+          return $_op.getDurationUs();
         else
           return 0.0;
       }]>,
     InterfaceMethod<"Sets the device time (compute, all-reduce, optimizer).",
       "void", "setDeviceUs", (ins "double":$us), [{}], [{
         if constexpr (::pipefill::detail::kHasDuration<ConcreteOp>)
-          $_op.setDurationUs(::llvm::APFloat(us));
+          $_op.setDurationUs(us);
       }]>,
     InterfaceMethod<"The peer stage of a send or receive, else -1.",
       "int64_t", "getPeerStage", (ins), [{}], [{

@@ -365,6 +365,73 @@ LogicalResult StageOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What the fields' attribute constraints checked before the fields became
+/// native numbers (Pipefill_InstrOp): indices and bytes >= 0, durations >= 0
+/// as a double compares (+0, -0 and +inf pass; NaN does not). A generic form
+/// without a field's key leaves its "unset" value (-1, NaN), caught here.
+template <typename Op>
+LogicalResult verifyInstrFields(Op op) {
+  auto index = [&](const char *name, int64_t value) -> LogicalResult {
+    if (value >= 0)
+      return success();
+    return op.emitOpError() << name << " must be >= 0 (got " << value << ")";
+  };
+  if constexpr (::pipefill::detail::kHasMicrobatch<Op>)
+    if (failed(index("microbatch", op.getMicrobatch())) ||
+        failed(index("chunk", op.getChunk())))
+      return failure();
+  if constexpr (::pipefill::detail::kHasPeer<Op>)
+    if (failed(index("peer", op.getPeer())))
+      return failure();
+  if constexpr (::pipefill::detail::kHasBytes<Op>)
+    if (failed(index("bytes", op.getBytes())))
+      return failure();
+  if constexpr (::pipefill::detail::kHasDuration<Op>) {
+    double us = op.getDurationUs();
+    if (!(us >= 0)) {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", us);
+      return op.emitOpError() << "duration_us must be a number >= 0 (got " << text << ")";
+    }
+  }
+  return success();
+}
+} // namespace
+
+// The fields each instruction class has: InstructionOpInterface, the
+// verifier and the passes detect them by their accessors, so a class that
+// lost one would read as "no micro-batch" everywhere, silently.
+namespace {
+template <typename Op>
+constexpr bool hasFields(bool microbatch, bool peer, bool bytes, bool duration) {
+  using namespace ::pipefill::detail;
+  return kHasMicrobatch<Op> == microbatch && kHasPeer<Op> == peer &&
+         kHasBytes<Op> == bytes && kHasDuration<Op> == duration;
+}
+static_assert(hasFields<ForwardOp>(true, false, false, true));
+static_assert(hasFields<BackwardOp>(true, false, false, true));
+static_assert(hasFields<BackwardInputOp>(true, false, false, true));
+static_assert(hasFields<BackwardWeightOp>(true, false, false, true));
+static_assert(hasFields<SendOp>(true, true, true, false));
+static_assert(hasFields<RecvOp>(true, true, true, false));
+static_assert(hasFields<AllReduceGradsOp>(false, false, true, true));
+static_assert(hasFields<OptimizerStepOp>(false, false, false, true));
+} // namespace
+
+LogicalResult ForwardOp::verify() { return verifyInstrFields(*this); }
+LogicalResult BackwardOp::verify() { return verifyInstrFields(*this); }
+LogicalResult BackwardInputOp::verify() { return verifyInstrFields(*this); }
+LogicalResult BackwardWeightOp::verify() { return verifyInstrFields(*this); }
+LogicalResult SendOp::verify() { return verifyInstrFields(*this); }
+LogicalResult RecvOp::verify() { return verifyInstrFields(*this); }
+LogicalResult AllReduceGradsOp::verify() { return verifyInstrFields(*this); }
+LogicalResult OptimizerStepOp::verify() { return verifyInstrFields(*this); }
+
+//===----------------------------------------------------------------------===//
 // BubbleOp
 //===----------------------------------------------------------------------===//
 

@@ -125,7 +125,7 @@ void readInstr(Op op, int64_t stashPerChunk, bool withTiming, sched::Instr &inst
     instr.chunk = 0;
   }
   if constexpr (detail::kHasDuration<Op>)
-    instr.durationUs = op.getDurationUs().convertToDouble();
+    instr.durationUs = op.getDurationUs();
   else
     instr.durationUs = 0.0;
   if constexpr (std::is_same_v<Op, ForwardOp>)
@@ -190,26 +190,23 @@ void scheduleFromIR(PipelineOp pipeline, sched::Schedule &schedule,
 }
 
 Operation *InstrBuilder::build(OpBuilder &b, Location loc, const sched::Instr &instr) {
-  FloatAttr dur = attrs.f64(instr.durationUs);
-  IntegerAttr mb = attrs.i64(instr.microbatch < 0 ? 0 : instr.microbatch);
-  IntegerAttr chunk = attrs.i64(instr.chunk);
+  const int64_t mb = instr.microbatch < 0 ? 0 : instr.microbatch;
   // A compute op (forward, backward and its halves) of the factory's class.
   auto compute = [&](auto &factory) -> Operation * {
     typename std::decay_t<decltype(factory)>::Op::Properties p;
     p.microbatch = mb;
-    p.chunk = chunk;
-    p.duration_us = dur;
+    p.chunk = instr.chunk;
+    p.duration_us = instr.durationUs;
     return factory.create(b, loc, p);
   };
   // A send or receive.
   auto transfer = [&](auto &factory) -> Operation * {
     typename std::decay_t<decltype(factory)>::Op::Properties p;
-    p.payload = attrs.payload(instr.payload == sched::Payload::Activation ? Payload::Activation
-                                                                           : Payload::Gradient);
+    p.payload = payloads[instr.payload == sched::Payload::Activation ? 0 : 1];
     p.microbatch = mb;
-    p.chunk = chunk;
-    p.peer = attrs.i64(instr.peer);
-    p.bytes = attrs.i64(instr.bytes);
+    p.chunk = instr.chunk;
+    p.peer = instr.peer;
+    p.bytes = instr.bytes;
     return factory.create(b, loc, p);
   };
   switch (instr.kind) {
@@ -227,13 +224,13 @@ Operation *InstrBuilder::build(OpBuilder &b, Location loc, const sched::Instr &i
     return transfer(recv);
   case sched::InstrKind::AllReduceGrads: {
     AllReduceGradsOp::Properties p;
-    p.bytes = attrs.i64(instr.bytes);
-    p.duration_us = dur;
+    p.bytes = instr.bytes;
+    p.duration_us = instr.durationUs;
     return allReduce.create(b, loc, p);
   }
   case sched::InstrKind::OptimizerStep: {
     OptimizerStepOp::Properties p;
-    p.duration_us = dur;
+    p.duration_us = instr.durationUs;
     return optimizer.create(b, loc, p);
   }
   }

@@ -138,12 +138,6 @@ public:
       a = b.getI64IntegerAttr(v);
     return a;
   }
-  PayloadAttr payload(Payload p) {
-    PayloadAttr &a = payloads[p == Payload::Activation ? 0 : 1];
-    if (!a)
-      a = PayloadAttr::get(b.getContext(), p);
-    return a;
-  }
 
 private:
   /// DenseMapInfo<uint64_t> hashes a key as key * 37, which keeps the low
@@ -165,25 +159,26 @@ private:
     static bool isEqual(uint64_t a, uint64_t b) { return a == b; }
   };
   mlir::Builder b;
-  PayloadAttr payloads[2];
   llvm::DenseMap<uint64_t, mlir::FloatAttr, MixedKeyInfo<~0ull, ~0ull - 1>> floats;
   llvm::DenseMap<uint64_t, mlir::IntegerAttr,
                  MixedKeyInfo<0x7fffffffffffffffull, 0x8000000000000000ull>>
       ints;
 };
 
-/// Creates instruction ops: the fields' attributes from a cache, the ops
-/// through OpFactory. One per thread.
+/// Creates instruction ops through OpFactory, their fields stored natively
+/// in the ops' properties. One per thread.
 class InstrBuilder {
 public:
   explicit InstrBuilder(mlir::MLIRContext *ctx)
-      : attrs(ctx), forward(ctx), backward(ctx), backwardInput(ctx), backwardWeight(ctx),
-        send(ctx), recv(ctx), allReduce(ctx), optimizer(ctx) {}
+      : payloads{PayloadAttr::get(ctx, Payload::Activation),
+                 PayloadAttr::get(ctx, Payload::Gradient)},
+        forward(ctx), backward(ctx), backwardInput(ctx), backwardWeight(ctx), send(ctx),
+        recv(ctx), allReduce(ctx), optimizer(ctx) {}
   /// The op for one instruction, at the builder's insertion point.
   mlir::Operation *build(mlir::OpBuilder &b, mlir::Location loc, const sched::Instr &instr);
 
 private:
-  AttrCache attrs;
+  PayloadAttr payloads[2]; // activation, gradient
   OpFactory<ForwardOp> forward;
   OpFactory<BackwardOp> backward;
   OpFactory<BackwardInputOp> backwardInput;

@@ -505,17 +505,17 @@ pipefill.forward mb 0 chunk 0 duration 1.0
 
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    // expected-error @+1 {{'pipefill.forward' op duration_us must be a number >= 0 (got -1)}}
     pipefill.forward mb 0 chunk 0 duration -1.0
   }
 }
 
 // -----
 
-// NaN is not >= 0 (the constraint reads the APFloat's sign and category).
+// NaN is not >= 0.
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
-    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    // expected-error @+1 {{'pipefill.forward' op duration_us must be a number >= 0 (got nan)}}
     pipefill.forward mb 0 chunk 0 duration 0x7FF8000000000000
   }
 }
@@ -526,8 +526,121 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     pipefill.forward mb 0 chunk 0 duration -0.0
-    // expected-error @+1 {{attribute 'duration_us' failed to satisfy constraint: 64-bit float attribute whose value is non-negative}}
+    // expected-error @+1 {{'pipefill.forward' op duration_us must be a number >= 0 (got -4.94066e-324)}}
     pipefill.forward mb 1 chunk 0 duration 0x8000000000000001
+  }
+}
+
+// -----
+
+// Instruction fields are native numbers (no attribute constraint): the op's
+// verifier checks each, in the custom and in the generic form, where a
+// missing key leaves the field unset (-1, NaN).
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.backward' op microbatch must be >= 0 (got -1)}}
+    pipefill.backward mb -1 chunk 0 duration 1.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.backward_weight' op chunk must be >= 0 (got -2)}}
+    pipefill.backward_weight mb 0 chunk -2 duration 1.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.send' op peer must be >= 0 (got -1)}}
+    pipefill.send activation mb 0 chunk 0 to -1 bytes 8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.recv' op bytes must be >= 0 (got -8)}}
+    pipefill.recv gradient mb 0 chunk 0 from 1 bytes -8
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.allreduce_grads' op bytes must be >= 0 (got -5)}}
+    pipefill.allreduce_grads bytes -5 duration 1.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.optimizer_step' op duration_us must be a number >= 0 (got -3)}}
+    pipefill.optimizer_step duration -3.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.backward_input' op duration_us must be a number >= 0 (got nan)}}
+    "pipefill.backward_input"() <{microbatch = 0 : i64, chunk = 0 : i64}> : () -> ()
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.send' op microbatch must be >= 0 (got -1)}}
+    "pipefill.send"() <{payload = 0 : i32, chunk = 0 : i64, peer = 1 : i64, bytes = 8 : i64}> : () -> ()
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{expected an i64 attribute}}
+    "pipefill.forward"() <{microbatch = 0 : i32, chunk = 0 : i64, duration_us = 1.0}> : () -> ()
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 1.0} {
+  }
+}
+
+// -----
+
+// +inf is >= 0 and passes, as -0.0 does.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 0x7FF0000000000000
+    // expected-error @+1 {{'pipefill.forward' op duration_us must be a number >= 0 (got -inf)}}
+    pipefill.forward mb 1 chunk 0 duration 0xFFF0000000000000
   }
 }
 
