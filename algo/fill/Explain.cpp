@@ -138,20 +138,36 @@ void opWork(const Job &job, int begin, int end, bool checkpoint,
 }
 } // namespace
 
-double shortestChunkUs(const std::vector<JobInfo> &infos, const Config &config) {
-  double shortest = kInf;
-  for (const JobInfo &info : infos)
-    if (info.reason.empty())
-      for (const JobConfig &cfg : info.configs)
-        shortest = std::min(shortest, config.contextSwitchUs + cfg.minOpUs);
-  return shortest;
+ShortChunks shortChunks(const std::vector<JobInfo> &infos, const Config &config) {
+  ShortChunks out;
+  struct Entry {
+    double us;
+    int job;
+    int64_t persistent, transient;
+  };
+  std::vector<Entry> entries;
+  for (size_t j = 0; j < infos.size(); ++j)
+    if (infos[j].reason.empty())
+      for (const JobConfig &cfg : infos[j].configs)
+        entries.push_back({config.contextSwitchUs + cfg.minOpUs, int(j),
+                           cfg.persistentBytes, cfg.minOpTransient});
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry &a, const Entry &b) { return a.us < b.us; });
+  for (const Entry &e : entries) {
+    out.us.push_back(e.us);
+    out.job.push_back(e.job);
+    out.persistent.push_back(e.persistent);
+    out.transient.push_back(e.transient);
+  }
+  return out;
 }
 
 StageAccount accountStage(const StageInfo &info, const StageBubbles &sb,
                           const std::vector<Job> &jobs, const std::vector<JobInfo> &infos,
-                          const Hardware &hw, const Config &config, double shortest,
-                          const Plan &part) {
+                          const Hardware &hw, const Config &config,
+                          const ShortChunks &shortChunks, const Plan &part) {
   const double ctx = config.contextSwitchUs;
+  const double shortest = shortChunks.shortest();
   // The stage's assignments by job.
   std::map<int, const Assignment *> assignment;
   for (const Assignment &a : part.assignments)
@@ -187,24 +203,28 @@ StageAccount accountStage(const StageInfo &info, const StageBubbles &sb,
   }
   acc.otherOverheadUs =
       std::max(0.0, acc.filledUs - acc.usefulUs - acc.switchUs - acc.launchUs);
-  // The settings that may run on the stage as (shortest chunk, fewest
-  // bytes with what the stage keeps), by time, with the running least
-  // bytes: some chunk fits (time, bytes) iff the least bytes among those
-  // no longer than time is within bytes.
-  std::vector<std::pair<double, int64_t>> shortChunks;
-  for (size_t j = 0; j < infos.size(); ++j) {
-    if (!infos[j].reason.empty())
-      continue;
-    const bool on = assignment.count(int(j)) > 0;
-    for (const JobConfig &cfg : infos[j].configs) {
-      int64_t keep = persistent + (on ? 0 : cfg.persistentBytes);
-      if (keep <= info.minFree)
-        shortChunks.push_back({ctx + cfg.minOpUs, keep + cfg.minOpTransient});
+  // The settings that may run on the stage, by their shortest chunk (the
+  // table is sorted once for all stages), with the running least bytes that
+  // chunk needs here with what the stage keeps: some chunk fits (time,
+  // bytes) iff the least bytes among those no longer than time is within
+  // bytes. A setting the stage's memory cannot keep counts for nothing.
+  const size_t ns = shortChunks.us.size();
+  std::vector<char> on(infos.size(), 0);
+  for (const auto &[job, a] : assignment)
+    on[job] = 1;
+  std::vector<int64_t> leastBytes(ns);
+  std::vector<size_t> counted(ns); // settings counted up to here
+  int64_t least = std::numeric_limits<int64_t>::max();
+  size_t count = 0;
+  for (size_t i = 0; i < ns; ++i) {
+    int64_t keep = persistent + (on[shortChunks.job[i]] ? 0 : shortChunks.persistent[i]);
+    if (keep <= info.minFree) {
+      least = std::min(least, keep + shortChunks.transient[i]);
+      ++count;
     }
+    leastBytes[i] = least;
+    counted[i] = count;
   }
-  std::sort(shortChunks.begin(), shortChunks.end());
-  for (size_t i = 1; i < shortChunks.size(); ++i)
-    shortChunks[i].second = std::min(shortChunks[i].second, shortChunks[i - 1].second);
   for (size_t k = 0; k < nb; ++k) {
     const Bubble &b = sb.bubbles[k];
     acc.bubbleUs += b.durationUs;
@@ -217,10 +237,9 @@ StageAccount accountStage(const StageInfo &info, const StageBubbles &sb,
       continue;
     }
     // A chunk that short exists: does one also fit the memory?
-    size_t n = std::upper_bound(shortChunks.begin(), shortChunks.end(),
-                                std::make_pair(left, std::numeric_limits<int64_t>::max())) -
-               shortChunks.begin();
-    bool fits = n > 0 && shortChunks[n - 1].second <= info.mem[k];
+    size_t n = std::upper_bound(shortChunks.us.begin(), shortChunks.us.end(), left) -
+               shortChunks.us.begin();
+    bool fits = n > 0 && counted[n - 1] > 0 && leastBytes[n - 1] <= info.mem[k];
     (fits ? acc.granularityUs : acc.memoryUs) += left;
   }
   acc.idleUs = std::max(0.0, acc.bubbleUs - acc.filledUs);

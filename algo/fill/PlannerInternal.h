@@ -359,9 +359,18 @@ struct AllBubbles {
 std::string explainNoFit(const Job &job, const JobInfo &info,
                          const AllBubbles &all, const Config &config);
 
-/// The shortest chunk of any valid job under any setting, context switch
-/// included (what accountStage calls too short).
-double shortestChunkUs(const std::vector<JobInfo> &infos, const Config &config);
+/// The shortest chunk of every setting of every valid job (context switch
+/// included), by time: what accountStage asks "does some chunk this short
+/// fit this memory" of. Built once for all stages (Explain.cpp).
+struct ShortChunks {
+  std::vector<double> us;           // ascending
+  std::vector<int> job;             // the setting's job
+  std::vector<int64_t> persistent;  // its persistent bytes
+  std::vector<int64_t> transient;   // its least transient bytes
+  /// What accountStage calls too short: no chunk is shorter.
+  double shortest() const { return us.empty() ? kInf : us.front(); }
+};
+ShortChunks shortChunks(const std::vector<JobInfo> &infos, const Config &config);
 
 /// Where one stage's bubble time goes, from the stage's own part of the
 /// plan (`part`: its chunks and assignments, in plan order): useful time,
@@ -369,8 +378,8 @@ double shortestChunkUs(const std::vector<JobInfo> &infos, const Config &config);
 /// rest of each bubble stays idle (Explain.cpp).
 StageAccount accountStage(const StageInfo &info, const StageBubbles &input,
                           const std::vector<Job> &jobs, const std::vector<JobInfo> &infos,
-                          const Hardware &hw, const Config &config, double shortestUs,
-                          const Plan &part);
+                          const Hardware &hw, const Config &config,
+                          const ShortChunks &shortChunks, const Plan &part);
 
 /// Calls fn(i) for every i < n, on up to `threads` threads (this one
 /// included), each i once; fn must only write what belongs to its i.

@@ -43,20 +43,33 @@ struct Candidate {
 /// times per bubble.
 class BoundTable {
 public:
+  /// The budgets sorted in decreasing order, kept as their distinct values
+  /// with the running sums and counts at each value's end: a pipeline's
+  /// stage has hundreds of bubbles but a few dozen lengths, and the bounds
+  /// of every setting search this table several times per slot. The sums
+  /// are those of the budgets one by one in sorted order, so a bound is
+  /// the same as over the whole sorted list.
   BoundTable(const std::vector<double> &budget, double ctx) : ctx(ctx) {
-    sorted = budget;
-    std::sort(sorted.begin(), sorted.end(), std::greater<double>());
-    prefix.assign(sorted.size() + 1, 0);
-    for (size_t i = 0; i < sorted.size(); ++i)
-      prefix[i + 1] = prefix[i] + sorted[i];
+    std::vector<double> all = budget;
+    std::sort(all.begin(), all.end(), std::greater<double>());
+    double sum = 0;
+    prefix.assign(1, 0);
+    counts.assign(1, 0);
+    for (size_t i = 0; i < all.size(); ++i) {
+      sum += all[i];
+      if (i + 1 < all.size() && all[i + 1] == all[i])
+        continue;
+      sorted.push_back(all[i]);
+      prefix.push_back(sum);
+      counts.push_back(i + 1);
+    }
   }
   double bound(const JobConfig &cfg) const {
     double threshold = ctx + cfg.minOpUs;
-    // Number of bubbles with budget >= threshold (sorted descending).
-    size_t count = std::upper_bound(sorted.begin(), sorted.end(), threshold,
-                                    std::greater<double>()) -
-                   sorted.begin();
-    double s1 = prefix[count];
+    // The bubbles with budget >= threshold (sorted descending).
+    size_t at = atLeast(threshold);
+    size_t count = counts[at];
+    double s1 = prefix[at];
     double s2 = s1 - double(count) * ctx;
     if (count == 0 || s2 <= 0)
       return 0;
@@ -68,12 +81,8 @@ public:
     // Every batch runs the slowest op once, each run in its own chunk of at
     // least ctx + maxOpLowerUs, in a bubble at least that long.
     double x = ctx + cfg.maxOpLowerUs;
-    if (x > 0) {
-      size_t fit = std::upper_bound(sorted.begin(), sorted.end(), x,
-                                    std::greater<double>()) -
-                   sorted.begin();
-      batches = std::min(batches, prefix[fit] / x);
-    }
+    if (x > 0)
+      batches = std::min(batches, prefix[atLeast(x)] / x);
     return batches * cfg.valuePerBatch;
   }
 
@@ -89,19 +98,22 @@ public:
       double need = ctx + std::max({t.computeUs, t.inUs, t.outUs});
       if (!(need > 0))
         continue;
-      size_t fit = std::upper_bound(sorted.begin(), sorted.end(), ctx + t.us,
-                                    std::greater<double>()) -
-                   sorted.begin();
-      batches = std::min(batches, prefix[fit] / need);
+      batches = std::min(batches, prefix[atLeast(ctx + t.us)] / need);
     }
     // Slack for the rounding of the sums here and in the packer.
     return batches * cfg.valuePerBatch * (1 + 1e-9);
   }
 
 private:
+  /// How many distinct budgets are >= x (they lead the table).
+  size_t atLeast(double x) const {
+    return std::upper_bound(sorted.begin(), sorted.end(), x, std::greater<double>()) -
+           sorted.begin();
+  }
   double ctx;
-  std::vector<double> sorted;
-  std::vector<double> prefix;
+  std::vector<double> sorted;  // distinct budgets, decreasing
+  std::vector<double> prefix;  // prefix[i]: sum of the budgets >= sorted[i - 1]
+  std::vector<size_t> counts;  // counts[i]: how many budgets those are
 };
 
 /// A stage plan under construction: the jobs placed so far (slots), the
@@ -142,6 +154,7 @@ public:
       : stage(stage), stageId(stageId), jobs(jobs), infos(infos),
         config(config), plan(plan), memSorted(stage.mem) {
     std::sort(memSorted.begin(), memSorted.end());
+    memSorted.erase(std::unique(memSorted.begin(), memSorted.end()), memSorted.end());
   }
 
   void run() {
@@ -965,7 +978,7 @@ private:
   const std::vector<JobInfo> &infos;
   const Config &config;
   Plan &plan;
-  std::vector<int64_t> memSorted; // the stage's free bytes, ascending
+  std::vector<int64_t> memSorted; // the stage's distinct free bytes, ascending
 
   bool small = false; // joint search with restrictions and batch groups
   double work = 0;     // see countWork()
@@ -990,14 +1003,14 @@ void planStages(const std::vector<StageBubbles> &stages,
                 const std::vector<StageInfo> &infos, const std::vector<Job> &jobs,
                 const std::vector<JobInfo> &jobInfos, const Hardware &hw,
                 const Config &config, const ChunkSink &sink, Plan &plan) {
-  const double shortest = shortestChunkUs(jobInfos, config);
+  const ShortChunks shorts = shortChunks(jobInfos, config);
   std::vector<Plan> parts(infos.size());
   forEachIndex(infos.size(), config.threads, [&](size_t i) {
     const StageInfo &info = infos[i];
     Plan &part = parts[i];
     StagePlanner(info, stages[info.index].stage, jobs, jobInfos, config, part).run();
     part.accounts.push_back(
-        accountStage(info, stages[info.index], jobs, jobInfos, hw, config, shortest, part));
+        accountStage(info, stages[info.index], jobs, jobInfos, hw, config, shorts, part));
     if (sink) {
       sink(info.index, std::move(part.chunks));
       std::vector<Chunk>().swap(part.chunks);
