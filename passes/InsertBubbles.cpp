@@ -41,8 +41,13 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
       return pipeline.emitError()
              << "has no simulated timeline; run pipefill-simulate first";
     // Re-running replaces earlier bubbles (and the fill work planned in them).
+    // Bubbles sit directly in their stage (HasParent): each stage's list is
+    // scanned, not a walk into every op's regions.
     SmallVector<BubbleOp> stale;
-    pipeline.walk([&](BubbleOp bubble) { stale.push_back(bubble); });
+    for (StageOp stage : pipeline.getStages())
+      if (!stage.getBody().empty())
+        for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+          stale.push_back(bubble);
     for (BubbleOp bubble : stale)
       bubble.erase();
 

@@ -74,17 +74,22 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
   /// Re-planning replaces the previous plan: its fill chunks and assignments,
   /// the stages' accounts and the jobs' results.
   void removePreviousPlan(PipelineOp pipeline) {
+    // Bubbles and assignments sit directly in their stage (HasParent): each
+    // stage's list is scanned, not a walk into every op's regions.
     SmallVector<Operation *> stale;
-    pipeline.walk([&](Operation *op) {
-      if (auto bubble = dyn_cast<BubbleOp>(op))
-        bubble.getFillTable().clear();
-      else if (isa<AssignmentOp>(op))
-        stale.push_back(op);
-    });
+    for (StageOp stage : pipeline.getStages()) {
+      stage->removeAttr(kFillAccountAttr);
+      if (stage.getBody().empty())
+        continue;
+      for (Operation &op : stage.getBody().front()) {
+        if (auto bubble = dyn_cast<BubbleOp>(op))
+          bubble.getFillTable().clear();
+        else if (isa<AssignmentOp>(op))
+          stale.push_back(&op);
+      }
+    }
     for (Operation *op : stale)
       op->erase();
-    for (StageOp stage : pipeline.getStages())
-      stage->removeAttr(kFillAccountAttr);
     for (FillJobOp job : getOperation().getOps<FillJobOp>()) {
       job.removeSamplesPerIterationAttr();
       job.removeEfficiencyAttr();
