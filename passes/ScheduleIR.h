@@ -68,6 +68,16 @@ public:
   void store(PipelineOp pipeline, Lists value) {
     lists[pipeline.getOperation()] = std::move(value);
   }
+  /// Moves the lists stored for `pipeline` into `out` and forgets them;
+  /// false (and `out` untouched) when there are none.
+  bool take(PipelineOp pipeline, Lists &out) {
+    auto it = lists.find(pipeline.getOperation());
+    if (it == lists.end())
+      return false;
+    out = std::move(it->second);
+    lists.erase(it);
+    return true;
+  }
 
 private:
   llvm::DenseMap<mlir::Operation *, Lists> lists;

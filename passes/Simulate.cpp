@@ -31,9 +31,12 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
              << "has no instructions to simulate; run "
                 "pipefill-expand-schedule first";
     sched::PipelineSpec spec = specFromIR(pipeline);
-    sched::Schedule schedule;
-    SmallVector<SmallVector<Operation *>> ops;
-    scheduleFromIR(pipeline, schedule, ops);
+    // The lists pipefill-expand-schedule built these ops from, or read from them.
+    ScheduleAnalysis::Lists read;
+    if (!lists.take(pipeline, read))
+      scheduleFromIR(pipeline, read.schedule, read.ops);
+    sched::Schedule &schedule = read.schedule;
+    SmallVector<SmallVector<Operation *>> &ops = read.ops;
     sched::SimResult result;
     std::string error;
     if (!sched::simulate(spec, schedule, result, error))
@@ -71,7 +74,7 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
       }
     }
     pipeline.setIterationUsAttr(b.getF64FloatAttr(result.iterationUs));
-    lists.store(pipeline, {std::move(schedule), std::move(ops)});
+    lists.store(pipeline, std::move(read));
     return success(fits);
   }
 };
