@@ -26,16 +26,16 @@ struct ExpandSchedulePass
         return signalPassFailure();
       }
       sched::PipelineSpec spec = specFromIR(pipeline);
-      sched::Schedule schedule;
       std::string error;
-      if (!sched::expandSchedule(spec, schedule, error)) {
+      if (!sched::validateSpec(spec, error)) {
         pipeline.emitError() << "cannot expand the "
                              << stringifyScheduleKind(pipeline.getSchedule())
                              << " schedule: " << error;
         return signalPassFailure();
       }
-      // Stages are isolated from each other: build their instruction
-      // streams in parallel (MLIR uniques attributes thread-safely).
+      // Stages are isolated from each other: each stage's list is expanded
+      // and its instructions built on one thread (MLIR uniques attributes
+      // thread-safely).
       llvm::SmallVector<StageOp> stages(pipeline.getStages());
       for (StageOp stage : stages)
         if (stage.getBody().empty())
@@ -45,21 +45,23 @@ struct ExpandSchedulePass
       // from these ops (stageFromIR), and reading 10^5 ops per stage was a
       // third of its time.
       ScheduleAnalysis::Lists built;
+      built.schedule.resize(stages.size());
       built.ops.resize(stages.size());
       mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {
+        std::vector<sched::Instr> &list = built.schedule[s];
+        sched::expandStage(spec, int(s), list);
         StageOp stage = stages[s];
         mlir::OpBuilder builder(stage.getContext());
         InstrBuilder instrs(stage.getContext());
         builder.setInsertionPointToEnd(&stage.getBody().front());
         SmallVector<Operation *> &ops = built.ops[s];
-        ops.reserve(schedule[s].size());
-        for (sched::Instr &instr : schedule[s]) {
+        ops.reserve(list.size());
+        for (sched::Instr &instr : list) {
           if (instr.kind == sched::InstrKind::AllReduceGrads)
             instr.bytes = spec.gradBytes;
           ops.push_back(instrs.build(builder, stage.getLoc(), instr));
         }
       });
-      built.schedule = std::move(schedule);
       lists.store(pipeline, std::move(built));
     }
     // A pass in between that changes instructions (pipefill-apply-profile)

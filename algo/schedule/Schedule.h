@@ -98,6 +98,10 @@ bool validateSpec(const PipelineSpec &spec, std::string &error);
 /// sends/recvs and the optional tail. Replaces `out`.
 bool expandSchedule(const PipelineSpec &spec, Schedule &out,
                     std::string &error);
+/// The list of one stage (what expandSchedule puts in out[stage]); stages
+/// depend only on the spec, so they can be built in parallel. `spec` must
+/// have passed validateSpec.
+void expandStage(const PipelineSpec &spec, int stage, std::vector<Instr> &out);
 
 struct StageTimeline {
   double busyUs = 0, idleUs = 0;
