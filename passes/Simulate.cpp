@@ -39,7 +39,12 @@ struct SimulatePass : public impl::SimulateBase<SimulatePass> {
     SmallVector<SmallVector<Operation *>> &ops = read.ops;
     sched::SimResult result;
     std::string error;
-    if (!sched::simulate(spec, schedule, result, error))
+    // The per-stage checks on MLIR's threads; timing the whole pipeline is
+    // one sequential pass.
+    auto forEachStage = [&](size_t n, const std::function<void(size_t)> &fn) {
+      mlir::parallelFor(&getContext(), 0, n, fn);
+    };
+    if (!sched::simulate(spec, schedule, result, error, forEachStage))
       return pipeline.emitError() << "cannot simulate the schedule: " << error;
 
     Builder b(&getContext());

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,17 @@ struct SimResult {
 /// errors naming stage and instruction index.
 bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
               std::string &error);
+
+/// Runs fn(s) for every stage s < n, in any order and on any threads; each
+/// call writes only what belongs to its stage.
+using ForEachStage = std::function<void(size_t n, const std::function<void(size_t)> &fn)>;
+
+/// simulate(), with the per-stage checks (field ranges, forward before
+/// backward, memory) run through `forEachStage` (pipefill-simulate runs them
+/// on MLIR's threads). The result and the first error are the same as
+/// simulate()'s, whatever the order the stages run in.
+bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
+              std::string &error, const ForEachStage &forEachStage);
 
 /// The stream model's one deadlock rule (support/Graph.h, shared with the
 /// runtime validator) on a schedule: nodes are the instructions, edges follow

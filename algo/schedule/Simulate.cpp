@@ -533,27 +533,41 @@ std::string describeDeadlock(const Schedule &schedule,
 
 bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
               std::string &error) {
+  return simulate(spec, schedule, result, error,
+                  [](size_t n, const std::function<void(size_t)> &fn) {
+                    for (size_t s = 0; s < n; ++s)
+                      fn(s);
+                  });
+}
+
+bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
+              std::string &error, const ForEachStage &forEachStage) {
   const int p = static_cast<int>(schedule.size());
   result = SimResult();
   if (!checkSpec(spec, p, error))
     return false;
 
-  // Pass 1: fields, pairing, memory.
+  // Pass 1: fields, pairing, memory, each stage on its own; the error is
+  // the first stage's that has one, as if they ran in order.
   result.stages.assign(p, {});
+  std::vector<std::string> errors(p);
+  forEachStage(size_t(p), [&](size_t i) {
+    const int s = static_cast<int>(i);
+    int64_t staticBytes = spec.costs.empty() ? 0 : spec.costs[s].staticBytes;
+    if (staticBytes < 0)
+      errors[s] = "stage " + std::to_string(s) + " has negative static bytes.";
+    else if (schedule[s].size() > size_t(INT32_MAX))
+      errors[s] = "stage " + std::to_string(s) + " has too many instructions.";
+    else if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s], errors[s]) &&
+             errors[s].empty())
+      errors[s] = "stage " + std::to_string(s) + " failed its checks.";
+  });
   std::vector<size_t> offsets(p + 1, 0);
   for (int s = 0; s < p; ++s) {
-    int64_t staticBytes = spec.costs.empty() ? 0 : spec.costs[s].staticBytes;
-    if (staticBytes < 0) {
-      error = "stage " + std::to_string(s) + " has negative static bytes.";
+    if (!errors[s].empty()) {
+      error = errors[s];
       return false;
     }
-    if (schedule[s].size() > size_t(INT32_MAX)) {
-      error = "stage " + std::to_string(s) + " has too many instructions.";
-      return false;
-    }
-    if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s],
-                    error))
-      return false;
     offsets[s + 1] = offsets[s] + schedule[s].size();
   }
 

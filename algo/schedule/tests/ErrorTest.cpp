@@ -278,3 +278,35 @@ TEST(ScheduleErrors, SharedDeadlockRuleAgreesWithSimulation) {
   EXPECT_GT(deadlocks, 20);
   EXPECT_GT(fine, 20);
 }
+
+// simulate() with its per-stage checks run in another order (as
+// pipefill-simulate runs them on several threads) reports the same first
+// error: the lowest stage's, not the first one checked.
+TEST(ScheduleErrors, FirstErrorIsTheLowestStagesWhateverTheOrder) {
+  PipelineSpec spec;
+  spec.stages = 4;
+  Schedule sched(4);
+  sched[0] = {compute(F, 0, 1), compute(B, 0, 1)};
+  sched[1] = {compute(F, 0, -1), compute(B, 0, 1)}; // negative duration
+  sched[2] = {compute(F, 0, 1), compute(B, 0, 1)};
+  sched[3] = {compute(B, 0, 1)};                     // backward before forward
+  std::string serial = simulateError(spec, sched);
+  EXPECT_NE(serial.find("stage 1"), std::string::npos) << serial;
+  auto reversed = [](size_t n, const std::function<void(size_t)> &fn) {
+    for (size_t s = n; s-- > 0;)
+      fn(s);
+  };
+  SimResult r;
+  std::string error;
+  Schedule copy = sched;
+  EXPECT_FALSE(simulate(spec, copy, r, error, reversed));
+  EXPECT_EQ(error, serial);
+  // Without stage 1's error, stage 3's is the first.
+  sched[1][0].durationUs = 1;
+  std::string later = simulateError(spec, sched);
+  EXPECT_NE(later.find("stage 3"), std::string::npos) << later;
+  copy = sched;
+  error.clear();
+  EXPECT_FALSE(simulate(spec, copy, r, error, reversed));
+  EXPECT_EQ(error, later);
+}

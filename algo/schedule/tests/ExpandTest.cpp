@@ -416,3 +416,45 @@ TEST(Names, RoundTrip) {
                                    0, 1)),
             "recv gradient mb 3 chunk 1 from stage 2");
 }
+
+// expandStage builds exactly expandSchedule's list of each stage (the pass
+// builds the stages on several threads), for every schedule kind.
+TEST(ExpandStage, EqualsTheWholeExpansion) {
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                            ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1}) {
+    PipelineSpec spec;
+    spec.schedule = kind;
+    spec.stages = 4;
+    spec.microbatches = 8;
+    spec.virtualStages = kind == ScheduleKind::Interleaved1F1B ? 2 : 1;
+    spec.tail = true;
+    spec.dataParallel = 2;
+    spec.gradBytes = 1000;
+    spec.dpBandwidthGBps = 1;
+    spec.optimizerUs = 3;
+    for (int s = 0; s < spec.stages; ++s) {
+      StageCost c;
+      c.forwardUs = 1 + s;
+      c.backwardUs = 2 + s;
+      c.backwardWeightUs = kind == ScheduleKind::ZBH1 ? 1 : 0;
+      c.activationBytes = 10;
+      c.stashBytes = 20;
+      spec.costs.push_back(c);
+    }
+    Schedule whole;
+    std::string error;
+    ASSERT_TRUE(expandSchedule(spec, whole, error)) << error;
+    for (int s = 0; s < spec.stages; ++s) {
+      std::vector<Instr> list = {compute(InstrKind::Forward, 9, 9)}; // replaced
+      expandStage(spec, s, list);
+      ASSERT_EQ(list.size(), whole[s].size()) << int(kind) << " stage " << s;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Instr &a = list[i], &b = whole[s][i];
+        EXPECT_TRUE(std::tie(a.kind, a.microbatch, a.chunk, a.peer, a.payload, a.bytes,
+                             a.durationUs) == std::tie(b.kind, b.microbatch, b.chunk, b.peer,
+                                                       b.payload, b.bytes, b.durationUs))
+            << int(kind) << " stage " << s << " instruction " << i;
+      }
+    }
+  }
+}
