@@ -77,16 +77,12 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
     int64_t reserve = reserveBytes >= 0
                           ? static_cast<int64_t>(reserveBytes)
                           : static_cast<int64_t>(pipeline.getReserveBytes());
-    std::vector<sched::Bubble> bubbles =
-        sched::findBubbles(spec, schedule, result,
-                           pipeline.getDeviceMemoryBytes(), minUs, reserve);
+    const int64_t capacity = pipeline.getDeviceMemoryBytes();
 
-    // Bubbles go into their own stage only: group them by stage and insert
-    // each stage's on its own thread; the kinds are uniqued once, the times are native.
+    // Bubbles go into their own stage only: each stage's are found and
+    // inserted on its own thread; the kinds are uniqued once, the times are
+    // native.
     SmallVector<StageOp> stages(pipeline.getStages());
-    std::vector<std::vector<const sched::Bubble *>> byStage(stages.size());
-    for (const sched::Bubble &bubble : bubbles)
-      byStage[bubble.stage].push_back(&bubble);
     MLIRContext *ctx = &getContext();
     const BubbleKindAttr kindAttrs[] = {
         BubbleKindAttr::get(ctx, BubbleKind::Warmup), BubbleKindAttr::get(ctx, BubbleKind::Steady),
@@ -97,16 +93,19 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
       StageOp stage = stages[s];
       Block &body = stage.getBody().front();
       const auto &stageOps = ops[s];
-      for (const sched::Bubble *bubble : byStage[s]) {
-        if (bubble->insertBefore < stageOps.size())
-          builder.setInsertionPoint(stageOps[bubble->insertBefore]);
+      std::vector<sched::Bubble> bubbles;
+      sched::findStageBubbles(spec, schedule, int(s), result, capacity, minUs, reserve,
+                              bubbles);
+      for (const sched::Bubble &bubble : bubbles) {
+        if (bubble.insertBefore < stageOps.size())
+          builder.setInsertionPoint(stageOps[bubble.insertBefore]);
         else
           builder.setInsertionPointToEnd(&body);
         BubbleOp::Properties props;
-        props.kind = kindAttrs[static_cast<int>(toIR(bubble->kind))];
-        props.start_us = bubble->startUs;
-        props.duration_us = bubble->durationUs;
-        props.free_bytes = bubble->freeBytes;
+        props.kind = kindAttrs[static_cast<int>(toIR(bubble.kind))];
+        props.start_us = bubble.startUs;
+        props.duration_us = bubble.durationUs;
+        props.free_bytes = bubble.freeBytes;
         factory.create(builder, stage.getLoc(), props);
       }
     });

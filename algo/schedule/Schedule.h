@@ -161,6 +161,12 @@ std::vector<Bubble> findBubbles(const PipelineSpec &spec,
                                 const SimResult &result,
                                 int64_t gpuMemoryBytes, double minDurationUs,
                                 int64_t reserveBytes);
+/// The same for stage s alone, appended to `out` (what findBubbles puts
+/// there for s): stages are independent, so they can be found in parallel.
+void findStageBubbles(const PipelineSpec &spec, const Schedule &schedule, int s,
+                      const SimResult &result, int64_t gpuMemoryBytes,
+                      double minDurationUs, int64_t reserveBytes,
+                      std::vector<Bubble> &out);
 
 /// latency + bytes / bandwidth (GB/s = 1e9 bytes/s).
 double p2pTransferUs(const PipelineSpec &spec, int64_t bytes);
