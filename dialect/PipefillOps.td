@@ -215,6 +215,10 @@ class Pipefill_ComputeOp<string mnemonic, string kind, string what>
     index (0 <= mb < num_microbatches), `chunk` the model chunk on this
     device (0 <= chunk < virtual_stages).
 
+    Fields (native properties; generic form `microbatch`, `chunk`: i64 >= 0,
+    `duration_us`: f64 >= 0), then the simulated timing (`start`, `end`,
+    `live`) once pipefill-simulate has run.
+
     ```mlir
     pipefill.}] # mnemonic # [{ mb 3 chunk 0 duration 1.5e3
     ```
@@ -244,6 +248,9 @@ def Pipefill_SendOp : Pipefill_InstrOp<"send", "Send",
     latency + bytes / bandwidth. Every send has exactly one matching
     `pipefill.recv` on the peer (same payload, mb, chunk and bytes).
 
+    Fields (native properties; generic form `microbatch`, `chunk`, `peer`,
+    `bytes`: i64 >= 0), then the simulated timing.
+
     ```mlir
     pipefill.send activation mb 0 chunk 0 to 1 bytes 16777216
     ```
@@ -264,6 +271,9 @@ def Pipefill_RecvOp : Pipefill_InstrOp<"recv", "Recv",
     `chunk` is the sender's chunk. Waiting costs no device time: time spent
     here is idle time, i.e. bubble.
 
+    Fields (native properties; generic form `microbatch`, `chunk`, `peer`,
+    `bytes`: i64 >= 0), then the simulated timing.
+
     ```mlir
     pipefill.recv activation mb 0 chunk 0 from 0 bytes 16777216
     ```
@@ -283,6 +293,9 @@ def Pipefill_AllReduceGradsOp : Pipefill_InstrOp<"allreduce_grads", "AllReduceGr
     Ring all-reduce of `bytes` gradient bytes over the data-parallel group;
     part of the iteration tail.
 
+    Fields (native properties; generic form `bytes`: i64 >= 0,
+    `duration_us`: f64 >= 0), then the simulated timing.
+
     ```mlir
     pipefill.allreduce_grads bytes 5000000000 duration 2.5e4
     ```
@@ -296,7 +309,9 @@ def Pipefill_OptimizerStepOp : Pipefill_InstrOp<"optimizer_step", "OptimizerStep
     DurationAccessors> {
   let summary = "Optimizer step of this stage";
   let description = [{
-    The last instruction of an iteration with a tail.
+    The last instruction of an iteration with a tail, taking `duration`
+    microseconds (native property; generic form `duration_us`: f64 >= 0),
+    then the simulated timing.
 
     ```mlir
     pipefill.optimizer_step duration 4.0e3
