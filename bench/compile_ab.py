@@ -6,8 +6,9 @@ moves by 30% from one minute to the next. A comparison is only worth
 something when both builds see the same load, so this runs them
 alternately (A B A B ...), N rounds, on one generated job, and prints for
 each build:
-  - the whole process: wall seconds (min, 10th percentile, median) and CPU
-    seconds (min, median), from clock reads and wait4() while it ran;
+  - the whole process: wall seconds (min, 10th percentile by nearest rank,
+    median) and CPU seconds (min, median), from clock reads and wait4()
+    while it ran;
   - the schedule passes (expand + simulate + insert-bubbles, medians from
     each run's --timing file) against bench-schedule's plain C++ for the
     same pipeline (Kinds/p64_m512/1), run once per round between the two
@@ -23,6 +24,7 @@ DIR is a build directory (its bin/pipefill-compile; bench-schedule from
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -96,7 +98,7 @@ def main():
     for name, d in (("A", args.a), ("B", args.b)):
         r = res[name]
         w = sorted(r["wall"])
-        p10 = statistics.quantiles(w, n=10)[0] if len(w) >= 2 else w[0]
+        p10 = w[max(0, math.ceil(0.1 * len(w)) - 1)]  # nearest rank: a run's own time
         line = (f"{name} {d}: wall min {w[0]:.3f} p10 {p10:.3f} median {statistics.median(w):.3f} s"
                 f" | cpu min {min(r['cpu']):.3f} median {statistics.median(r['cpu']):.3f} s"
                 f" | schedule passes median {statistics.median(r['passes']) * 1e3:.1f} ms")
