@@ -28,7 +28,8 @@ def Pipefill_TimingProp : Property<"::pipefill::InstrTiming",
   let hashProperty = "::pipefill::hashTiming($_storage)";
   let writeToMlirBytecode = "::pipefill::writeTiming($_writer, $_storage)";
   let readFromMlirBytecode = [{
-    if (::mlir::failed(::pipefill::readTiming($_reader, $_storage)))
+    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
+        ::mlir::failed(::pipefill::readTiming($_reader, $_storage)))
       return ::mlir::failure();
   }];
   let defaultValue = "::pipefill::InstrTiming()";
@@ -50,7 +51,8 @@ def Pipefill_F64Prop : Property<"double", "an f64 stored natively"> {
   let writeToMlirBytecode = "$_writer.writeVarInt(::llvm::bit_cast<uint64_t>($_storage))";
   let readFromMlirBytecode = [{
     uint64_t bits;
-    if (::mlir::failed($_reader.readVarInt(bits)))
+    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
+        ::mlir::failed($_reader.readVarInt(bits)))
       return ::mlir::failure();
     $_storage = ::llvm::bit_cast<double>(bits);
   }];
@@ -60,7 +62,8 @@ def Pipefill_I64Prop : Property<"int64_t", "an i64 stored natively"> {
   let defaultValue = "-1"; // unset: fails the verifier
   let writeToMlirBytecode = "$_writer.writeSignedVarInt($_storage)";
   let readFromMlirBytecode = [{
-    if (::mlir::failed($_reader.readSignedVarInt($_storage)))
+    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
+        ::mlir::failed($_reader.readSignedVarInt($_storage)))
       return ::mlir::failure();
   }];
 }
@@ -333,7 +336,8 @@ def Pipefill_FillTableProp : Property<"::pipefill::FillTable",
   let hashProperty = "::pipefill::hashFillTable($_storage)";
   let writeToMlirBytecode = "::pipefill::writeFillTable($_writer, $_storage)";
   let readFromMlirBytecode = [{
-    if (::mlir::failed(::pipefill::readFillTable($_reader, $_storage)))
+    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
+        ::mlir::failed(::pipefill::readFillTable($_reader, $_storage)))
       return ::mlir::failure();
   }];
   let defaultValue = "::pipefill::FillTable()";
