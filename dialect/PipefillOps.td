@@ -51,8 +51,7 @@ def Pipefill_F64Prop : Property<"double", "an f64 stored natively"> {
   let writeToMlirBytecode = "$_writer.writeVarInt(::llvm::bit_cast<uint64_t>($_storage))";
   let readFromMlirBytecode = [{
     uint64_t bits;
-    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
-        ::mlir::failed($_reader.readVarInt(bits)))
+    if (::mlir::failed($_reader.readVarInt(bits)))
       return ::mlir::failure();
     $_storage = ::llvm::bit_cast<double>(bits);
   }];
@@ -62,8 +61,7 @@ def Pipefill_I64Prop : Property<"int64_t", "an i64 stored natively"> {
   let defaultValue = "-1"; // unset: fails the verifier
   let writeToMlirBytecode = "$_writer.writeSignedVarInt($_storage)";
   let readFromMlirBytecode = [{
-    if (::mlir::failed(::pipefill::checkBytecodeVersion($_reader)) ||
-        ::mlir::failed($_reader.readSignedVarInt($_storage)))
+    if (::mlir::failed($_reader.readSignedVarInt($_storage)))
       return ::mlir::failure();
   }];
 }

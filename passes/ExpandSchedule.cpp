@@ -34,8 +34,7 @@ struct ExpandSchedulePass
         return signalPassFailure();
       }
       // Stages are isolated from each other: each stage's list is expanded
-      // and its instructions built on one thread (MLIR uniques attributes
-      // thread-safely).
+      // and its instructions built into its own block on one thread.
       llvm::SmallVector<StageOp> stages(pipeline.getStages());
       for (StageOp stage : stages)
         if (stage.getBody().empty())

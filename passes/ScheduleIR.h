@@ -129,10 +129,11 @@ private:
   mlir::DictionaryAttr noAttrs;
 };
 
-/// f64 and i64 attributes uniqued once per distinct value. Instruction
-/// fields repeat (durations, byte counts, neighbouring times), and going
-/// through the context's uniquer for every op costs more than building the
-/// op. One cache per thread.
+/// f64 and i64 attributes uniqued once per distinct value, for the
+/// lowering's stream ops (whose fields are still attributes; the pipefill
+/// instructions' are native). Their fields repeat (durations, byte counts,
+/// events), and going through the context's uniquer for every op costs
+/// more than building the op. One cache per thread.
 class AttrCache {
 public:
   explicit AttrCache(mlir::MLIRContext *ctx) : b(ctx) {}

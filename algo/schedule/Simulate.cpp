@@ -17,6 +17,7 @@
 #include "support/Graph.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <sstream>
 #include <unordered_map>
@@ -558,9 +559,8 @@ bool simulate(const PipelineSpec &spec, Schedule &schedule, SimResult &result,
       errors[s] = "stage " + std::to_string(s) + " has negative static bytes.";
     else if (schedule[s].size() > size_t(INT32_MAX))
       errors[s] = "stage " + std::to_string(s) + " has too many instructions.";
-    else if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s], errors[s]) &&
-             errors[s].empty())
-      errors[s] = "stage " + std::to_string(s) + " failed its checks.";
+    else if (!checkStage(spec, p, s, schedule[s], staticBytes, result.stages[s], errors[s]))
+      assert(!errors[s].empty() && "checkStage fails with a message");
   });
   std::vector<size_t> offsets(p + 1, 0);
   for (int s = 0; s < p; ++s) {

@@ -417,9 +417,13 @@ TEST(Names, RoundTrip) {
             "recv gradient mb 3 chunk 1 from stage 2");
 }
 
-// expandStage builds exactly expandSchedule's list of each stage (the pass
-// builds the stages on several threads), for every schedule kind.
-TEST(ExpandStage, EqualsTheWholeExpansion) {
+// expandStage replaces whatever the list held (the pass reuses no lists,
+// but a caller may): a stage expanded into a list with leftovers equals the
+// same stage expanded into an empty one, for every schedule kind. (That
+// expandStage builds the right instructions is what the closed forms above
+// and ReferenceTest's torch orders check, through expandSchedule, which is
+// expandStage per stage.)
+TEST(ExpandStage, ReplacesWhatTheListHeld) {
   for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
                             ScheduleKind::Interleaved1F1B, ScheduleKind::ZBH1}) {
     PipelineSpec spec;
@@ -427,11 +431,6 @@ TEST(ExpandStage, EqualsTheWholeExpansion) {
     spec.stages = 4;
     spec.microbatches = 8;
     spec.virtualStages = kind == ScheduleKind::Interleaved1F1B ? 2 : 1;
-    spec.tail = true;
-    spec.dataParallel = 2;
-    spec.gradBytes = 1000;
-    spec.dpBandwidthGBps = 1;
-    spec.optimizerUs = 3;
     for (int s = 0; s < spec.stages; ++s) {
       StageCost c;
       c.forwardUs = 1 + s;
@@ -441,15 +440,15 @@ TEST(ExpandStage, EqualsTheWholeExpansion) {
       c.stashBytes = 20;
       spec.costs.push_back(c);
     }
-    Schedule whole;
     std::string error;
-    ASSERT_TRUE(expandSchedule(spec, whole, error)) << error;
+    ASSERT_TRUE(validateSpec(spec, error)) << error;
     for (int s = 0; s < spec.stages; ++s) {
-      std::vector<Instr> list = {compute(InstrKind::Forward, 9, 9)}; // replaced
-      expandStage(spec, s, list);
-      ASSERT_EQ(list.size(), whole[s].size()) << int(kind) << " stage " << s;
-      for (size_t i = 0; i < list.size(); ++i) {
-        const Instr &a = list[i], &b = whole[s][i];
+      std::vector<Instr> fresh, reused(3, compute(InstrKind::Forward, 9, 9));
+      expandStage(spec, s, fresh);
+      expandStage(spec, s, reused);
+      ASSERT_EQ(reused.size(), fresh.size()) << int(kind) << " stage " << s;
+      for (size_t i = 0; i < fresh.size(); ++i) {
+        const Instr &a = reused[i], &b = fresh[i];
         EXPECT_TRUE(std::tie(a.kind, a.microbatch, a.chunk, a.peer, a.payload, a.bytes,
                              a.durationUs) == std::tie(b.kind, b.microbatch, b.chunk, b.peer,
                                                        b.payload, b.bytes, b.durationUs))
