@@ -17,7 +17,7 @@ each build:
 Every number is measured.
 
 Usage:
-  bench/compile_ab.py --a DIR --b DIR [--rounds N] [--size P:M:J:SCHED[:V]]
+  bench/compile_ab.py --a DIR --b DIR [--rounds N] [--size P:M:J[:SCHED[:V]]]
 DIR is a build directory (its bin/pipefill-compile; bench-schedule from
 --b's bin/, or --bench-schedule PATH). The default size is 1F1B 64 x 512 x
 100, the one bench-schedule measures.
@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import jobsize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSES = ["pipefill-expand-schedule", "pipefill-simulate", "pipefill-insert-bubbles"]
@@ -64,20 +66,20 @@ def main():
     ap.add_argument("--a", required=True)
     ap.add_argument("--b", required=True)
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--size", default="64:512:100:ONE_F_ONE_B")
+    ap.add_argument("--size", type=jobsize.parse, default="64:512:100:ONE_F_ONE_B",
+                    metavar=jobsize.FORM)
     ap.add_argument("--bench-schedule")
     args = ap.parse_args()
     bins = {name: os.path.join(d, "bin", "pipefill-compile")
             for name, d in (("A", args.a), ("B", args.b))}
     plain_exe = args.bench_schedule or os.path.join(args.b, "bin", "bench-schedule")
-    parts = args.size.split(":")
-    schedule_line = parts[:2] == ["64", "512"] and parts[3] == "ONE_F_ONE_B"
+    p, m, j, sched, v = args.size
+    schedule_line = (p, m, sched) == (64, 512, "ONE_F_ONE_B")
     with tempfile.TemporaryDirectory() as work:
         job = os.path.join(work, "job.pbtxt")
-        v = parts[4] if len(parts) > 4 else ("2" if parts[3] == "INTERLEAVED_1F1B" else "1")
         with open(job, "w") as f:
             subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_job.py"),
-                            parts[0], parts[1], parts[2], parts[3], v], stdout=f, check=True)
+                            str(p), str(m), str(j), sched, str(v)], stdout=f, check=True)
         res = {name: {"wall": [], "cpu": [], "passes": []} for name in bins}
         plain = []
         load0 = os.getloadavg()
@@ -90,7 +92,7 @@ def main():
                 if name == "A" and schedule_line:
                     plain += bench_schedule(plain_exe)
         load1 = os.getloadavg()
-    print(f"# {args.size}, {args.rounds} rounds A B alternated; load average "
+    print(f"# {jobsize.name(args.size)}, {args.rounds} rounds A B alternated; load average "
           f"{load0[0]:.2f} at start, {load1[0]:.2f} at end; every number measured")
     if plain:
         print(f"# bench-schedule Kinds/p64_m512/1: median {statistics.median(plain) * 1e3:.1f} ms, "

@@ -16,7 +16,7 @@ Two ways through the compiler are measured:
 
 Usage:
   bench/compile_bench.py [--build build] [--mode driver|tools|both]
-                         [--repeat N] [--sizes P:M:J:SCHED[:V] ...] [--trace]
+                         [--repeat N] [--sizes P:M:J[:SCHED[:V]] ...] [--trace]
 The default sizes are the targets of issue 12 plus a growth series. For
 1F1B 64 x 512 the driver's line "(schedule passes)" sets expand + simulate +
 insert-bubbles against bench-schedule's plain C++ for the same pipeline,
@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import jobsize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -68,15 +70,13 @@ def run_measured(cmd, mem_gb):
         err.decode(errors="replace")
 
 
-def make_job(work, spec):
-    parts = spec.split(":")
-    p, m, j, sched = int(parts[0]), int(parts[1]), int(parts[2]), parts[3]
-    v = parts[4] if len(parts) > 4 else ("2" if sched == "INTERLEAVED_1F1B" else "1")
+def make_job(work, size):
+    p, m, j, sched, v = size
     path = os.path.join(work, f"job-{p}-{m}-{j}-{sched}-{v}.pbtxt")
     with open(path, "w") as f:
         subprocess.run([sys.executable, os.path.join(ROOT, "bench", "gen_job.py"),
-                        str(p), str(m), str(j), sched, v], stdout=f, check=True)
-    return path, p, m, j, sched, int(v)
+                        str(p), str(m), str(j), sched, str(v)], stdout=f, check=True)
+    return path, p, m, j, sched, v
 
 
 TIMING_LINE = re.compile(r"^\s*([0-9.]+)\s+\(\s*[0-9.]+%\)\s+(\S.*)$")
@@ -153,14 +153,15 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mode", default="driver", choices=["driver", "tools", "both"])
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sizes", nargs="*", default=None)
+    ap.add_argument("--sizes", nargs="*", type=jobsize.parse, default=None,
+                    metavar=jobsize.FORM)
     ap.add_argument("--trace", action="store_true", help="also export the Chrome trace")
     ap.add_argument("--mem-gb", type=float, default=8.0,
                     help="address-space limit per process (a run over it is reported failed)")
     ap.add_argument("--phases", action="store_true", help="print every phase, not only totals")
     args = ap.parse_args()
     bin_dir = os.path.join(args.build, "bin")
-    sizes = args.sizes or DEFAULT_SIZES
+    sizes = [jobsize.name(s) for s in args.sizes] if args.sizes else DEFAULT_SIZES
     modes = ["tools", "driver"] if args.mode == "both" else [args.mode]
     load = os.getloadavg()
     print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
@@ -170,7 +171,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         print(f"{'job':<34} {'mode':<7} {'phase':<24} {'wall s':>9} {'cpu s':>9} {'peak MiB':>9}")
         for spec in sizes:
-            job, p, m, j, sched, v = make_job(work, spec)
+            job, p, m, j, sched, v = make_job(work, jobsize.parse(spec))
             name = f"{sched} {p}x{m}x{j}" + (f" v={v}" if v > 1 else "")
             for mode in modes:
                 runs = []
@@ -213,7 +214,7 @@ def main():
                       f"   (all runs: {walls})")
                 sys.stdout.flush()
     for mode in modes:
-        pts = [(int(s.split(':')[0]) * int(s.split(':')[1]), results[(s, mode)][1])
+        pts = [(jobsize.parse(s)[0] * jobsize.parse(s)[1], results[(s, mode)][1])
                for s in GROWTH if (s, mode) in results and results[(s, mode)][1] > 0]
         if len(pts) >= 2:
             xs = [math.log(x) for x, _ in pts]
