@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <random>
 
 namespace pipefill::fill {
@@ -591,6 +592,30 @@ TEST(Properties, RandomPlansVerify) {
     Config parallel = config;
     parallel.threads = 3;
     expectSamePlan(plan, planFill(stages, jobs, hw, parallel));
+    // Through a sink (as pipefill-plan-fill takes them), on one and on two
+    // threads: each stage's chunks exactly once, only that stage's, and the
+    // same plan once put back in stage order.
+    for (int threads : {1, 2}) {
+      Config sunk = config;
+      sunk.threads = threads;
+      std::vector<std::vector<Chunk>> byStage(stages.size());
+      std::vector<int> calls(stages.size(), 0);
+      std::mutex lock;
+      Plan viaSink = planFill(stages, jobs, hw, sunk,
+                              [&](int stage, std::vector<Chunk> &&chunks) {
+                                std::lock_guard<std::mutex> guard(lock);
+                                ++calls[stage];
+                                byStage[stage] = std::move(chunks);
+                              });
+      EXPECT_TRUE(viaSink.chunks.empty());
+      for (size_t s = 0; s < stages.size(); ++s) {
+        EXPECT_LE(calls[s], 1) << "stage " << s;
+        for (const Chunk &c : byStage[s])
+          EXPECT_EQ(c.stage, stages[s].stage) << "stage " << s;
+        viaSink.chunks.insert(viaSink.chunks.end(), byStage[s].begin(), byStage[s].end());
+      }
+      expectSamePlan(plan, viaSink);
+    }
     EXPECT_LE(plan.filledFraction, 1 + 1e-12);
     EXPECT_GE(plan.filledFraction, 0);
     EXPECT_LE(plan.usefulUs, plan.filledUs + 1e-6);
