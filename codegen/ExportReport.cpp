@@ -61,7 +61,7 @@ ReportStage reportStage(StageOp stage, const FillJobIndex &jobs, double iteratio
     terms.overrunUs += std::max(0.0, worstIterationFillUs(bubble) - rb.durationUs);
     rs.bubbles.push_back(rb);
   }
-  for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+  for (AssignmentOp a : stageAssignments(stage))
     rs.jobs.push_back({a.getJob().str(), (int64_t)a.getBatch(),
                        a.getSamplesPerIteration().convertToDouble(),
                        filledByJob.lookup(a.getJobAttr().getAttr())});

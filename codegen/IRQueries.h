@@ -106,7 +106,7 @@ private:
 class SteadyState {
 public:
   explicit SteadyState(StageOp stage) {
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+    for (AssignmentOp a : stageAssignments(stage)) {
       schedules[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
       byName[a.getJobAttr().getAttr()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
     }

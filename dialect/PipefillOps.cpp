@@ -533,7 +533,7 @@ LogicalResult BubbleOp::verify() {
   std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
   if (perJob.size() > 1 && planned > duration * (1 + 1e-9) + 1e-6)
     if (auto stage = (*this)->getParentOfType<StageOp>())
-      for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>())
+      for (AssignmentOp a : stageAssignments(stage))
         schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
   constexpr int64_t kMaxHorizon = 4096;
   int64_t maxPrefix = 0, lcm = 1;
@@ -623,6 +623,17 @@ LogicalResult BubbleOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
                                       ? " passes (forward and backward of each layer)"
                                       : "");
   }
+  return success();
+}
+
+LogicalResult AssignmentOp::verify() {
+  // Only the op before is looked at: the stage's leading run of assignments
+  // is checked op by op, in O(1) each.
+  Operation *prev = (*this)->getPrevNode();
+  if (prev && !isa<AssignmentOp>(prev))
+    return emitOpError() << "must come before every instruction and bubble of its "
+                            "stage (after '"
+                         << prev->getName() << "')";
   return success();
 }
 

@@ -61,6 +61,18 @@ llvm::SmallVector<FillIterationTotal, 8> fillIterationTotals(BubbleOp bubble);
 /// name order.
 llvm::SmallVector<std::pair<llvm::StringRef, double>, 4>
 worstIterationPerJob(llvm::ArrayRef<FillIterationTotal> totals);
+
+/// A stage's pipefill.assignment ops, in order. They are its leading ops
+/// (AssignmentOp's verifier keeps them before every instruction and
+/// bubble), so they are found without walking the 10^3-10^5 ops after them.
+inline auto stageAssignments(StageOp stage) {
+  mlir::Block &body = stage.getBody().front();
+  mlir::Block::iterator end = body.begin();
+  while (end != body.end() && mlir::isa<AssignmentOp>(*end))
+    ++end;
+  return llvm::map_range(llvm::make_range(body.begin(), end),
+                         [](mlir::Operation &op) { return mlir::cast<AssignmentOp>(op); });
+}
 } // namespace pipefill
 
 #endif // PIPEFILL_DIALECT_PIPEFILLOPS_H

@@ -420,7 +420,9 @@ def Pipefill_AssignmentOp : Pipefill_Op<"assignment", [
     HasParent<"StageOp">, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A fill job planned onto a stage, with its knobs and steady state";
   let description = [{
-    Written by `pipefill-plan-fill` at the top of a stage: fill job `job` runs
+    Written by `pipefill-plan-fill` at the top of a stage (assignments come
+    before every other op of their stage, which the verifier checks, so
+    readers find them without walking the stage): fill job `job` runs
     on this stage with batch size `batch`, weights resident or streamed,
     activations between bubbles on the device or the host (and, for training,
     optimizer states on the host and activation checkpointing as unit
@@ -448,6 +450,7 @@ def Pipefill_AssignmentOp : Pipefill_Op<"assignment", [
     $job `batch` $batch `weights` $weights `acts` $acts `prefix` $prefix `period` $period
     `batches` $batches_per_period `samples` $samples_per_iteration `persistent` $persistent_bytes attr-dict
   }];
+  let hasVerifier = 1;
 }
 
 def Pipefill_FillJobOp : Pipefill_Op<"fill_job", [

@@ -43,7 +43,7 @@ using Schedules = llvm::DenseMap<StringAttr, Schedule>;
 /// begins.
 Schedules schedulesOf(StageOp stage) {
   Schedules schedules;
-  for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+  for (AssignmentOp a : stageAssignments(stage)) {
     Schedule &s = schedules[a.getJobAttr().getAttr()];
     s.prefix = a.getPrefix();
     s.period = a.getPeriod();

@@ -51,7 +51,7 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   int stageIndex = 0;
   for (StageOp stage : stageOps) {
     StageCheck &check = checks[stageIndex];
-    for (AssignmentOp a : stage.getBody().front().getOps<AssignmentOp>()) {
+    for (AssignmentOp a : stageAssignments(stage)) {
       auto it = problem.jobIndex.find(a.getJob());
       if (it == problem.jobIndex.end())
         return a.emitOpError() << "names an unknown fill job";

@@ -666,3 +666,32 @@ pipefill.fill_job @bert inference samples 10 {
   // expected-error @+1 {{attribute 'name' failed to satisfy constraint: string attribute whose text is valid UTF-8}}
   pipefill.layer "e\C3" forward 2.0e1 weights 100 activations 10
 }
+
+// -----
+
+// Assignments lead their stage: readers take the stage's leading ops as its
+// assignments, so one after an instruction (or a bubble) is refused.
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 1 batches 1 samples 1.0 persistent 1
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{'pipefill.assignment' op must come before every instruction and bubble of its stage (after 'pipefill.forward')}}
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 1 batches 1 samples 1.0 persistent 1
+  }
+}
+
+// -----
+
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills []
+    // expected-error @+1 {{'pipefill.assignment' op must come before every instruction and bubble of its stage (after 'pipefill.bubble')}}
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 1 batches 1 samples 1.0 persistent 1
+  }
+}
