@@ -194,7 +194,11 @@ public:
   /// A JSON string as llvm::json writes it: plain names directly, anything
   /// that needs escaping through llvm::json itself.
   void string(llvm::StringRef before, llvm::StringRef str) {
-    text(before);
+    appendString(line, before, str);
+  }
+  static void appendString(llvm::SmallVectorImpl<char> &line, llvm::StringRef before,
+                           llvm::StringRef str) {
+    line.append(before.begin(), before.end());
     bool plain = llvm::all_of(str, [](char c) {
       return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
     });
@@ -204,7 +208,7 @@ public:
       return;
     }
     line.push_back('"');
-    text(str);
+    line.append(str.begin(), str.end());
     line.push_back('"');
   }
   /// Writes the line and starts the next.
@@ -238,7 +242,7 @@ public:
         out.i64(open, f.batch);
         open = ", {\"batch\": ";
         out.i64(", \"iteration\": ", f.iteration);
-        out.string(", \"job\": ", f.getJob());
+        out.text(jobText(f));
         out.i64(", \"layer_begin\": ", f.layerBegin);
         out.i64(", \"layer_end\": ", f.layerEnd);
         out.i64(", \"peak_bytes\": ", f.peakBytes);
@@ -256,7 +260,17 @@ public:
   }
 
 private:
+  /// `, "job": <name>` of a chunk's job, escaped once per job (by its
+  /// symbol's uniqued name) rather than once per chunk (10^5 of them).
+  llvm::StringRef jobText(const FillChunk &f) {
+    llvm::SmallString<32> &text = jobTexts[f.job.getAttr()];
+    if (text.empty())
+      LineBuffer::appendString(text, ", \"job\": ", f.getJob());
+    return text;
+  }
+
   LineBuffer out;
+  llvm::DenseMap<mlir::StringAttr, llvm::SmallString<32>> jobTexts;
 };
 } // namespace
 

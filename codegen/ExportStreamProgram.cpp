@@ -420,9 +420,12 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
     return std::nullopt;
   }
   struct State {
-    explicit State(PipelineOp pipeline) : facts(pipeline), stages(pipeline.getStages()) {}
+    explicit State(PipelineOp pipeline)
+        : facts(pipeline), stages(pipeline.getStages()), bubbles(stages.size()) {}
     PipelineFacts facts;
     SmallVector<StageOp> stages;
+    /// Each stage's bubbles, read once for the counts and the lowering.
+    SmallVector<SmallVector<BubbleOp>> bubbles;
   };
   auto state = std::make_shared<State>(pipeline);
   // The same deadlock check as the lowering's. Its lists are let go: each
@@ -440,7 +443,8 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
   src.begun.resize(state->stages.size());
   mlir::parallelFor(module.getContext(), 0, state->stages.size(), [&](size_t i) {
     // What countBegun would count of the rows, without building them.
-    countLoweredChunks(state->stages[i],
+    state->bubbles[i] = stageBubbles(state->stages[i]);
+    countLoweredChunks(state->stages[i], state->bubbles[i],
                        [&](FlatSymbolRefAttr job, int64_t begunSamples) {
                          src.begun[i][job.getAttr()] += begunSamples;
                        });
@@ -450,7 +454,7 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
     std::vector<sched::Instr> instrs;
     SmallVector<Operation *> instrOps;
     stageFromIR(s->stages[i], s->facts.v, instrs, instrOps);
-    lowerStage(s->facts, s->stages[i], instrs, instrOps, sink);
+    lowerStage(s->facts, s->stages[i], instrs, instrOps, s->bubbles[i], sink);
   };
   src.exportDevice = [lower](size_t i, const JobInstances &jobs,
                              rt::DeviceProgram *d) -> Operation * {

@@ -163,7 +163,8 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
     mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t index) {
       // schedule[index] lists the stage's instructions in block order.
       OpSink sink(devices[index]);
-      lowerStage(facts, stages[index], schedule[index], instrOps[index], sink);
+      lowerStage(facts, stages[index], schedule[index], instrOps[index],
+                 stageBubbles(stages[index]), sink);
       // The stage is consumed: freeing it now lets the next devices reuse its
       // memory, so the peak is one copy of the IR rather than two.
       stages[index].getBody().front().clear();

@@ -40,8 +40,8 @@ struct Schedule {
 using Schedules = llvm::DenseMap<StringAttr, Schedule>;
 
 /// Reads the assignments of a stage and where each job's steady state
-/// begins.
-Schedules schedulesOf(StageOp stage) {
+/// begins (in its `bubbles`).
+Schedules schedulesOf(StageOp stage, ArrayRef<BubbleOp> bubbles) {
   Schedules schedules;
   for (AssignmentOp a : stageAssignments(stage)) {
     Schedule &s = schedules[a.getJobAttr().getAttr()];
@@ -52,7 +52,7 @@ Schedules schedulesOf(StageOp stage) {
     s.firstPeriodBatch = std::numeric_limits<int64_t>::max();
     s.firstPeriodTail = std::numeric_limits<int64_t>::max();
   }
-  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+  for (BubbleOp bubble : bubbles)
     for (const FillChunk &fill : bubble.getFills()) {
       auto it = schedules.find(fill.job.getAttr());
       if (it == schedules.end() || fill.layerBegin != 0 || fill.iteration < it->second.prefix)
@@ -185,19 +185,23 @@ ps::BubbleKind toStreamKind(BubbleKind kind) {
   return ps::BubbleKind::Steady;
 }
 
+SmallVector<BubbleOp> stageBubbles(StageOp stage) {
+  return llvm::to_vector(stage.getBody().front().getOps<BubbleOp>());
+}
+
 void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr> instrs,
-                ArrayRef<Operation *> instrOps, StreamSink &sink) {
+                ArrayRef<Operation *> instrOps, ArrayRef<BubbleOp> bubbles, StreamSink &sink) {
   sink.header(headerOf(facts, stage, instrs, instrOps));
   Block &body = stage.getBody().front();
   // One event per bubble that carries fill work, the main stream, and the
   // fill stream where some bubble is filled.
   uint64_t numEvents = 0;
-  for (BubbleOp bubble : body.getOps<BubbleOp>())
+  for (BubbleOp bubble : bubbles)
     if (!bubble.getFills().empty())
       sink.event(bubble.getLoc(), numEvents++);
   sink.streams(stage.getLoc(), numEvents > 0);
 
-  Schedules schedules = schedulesOf(stage);
+  Schedules schedules = schedulesOf(stage, bubbles);
   int64_t event = 0, bubbleId = 0;
   size_t next = 0;
   for (Operation &op : body) {
@@ -248,9 +252,10 @@ void lowerStage(const PipelineFacts &facts, StageOp stage, ArrayRef<sched::Instr
 }
 
 void countLoweredChunks(
-    StageOp stage, llvm::function_ref<void(FlatSymbolRefAttr job, int64_t begunSamples)> fn) {
-  Schedules schedules = schedulesOf(stage);
-  for (BubbleOp bubble : stage.getBody().front().getOps<BubbleOp>())
+    StageOp stage, ArrayRef<BubbleOp> bubbles,
+    llvm::function_ref<void(FlatSymbolRefAttr job, int64_t begunSamples)> fn) {
+  Schedules schedules = schedulesOf(stage, bubbles);
+  for (BubbleOp bubble : bubbles)
     for (const FillChunk &fill : bubble.getFills()) {
       if (!scheduleIfLowered(fill, schedules) || fill.repeat < 1)
         continue;

@@ -68,18 +68,25 @@ struct PipelineFacts {
 pfstream::ComputeKind toStreamKind(InstrKind kind);
 pfstream::BubbleKind toStreamKind(BubbleKind kind);
 
+/// A stage's bubbles in block order. The lowering's helpers take them from
+/// their caller, which reads them once per stage: each walk of a stage's
+/// 10^3-10^5 ops chases a list pointer per op.
+llvm::SmallVector<BubbleOp> stageBubbles(StageOp stage);
+
 /// Lowers `stage` into `sink`: its header, one event per filled bubble, the
 /// streams, then its instructions (`instrs`, the ops `instrOps`, in block
 /// order, as scheduleFromIR reads them with their timing) and bubbles in
-/// block order, each filled bubble's chunks on the fill stream.
+/// block order, each filled bubble's chunks on the fill stream. `bubbles`
+/// are the stage's (stageBubbles).
 void lowerStage(const PipelineFacts &facts, StageOp stage, llvm::ArrayRef<sched::Instr> instrs,
-                llvm::ArrayRef<mlir::Operation *> instrOps, StreamSink &sink);
+                llvm::ArrayRef<mlir::Operation *> instrOps, llvm::ArrayRef<BubbleOp> bubbles,
+                StreamSink &sink);
 
-/// Per planned chunk that lowers to runtime chunks: its job and the samples
-/// of the batches those begin (the rows with layerBegin 0), without building
-/// them.
+/// Per planned chunk of `bubbles` (the stage's, stageBubbles) that lowers to
+/// runtime chunks: its job and the samples of the batches those begin (the
+/// rows with layerBegin 0), without building them.
 void countLoweredChunks(
-    StageOp stage,
+    StageOp stage, llvm::ArrayRef<BubbleOp> bubbles,
     llvm::function_ref<void(mlir::FlatSymbolRefAttr job, int64_t begunSamples)> fn);
 
 } // namespace pipefill
