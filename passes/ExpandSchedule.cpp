@@ -44,6 +44,7 @@ struct ExpandSchedulePass
       // from these ops (stageFromIR), and reading 10^5 ops per stage was a
       // third of its time.
       ScheduleAnalysis::Lists built;
+      built.stagesHoldOnlyThese = true; // isExpanded(): every stage was empty
       built.schedule.resize(stages.size());
       built.ops.resize(stages.size());
       mlir::parallelFor(&getContext(), 0, stages.size(), [&](size_t s) {

@@ -50,6 +50,9 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
     }
     const sched::Schedule &schedule = stored->schedule;
     const auto &ops = stored->ops;
+    // Straight after expand-schedule (and simulate) the stages hold only
+    // instructions: no earlier bubbles to look for.
+    const bool mayHoldBubbles = !stored->stagesHoldOnlyThese;
     sched::SimResult result;
     result.iterationUs = pipeline.getIterationUs()->convertToDouble();
     for (StageOp stage : pipeline.getStages()) {
@@ -85,9 +88,10 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
       // them). Bubbles sit directly in their stage (HasParent), so each
       // stage's thread scans and edits only its own block: the scan chases
       // 10^5 list pointers, which cost ~4 ms on one core at 1F1B 64 x 512.
-      for (Operation &op : llvm::make_early_inc_range(body))
-        if (isa<BubbleOp>(op))
-          op.erase();
+      if (mayHoldBubbles)
+        for (Operation &op : llvm::make_early_inc_range(body))
+          if (isa<BubbleOp>(op))
+            op.erase();
       const auto &stageOps = ops[s];
       std::vector<sched::Bubble> bubbles;
       sched::findStageBubbles(spec, schedule, int(s), result, capacity, minUs, reserve,

@@ -59,6 +59,10 @@ public:
   struct Lists {
     sched::Schedule schedule;
     llvm::SmallVector<llvm::SmallVector<mlir::Operation *>> ops;
+    /// Set by pipefill-expand-schedule, which builds every stage from
+    /// empty: the stages hold these instructions and nothing else (no
+    /// bubbles to replace, so insert-bubbles need not look for any).
+    bool stagesHoldOnlyThese = false;
   };
   /// The lists stored for `pipeline`, or null.
   Lists *find(PipelineOp pipeline) {
