@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-import jobsize
+import benchargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PASSES = ["pipefill-expand-schedule", "pipefill-simulate", "pipefill-insert-bubbles"]
@@ -65,16 +65,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a", required=True)
     ap.add_argument("--b", required=True)
-    ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--size", type=jobsize.parse, default="64:512:100:ONE_F_ONE_B",
-                    metavar=jobsize.FORM)
+    ap.add_argument("--rounds", type=benchargs.positive_int, default=20)
+    ap.add_argument("--size", type=benchargs.parse, default="64:512:100:ONE_F_ONE_B",
+                    metavar=benchargs.FORM)
     ap.add_argument("--bench-schedule")
     args = ap.parse_args()
-    bins = {name: os.path.join(d, "bin", "pipefill-compile")
+    bins = {name: benchargs.tools(ap, d, ["pipefill-compile"])["pipefill-compile"]
             for name, d in (("A", args.a), ("B", args.b))}
     plain_exe = args.bench_schedule or os.path.join(args.b, "bin", "bench-schedule")
+
     p, m, j, sched, v = args.size
     schedule_line = (p, m, sched) == (64, 512, "ONE_F_ONE_B")
+    if schedule_line and not (os.path.isfile(plain_exe) and os.access(plain_exe, os.X_OK)):
+        ap.error(f"no executable {plain_exe} (bench-schedule times the schedule passes' "
+                 f"plain C++ for this size; build it, or pass --bench-schedule PATH)")
     with tempfile.TemporaryDirectory() as work:
         job = os.path.join(work, "job.pbtxt")
         with open(job, "w") as f:
@@ -92,7 +96,7 @@ def main():
                 if name == "A" and schedule_line:
                     plain += bench_schedule(plain_exe)
         load1 = os.getloadavg()
-    print(f"# {jobsize.name(args.size)}, {args.rounds} rounds A B alternated; load average "
+    print(f"# {benchargs.name(args.size)}, {args.rounds} rounds A B alternated; load average "
           f"{load0[0]:.2f} at start, {load1[0]:.2f} at end; every number measured")
     if plain:
         print(f"# bench-schedule Kinds/p64_m512/1: median {statistics.median(plain) * 1e3:.1f} ms, "

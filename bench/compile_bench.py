@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 
-import jobsize
+import benchargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -152,16 +152,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--mode", default="driver", choices=["driver", "tools", "both"])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sizes", nargs="*", type=jobsize.parse, default=None,
-                    metavar=jobsize.FORM)
+    ap.add_argument("--repeat", type=benchargs.positive_int, default=3)
+    ap.add_argument("--sizes", nargs="*", type=benchargs.parse, default=None,
+                    metavar=benchargs.FORM)
     ap.add_argument("--trace", action="store_true", help="also export the Chrome trace")
     ap.add_argument("--mem-gb", type=float, default=8.0,
                     help="address-space limit per process (a run over it is reported failed)")
     ap.add_argument("--phases", action="store_true", help="print every phase, not only totals")
     args = ap.parse_args()
     bin_dir = os.path.join(args.build, "bin")
-    sizes = [jobsize.name(s) for s in args.sizes] if args.sizes else DEFAULT_SIZES
+    needed = {"driver": ["pipefill-compile"], "tools": ["pipefill-translate", "pipefill-opt"]}
+    benchargs.tools(ap, args.build, [n for m in (["tools", "driver"] if args.mode == "both"
+                                                else [args.mode]) for n in needed[m]])
+    sizes = [benchargs.name(s) for s in args.sizes] if args.sizes else DEFAULT_SIZES
     modes = ["tools", "driver"] if args.mode == "both" else [args.mode]
     load = os.getloadavg()
     print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
@@ -171,7 +174,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         print(f"{'job':<34} {'mode':<7} {'phase':<24} {'wall s':>9} {'cpu s':>9} {'peak MiB':>9}")
         for spec in sizes:
-            job, p, m, j, sched, v = make_job(work, jobsize.parse(spec))
+            job, p, m, j, sched, v = make_job(work, benchargs.parse(spec))
             name = f"{sched} {p}x{m}x{j}" + (f" v={v}" if v > 1 else "")
             for mode in modes:
                 runs = []
@@ -214,7 +217,7 @@ def main():
                       f"   (all runs: {walls})")
                 sys.stdout.flush()
     for mode in modes:
-        pts = [(jobsize.parse(s)[0] * jobsize.parse(s)[1], results[(s, mode)][1])
+        pts = [(benchargs.parse(s)[0] * benchargs.parse(s)[1], results[(s, mode)][1])
                for s in GROWTH if (s, mode) in results and results[(s, mode)][1] > 0]
         if len(pts) >= 2:
             xs = [math.log(x) for x, _ in pts]

@@ -1,11 +1,14 @@
-"""The job sizes the compile benchmarks take: STAGES:MICROBATCHES:JOBS[:SCHEDULE[:V]].
+"""Arguments the compile benchmarks share, checked as usage errors.
 
-SCHEDULE is a JobSpec schedule name (proto/pipefill.proto); it defaults to
-ONE_F_ONE_B. V (virtual stages per device) defaults to 2 for
-INTERLEAVED_1F1B and 1 otherwise. `parse` is an argparse type: a bad size
-is a usage error that names what was expected, not a traceback.
+A job size is STAGES:MICROBATCHES:JOBS[:SCHEDULE[:V]]. SCHEDULE is a
+JobSpec schedule name (proto/pipefill.proto); it defaults to ONE_F_ONE_B.
+V (virtual stages per device) defaults to 2 for INTERLEAVED_1F1B and 1
+otherwise. `parse` and `positive_int` are argparse types and `tools` checks
+a build directory: a bad argument is a usage error that names what was
+expected, never a traceback.
 """
 import argparse
+import os
 
 SCHEDULES = ("GPIPE", "ONE_F_ONE_B", "INTERLEAVED_1F1B", "ZB_H1")
 FORM = "STAGES:MICROBATCHES:JOBS[:SCHEDULE[:V]]"
@@ -47,3 +50,28 @@ def name(size):
     """The canonical spelling of a parsed size."""
     p, m, j, schedule, v = size
     return f"{p}:{m}:{j}:{schedule}" + (f":{v}" if v > 1 else "")
+
+
+def positive_int(text):
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
+    return value
+
+
+def tools(parser, build, names):
+    """The paths of `names` in BUILD/bin; a usage error (through `parser`)
+    naming the first that is missing or not executable."""
+    paths = {}
+    for name in names:
+        path = os.path.join(build, "bin", name)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            parser.error(f"no executable {path} (build first: scripts/build.sh, "
+                         f"or pass the build directory that has it)")
+        paths[name] = path
+    return paths
+
