@@ -6,6 +6,7 @@ noisy shared machine).
 Usage: bench/compile_examples.py BUILD_DIR [BASELINE_BUILD_DIR] [RUNS]
 Prints per example the median and minimum CPU time (user + sys, getrusage of
 the child) over RUNS runs (default 21) and the ratio of the medians."""
+import argparse
 import glob
 import os
 import resource
@@ -14,10 +15,25 @@ import subprocess
 import sys
 import tempfile
 
+import benchargs
+
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-build = sys.argv[1]
-base = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].isdigit() else None
-runs = int(sys.argv[-1]) if sys.argv[-1].isdigit() else 21
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("build", metavar="BUILD_DIR")
+ap.add_argument("rest", nargs="*", default=[], help="[BASELINE_BUILD_DIR] [RUNS]")
+args = ap.parse_args()
+build = args.build
+base = args.rest[0] if args.rest and not args.rest[0].lstrip("-").isdigit() else None
+counts = args.rest[1:] if base else args.rest
+if len(counts) > 1:
+    ap.error("expected BUILD_DIR [BASELINE_BUILD_DIR] [RUNS]")
+try:
+    runs = benchargs.positive_int(counts[0]) if counts else 21
+except Exception as e:  # argparse.ArgumentTypeError
+    ap.error(f"RUNS: {e}")
+benchargs.tools(ap, build, ["pipefill-translate", "pipefill-opt"])
+if base:
+    benchargs.tools(ap, base, ["pipefill-opt"])
 
 
 def cpu(opt, mlir):

@@ -7,12 +7,27 @@ Stage costs are uniform (a 64-stage, 512-micro-batch pipeline is the
 target size of DESIGN section 9); fill jobs have 10-50 small layers with
 deterministic pseudo-random costs.
 """
+import argparse
+import os
 import random
 import sys
 
-p, m, jobs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-schedule = sys.argv[4] if len(sys.argv) > 4 else "INTERLEAVED_1F1B"
-v = int(sys.argv[5]) if len(sys.argv) > 5 else (2 if schedule == "INTERLEAVED_1F1B" else 1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchargs  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("stages", type=benchargs.positive_int, metavar="STAGES")
+ap.add_argument("microbatches", type=benchargs.positive_int, metavar="MICROBATCHES")
+ap.add_argument("jobs", type=benchargs.positive_int, metavar="FILL_JOBS")
+ap.add_argument("schedule", nargs="?", default="INTERLEAVED_1F1B", choices=benchargs.SCHEDULES,
+                metavar="SCHEDULE")
+ap.add_argument("virtual", nargs="?", type=benchargs.positive_int, default=None,
+                metavar="VIRTUAL")
+args = ap.parse_args()
+p, m, jobs, schedule = args.stages, args.microbatches, args.jobs, args.schedule
+v = args.virtual if args.virtual else (2 if schedule == "INTERLEAVED_1F1B" else 1)
+if v > 1 and schedule != "INTERLEAVED_1F1B":
+    ap.error(f"VIRTUAL above 1 needs INTERLEAVED_1F1B (got {schedule} with {v})")
 rng = random.Random(42)
 print(f'name: "bench_{p}x{m}"')
 print(f"pipeline {{ stages: {p} microbatches: {m} schedule: {schedule}"

@@ -5,18 +5,31 @@ processes) on the same JobSpec. Prints medians of N runs, wall-clock.
 usage: PYTHONPATH=build/python/site .venv/bin/python bench/python_compile.py [JOB] [N]
 """
 
+import argparse
 import pathlib
 import statistics
 import subprocess
 import sys
 import time
 
-import pipefill
+import benchargs
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-job = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "examples" / "gpt40b-1f1b.pbtxt"
-n = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+ap.add_argument("job", nargs="?", type=pathlib.Path,
+                default=REPO / "examples" / "gpt40b-1f1b.pbtxt", metavar="JOB")
+ap.add_argument("n", nargs="?", type=benchargs.positive_int, default=5, metavar="N")
+args = ap.parse_args()
+job, n = args.job, args.n
+if not job.is_file():
+    ap.error(f"no JobSpec file {job}")
 bin_dir = REPO / "build" / "bin"
+benchargs.tools(ap, str(REPO / "build"), ["pipefill-translate", "pipefill-opt"])
+try:
+    import pipefill
+except ImportError as e:
+    ap.error(f"the pipefill package is not importable ({e}): build it (scripts/build.sh) "
+             f"and run with PYTHONPATH=build/python/site")
 
 
 def timed(fn):
