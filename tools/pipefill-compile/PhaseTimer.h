@@ -7,6 +7,8 @@
 #ifndef PIPEFILL_TOOLS_PIPEFILL_COMPILE_PHASETIMER_H
 #define PIPEFILL_TOOLS_PIPEFILL_COMPILE_PHASETIMER_H
 
+#include "tools/pipefill-compile/OutputFiles.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Support/FileUtilities.h"
@@ -103,16 +105,15 @@ private:
   PhaseTimer &timer;
 };
 
-/// Opens `path` and runs `write` into it. The file is kept only once the
-/// caller calls keep() on the result (a failed check deletes it).
+/// Takes `path`'s file from `files` and runs `write` into it. The file is
+/// kept only once the caller calls keep() on the result (a failed check
+/// deletes it).
 inline std::unique_ptr<llvm::ToolOutputFile>
-writeFile(llvm::StringRef path, llvm::function_ref<LogicalResult(llvm::raw_ostream &)> write) {
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = mlir::openOutputFile(path, &error);
-  if (!out) {
-    llvm::errs() << "pipefill-compile: cannot write '" << path << "': " << error << "\n";
-    return nullptr;
-  }
+writeFile(OutputFiles &files, llvm::StringRef path,
+          llvm::function_ref<LogicalResult(llvm::raw_ostream &)> write) {
+  std::unique_ptr<llvm::ToolOutputFile> out = files.take(path);
+  if (!out)
+    return nullptr; // take() said why
   // raw_fd_ostream buffers one file-system block (4 KiB): a 64 x 512
   // report and program were ~8000 write calls. 1 MiB buffers make it ~40.
   out->os().SetBufferSize(1 << 20);
@@ -122,7 +123,7 @@ writeFile(llvm::StringRef path, llvm::function_ref<LogicalResult(llvm::raw_ostre
 }
 
 inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
-                        llvm::StringRef timingFile) {
+                        llvm::StringRef timingFile, OutputFiles &files) {
   if (timingFile == "-") {
     llvm::errs() << llvm::format("%-26s %9s %9s %10s\n", (const char *)"phase (measured)",
                                  (const char *)"wall s", (const char *)"cpu s",
@@ -138,7 +139,7 @@ inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
     llvm::errs() << llvm::format("%-26s %9.4f\n", (const char *)"total", totalWall);
     return;
   }
-  std::unique_ptr<llvm::ToolOutputFile> out = writeFile(timingFile, [&](llvm::raw_ostream &os) {
+  std::unique_ptr<llvm::ToolOutputFile> out = writeFile(files, timingFile, [&](llvm::raw_ostream &os) {
     llvm::json::OStream j(os, 2);
     j.object([&] {
       j.attribute("measured", true);

@@ -93,7 +93,7 @@ cl::opt<std::string> timingFile(
     cl::value_desc("file"), cl::cat(category));
 
 LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
-                      OwningOpRef<ModuleOp> &module) {
+                      OutputFiles &files, OwningOpRef<ModuleOp> &module) {
   if (failed(timer.phase("import", [&] {
         module = pipefill::importJobSpec(sourceMgr, &ctx);
         return success(static_cast<bool>(module));
@@ -149,7 +149,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
                        std::unique_ptr<llvm::ToolOutputFile> &out) {
         if (path.empty())
           return true;
-        out = writeFile(path, [&](llvm::raw_ostream &os) {
+        out = writeFile(files, path, [&](llvm::raw_ostream &os) {
           return pipefill::lowerAndExportStreamProgram(*module, iterations.getValue(), os, text,
                                                        /*checkOrder=*/false);
         });
@@ -163,7 +163,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
     if (path.empty())
       return true;
     outputs.push_back(timer.concurrentPhase(what, [&] {
-      return writeFile(path, [&](llvm::raw_ostream &os) { return fn(*module, os); });
+      return writeFile(files, path, [&](llvm::raw_ostream &os) { return fn(*module, os); });
     }));
     return outputs.back() != nullptr;
   };
@@ -201,7 +201,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
       return success();
     return timer.phase(what, [&] {
       std::unique_ptr<llvm::ToolOutputFile> out = writeFile(
-          path, [&](llvm::raw_ostream &os) { return pipefill::exportStreamProgram(*module, os, text); });
+          files, path, [&](llvm::raw_ostream &os) { return pipefill::exportStreamProgram(*module, os, text); });
       if (!out)
         return failure();
       out->keep();
@@ -245,16 +245,23 @@ int main(int argc, char **argv) {
     llvm::errs() << "pipefill-compile: cannot read '" << input << "': " << error << "\n";
     return 1;
   }
+  // The outputs are created now, beside the import (OutputFiles.h).
+  std::optional<OutputFiles> files(std::in_place,
+                                   std::vector<std::string>{reportFile, summaryFile, traceFile,
+                                                            svgFile, programFile, programTextFile,
+                                                            irFile, timingFile});
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &ctx);
 
   PhaseTimer timer;
   OwningOpRef<ModuleOp> module;
-  LogicalResult result = compile(ctx, sourceMgr, timer, module);
+  LogicalResult result = compile(ctx, sourceMgr, timer, *files, module);
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
   if (!timingFile.empty())
-    writeTiming(timer.phases, total.count(), timingFile);
+    writeTiming(timer.phases, total.count(), timingFile, *files);
+  // Files a failed run never wrote are removed (not kept) here.
+  files.reset();
   // Every output file is closed. As compilers do (clang's -disable-free),
   // skip freeing 10^5-10^6 ops and the context one by one: the process exits.
   llvm::outs().flush();
