@@ -280,11 +280,19 @@ TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
 // all, so the chunk is admitted into a 12 ms bubble; its third pass ends past 12 ms, and it stops
 // there at the latest (sooner on a machine more than 1.2x slower than calibrated); the rest runs
 // first in the next bubble. With whole chunks (the contrast) it runs all four layers.
+//
+// The layers are calibrated once per process, in CPU time, on a VM shared with other work: a run
+// whose layers came out much faster than calibrated (once in a sanitizer CI run: all four passes
+// ran) may fit a fourth pass legitimately. So the chunk's own measured passes decide which claim
+// is checked: near the calibrated speed, the stop after the third pass; faster, the rule itself
+// (a pass starts only while it fits: the third ended before the deadline).
 TEST(ChunkSplitTest, SessionChunksStopBetweenPasses) {
   constexpr uint32_t kIterations = 2;
-  ProgramPtr p = overCommitted(kIterations, 5000.0 / kBatch, kLayers, /*plannedUs=*/4000);
+  constexpr double kLayerUs = 5000;
+  ProgramPtr p = overCommitted(kIterations, kLayerUs / kBatch, kLayers, /*plannedUs=*/4000);
   ASSERT_TRUE(p);
   uint32_t firstEnd[2] = {0, 0}, secondBegin[2] = {0, 0};
+  pfrt_session_chunk first[2]{};
   const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
   for (int k = 0; k < 2; ++k) {
     SessionPtr s = driveSession(p.get(), policies[k], kIterations, 12000);
@@ -295,15 +303,26 @@ TEST(ChunkSplitTest, SessionChunksStopBetweenPasses) {
     pfrt_session_chunk c{};
     ASSERT_EQ(pfrt_session_chunk_get(s.get(), 0, &c), PFRT_OK);
     EXPECT_EQ(c.layer_begin, 0u);
+    first[k] = c;
     firstEnd[k] = c.layer_end;
     if (n > 1) {
       ASSERT_EQ(pfrt_session_chunk_get(s.get(), 1, &c), PFRT_OK);
       secondBegin[k] = c.layer_begin;
     }
   }
-  EXPECT_GE(firstEnd[0], 1u);
-  EXPECT_LE(firstEnd[0], 3u) << "the chunk ran past its bubble to its last pass";
-  EXPECT_EQ(secondBegin[0], firstEnd[0]) << "the rest runs first in the next bubble";
+  ASSERT_GE(firstEnd[0], 1u);
+  const pfrt_session_chunk &c = first[0];
+  const double passUs = (c.end_us - c.start_us) / double(c.layer_end - c.layer_begin);
+  if (passUs >= 0.75 * kLayerUs) {
+    EXPECT_LE(firstEnd[0], 3u) << "the chunk ran past its bubble to its last pass (passes of "
+                               << passUs << " us, deadline " << c.deadline_us << " us)";
+  } else if (firstEnd[0] == kLayers) {
+    EXPECT_LE(c.start_us + 3 * passUs, c.deadline_us + 0.25 * passUs)
+        << "a pass started past the deadline (passes of " << passUs << " us)";
+  }
+  if (firstEnd[0] < kLayers) {
+    EXPECT_EQ(secondBegin[0], firstEnd[0]) << "the rest runs first in the next bubble";
+  }
   EXPECT_EQ(firstEnd[1], kLayers); // whole chunks: never stopped
 }
 
