@@ -161,11 +161,10 @@ def main():
     ap.add_argument("--phases", action="store_true", help="print every phase, not only totals")
     args = ap.parse_args()
     bin_dir = os.path.join(args.build, "bin")
-    needed = {"driver": ["pipefill-compile"], "tools": ["pipefill-translate", "pipefill-opt"]}
-    benchargs.tools(ap, args.build, [n for m in (["tools", "driver"] if args.mode == "both"
-                                                else [args.mode]) for n in needed[m]])
-    sizes = [benchargs.name(s) for s in args.sizes] if args.sizes else DEFAULT_SIZES
     modes = ["tools", "driver"] if args.mode == "both" else [args.mode]
+    needed = {"driver": ["pipefill-compile"], "tools": ["pipefill-translate", "pipefill-opt"]}
+    benchargs.tools(ap, args.build, [name for mode in modes for name in needed[mode]])
+    sizes = args.sizes or [benchargs.parse(s) for s in DEFAULT_SIZES]
     load = os.getloadavg()
     print(f"# machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f} at start; wall/CPU seconds and peak RSS are measured; "
@@ -173,8 +172,8 @@ def main():
     results = {}
     with tempfile.TemporaryDirectory() as work:
         print(f"{'job':<34} {'mode':<7} {'phase':<24} {'wall s':>9} {'cpu s':>9} {'peak MiB':>9}")
-        for spec in sizes:
-            job, p, m, j, sched, v = make_job(work, benchargs.parse(spec))
+        for size in sizes:
+            job, p, m, j, sched, v = make_job(work, size)
             name = f"{sched} {p}x{m}x{j}" + (f" v={v}" if v > 1 else "")
             for mode in modes:
                 runs = []
@@ -196,7 +195,7 @@ def main():
                 runs.sort(key=lambda r: total(r, mode)[0])
                 med = runs[len(runs) // 2]
                 tw, tc, tr = total(med, mode)
-                results[(spec, mode)] = (tw, tc, tr, med)
+                results[(size, mode)] = (tw, tc, tr, med)
                 if args.phases:
                     for k, (w, c, r) in med.items():
                         cs = f"{c:9.3f}" if c is not None else f"{'':>9}"
@@ -217,8 +216,9 @@ def main():
                       f"   (all runs: {walls})")
                 sys.stdout.flush()
     for mode in modes:
-        pts = [(benchargs.parse(s)[0] * benchargs.parse(s)[1], results[(s, mode)][1])
-               for s in GROWTH if (s, mode) in results and results[(s, mode)][1] > 0]
+        growth = [benchargs.parse(s) for s in GROWTH]
+        pts = [(s[0] * s[1], results[(s, mode)][1])
+               for s in growth if (s, mode) in results and results[(s, mode)][1] > 0]
         if len(pts) >= 2:
             xs = [math.log(x) for x, _ in pts]
             ys = [math.log(y) for _, y in pts]
