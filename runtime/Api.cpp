@@ -665,6 +665,7 @@ pfrt_status pfrt_report_get_stats(const pfrt_report *r, pfrt_report_stats *s) {
     s->chunks_run = t.chunks.run;
     s->chunks_deferred = t.chunks.deferred;
     s->chunks_split = t.chunks.split;
+    s->chunks_stopped_on_device = t.chunks.stoppedOnDevice;
     s->chunks_skipped = t.chunks.skipped;
     s->chunks_pending = t.chunks.pending;
     s->fill_samples_completed = t.samplesThisRun;

@@ -119,14 +119,20 @@ struct FillExec {
   // Bubble bound (host clock, real us): the chunk's bubble is predicted to end at deadlineUs and
   // the chunk to take predictedUs. The fill stream's thread checks before starting the chunk, on
   // every backend: on CUDA against the GPU's progress (bubble edges are GPU events resolved to the
-  // host clock, and the fill thread runs one chunk at a time; docs/runtime.md section 4b). There
-  // is no device-side check: a chunk the host has started runs to its end.
+  // host clock, and the fill thread runs one chunk at a time; docs/runtime.md section 4b).
   bool bounded = false;
   double deadlineUs = 0, predictedUs = 0;
   // Bounded: asked before each pass after the first; false stops the chunk before that pass (the
-  // passes from it on are left for later). Empty: every pass runs. The host backend asks it; the
-  // CUDA workloads enqueue a chunk's passes at once and do not.
+  // passes from it on are left for later). Empty: every pass runs. The host backend asks it.
   std::function<bool(uint32_t pass)> keepGoing;
+  // Bounded, for a backend that also checks on the device (CUDA, DeviceGate.h): the predicted
+  // real time of each pass [passBegin, passEnd); whether the chunk may stop between passes
+  // (else it runs whole or not at all); the token of the bubble's begin edge (Backend::markEdge,
+  // -1: unknown), so the device can see main pass the bubble's end. The device skips what does
+  // not fit when the fill stream gets there; JobData::run returns where it stopped.
+  std::vector<double> passNeedUs;
+  bool splitPasses = false;
+  int64_t bubbleToken = -1;
 };
 
 // State of one batch in flight between chunks. save() returns the checkpoint layout shared by all
@@ -221,6 +227,16 @@ public:
     (void)start;
     (void)end;
     return false;
+  }
+  // After JobData::run of a bounded chunk: why the device stopped it before its last pass (a
+  // GateOutcome of DeviceGate.h: kGateEnded, kGateDeadline), or 0 when it ran every pass or the
+  // backend does not check on the device (host).
+  // True when bounded chunks also run behind device-side checks (CUDA gates; false after the
+  // backend fell back to the host's check alone, or on the host).
+  virtual bool boundsOnDevice() const { return false; }
+  virtual uint32_t lastDeviceStop(StreamCtx &ctx) {
+    (void)ctx;
+    return 0;
   }
   // True when the executor decides on the host whether a chunk fits its bubble (both backends:
   // on CUDA the bubble's edges are GPU events resolved to the host clock, see markEdge, and the

@@ -94,6 +94,7 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       out.chunks_run += t.chunks.run;
       out.chunks_deferred += t.chunks.deferred;
       out.chunks_split += t.chunks.split;
+      out.chunks_stopped_on_device += t.chunks.stoppedOnDevice;
       out.chunks_skipped += t.chunks.skipped;
       out.chunks_pending += t.chunks.pending;
       fillSamples += static_cast<double>(t.samplesThisRun);
@@ -171,7 +172,7 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
                                          : 0.0);
     writeFillBoundCounts(w,
                          {r.chunks_run, r.chunks_deferred, r.chunks_skipped, r.chunks_pending,
-                          r.chunks_split},
+                          r.chunks_split, r.chunks_stopped_on_device},
                          r.fill_us_run, r.overrun_us);
     w.endObject();
     return w.str();

@@ -11,7 +11,11 @@
 //
 // Bubble bound: the main stream's bubble edges are events from a per-device ring (markEdge); the
 // fill thread resolves them to the host clock and waits for each chunk (streamNowUs of a fill
-// stream synchronises it), so the executor's host-side bound sees the GPU's real progress.
+// stream synchronises it), so the executor's host-side bound sees the GPU's real progress. Then
+// the GPU checks again (DeviceGate.h, CudaGate.*): a bounded chunk runs as a graph in which a
+// one-thread gate before each pass reads %globaltimer and the last edge main has passed (every
+// edge also sets a device word, cuStreamWriteValue64), and the pass's kernels launch only if main
+// is still in the bubble and the pass's predicted time fits before its deadline.
 //
 // Replay mode (fewer GPUs than devices): the executor runs one device here and the others on the
 // host backend's modelled clock. A send to an emulated peer keeps the stream busy for the planned
@@ -19,8 +23,10 @@
 // enqueueing thread wait for the peer's modelled send before enqueuing the rest of the stream.
 //
 // Files: CudaDevice.* (device and stream state), CudaWorkloads.* (cuBLAS fill layers and the main
-// job's GEMM chain), CudaKernels.* (device kernels), this file (the Backend).
+// job's GEMM chain), CudaGate.* (the device-side bound), CudaKernels.* (device kernels), this file
+// (the Backend).
 #include "runtime/CudaDevice.h"
+#include "runtime/CudaGate.h"
 #include "runtime/CudaKernels.h"
 #include "runtime/CudaWorkloads.h"
 #include "runtime/Executor.h"
@@ -122,7 +128,7 @@ void createCopyBuffers(GpuDevice &g, const Device &dev) {
 
 // Program device d (`dev`) on CUDA ordinal `gpu`: its setup and communication streams, timing
 // events, pools, event rings and copy buffers.
-std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gpu) {
+std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gpu, bool gate) {
   auto g = std::make_unique<GpuDevice>();
   g->device = d;
   g->gpu = gpu;
@@ -135,7 +141,15 @@ std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gp
   createPools(*g, dev);
   createEvents(*g, dev);
   createCopyBuffers(*g, dev);
+  createGate(*g, gate);
   return g;
+}
+
+bool streamRunsFill(const Stream &st) {
+  for (const Op &op : st.ops)
+    if (op.kind == OpKind::Fill)
+      return true;
+  return false;
 }
 
 class CudaBackend : public Backend {
@@ -150,6 +164,7 @@ public:
     config_ = config;
     program_ = &program;
     readFillMath();
+    gateRequested_ = deviceGateRequested();
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     if (count <= 0)
@@ -167,7 +182,8 @@ public:
                                                   : 0;
     for (uint32_t d : devices)
       gpus_[d] = createGpuDevice(program.devices[d], d,
-                                 oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first);
+                                 oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first,
+                                 gateRequested_);
     for (uint32_t d : devices)
       createStreams(program.devices[d], d, info.devices[d].mainStream);
     connectGpus(program, devices);
@@ -191,6 +207,7 @@ public:
       PFRT_CUDA(cudaEventRecord(g.base, g.setup));
       PFRT_CUDA(cudaEventSynchronize(g.base));
       g.baseHostUs = hostNowUs();
+      calibrateGlobalTimer(g);
     }
   }
 
@@ -429,6 +446,7 @@ public:
     const size_t slot = static_cast<size_t>(token) % g.edges.size();
     g.edgeOwner[slot] = token;
     PFRT_CUDA(cudaEventRecord(g.edges[slot], st.s));
+    markEdgeOnDevice(g, st.s, token);
     nowUs = -1;
     return token;
   }
@@ -451,6 +469,7 @@ public:
                       cudaGetErrorString(e) + " (is main_stream a live cudaStream_t of GPU " +
                       std::to_string(g.gpu) + ", the session's GPU?)");
     }
+    markEdgeOnDevice(g, static_cast<cudaStream_t>(stream), token);
     ++g.nextEdge;
     g.edgeOwner[slot] = token;
     nowUs = -1;
@@ -464,6 +483,7 @@ public:
     PFRT_CUDA(cudaEventRecord(g.base, g.setup));
     PFRT_CUDA(cudaEventSynchronize(g.base));
     g.baseHostUs = hostNowUs();
+    calibrateGlobalTimer(g);
   }
 
   std::unique_ptr<DeviceScope> useDevice(uint32_t device) override {
@@ -537,6 +557,29 @@ public:
     return "modelled";
   }
 
+  // A gated chunk: its graph's span on the GPU, so the predictor learns GPU time, not the host's
+  // time to build the graph.
+  bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) override {
+    CudaStreamState &st = streamState(ctx);
+    if (!st.lastGated)
+      return false;
+    start = st.lastStartUs;
+    end = st.lastEndUs;
+    return true;
+  }
+
+  bool boundsOnDevice() const override {
+    for (const auto &kv : gpus_)
+      if (!kv.second->gateOn.load())
+        return false;
+    return !gpus_.empty();
+  }
+
+  uint32_t lastDeviceStop(StreamCtx &ctx) override {
+    CudaStreamState &st = streamState(ctx);
+    return st.lastGated ? st.lastGate.stop : 0;
+  }
+
   bool minFreeBytes(uint32_t device, uint64_t &bytes) override {
     auto it = gpus_.find(device);
     if (it == gpus_.end() || it->second->minFree.load() == UINT64_MAX)
@@ -585,6 +628,8 @@ private:
       PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
       PFRT_CUBLAS(cublasCreate(&st->blas));
       PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
+      if (!st->main && streamRunsFill(dev.streams[s]))
+        createStreamGate(*st);
       // The handles keep the default math mode: fill GEMMs name their compute type themselves
       // (cublasGemmEx, CudaWorkloads.cu), the main chain stays FP32 (calibrated, its precision
       // does not matter).
@@ -742,6 +787,7 @@ private:
         cudaEventDestroy(e);
       if (st.blas)
         cublasDestroy(st.blas);
+      destroyStreamGate(st);
       if (st.s)
         cudaStreamDestroy(st.s);
     }
@@ -770,6 +816,7 @@ private:
       cudaFree(g.gemmC);
       cudaFree(g.copyDevice);
       cudaFreeHost(g.copyHost);
+      destroyGate(g);
       if (g.base)
         cudaEventDestroy(g.base);
       if (g.fillPool) {
@@ -793,6 +840,7 @@ private:
 
   RunConfig config_;
   FillMath fillMath_ = FillMath::Bf16;
+  bool gateRequested_ = true;
   const Program *program_ = nullptr;
   std::map<uint32_t, std::unique_ptr<GpuDevice>> gpus_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;

@@ -6,6 +6,7 @@
 #define PFRT_CUDA_DEVICE_H
 
 #include "runtime/Backend.h"
+#include "runtime/DeviceGate.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -93,6 +94,18 @@ struct GpuDevice {
   std::vector<cudaEvent_t> edges;
   std::vector<int64_t> edgeOwner;
   int64_t nextEdge = 0;
+  // The device-side bubble bound (DeviceGate.h, CudaGate.cu). lastEdge: device memory that every
+  // edge sets to its token + 1 on its stream, so gates see when main has passed a bubble's end.
+  // %globaltimer reads gtNs at host time gtHostUs (calibrated with the event clock). gateOn:
+  // bounded chunks run behind gates (PFRT_CUDA_DEVICE_GATE, default on; off for good, with a
+  // warning, if a gated chunk cannot be built on this GPU). edgeMemOp: edges are set with
+  // cuStreamWriteValue64 (else a one-thread kernel).
+  std::atomic<bool> gateOn{false};
+  bool edgeMemOp = false;
+  unsigned long long *lastEdge = nullptr;
+  unsigned long long *timerHost = nullptr, *timerDevice = nullptr; // mapped, for calibration
+  uint64_t gtNs = 0;
+  double gtHostUs = 0;
   // Copy ops: one device and one pinned buffer of the largest copy.
   uint64_t copyBytes = 0;
   void *copyDevice = nullptr, *copyHost = nullptr;
@@ -127,6 +140,19 @@ struct CudaStreamState {
   cudaEvent_t pendingStart = nullptr;
   std::vector<PendingTiming> current;
   std::deque<std::pair<cudaEvent_t, std::vector<PendingTiming>>> inflight;
+  // Fill streams, device-side bound: the gates' state (host memory mapped into the device: host
+  // and device pointers), a stream that allocates while a gated chunk is captured (stream-ordered
+  // allocation nodes are not allowed in conditional bodies), an event ordering it before the
+  // launch, and how the stream's last gated chunk ended (GateState, read after it ran).
+  GateState *gateHost = nullptr, *gateDevice = nullptr;
+  cudaStream_t allocStream = nullptr;
+  cudaEvent_t allocDone = nullptr;
+  void *blasWorkspace = nullptr;
+  GateState lastGate;
+  bool lastGated = false;
+  // The last gated chunk's span on the GPU (events around its graph; host clock, us).
+  cudaEvent_t spanStart = nullptr, spanEnd = nullptr;
+  double lastStartUs = -1, lastEndUs = -1;
 
   // A timing event from the pool (created when the pool is empty).
   cudaEvent_t take();

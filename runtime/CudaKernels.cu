@@ -175,6 +175,36 @@ __global__ void spinKernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
+__device__ unsigned long long globalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void readGlobalTimerKernel(unsigned long long *out) { *out = globalTimerNs(); }
+
+__global__ void writeValueKernel(unsigned long long *p, unsigned long long v) {
+  *reinterpret_cast<volatile unsigned long long *>(p) = v;
+}
+
+// The gate before one segment of a bounded fill chunk (DeviceGate.h): sets the segment's IF
+// condition. One thread; the state is host memory mapped into the device.
+__global__ void gateKernel(cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
+                           GateState *state, GateArgs args) {
+  const unsigned long long edge = *reinterpret_cast<const volatile unsigned long long *>(lastEdge);
+  volatile GateState *out = state;
+  GateState s;
+  s.segmentsRun = out->segmentsRun;
+  s.stop = out->stop;
+  s.stopNs = out->stopNs;
+  const bool runs = gateApply(globalTimerNs(), edge, s, args);
+  out->segmentsRun = s.segmentsRun;
+  out->stop = s.stop;
+  out->stopNs = s.stopNs;
+  __threadfence_system();
+  cudaGraphSetConditional(handle, runs ? 1u : 0u);
+}
+
 __global__ void toBf16Kernel(const float *x, __nv_bfloat16 *y, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
        i += size_t(gridDim.x) * blockDim.x)
@@ -304,6 +334,29 @@ void checksum(const float *y, size_t n, uint64_t base, double *acc, cudaStream_t
 
 void addLoss(const double *loss, double *acc, cudaStream_t s) {
   addLossKernel<<<1, 1, 0, s>>>(loss, acc);
+}
+
+void readGlobalTimer(unsigned long long *out, cudaStream_t s) {
+  readGlobalTimerKernel<<<1, 1, 0, s>>>(out);
+}
+
+void writeValue(unsigned long long *p, unsigned long long v, cudaStream_t s) {
+  writeValueKernel<<<1, 1, 0, s>>>(p, v);
+}
+
+cudaError_t addGateNode(cudaGraph_t graph, const cudaGraphNode_t *dep,
+                        cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
+                        GateState *state, const GateArgs &args, cudaGraphNode_t *node) {
+  GateArgs a = args;
+  void *params[] = {&handle, &lastEdge, &state, &a};
+  cudaKernelNodeParams kp = {};
+  kp.func = reinterpret_cast<void *>(gateKernel);
+  kp.gridDim = dim3(1);
+  kp.blockDim = dim3(1);
+  kp.sharedMemBytes = 0;
+  kp.kernelParams = params;
+  kp.extra = nullptr;
+  return cudaGraphAddKernelNode(node, graph, dep, dep ? 1 : 0, &kp);
 }
 
 void spin(double us, cudaStream_t s) {

@@ -4,6 +4,7 @@
 #define PFRT_CUDA_KERNELS_H
 
 #include "runtime/CudaGemmPlan.h"
+#include "runtime/DeviceGate.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -63,6 +64,17 @@ void mseLoss(const float *y, const float *t, float *dy, size_t n, int batch, dou
 void checksum(const float *y, size_t n, uint64_t base, double *acc, cudaStream_t s);
 // acc[0] += *loss; acc[1] += *loss
 void addLoss(const double *loss, double *acc, cudaStream_t s);
+// *out = %globaltimer (ns) when the kernel runs (out: device-visible, e.g. mapped host memory).
+void readGlobalTimer(unsigned long long *out, cudaStream_t s);
+// *p = v, ordered on s (the bubble edges' device-side mark when cuStreamWriteValue64 is missing).
+void writeValue(unsigned long long *p, unsigned long long v, cudaStream_t s);
+// Adds to `graph`, after `dep` (null: none), the one-thread gate before one segment of a bounded
+// fill chunk: it decides with gateApply (DeviceGate.h) from the GPU's clock, *lastEdge (device
+// memory: token + 1 of the last bubble edge the main stream passed) and *state (one per fill
+// stream; device-visible host memory), and sets `handle`, the condition of the segment's IF node.
+cudaError_t addGateNode(cudaGraph_t graph, const cudaGraphNode_t *dep,
+                        cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
+                        GateState *state, const GateArgs &args, cudaGraphNode_t *node);
 // Keeps the stream busy for `us` microseconds (one thread, globaltimer + nanosleep).
 void spin(double us, cudaStream_t s);
 

@@ -1,6 +1,7 @@
 // CUDA backend, cuBLAS workloads (see CudaWorkloads.h).
 #include "runtime/CudaWorkloads.h"
 
+#include "runtime/CudaGate.h"
 #include "runtime/CudaKernels.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace pfrt {
 namespace cudabk {
@@ -194,9 +196,7 @@ public:
       b->stashX.resize(shape_.numLayers());
       b->stashH.resize(shape_.numLayers());
     }
-    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&b->loss), sizeof(double),
-                                      dev_.fillPool, s));
-    hotPath().batchAllocs.fetch_add(1);
+    b->loss = static_cast<double *>(allocBytes(sizeof(double), s, /*hot=*/true));
     PFRT_CUDA(cudaMemsetAsync(b->loss, 0, sizeof(double), s));
     return b;
   }
@@ -249,103 +249,266 @@ public:
     b.act = dx;
   }
 
-  // Every pass runs (keepGoing is for the host: here the passes are enqueued, not run).
+  // Unbounded chunks (and bounded ones with PFRT_CUDA_DEVICE_GATE=0): every pass is enqueued at
+  // once and runs (keepGoing is for the host). Bounded ones run behind device-side gates.
   uint32_t run(StreamCtx &ctx, std::unique_ptr<BatchData> &batchPtr,
                const FillExec &ex) override {
     CudaStreamState &st = streamState(ctx);
     cudaStream_t s = st.s;
-    cublasHandle_t h = st.blas;
     stream_ = s;
     arena_ = &arenas_[ctx.stream];
-    const uint32_t L = shape_.numLayers();
-    const bool training = shape_.kind == PFRT_FILL_TRAINING;
+    st.lastGated = false;
+    if (gated(st, ex))
+      return runGated(ctx, st, batchPtr, ex);
     if (ex.begins || !batchPtr)
       batchPtr = newBatch(ex, s);
     CudaBatch &b = static_cast<CudaBatch &>(*batchPtr);
     if (b.onHost)
       restore(b, s);
-    const int rows = static_cast<int>(ex.batch * shape_.rows);
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
       // Every pass carves its scratch from the start of the stream's arena: the previous pass's
       // scratch is dead once this pass's kernels run (same stream, in order).
       reserveScratch(scratchBytes(p, ex.batch, ex.weightsStreamed), s);
-      if (p < L) {
-        const LayerShape &ls = shape_.layers[p];
-        std::vector<const void *> w(cW_[p].begin(), cW_[p].end());
-        if (ex.weightsStreamed && !sizes_[p].empty())
-          for (size_t t = 0; t < sizes_[p].size(); ++t) {
-            void *d = carve(computeBytes(p, t));
-            PFRT_CUDA(cudaMemcpyAsync(d, hW_[p][t], computeBytes(p, t), cudaMemcpyHostToDevice,
-                                      s));
-            w[t] = d;
-          }
-        switch (ls.kind) {
-        case PFRT_LAYER_ENCODER: {
-          Tensor y = alloc(b.act.n, s);
-          encoderForward(h, s, ls, w, b.act.d, y.d, static_cast<int>(ex.batch));
-          release(b.act, s);
-          b.act = y;
-          break;
-        }
-        case PFRT_LAYER_MLP: {
-          Tensor hpre = training ? alloc(size_t(rows) * ls.mid, s)
-                                 : scratch(size_t(rows) * ls.mid);
-          Tensor y = alloc(size_t(rows) * ls.out, s);
-          float *hact = carveF(size_t(rows) * ls.mid);
-          PFRT_CUBLAS(mm(h, false, false, rows, ls.mid, ls.in, 1.0f,
-                         operand(b.act.d, size_t(rows) * ls.in, s), ls.in, w[0], ls.mid, 0.0f,
-                         hpre.d, ls.mid));
-          cuda::gelu(hpre.d, hact, hpre.n, s);
-          PFRT_CUDA_LAUNCHED();
-          PFRT_CUBLAS(mm(h, false, false, rows, ls.out, ls.mid, 1.0f,
-                         operand(hact, size_t(rows) * ls.mid, s), ls.mid, w[1], ls.out, 0.0f,
-                         y.d, ls.out));
-          if (training) {
-            b.stashX[p] = b.act;
-            b.stashH[p] = hpre;
-          } else {
-            release(b.act, s);
-          }
-          b.act = y;
-          break;
-        }
-        case PFRT_LAYER_GEMM_CHAIN:
-          chain(h, s, ls, ls.usPerSample * ex.batch);
-          break;
-        }
-        if (training && p == L - 1) {
-          float *t = carveF(b.act.n);
-          Tensor dy = alloc(b.act.n, s);
-          cuda::makeTarget(t, shape_.seed, ex.sampleBegin, ex.batch,
-                           size_t(shape_.rows) * shape_.outWidth,
-                           size_t(shape_.rows) * shape_.inWidth, s);
-          cuda::mseLoss(b.act.d, t, dy.d, b.act.n, static_cast<int>(ex.batch), b.loss, s);
-          PFRT_CUDA_LAUNCHED();
-          release(b.act, s);
-          b.act = dy;
-        }
-      } else {
-        const uint32_t l = 2 * L - 1 - p;
-        const LayerShape &ls = shape_.layers[l];
-        if (ls.kind == PFRT_LAYER_MLP) {
-          mlpBackward(h, s, b, l, rows);
-        } else {
-          chain(h, s, ls, ls.backwardUsPerSample * ex.batch);
-        }
-      }
+      enqueuePass(st.blas, s, b, ex, p);
     }
-    if (ex.completes) {
-      if (training) {
-        cuda::addLoss(b.loss, acc_, s);
-      } else {
-        const uint64_t per = uint64_t(shape_.rows) * shape_.outWidth;
-        cuda::checksum(b.act.d, b.act.n, ex.sampleBegin * per, acc_, s);
-      }
-      PFRT_CUDA_LAUNCHED();
-    } else if (ex.activationsHost) {
+    if (ex.completes)
+      enqueueCompletion(b, ex, s);
+    else if (ex.activationsHost)
       offload(b, s);
-    }
     return ex.passEnd;
+  }
+
+  // Pass p of the batch: its kernels and cuBLAS calls on stream s.
+  void enqueuePass(cublasHandle_t h, cudaStream_t s, CudaBatch &b, const FillExec &ex,
+                   uint32_t p) {
+    const uint32_t L = shape_.numLayers();
+    const bool training = shape_.kind == PFRT_FILL_TRAINING;
+    const int rows = static_cast<int>(ex.batch * shape_.rows);
+    if (p >= L) {
+      const uint32_t l = 2 * L - 1 - p;
+      const LayerShape &ls = shape_.layers[l];
+      if (ls.kind == PFRT_LAYER_MLP)
+        mlpBackward(h, s, b, l, rows);
+      else
+        chain(h, s, ls, ls.backwardUsPerSample * ex.batch);
+      return;
+    }
+    const LayerShape &ls = shape_.layers[p];
+    std::vector<const void *> w(cW_[p].begin(), cW_[p].end());
+    if (ex.weightsStreamed && !sizes_[p].empty())
+      for (size_t t = 0; t < sizes_[p].size(); ++t) {
+        void *d = carve(computeBytes(p, t));
+        PFRT_CUDA(cudaMemcpyAsync(d, hW_[p][t], computeBytes(p, t), cudaMemcpyHostToDevice, s));
+        w[t] = d;
+      }
+    switch (ls.kind) {
+    case PFRT_LAYER_ENCODER: {
+      Tensor y = alloc(b.act.n, s);
+      encoderForward(h, s, ls, w, b.act.d, y.d, static_cast<int>(ex.batch));
+      release(b.act, s);
+      b.act = y;
+      break;
+    }
+    case PFRT_LAYER_MLP: {
+      Tensor hpre = training ? alloc(size_t(rows) * ls.mid, s) : scratch(size_t(rows) * ls.mid);
+      Tensor y = alloc(size_t(rows) * ls.out, s);
+      float *hact = carveF(size_t(rows) * ls.mid);
+      PFRT_CUBLAS(mm(h, false, false, rows, ls.mid, ls.in, 1.0f,
+                     operand(b.act.d, size_t(rows) * ls.in, s), ls.in, w[0], ls.mid, 0.0f,
+                     hpre.d, ls.mid));
+      cuda::gelu(hpre.d, hact, hpre.n, s);
+      PFRT_CUDA_LAUNCHED();
+      PFRT_CUBLAS(mm(h, false, false, rows, ls.out, ls.mid, 1.0f,
+                     operand(hact, size_t(rows) * ls.mid, s), ls.mid, w[1], ls.out, 0.0f, y.d,
+                     ls.out));
+      if (training) {
+        b.stashX[p] = b.act;
+        b.stashH[p] = hpre;
+      } else {
+        release(b.act, s);
+      }
+      b.act = y;
+      break;
+    }
+    case PFRT_LAYER_GEMM_CHAIN:
+      chain(h, s, ls, ls.usPerSample * ex.batch);
+      break;
+    }
+    if (training && p == L - 1) {
+      float *t = carveF(b.act.n);
+      Tensor dy = alloc(b.act.n, s);
+      cuda::makeTarget(t, shape_.seed, ex.sampleBegin, ex.batch,
+                       size_t(shape_.rows) * shape_.outWidth,
+                       size_t(shape_.rows) * shape_.inWidth, s);
+      cuda::mseLoss(b.act.d, t, dy.d, b.act.n, static_cast<int>(ex.batch), b.loss, s);
+      PFRT_CUDA_LAUNCHED();
+      release(b.act, s);
+      b.act = dy;
+    }
+  }
+
+  // The batch's last pass has been enqueued: its loss (training) or output checksum (inference)
+  // goes into the job's accumulators.
+  void enqueueCompletion(CudaBatch &b, const FillExec &ex, cudaStream_t s) {
+    if (shape_.kind == PFRT_FILL_TRAINING) {
+      cuda::addLoss(b.loss, acc_, s);
+    } else {
+      const uint64_t per = uint64_t(shape_.rows) * shape_.outWidth;
+      cuda::checksum(b.act.d, b.act.n, ex.sampleBegin * per, acc_, s);
+    }
+    PFRT_CUDA_LAUNCHED();
+  }
+
+  // ---- The device-side bound (DeviceGate.h) ----
+
+  // A batch's tensors at one point of a gated chunk (before it, after each segment).
+  struct Snapshot {
+    bool exists = false;
+    Tensor act;
+    double *loss = nullptr;
+    std::vector<Tensor> stashX, stashH;
+  };
+  static Snapshot snapshot(const std::unique_ptr<BatchData> &batch) {
+    Snapshot sn;
+    if (!batch)
+      return sn;
+    const CudaBatch &b = static_cast<const CudaBatch &>(*batch);
+    sn.exists = true;
+    sn.act = b.act;
+    sn.loss = b.loss;
+    sn.stashX = b.stashX;
+    sn.stashH = b.stashH;
+    return sn;
+  }
+  static void devicePointers(const Snapshot &sn, std::set<void *> &out) {
+    if (!sn.exists)
+      return;
+    out.insert(sn.act.d);
+    out.insert(sn.loss);
+    for (const Tensor &t : sn.stashX)
+      out.insert(t.d);
+    for (const Tensor &t : sn.stashH)
+      out.insert(t.d);
+    out.erase(nullptr);
+  }
+  // Makes the batch hold what `sn` held (nothing is freed; without a batch in `sn`, none).
+  static void restoreSnapshot(std::unique_ptr<BatchData> &batch, const Snapshot &sn) {
+    if (!batch)
+      return;
+    CudaBatch &b = static_cast<CudaBatch &>(*batch);
+    b.act = sn.act;
+    b.loss = sn.loss;
+    b.stashX = sn.stashX;
+    b.stashH = sn.stashH;
+    if (!sn.exists)
+      batch.reset(); // its handles are empty now: the destructor frees nothing
+  }
+
+  bool gated(const CudaStreamState &st, const FillExec &ex) const {
+    return dev_.gateOn.load() && st.gateHost && dev_.gtNs != 0 && ex.bounded && ex.passEnd > ex.passBegin &&
+           ex.deadlineUs > 0 && std::isfinite(ex.deadlineUs) &&
+           ex.passNeedUs.size() == size_t(ex.passEnd - ex.passBegin);
+  }
+
+  // A bounded chunk as one graph: each segment (a pass when the chunk may stop between passes,
+  // else the whole chunk) behind its gate. The host waits for it, keeps the batch as the passes
+  // that ran left it, and frees what the chunk held or made that is no longer used. If the graph
+  // cannot be built on this GPU, the device's gates are turned off (with a warning) and the chunk
+  // runs as an unbounded one would, its bound checked on the host alone.
+  uint32_t runGated(StreamCtx &ctx, CudaStreamState &st, std::unique_ptr<BatchData> &batchPtr,
+                    const FillExec &ex) {
+    cudaStream_t s = st.s;
+    if (ex.begins)
+      batchPtr.reset(); // the batch is made inside the first segment
+    else if (batchPtr && static_cast<CudaBatch &>(*batchPtr).onHost)
+      restore(static_cast<CudaBatch &>(*batchPtr), s); // copies, before the gates
+    size_t most = 0; // the arena must not be replaced while the graph is captured
+    for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
+      most = std::max(most, scratchBytes(p, ex.batch, ex.weightsStreamed));
+    reserveScratch(most, s);
+    const uint32_t segments = ex.splitPasses ? ex.passEnd - ex.passBegin : 1;
+    std::vector<Snapshot> snaps{snapshot(batchPtr)};
+    GatedLaunch launch(st);
+    try {
+      captureSegments(st, launch, batchPtr, ex, snaps);
+      launch.instantiate();
+    } catch (const Error &e) {
+      gating_ = nullptr;
+      launch.abandon();
+      restoreSnapshot(batchPtr, snaps.front());
+      for (void *p : gatedAllocs_)
+        cudaFreeAsync(p, st.allocStream);
+      gatedAllocs_.clear();
+      if (e.status() != PFRT_ERROR_BACKEND)
+        throw; // not the GPU refusing the graph: a bug, reported as such
+      if (dev_.gateOn.exchange(false))
+        std::fprintf(stderr,
+                     "pfrt: warning: cuda device %u (gpu %d): fill chunks cannot run behind "
+                     "device-side gates (%s); their bubble bound is checked on the host only\n",
+                     dev_.device, dev_.gpu, e.what());
+      return run(ctx, batchPtr, ex);
+    }
+    const GateState gs = launch.launchAndWait();
+    const uint32_t ran = std::min(gs.segmentsRun, segments);
+    commit(batchPtr, snaps, ran, s);
+    st.lastGate = gs;
+    st.lastGated = true;
+    const uint32_t passEnd =
+        ran == segments ? ex.passEnd : ex.passBegin + (ex.splitPasses ? ran : 0);
+    if (batchPtr && !(ex.completes && passEnd == ex.passEnd) && ex.activationsHost)
+      offload(static_cast<CudaBatch &>(*batchPtr), s);
+    return passEnd;
+  }
+
+  // Captures each segment's gate and body into `launch`; snaps gets the batch after each.
+  void captureSegments(CudaStreamState &st, GatedLaunch &launch,
+                       std::unique_ptr<BatchData> &batchPtr, const FillExec &ex,
+                       std::vector<Snapshot> &snaps) {
+    cudaStream_t s = st.s;
+    const uint32_t segments = ex.splitPasses ? ex.passEnd - ex.passBegin : 1;
+    const uint64_t deadlineNs = deadlineToGlobalNs(ex.deadlineUs, dev_.gtHostUs, dev_.gtNs);
+    gating_ = &st;
+    gatedAllocs_.clear();
+    for (uint32_t k = 0; k < segments; ++k) {
+      const uint32_t p0 = ex.passBegin + (ex.splitPasses ? k : 0);
+      const uint32_t p1 = ex.splitPasses ? p0 + 1 : ex.passEnd;
+      GateArgs a;
+      a.segment = k;
+      a.beginEdge = ex.bubbleToken >= 0 ? static_cast<uint64_t>(ex.bubbleToken) + 1 : 0;
+      a.deadlineNs = deadlineNs;
+      double needUs = 0;
+      for (uint32_t p = p0; p < p1; ++p)
+        needUs += ex.passNeedUs[p - ex.passBegin];
+      a.needNs = static_cast<uint64_t>(std::max(0.0, needUs) * 1000.0);
+      launch.beginSegment(a);
+      if (!batchPtr)
+        batchPtr = newBatch(ex, s);
+      CudaBatch &b = static_cast<CudaBatch &>(*batchPtr);
+      for (uint32_t p = p0; p < p1; ++p) {
+        arena_->used = 0;
+        enqueuePass(st.blas, s, b, ex, p);
+      }
+      if (p1 == ex.passEnd && ex.completes)
+        enqueueCompletion(b, ex, s);
+      launch.endSegment();
+      snaps.push_back(snapshot(batchPtr));
+    }
+    gating_ = nullptr;
+  }
+
+  // After a gated chunk ran `ran` of its segments: the batch holds snaps[ran]; everything else
+  // the chunk held before or allocated is freed (stream-ordered, after the graph).
+  void commit(std::unique_ptr<BatchData> &batchPtr, const std::vector<Snapshot> &snaps,
+              uint32_t ran, cudaStream_t s) {
+    std::set<void *> keep, drop(gatedAllocs_.begin(), gatedAllocs_.end());
+    gatedAllocs_.clear();
+    devicePointers(snaps[ran], keep);
+    for (const Snapshot &sn : snaps)
+      devicePointers(sn, drop);
+    restoreSnapshot(batchPtr, snaps[ran]);
+    for (void *p : drop)
+      if (!keep.count(p))
+        PFRT_CUDA(cudaFreeAsync(p, s));
   }
 
   Accum accumulators() override {
@@ -433,17 +596,31 @@ public:
 
   // Batch state (activations between chunks, stashes): a stream-ordered sub-allocation from the
   // fill pool, which was grown before the loop.
+  // While a gated chunk is captured (gating_), on the stream's allocation stream, remembered for
+  // the chunk's commit.
   Tensor alloc(size_t n, cudaStream_t s, bool hot = true) {
     Tensor t;
     t.n = n;
-    PFRT_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void **>(&t.d),
-                                      std::max<size_t>(1, n) * sizeof(float), dev_.fillPool, s));
-    if (hot)
-      hotPath().batchAllocs.fetch_add(1);
+    t.d = static_cast<float *>(allocBytes(std::max<size_t>(1, n) * sizeof(float), s, hot));
     return t;
   }
-  // checked: false from destructors (which must not throw).
+  void *allocBytes(size_t bytes, cudaStream_t s, bool hot) {
+    void *p = nullptr;
+    PFRT_CUDA(cudaMallocFromPoolAsync(&p, bytes, dev_.fillPool, gating_ ? gating_->allocStream : s));
+    if (gating_)
+      gatedAllocs_.push_back(p);
+    if (hot)
+      hotPath().batchAllocs.fetch_add(1);
+    return p;
+  }
+  // checked: false from destructors (which must not throw). While a gated chunk is captured the
+  // tensor is only dropped from the batch: the chunk's commit frees what the passes that ran
+  // left unused.
   void release(Tensor &t, cudaStream_t s, bool checked = true) {
+    if (gating_) {
+      t = Tensor{};
+      return;
+    }
     if (t.d) {
       const cudaError_t e = cudaFreeAsync(t.d, s);
       if (checked && e != cudaSuccess)
@@ -778,6 +955,9 @@ private:
   PinnedPool pinned_;
   std::map<uint32_t, Arena> arenas_; // by program stream
   Arena *arena_ = nullptr;           // the running chunk's stream's
+  // Set while a gated chunk's segments are captured: its stream, and what was allocated.
+  CudaStreamState *gating_ = nullptr;
+  std::vector<void *> gatedAllocs_;
   int chainDim_ = 0;
   std::map<int, double> chainUs_;
   float *chainA_ = nullptr, *chainB_ = nullptr, *chainC_ = nullptr;

@@ -64,7 +64,7 @@ struct Executor::JobRun {
   uint64_t baseSamples = 0, baseSteps = 0;
   double baseChecksum = 0, baseLoss = 0;
   std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
-  std::atomic<uint64_t> chunksDeferred{0}, chunksSplit{0};
+  std::atomic<uint64_t> chunksDeferred{0}, chunksSplit{0}, chunksStoppedOnDevice{0};
   std::map<uint32_t, FillQueue> devices;
 };
 
@@ -189,7 +189,7 @@ void Executor::mainResumes(StreamCtx &ctx, Backend &backend) {
 }
 
 double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId,
-                                int64_t iteration) {
+                                int64_t iteration, int64_t *beginToken) {
   BubbleClock &bc = *bubbleClocks_[device];
   const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
   BubbleClock::Times t;
@@ -207,6 +207,8 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
     t = bc.times[key];
     planned = bc.plannedUs[bubbleId] * bc.lengthFactor(bubbleId, iteration);
   }
+  if (beginToken)
+    *beginToken = t.begin.token;
   // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
   // there (fill must not start before its bubble), the end edge only if it has already passed.
   bool resolved = false;
@@ -604,7 +606,9 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
   if (!hasOwn && dj.backlog.empty())
     return;
   const bool bound = config_.fillBounded && backend.boundsOnHost();
-  double deadline = bound ? bubbleDeadline(backend, d, f.bubble_id, ctx.iteration) : 0.0;
+  int64_t bubbleToken = -1; // its begin edge on the device (CUDA), for the device-side bound
+  double deadline =
+      bound ? bubbleDeadline(backend, d, f.bubble_id, ctx.iteration, &bubbleToken) : 0.0;
   if (hasOwn)
     dj.backlog.push_back(own); // behind older deferred work: plan order is kept
   bool started = false;
@@ -631,8 +635,8 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
           backend.markStart(ctx, slot);
           started = true;
         }
-        if (execItem(ctx, backend, jr, dj, f.job, head, deadline, predicted, !isOwn, f) ==
-            ItemRan::Cut)
+        if (execItem(ctx, backend, jr, dj, f.job, head, deadline, predicted, !isOwn, f,
+                     bubbleToken) == ItemRan::Cut)
           break; // the bubble is over: what is left of the chunk is first in line again
         continue;
       }
@@ -645,7 +649,7 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
       started = true;
     }
     if (execItem(ctx, backend, jr, dj, f.job, item, bound ? deadline : 0.0, predicted, !isOwn,
-                 f) == ItemRan::Cut)
+                 f, bubbleToken) == ItemRan::Cut)
       break;
   }
   if (started)
@@ -657,7 +661,8 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
 Executor::ItemRan Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr,
                                      FillQueue &dj, uint32_t job, const WorkItem &item,
                                      double deadlineUs, double predictedUs, bool deferred,
-                                     const pfrt_fill_chunk_desc &slotChunk) {
+                                     const pfrt_fill_chunk_desc &slotChunk,
+                                     int64_t bubbleToken) {
   const uint32_t d = ctx.device;
   const FillJob &fj = program_.jobs[job];
   bool begunTwice = false;
@@ -678,8 +683,12 @@ Executor::ItemRan Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &j
   memoryAdd(d, static_cast<int64_t>(item.peakBytes));
   const FillQueue::Ran ran =
       dj.run(ctx, backend, *flight, job, jr.shape, info_.jobs[job].passes, item, config_,
-             deadlineUs, predictedUs, /*timed=*/backend.boundsOnHost(), deadlineNow);
+             deadlineUs, predictedUs, /*timed=*/backend.boundsOnHost(), deadlineNow, bubbleToken);
   memoryAdd(d, -static_cast<int64_t>(item.peakBytes));
+  if (ran.deviceStop)
+    ++jr.chunksStoppedOnDevice;
+  if (ran.passEnd == item.passBegin)
+    return ItemRan::Cut; // the device ran none of it: the bubble is over
   ++jr.chunksRun;
   if (ran.cut)
     ++jr.chunksSplit;
@@ -932,6 +941,16 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
       result_.boundedOnHost = false;
 }
 
+void Executor::noteDeviceBound() {
+  bool any = false, all = true;
+  for (uint32_t d = 0; d < fillOn_.size(); ++d)
+    if (fillOn_[d] && backendOf_[d]) {
+      any = true;
+      all = all && backendOf_[d]->boundsOnDevice();
+    }
+  result_.boundedOnDevice = config_.fillBounded && any && all;
+}
+
 // Per-run state: events, buffers, the transport's channels, memory, time slots, checkpoint
 // participants.
 void Executor::setupRunState(uint32_t numDevices) {
@@ -1042,6 +1061,7 @@ void Executor::collectResults(uint32_t numDevices) {
     out.chunksSkipped = jr.chunksSkipped;
     out.chunksDeferred = jr.chunksDeferred;
     out.chunksSplit = jr.chunksSplit;
+    out.chunksStoppedOnDevice = jr.chunksStoppedOnDevice;
     for (auto &dj : jr.devices) {
       out.chunksPending += dj.second.backlog.size();
       for (const auto &fl : dj.second.flights)
@@ -1105,6 +1125,7 @@ RunResult Executor::run() {
   if (hasError_)
     throw Error(errorStatus_, errorMessage_);
   result_.hostLagUs = host_ ? host_->lagUs() : 0;
+  noteDeviceBound();
   result_.emulatedSpeedRatio = host_ ? host_->emulatedSpeedRatio() : 0;
   result_.iterationsRequested = result_.iterations;
   if (stopAt_ < end_) {

@@ -63,6 +63,9 @@ struct RunResult {
     uint64_t chunksDeferred = 0, chunksPending = 0, samplesPending = 0;
     // Chunks that did not fit and ran a head (their first passes) instead, the rest deferred.
     uint64_t chunksSplit = 0;
+    // Chunks the device stopped (CUDA, DeviceGate.h): at a later pass (also counted in
+    // chunksRun) or before their first (not run: deferred, first in line).
+    uint64_t chunksStoppedOnDevice = 0;
   };
   std::vector<Job> jobs;
   bool resumed = false;
@@ -77,6 +80,7 @@ struct RunResult {
   bool fillBounded = true;
   bool fillSplit = true;     // the bound runs heads of chunks (PFRT_FILL_BOUNDED)
   bool boundedOnHost = true; // false: the device enforces the bound (CUDA)
+  bool boundedOnDevice = false; // CUDA: chunks also ran behind device-side gates (DeviceGate.h)
 
   // One fill work item (a planned chunk, possibly run in a later bubble than planned).
   struct ChunkRun {
@@ -138,18 +142,24 @@ private:
   void execWait(StreamCtx &ctx, Backend &backend, const Op &op, TimeSlot &slot);
   void runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot &slot);
   // Runs one work item: Skipped when it cannot run (its batch's state is gone), Cut when it
-  // stopped between passes because its bubble ended (the rest is first in line again).
+  // stopped between passes because its bubble ended, or the device skipped it (the rest, or all
+  // of it, is first in line again). bubbleToken: its bubble's begin edge (FillExec).
   enum class ItemRan { Skipped, Ran, Cut };
   ItemRan execItem(StreamCtx &ctx, Backend &backend, JobRun &jr, FillQueue &dj, uint32_t job,
-                const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
-                const pfrt_fill_chunk_desc &slotChunk);
+                   const WorkItem &item, double deadlineUs, double predictedUs, bool deferred,
+                   const pfrt_fill_chunk_desc &slotChunk, int64_t bubbleToken);
   // Main stream side of the bubble clock.
   void bubbleBegins(StreamCtx &ctx, Backend &backend, uint32_t bubbleId);
   void mainResumes(StreamCtx &ctx, Backend &backend);
   // Fill side: waits until the bubble has begun (on the device's stream, not only on the host);
   // returns its predicted end (host clock): begin + planned duration, or the time the main stream
   // resumed if it already has.
-  double bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId, int64_t iteration);
+  // The bubble's deadline on the host clock; *beginToken (when given): its begin edge's token
+  // (Backend::markEdge; -1 when resolved on the host).
+  // result_.boundedOnDevice: bounded, and every backend that ran fill checked it on the device.
+  void noteDeviceBound();
+  double bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId, int64_t iteration,
+                        int64_t *beginToken = nullptr);
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
   // Clean stop: true when the stream must not begin `iteration` (a stop was requested and some
   // stream has not begun it; every stream then finishes the iterations before stopAt_).

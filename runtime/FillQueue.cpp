@@ -93,10 +93,25 @@ void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
   item.plannedUs = std::max(0.0, item.plannedUs - head.plannedUs);
 }
 
+void FillQueue::pushRest(const WorkItem &item, const Ran &ran) {
+  // The passes not run, first in line: merged with the chunk's rest when `item` was its head.
+  WorkItem rest = item;
+  rest.passBegin = ran.passEnd;
+  rest.plannedUs = std::max(0.0, item.plannedUs - ran.plannedUs);
+  if (!backlog.empty() && backlog.front().sampleBegin == item.sampleBegin &&
+      backlog.front().passBegin == item.passEnd) {
+    backlog.front().passBegin = rest.passBegin;
+    backlog.front().plannedUs += rest.plannedUs;
+  } else {
+    backlog.push_front(rest);
+  }
+}
+
 FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job,
                               const JobShape &shape, uint32_t passes, const WorkItem &item,
                               const RunConfig &config, double deadlineUs, double predictedUs,
-                              bool timed, const std::function<double()> &deadlineNow) {
+                              bool timed, const std::function<double()> &deadlineNow,
+                              int64_t bubbleToken) {
   FillExec ex;
   ex.job = job;
   ex.device = ctx.device;
@@ -114,16 +129,19 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   ex.bounded = config.fillBounded;
   ex.deadlineUs = deadlineUs;
   ex.predictedUs = predictedUs > 0 ? predictedUs * config.timeScale : 0;
-  std::vector<double> heads; // planned time of each head of `item`, when it may be cut
-  if (deadlineNow && predictedUs > 0 && item.passEnd > item.passBegin + 1) {
-    heads = plannedHeadsUs(item, shape);
+  // Planned time of each head of `item` (heads[k]: its first k passes), for cuts and the device.
+  const std::vector<double> heads = plannedHeadsUs(item, shape);
+  if (predictedUs > 0) {
     // A pass's share of the chunk's prediction: the chunk's in proportion to planned costs.
     const double perPlannedUs = predictedUs * config.timeScale / std::max(item.plannedUs, 1e-9);
-    ex.keepGoing = [&, perPlannedUs](uint32_t p) {
-      const uint32_t k = p - item.passBegin;
-      const double need = perPlannedUs * (heads[k + 1] - heads[k]);
-      return backend.streamNowUs(ctx) + need <= deadlineNow();
-    };
+    for (uint32_t k = 0; k + 1 < heads.size(); ++k)
+      ex.passNeedUs.push_back(perPlannedUs * (heads[k + 1] - heads[k]));
+    if (deadlineNow && item.passEnd > item.passBegin + 1)
+      ex.keepGoing = [&](uint32_t p) {
+        return backend.streamNowUs(ctx) + ex.passNeedUs[p - item.passBegin] <= deadlineNow();
+      };
+    ex.splitPasses = static_cast<bool>(deadlineNow);
+    ex.bubbleToken = bubbleToken;
   }
   Ran ran;
   ran.batch = flight.batch;
@@ -131,29 +149,28 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   if (timed)
     ran.startUs = backend.streamNowUs(ctx);
   ran.passEnd = data->run(ctx, flight.data, ex);
+  ran.deviceStop = backend.lastDeviceStop(ctx);
   ran.cut = ran.passEnd < item.passEnd;
-  ran.plannedUs = ran.cut ? heads[ran.passEnd - item.passBegin] : item.plannedUs;
+  ran.plannedUs = heads[ran.passEnd - item.passBegin];
   if (timed) {
     ran.endUs = backend.streamNowUs(ctx);
     if (cpu0 >= 0)
       ran.cpuUs = backend.fillThreadCpuUs() - cpu0;
     backend.lastWorkSpan(ctx, ran.startUs, ran.endUs);
-    predictor.add(item.passBegin, ran.passEnd, item.batch, ran.plannedUs,
-                  (ran.endUs - ran.startUs) / config.timeScale);
+    if (ran.passEnd > item.passBegin) // a chunk the device skipped whole taught nothing
+      predictor.add(item.passBegin, ran.passEnd, item.batch, ran.plannedUs,
+                    (ran.endUs - ran.startUs) / config.timeScale);
+  }
+  if (ran.passEnd == item.passBegin && item.passBegin == 0) {
+    // The device skipped a chunk that would have begun its batch: the batch is not in flight
+    // (the backend dropped what it had made), so the whole item begins it again later.
+    flights.erase(item.sampleBegin); // `flight` is gone
+    pushRest(item, ran);
+    return ran;
   }
   flight.next = ran.passEnd;
   if (ran.cut) {
-    // The passes not run, first in line: merged with the chunk's rest when `item` was its head.
-    WorkItem rest = item;
-    rest.passBegin = ran.passEnd;
-    rest.plannedUs = std::max(0.0, item.plannedUs - ran.plannedUs);
-    if (!backlog.empty() && backlog.front().sampleBegin == item.sampleBegin &&
-        backlog.front().passBegin == item.passEnd) {
-      backlog.front().passBegin = rest.passBegin;
-      backlog.front().plannedUs += rest.plannedUs;
-    } else {
-      backlog.push_front(rest);
-    }
+    pushRest(item, ran);
   } else if (ex.completes) {
     ran.completed = true;
     flights.erase(item.sampleBegin); // `flight` is gone

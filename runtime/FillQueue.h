@@ -81,16 +81,27 @@ struct FillQueue {
     double plannedUs = 0;   // the planned time of the passes that ran
     double startUs = -1, endUs = -1; // the backend's stream clock when `timed`, else -1
     double cpuUs = -1; // CPU time the calling thread spent in it (when timed on a host backend)
+    // The device skipped its passes from passEnd on (Backend::lastDeviceStop: a GateOutcome);
+    // 0 when it did not. With passEnd == item.passBegin nothing ran (and a batch the chunk
+    // would have begun is not in flight).
+    uint32_t deviceStop = 0;
   };
   // Runs `item` on its admitted flight. `timed`: read the stream clock around it and add the
   // measured time (in planned us) to the predictor. `deadlineNow` (the bubble's deadline as the
   // clock now knows it, e.g. earlier once main has resumed; empty: none): before each pass
   // after the first, the chunk stops if that pass's share of the prediction no longer fits
   // before it, and the passes not run go back to the front of `backlog` (merged with the rest
-  // of the chunk when `item` was a head of it), as a head's rest does.
+  // of the chunk when `item` was a head of it), as a head's rest does. `bubbleToken`: the begin
+  // edge of the chunk's bubble (Backend::markEdge; -1: none), for a backend that also checks the
+  // bound on the device (FillExec).
   Ran run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job, const JobShape &shape,
           uint32_t passes, const WorkItem &item, const RunConfig &config, double deadlineUs,
-          double predictedUs, bool timed, const std::function<double()> &deadlineNow = {});
+          double predictedUs, bool timed, const std::function<double()> &deadlineNow = {},
+          int64_t bubbleToken = -1);
+
+  // The passes of `item` from ran.passEnd on, first in line: merged with the chunk's rest when
+  // `item` was a head of it.
+  void pushRest(const WorkItem &item, const Ran &ran);
 
   // Checkpoints: this queue's part of a FillDeviceState (training weights, batches in flight with
   // their tensors, deferred work) and back. restore() refuses deferred work outside the job's

@@ -43,6 +43,7 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
   r.set_fill_bounded(run.fillBounded);
   r.set_fill_split(run.fillSplit);
   r.set_bounded_on_host(run.boundedOnHost);
+  r.set_bounded_on_device(run.boundedOnDevice);
   r.set_host_lag_us(run.hostLagUs);
   {
     pipefill::rt::StreamProgram proto;
@@ -86,6 +87,7 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
     out->set_chunks_skipped(j.chunksSkipped);
     out->set_chunks_deferred(j.chunksDeferred);
     out->set_chunks_split(j.chunksSplit);
+    out->set_chunks_stopped_on_device(j.chunksStoppedOnDevice);
     out->set_chunks_pending(j.chunksPending);
     out->set_samples_pending(j.samplesPending);
   }
@@ -196,6 +198,7 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
   run.fillBounded = first.fill_bounded();
   run.fillSplit = first.fill_split();
   run.boundedOnHost = true;
+  run.boundedOnDevice = first.bounded_on_device();
   run.deviceBackend.assign(numDevices, "");
   run.deviceFill.assign(numDevices, false);
   run.streamPriority.assign(numDevices, {});
@@ -290,6 +293,7 @@ void mergeJob(const Program &program, uint32_t j,
     out.chunksSkipped += rj.chunks_skipped();
     out.chunksDeferred += rj.chunks_deferred();
     out.chunksSplit += rj.chunks_split();
+    out.chunksStoppedOnDevice += rj.chunks_stopped_on_device();
     out.chunksPending += rj.chunks_pending();
     out.samplesPending += rj.samples_pending();
   }
@@ -321,6 +325,7 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
     const size_t i = static_cast<size_t>(byRank[k]);
     const pipefill::rt::RankResult &r = ranks[i];
     run.boundedOnHost = run.boundedOnHost && r.bounded_on_host();
+    run.boundedOnDevice = run.boundedOnDevice && r.bounded_on_device();
     run.hostLagUs = std::max(run.hostLagUs, r.host_lag_us());
     for (const pipefill::rt::RankDevice &dev : r.devices()) {
       const uint32_t d = dev.device();

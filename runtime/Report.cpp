@@ -43,7 +43,10 @@ std::string fmt(const char *format, double v) {
 void writeFillBoundJson(JsonWriter &w, const ReportData &r) {
   w.beginObject("fill_bound");
   w.value("policy", !r.fillBounded ? "unbounded" : r.fillSplit ? "bounded" : "bounded-whole");
-  w.value("enforced", !r.fillBounded ? "no" : r.boundedOnHost ? "host" : "device");
+  w.value("enforced", !r.fillBounded                        ? "no"
+                      : r.boundedOnHost && r.boundedOnDevice ? "host and device"
+                      : r.boundedOnHost                      ? "host"
+                                                             : "device");
   writeFillBoundCounts(w, jobTotals(r.jobs).chunks, r.fillUsRun, r.overrunUs);
   w.endObject();
 }
@@ -128,7 +131,7 @@ void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
       w.value("weights_checksum", job.weightsChecksum);
     }
     writeChunkCounts(w, {job.chunksRun, job.chunksDeferred, job.chunksSkipped, job.chunksPending,
-                         job.chunksSplit});
+                         job.chunksSplit, job.chunksStoppedOnDevice});
     w.value("samples_pending", job.samplesPending);
     w.value("divisor", job.shape.divisor);
     w.endObject();
@@ -293,14 +296,19 @@ void writeSummary(ReportData &r) {
                        r.overrunThreadWaitingUs)
                  : std::string()));
   {
-    auto [run, deferred, skipped, pending, split] = jobTotals(r.jobs).chunks;
+    auto [run, deferred, skipped, pending, split, onDevice] = jobTotals(r.jobs).chunks;
     if (r.fillEnabled)
       row("fill chunks run", "-", std::to_string(run),
           std::to_string(deferred) + " deferred, " + std::to_string(split) + " split, " +
               std::to_string(skipped) + " skipped, " +
-              std::to_string(pending) + " pending (" +
+              std::to_string(pending) + " pending" +
+              (r.backend == "cuda" ? ", " + std::to_string(onDevice) + " stopped on the GPU"
+                                   : std::string()) +
+              " (" +
               (!r.fillBounded       ? std::string("unbounded")
                : !r.fillSplit       ? std::string("bubble-bound, whole chunks")
+               : r.boundedOnHost && r.boundedOnDevice
+                   ? std::string("bubble-bound on the host and the GPU")
                : r.boundedOnHost    ? std::string("bubble-bound")
                                     : std::string("bubble-bound on the device")) +
               ")");
@@ -520,6 +528,7 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
     c.end -= run.runStartUs;
   }
   r.boundedOnHost = run.boundedOnHost;
+  r.boundedOnDevice = run.boundedOnDevice;
   r.hostLagUs = run.hostLagUs / in.scale;
   r.emulatedSpeedRatio = run.emulatedSpeedRatio;
 }
@@ -821,6 +830,7 @@ JobTotals jobTotals(const std::vector<RunResult::Job> &jobs) {
     t.chunks.skipped += j.chunksSkipped;
     t.chunks.pending += j.chunksPending;
     t.chunks.split += j.chunksSplit;
+    t.chunks.stoppedOnDevice += j.chunksStoppedOnDevice;
     t.samplesThisRun += j.samplesThisRun;
     t.samplesPlanned += j.samplesPlanned;
   }
@@ -833,6 +843,7 @@ void writeChunkCounts(JsonWriter &w, const ChunkCounts &c) {
   w.value("chunks_split", c.split);
   w.value("chunks_skipped", c.skipped);
   w.value("chunks_pending", c.pending);
+  w.value("chunks_stopped_on_device", c.stoppedOnDevice);
 }
 
 void writeFillBoundCounts(JsonWriter &w, const ChunkCounts &c, double fillUsRun,

@@ -95,6 +95,7 @@ struct ReportData {
   std::vector<RunResult::ChunkRun> chunkRuns;
   double realIterationUsMean = 0; // devices that ran for real (not emulated)
   bool fillBounded = true, fillSplit = true, boundedOnHost = true;
+  bool boundedOnDevice = false; // CUDA's gates (DeviceGate.h)
   double fillUsRun = 0;           // time of the fill chunks that ran (this run)
   std::vector<DeviceReport> devices;
   std::vector<RunResult::Job> jobs;
@@ -114,6 +115,7 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
 // (ran a head of their passes, the rest deferred).
 struct ChunkCounts {
   uint64_t run = 0, deferred = 0, skipped = 0, pending = 0, split = 0;
+  uint64_t stoppedOnDevice = 0; // CUDA's device-side bound (DeviceGate.h)
 };
 
 // Totals over a run's fill jobs: their chunks and the samples they ran and had planned (this run).
@@ -123,7 +125,8 @@ struct JobTotals {
 };
 JobTotals jobTotals(const std::vector<RunResult::Job> &jobs);
 
-// `c` as chunks_run, chunks_deferred, chunks_split, chunks_skipped and chunks_pending: the names
+// `c` as chunks_run, chunks_deferred, chunks_split, chunks_skipped, chunks_pending and
+// chunks_stopped_on_device: the names
 // of every JSON report (run, session, compare).
 void writeChunkCounts(pipefill::JsonWriter &w, const ChunkCounts &c);
 

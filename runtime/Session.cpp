@@ -79,6 +79,7 @@ struct JobState : FillQueue {
   double baseChecksum = 0, baseLoss = 0;
   uint64_t samples = 0, steps = 0, samplesPlanned = 0;
   uint64_t chunksRun = 0, chunksDeferred = 0, chunksSkipped = 0, chunksSplit = 0;
+  uint64_t chunksStoppedOnDevice = 0; // CUDA's device-side bound
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, ShapeStats> shapes;
 };
 
@@ -1013,8 +1014,8 @@ bool Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
     return false;
   }
   // Bounded with heads of chunks: between passes, the chunk stops once bubble_end has been called
-  // or its next pass no longer fits before the deadline (FillQueue::run; host only: CUDA enqueues
-  // a chunk's passes at once).
+  // or its next pass no longer fits before the deadline (FillQueue::run; on CUDA the gates before
+  // each pass check it on the device, DeviceGate.h).
   std::function<double()> deadlineNow;
   if (config_.fillBounded && config_.fillSplit)
     deadlineNow = [&] {
@@ -1022,7 +1023,11 @@ bool Session::exec(JobState &js, uint32_t job, const WorkItem &item, double pred
     };
   const FillQueue::Ran ran = js.run(ctx_, *backend_, *flight, job, js.shape, js.passes, item,
                                     config_, task.deadlineUs, predicted, /*timed=*/true,
-                                    deadlineNow);
+                                    deadlineNow, task.command ? task.command->beginToken : -1);
+  if (ran.deviceStop)
+    ++js.chunksStoppedOnDevice;
+  if (ran.passEnd == item.passBegin)
+    return true; // the device ran none of it: the bubble is over (the chunk is first in line)
   const double t0 = ran.startUs, t1 = ran.endUs;
   ++js.chunksRun;
   if (ran.cut)
@@ -1428,6 +1433,7 @@ pfrt_session_stats Session::stats() const {
     s.chunks_run += js.chunksRun;
     s.chunks_deferred += js.chunksDeferred;
     s.chunks_split += js.chunksSplit;
+    s.chunks_stopped_on_device += js.chunksStoppedOnDevice;
     s.chunks_skipped += js.chunksSkipped;
     s.chunks_pending += js.backlog.size();
     s.samples_completed += js.baseSamples + js.samples;
@@ -1486,7 +1492,7 @@ const std::string &Session::reportJson() {
   w.value("bubbles", s.bubbles);
   w.value("unplanned_bubbles", s.unplanned_bubbles);
   writeChunkCounts(w, {s.chunks_run, s.chunks_deferred, s.chunks_skipped, s.chunks_pending,
-                       s.chunks_split});
+                       s.chunks_split, s.chunks_stopped_on_device});
   w.value("samples_completed", s.samples_completed);
   w.value("fill_us", s.fill_us);
   w.value("overrun_count", s.overrun_count);
@@ -1507,7 +1513,7 @@ const std::string &Session::reportJson() {
     w.value("checksum", rj.checksum);
     w.value("steps", rj.steps);
     writeChunkCounts(w, {js.chunksRun, js.chunksDeferred, js.chunksSkipped, js.backlog.size(),
-                         js.chunksSplit});
+                         js.chunksSplit, js.chunksStoppedOnDevice});
     w.beginArray("chunk_shapes");
     for (const auto &kv : js.shapes) {
       w.beginObject();

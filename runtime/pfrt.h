@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 6
+#define PFRT_API_VERSION 7
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -383,6 +383,9 @@ typedef struct pfrt_report_stats {
   uint64_t fill_samples_completed, fill_samples_planned; /* this run, all jobs */
   /* Appended in API version 5: chunks that ran a head of their passes (the rest deferred). */
   uint64_t chunks_split;
+  /* Appended in API version 7. CUDA: chunks the GPU stopped before a pass because their bubble
+   * had ended or the pass no longer fit (device-side bound; docs/runtime.md). */
+  uint64_t chunks_stopped_on_device;
 } pfrt_report_stats;
 
 typedef struct pfrt_report_job {
@@ -442,6 +445,7 @@ typedef struct pfrt_compare_result {
   uint64_t chunks_run, chunks_deferred, chunks_skipped, chunks_pending; /* B runs, summed */
   double fill_us_run, overrun_us;                                      /* B runs, summed */
   uint64_t chunks_split; /* B runs, summed (API version 5) */
+  uint64_t chunks_stopped_on_device; /* B runs, summed (API version 7; CUDA) */
 } pfrt_compare_result;
 
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in
@@ -620,6 +624,8 @@ typedef struct pfrt_session_stats {
   double task_overrun_us;
   /* Appended in API version 5: chunks that ran a head of their passes (the rest deferred). */
   uint64_t chunks_split;
+  /* Appended in API version 7. CUDA: chunks the GPU stopped before a pass (device-side bound). */
+  uint64_t chunks_stopped_on_device;
 } pfrt_session_stats;
 
 /* Stats, jobs and the JSON report are read between bubbles (an error inside one: the worker is

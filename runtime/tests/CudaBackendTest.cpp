@@ -394,6 +394,97 @@ TEST_F(CudaBackendTest, UnboundedFillOverrunsTheSmallBubble) {
   EXPECT_GE(r->data.overrunCount, 6u);
 }
 
+// Each bubble (1.5 ms) gets a chunk of four GEMM_CHAIN passes, 500 us each on the GPU, planned at
+// 200 us for the four: 10x too optimistic, so the host admits the first chunk.
+ProgramPtr fourPassProgram() {
+  pfrt_device_desc dd{};
+  dd.planned_iteration_us = 3500;
+  pfrt_fill_job_desc jd{};
+  jd.name = "chain4";
+  jd.kind = PFRT_FILL_INFERENCE;
+  pfrt_fill_layer_desc ld{};
+  ld.kind = PFRT_LAYER_GEMM_CHAIN;
+  ld.dim = 256;
+  ld.planned_us_per_sample = 125; // x batch 4: 500 us a pass
+  std::string error;
+  const samples::OneDeviceProgram p = samples::oneDeviceProgram("gate", jd, ld, 4, &dd, &error);
+  EXPECT_NE(p.program, nullptr) << error;
+  ProgramPtr owner(p.program);
+  if (!p.program)
+    return owner;
+  uint32_t ev = 0;
+  pfrt_program_create_event(p.program, p.device, "b", &ev);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
+  pfrt_bubble_desc b{};
+  b.bubble_id = 0;
+  b.planned_duration_us = 1500;
+  b.emulate_idle = 1;
+  pfrt_fill_chunk_desc c{};
+  c.bubble_id = 0;
+  c.layer_end = 4;
+  c.batch = 4;
+  c.planned_us = 200;
+  EXPECT_EQ(samples::enqueueFilledBubble(p, ev, b, &c), PFRT_OK) << pfrt_last_error();
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
+  return owner;
+}
+
+// The device-side bound (DeviceGate.h). The host admits the first chunk on its plan (200 us in a
+// 1.5 ms bubble); on the GPU the gate before each pass stops it once the next pass no longer fits
+// (or main has resumed), so it ends near its bubble's end. With the gates off
+// (PFRT_CUDA_DEVICE_GATE=0) the same chunk runs all four passes, about 2 ms, and overruns by about
+// 500 us: that run shows this test can fail. Nothing is lost either way: every planned sample is
+// completed or pending at the end.
+TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
+  ProgramPtr p = fourPassProgram();
+  ASSERT_TRUE(p);
+  pfrt_options o = cudaOptions(6);
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  ReportPtr gated = runOk(p.get(), o);
+  ASSERT_TRUE(gated);
+  ReportPtr open;
+  {
+    ScopedEnv env("PFRT_CUDA_DEVICE_GATE", "0");
+    open = runOk(p.get(), o);
+  }
+  ASSERT_TRUE(open);
+  auto firstChunk = [](const ReportPtr &r) {
+    for (const RunResult::ChunkRun &c : r->data.chunkRuns)
+      if (c.iteration == 0)
+        return c;
+    return RunResult::ChunkRun{};
+  };
+  for (const ReportPtr *r : {&gated, &open}) {
+    const RunResult::Job &j = (*r)->data.jobs[0];
+    const RunResult::ChunkRun c = firstChunk(*r);
+    std::printf("%s: first chunk passes [%u, %u) in %.0f us; %llu stopped on the GPU, overrun max "
+                "%.0f us, total %.0f us; samples %llu done + %llu pending\n",
+                r == &gated ? "gates on " : "gates off", c.passBegin, c.passEnd, c.end - c.start,
+                (unsigned long long)j.chunksStoppedOnDevice, (*r)->data.overrunMaxUs,
+                (*r)->data.overrunUs, (unsigned long long)j.samplesCompleted,
+                (unsigned long long)j.samplesPending);
+    EXPECT_EQ(j.samplesCompleted + j.samplesPending, 6u * 4u) << "samples lost or counted twice";
+  }
+  EXPECT_EQ(firstChunk(open).passEnd, 4u);
+  EXPECT_EQ(open->data.jobs[0].chunksStoppedOnDevice, 0u);
+  EXPECT_LT(firstChunk(gated).passEnd, 4u) << "the GPU ran the pass that did not fit";
+  EXPECT_GE(gated->data.jobs[0].chunksStoppedOnDevice, 1u);
+  EXPECT_LT(gated->data.overrunMaxUs, open->data.overrunMaxUs - 200);
+}
+
+// A bad PFRT_CUDA_DEVICE_GATE is an error, not a silent default.
+TEST_F(CudaBackendTest, BadDeviceGateValueIsAnError) {
+  ProgramPtr p = fourPassProgram();
+  ASSERT_TRUE(p);
+  ScopedEnv env("PFRT_CUDA_DEVICE_GATE", "yes");
+  pfrt_options o = cudaOptions(1);
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << pfrt_last_error();
+  EXPECT_NE(std::string(pfrt_last_error()).find("PFRT_CUDA_DEVICE_GATE=yes"), std::string::npos)
+      << pfrt_last_error();
+  pfrt_report_destroy(r);
+}
+
 // Fewer GPUs than devices: one stage runs on the GPU, its peers are emulated at planned times.
 TEST_F(CudaBackendTest, ReplayModeRunsOneStage) {
   samples::PipelineSpec spec;

@@ -1,0 +1,198 @@
+// CUDA backend, the device-side bubble bound (see CudaGate.h and DeviceGate.h).
+#include "runtime/CudaGate.h"
+
+#include "runtime/CudaKernels.h"
+
+#include <cuda.h> // driver types for cuStreamWriteValue64, fetched at run time (no libcuda link)
+
+#include <cstdlib>
+#include <string>
+
+namespace pfrt {
+namespace cudabk {
+
+namespace {
+
+constexpr size_t kBlasWorkspace = size_t(32) << 20; // cuBLAS's recommendation for Hopper
+
+using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+
+// cuStreamWriteValue64 from the driver the runtime loaded; null when it has none.
+WriteValue64 writeValue64() {
+  static const WriteValue64 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &p, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return WriteValue64(nullptr);
+    }
+    return reinterpret_cast<WriteValue64>(p);
+  }();
+  return fn;
+}
+
+} // namespace
+
+bool deviceGateRequested() {
+  const char *v = std::getenv("PFRT_CUDA_DEVICE_GATE");
+  if (!v || !*v || std::string(v) == "1")
+    return true;
+  if (std::string(v) == "0")
+    return false;
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+              std::string("PFRT_CUDA_DEVICE_GATE=") + v + ": expected 1 (on) or 0 (off)");
+}
+
+void createGate(GpuDevice &g, bool requested) {
+  PFRT_CUDA(cudaMalloc(&g.lastEdge, sizeof(unsigned long long)));
+  PFRT_CUDA(cudaMemsetAsync(g.lastEdge, 0, sizeof(unsigned long long), g.setup));
+  PFRT_CUDA(cudaHostAlloc(&g.timerHost, sizeof(unsigned long long), cudaHostAllocMapped));
+  PFRT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void **>(&g.timerDevice), g.timerHost, 0));
+  // Stream memory operations need driver support (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
+  // try one and fall back to a kernel if it is refused.
+  if (WriteValue64 fn = writeValue64())
+    g.edgeMemOp = fn(g.setup, reinterpret_cast<CUdeviceptr>(g.lastEdge), 0,
+                     CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
+  PFRT_CUDA(cudaStreamSynchronize(g.setup));
+  g.gateOn = requested;
+}
+
+void destroyGate(GpuDevice &g) {
+  cudaFree(g.lastEdge);
+  cudaFreeHost(g.timerHost);
+  g.lastEdge = nullptr;
+  g.timerHost = g.timerDevice = nullptr;
+}
+
+void createStreamGate(CudaStreamState &st) {
+  PFRT_CUDA(cudaHostAlloc(&st.gateHost, sizeof(GateState), cudaHostAllocMapped));
+  *st.gateHost = GateState{};
+  PFRT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void **>(&st.gateDevice), st.gateHost, 0));
+  PFRT_CUDA(cudaStreamCreateWithFlags(&st.allocStream, cudaStreamNonBlocking));
+  PFRT_CUDA(cudaEventCreateWithFlags(&st.allocDone, cudaEventDisableTiming));
+  PFRT_CUDA(cudaEventCreate(&st.spanStart));
+  PFRT_CUDA(cudaEventCreate(&st.spanEnd));
+  PFRT_CUDA(cudaMalloc(&st.blasWorkspace, kBlasWorkspace));
+  PFRT_CUBLAS(cublasSetWorkspace(st.blas, st.blasWorkspace, kBlasWorkspace));
+}
+
+void destroyStreamGate(CudaStreamState &st) {
+  if (st.gateHost)
+    cudaFreeHost(st.gateHost);
+  if (st.allocStream)
+    cudaStreamDestroy(st.allocStream);
+  if (st.allocDone)
+    cudaEventDestroy(st.allocDone);
+  if (st.spanStart)
+    cudaEventDestroy(st.spanStart);
+  if (st.spanEnd)
+    cudaEventDestroy(st.spanEnd);
+  cudaFree(st.blasWorkspace); // after cublasDestroy (the caller's order)
+  st.gateHost = st.gateDevice = nullptr;
+  st.allocStream = nullptr;
+  st.allocDone = nullptr;
+  st.spanStart = st.spanEnd = nullptr;
+  st.blasWorkspace = nullptr;
+}
+
+void calibrateGlobalTimer(GpuDevice &g) {
+  double best = -1;
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = hostNowUs();
+    cuda::readGlobalTimer(g.timerDevice, g.setup);
+    PFRT_CUDA_LAUNCHED();
+    PFRT_CUDA(cudaStreamSynchronize(g.setup));
+    const double t1 = hostNowUs();
+    if (best < 0 || t1 - t0 < best) {
+      best = t1 - t0;
+      g.gtNs = *reinterpret_cast<volatile unsigned long long *>(g.timerHost);
+      g.gtHostUs = 0.5 * (t0 + t1);
+    }
+  }
+}
+
+void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token) {
+  const unsigned long long v = static_cast<unsigned long long>(token) + 1;
+  if (g.edgeMemOp) {
+    const CUresult r = writeValue64()(s, reinterpret_cast<CUdeviceptr>(g.lastEdge), v,
+                                      CU_STREAM_WRITE_VALUE_DEFAULT);
+    if (r != CUDA_SUCCESS)
+      throw Error(PFRT_ERROR_BACKEND,
+                  "cuStreamWriteValue64 of a bubble edge failed: CUresult " + std::to_string(r));
+    return;
+  }
+  cuda::writeValue(g.lastEdge, v, s);
+  PFRT_CUDA_LAUNCHED();
+}
+
+GatedLaunch::GatedLaunch(CudaStreamState &st) : st_(st) {
+  PFRT_CUDA(cudaGraphCreate(&graph_, 0));
+}
+
+GatedLaunch::~GatedLaunch() {
+  abandon();
+  if (exec_)
+    cudaGraphExecDestroy(exec_);
+  if (graph_)
+    cudaGraphDestroy(graph_);
+}
+
+void GatedLaunch::beginSegment(const GateArgs &args) {
+  cudaGraphConditionalHandle handle;
+  PFRT_CUDA(cudaGraphConditionalHandleCreate(&handle, graph_, 0, cudaGraphCondAssignDefault));
+  cudaGraphNode_t gate = nullptr;
+  PFRT_CUDA(cuda::addGateNode(graph_, last_ ? &last_ : nullptr, handle, st_.dev->lastEdge,
+                              st_.gateDevice, args, &gate));
+  cudaGraphNodeParams cp = {};
+  cp.type = cudaGraphNodeTypeConditional;
+  cp.conditional.handle = handle;
+  cp.conditional.type = cudaGraphCondTypeIf;
+  cp.conditional.size = 1;
+  PFRT_CUDA(cudaGraphAddNode(&last_, graph_, &gate, nullptr, 1, &cp));
+  body_ = cp.conditional.phGraph_out[0];
+  PFRT_CUDA(cudaStreamBeginCaptureToGraph(st_.s, body_, nullptr, nullptr, 0,
+                                          cudaStreamCaptureModeRelaxed));
+  capturing_ = true;
+}
+
+void GatedLaunch::abandon() {
+  if (!capturing_)
+    return;
+  capturing_ = false;
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(st_.s, &g); // an invalidated capture reports an error: nothing to keep
+  cudaGetLastError();
+}
+
+void GatedLaunch::endSegment() {
+  cudaGraph_t g = nullptr;
+  capturing_ = false;
+  PFRT_CUDA(cudaStreamEndCapture(st_.s, &g));
+}
+
+void GatedLaunch::instantiate() { PFRT_CUDA(cudaGraphInstantiate(&exec_, graph_, 0)); }
+
+GateState GatedLaunch::launchAndWait() {
+  PFRT_CUDA(cudaEventRecord(st_.allocDone, st_.allocStream));
+  PFRT_CUDA(cudaStreamWaitEvent(st_.s, st_.allocDone, 0));
+  PFRT_CUDA(cudaEventRecord(st_.spanStart, st_.s));
+  PFRT_CUDA(cudaGraphLaunch(exec_, st_.s));
+  PFRT_CUDA(cudaEventRecord(st_.spanEnd, st_.s));
+  PFRT_CUDA(cudaStreamSynchronize(st_.s));
+  float startMs = 0, spanMs = 0;
+  PFRT_CUDA(cudaEventElapsedTime(&startMs, st_.dev->base, st_.spanStart));
+  PFRT_CUDA(cudaEventElapsedTime(&spanMs, st_.spanStart, st_.spanEnd));
+  st_.lastStartUs = st_.dev->baseHostUs + 1000.0 * static_cast<double>(startMs);
+  st_.lastEndUs = st_.lastStartUs + 1000.0 * static_cast<double>(spanMs);
+  const volatile GateState *s = st_.gateHost;
+  GateState out;
+  out.segmentsRun = s->segmentsRun;
+  out.stop = s->stop;
+  out.stopNs = s->stopNs;
+  return out;
+}
+
+} // namespace cudabk
+} // namespace pfrt
