@@ -86,6 +86,8 @@ CudaHotPathStats cudaHotPathStats() {
   s.pinnedAllocs = c.pinnedAllocs.load();
   s.batchAllocs = c.batchAllocs.load();
   s.poolGrowthBytes = c.poolGrowthBytes.load();
+  s.gatedChunks = c.gatedChunks.load();
+  s.gateBuildUs = 1e-3 * static_cast<double>(c.gateBuildNs.load());
   return s;
 }
 

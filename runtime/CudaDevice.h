@@ -172,6 +172,7 @@ struct GpuChannel {
 struct HotPathCounters {
   std::atomic<uint64_t> scratchCarves{0}, deviceAllocs{0}, pinnedAllocs{0}, batchAllocs{0},
       poolGrowthBytes{0};
+  std::atomic<uint64_t> gatedChunks{0}, gateBuildNs{0}; // device-side bound: graphs built, host ns
 };
 HotPathCounters &hotPath();
 

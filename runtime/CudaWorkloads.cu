@@ -429,9 +429,12 @@ public:
     const uint32_t segments = ex.splitPasses ? ex.passEnd - ex.passBegin : 1;
     std::vector<Snapshot> snaps{snapshot(batchPtr)};
     GatedLaunch launch(st);
+    const double buildUs = hostNowUs();
     try {
       captureSegments(st, launch, batchPtr, ex, snaps);
       launch.instantiate();
+      hotPath().gatedChunks.fetch_add(1);
+      hotPath().gateBuildNs.fetch_add(static_cast<uint64_t>(1e3 * (hostNowUs() - buildUs)));
     } catch (const Error &e) {
       gating_ = nullptr;
       launch.abandon();

@@ -440,8 +440,16 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
   ASSERT_TRUE(p);
   pfrt_options o = cudaOptions(6);
   o.fill_policy = PFRT_FILL_BOUNDED;
+  const CudaHotPathStats before = cudaHotPathStats();
   ReportPtr gated = runOk(p.get(), o);
   ASSERT_TRUE(gated);
+  const CudaHotPathStats after = cudaHotPathStats();
+  const uint64_t graphs = after.gatedChunks - before.gatedChunks;
+  EXPECT_GE(graphs, 1u);
+  std::printf("gated graphs: %llu, host time to build one (measured): %.1f us\n",
+              (unsigned long long)graphs,
+              graphs ? (after.gateBuildUs - before.gateBuildUs) / graphs : 0.0);
+  EXPECT_TRUE(gated->data.boundedOnDevice);
   ReportPtr open;
   {
     ScopedEnv env("PFRT_CUDA_DEVICE_GATE", "0");
@@ -467,6 +475,7 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
   }
   EXPECT_EQ(firstChunk(open).passEnd, 4u);
   EXPECT_EQ(open->data.jobs[0].chunksStoppedOnDevice, 0u);
+  EXPECT_FALSE(open->data.boundedOnDevice);
   EXPECT_LT(firstChunk(gated).passEnd, 4u) << "the GPU ran the pass that did not fit";
   EXPECT_GE(gated->data.jobs[0].chunksStoppedOnDevice, 1u);
   EXPECT_LT(gated->data.overrunMaxUs, open->data.overrunMaxUs - 200);
