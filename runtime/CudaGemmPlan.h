@@ -6,13 +6,9 @@
 #ifndef PFRT_CUDA_GEMM_PLAN_H
 #define PFRT_CUDA_GEMM_PLAN_H
 
-#include <cstddef>
+#include "runtime/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define PFRT_HOST_DEVICE __host__ __device__
-#else
-#define PFRT_HOST_DEVICE
-#endif
+#include <cstddef>
 
 namespace pfrt {
 namespace cuda {

@@ -18,13 +18,9 @@
 #ifndef PFRT_DEVICE_GATE_H
 #define PFRT_DEVICE_GATE_H
 
-#include <cstdint>
+#include "runtime/HostDevice.h"
 
-#if defined(__CUDACC__)
-#define PFRT_HOST_DEVICE __host__ __device__
-#else
-#define PFRT_HOST_DEVICE
-#endif
+#include <cstdint>
 
 namespace pfrt {
 

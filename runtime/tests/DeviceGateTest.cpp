@@ -182,18 +182,27 @@ JobShape fourChainLayers() {
   return shape;
 }
 
+// A fill queue whose job is a ScriptedJob, run by a StoppingBackend.
+class DeviceStopTest : public ::testing::Test {
+protected:
+  DeviceStopTest() {
+    auto owned = std::make_unique<ScriptedJob>();
+    job_ = owned.get();
+    q.data = std::move(owned);
+  }
+  const JobShape shape = fourChainLayers();
+  FillQueue q;
+  ScriptedJob *job_ = nullptr;
+  StoppingBackend backend;
+  StreamCtx ctx;
+};
+
 // A chunk the device skips whole, then one it stops after two passes, then the rest: each time
 // the queue keeps exactly the passes that did not run, first in line, and the batch's state
 // where the device left it. The device's inputs: each pass's share of the prediction, the bubble's
 // begin edge.
-TEST(DeviceGateTest, QueueKeepsWhatTheDeviceDidNotRun) {
-  const JobShape shape = fourChainLayers();
-  FillQueue q;
-  auto owned = std::make_unique<ScriptedJob>();
-  ScriptedJob &job = *owned;
-  q.data = std::move(owned);
-  StoppingBackend backend;
-  StreamCtx ctx;
+TEST_F(DeviceStopTest, QueueKeepsWhatTheDeviceDidNotRun) {
+  ScriptedJob &job = *job_;
   RunConfig config; // bounded, split
   WorkItem item;
   item.sampleBegin = 8;
@@ -268,14 +277,8 @@ TEST(DeviceGateTest, QueueKeepsWhatTheDeviceDidNotRun) {
 
 // Whole chunks (PFRT_FILL_BOUNDED_WHOLE, no deadlineNow): one gate for the chunk; unbounded
 // chunks (no deadline): nothing for the device to check.
-TEST(DeviceGateTest, WholeAndUnboundedChunksTellTheDeviceSo) {
-  const JobShape shape = fourChainLayers();
-  FillQueue q;
-  auto owned = std::make_unique<ScriptedJob>();
-  ScriptedJob &job = *owned;
-  q.data = std::move(owned);
-  StoppingBackend backend;
-  StreamCtx ctx;
+TEST_F(DeviceStopTest, WholeAndUnboundedChunksTellTheDeviceSo) {
+  ScriptedJob &job = *job_;
   RunConfig config;
   WorkItem item;
   item.batch = 2;
