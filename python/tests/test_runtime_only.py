@@ -1,0 +1,64 @@
+"""The package with its runtime module only (pipefill._rt, no compiler): what a GPU machine
+gets from scripts/gpu-bundle.sh. The build stages it in build/python/site-rt/ for the same
+interpreter; each check runs in a subprocess with that package on PYTHONPATH."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import pipefill
+from conftest import REPO
+
+TESTS = REPO / "python" / "tests"
+PROGRAM = REPO / "runtime" / "tests" / "data" / "two_stage.pbtxt"
+
+
+@pytest.fixture(scope="module")
+def site_rt() -> pathlib.Path:
+    """The build's package with pipefill._rt in place of _core (python/CMakeLists.txt)."""
+    build = pathlib.Path(os.environ.get("PIPEFILL_BUILD_DIR", REPO / "build"))
+    site = build.resolve() / "python" / "site-rt"
+    if not list((site / "pipefill").glob("_rt.*")):
+        pytest.skip(f"the runtime-only module is not built in {site}")
+    return site
+
+
+def run(args, pythonpath, cwd, timeout=120):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in pythonpath))
+    env.pop("PIPEFILL_EXPECT_PACKAGE", None)
+    return subprocess.run([sys.executable, *map(str, args)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_runtime_only_package(site_rt, tmp_path):
+    # Sessions, fill tasks and runs from a compiled program; compile() and friends say that
+    # the compiler module is not installed.
+    check = run([TESTS / "check_runtime_only.py", PROGRAM], [site_rt], tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "ok: runtime-only pipefill" in check.stdout
+
+
+def test_runtime_only_check_refuses_the_compiler_module(tmp_path):
+    # The check above can fail: the full package (with _core) is refused.
+    check = run([TESTS / "check_runtime_only.py", PROGRAM],
+                [pathlib.Path(pipefill.__file__).parents[1]], tmp_path)
+    assert check.returncode == 1
+    assert "FAIL: imported pipefill._core, not the runtime-only pipefill._rt" in check.stdout
+
+
+def test_package_without_a_compiled_module_says_so(tmp_path):
+    pkg = tmp_path / "pipefill"
+    pkg.mkdir()
+    for src in pathlib.Path(pipefill.__file__).parent.glob("*.py"):
+        shutil.copy(src, pkg / src.name)
+    r = run(["-c", "import pipefill"], [tmp_path], tmp_path, timeout=60)
+    assert r.returncode != 0
+    assert ("ModuleNotFoundError: pipefill: neither the compiler module pipefill._core nor the "
+            f"runtime module pipefill._rt is installed in {pkg}") in r.stderr, r.stderr
+
