@@ -14,6 +14,8 @@ import pytest
 
 import pipefill
 from conftest import REPO
+from precompile_plans import plan_file_name
+from torch_jobs import CUDA_JOBS, P
 
 TESTS = REPO / "python" / "tests"
 PROGRAM = REPO / "runtime" / "tests" / "data" / "two_stage.pbtxt"
@@ -62,3 +64,54 @@ def test_package_without_a_compiled_module_says_so(tmp_path):
     assert ("ModuleNotFoundError: pipefill: neither the compiler module pipefill._core nor the "
             f"runtime module pipefill._rt is installed in {pkg}") in r.stderr, r.stderr
 
+
+def test_precompiled_plans_are_the_compiled_ones(tmp_path):
+    # What scripts/gpu-bundle.sh packs for the CUDA-only tests: each plan gives the session
+    # that the compiled plan gives.
+    r = run([TESTS / "precompile_plans.py", tmp_path], [pathlib.Path(pipefill.__file__).parents[1],
+                                                        TESTS], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for text in CUDA_JOBS.values():
+        path = tmp_path / plan_file_name(text)
+        assert path.with_suffix(".job.pbtxt").read_text() == text
+        for rank in range(P):
+            with pipefill.Session(path, rank) as a, pipefill.Session(pipefill.compile(text),
+                                                                     rank) as b:
+                assert a.bubbles() == b.bubbles() and a.ops() == b.ops()
+                assert a.bubbles(), f"rank {rank} has no bubbles"
+
+
+RUNTIME_ONLY_TEST = '''
+import pathlib
+import pipefill
+from conftest import compiled
+from torch_jobs import CUDA_JOBS
+
+def test_loads_the_precompiled_plan():
+    plan = compiled(CUDA_JOBS["1f1b"])
+    assert isinstance(plan, pathlib.Path)
+    assert pipefill.Session(plan, 0).bubbles()
+
+def test_an_unlisted_job_has_no_plan():
+    compiled('name: "unlisted"')
+'''
+
+
+def test_runtime_only_tests_load_precompiled_plans(site_rt, tmp_path):
+    plans = tmp_path / "plans"
+    r = run([TESTS / "precompile_plans.py", plans], [pathlib.Path(pipefill.__file__).parents[1],
+                                                     TESTS], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (tmp_path / "test_x.py").write_text(RUNTIME_ONLY_TEST)
+    pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rsf", tmp_path / "test_x.py"]
+    os.environ["PIPEFILL_TEST_PLANS"] = str(plans)
+    try:
+        r = run(pytest_args, [site_rt, TESTS], tmp_path)
+    finally:
+        del os.environ["PIPEFILL_TEST_PLANS"]
+    assert "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
+    unlisted = plans / plan_file_name('name: "unlisted"')
+    assert f"no precompiled plan {unlisted} for this JobSpec" in r.stdout, r.stdout
+    # Without PIPEFILL_TEST_PLANS they skip, saying why.
+    r = run(pytest_args, [site_rt, TESTS], tmp_path)
+    assert "2 skipped" in r.stdout and "PIPEFILL_TEST_PLANS names no folder" in r.stdout, r.stdout
