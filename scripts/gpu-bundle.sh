@@ -22,15 +22,9 @@ export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null || { echo "gpu-bundle: nvcc not found (CUDA toolkit at /usr/local/cuda)" >&2; exit 1; }
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-py_missing="" py_args=(-DPFRT_PYTHON=OFF) targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
-if ! py=$(gpu_python_find); then
-  py_missing="no CPython 3.12 to build pipefill._rt for (PIPEFILL_GPU_PYTHON names one)"
-elif ! args=$(gpu_python_cmake_args "$py"); then
-  py_missing=$args
-else
-  read -ra py_args <<<"$args"
-  targets+=(_rt)
-fi
+targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
+gpu_python_build_args
+[ -z "$py_missing" ] && targets+=(_rt)
 cmake -S runtime/standalone -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${launcher[@]}" \
   "${py_args[@]}" >/dev/null

@@ -63,15 +63,9 @@ else
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   # The runtime-only Python module too, where a CPython 3.12 and nanobind are here.
-  py_args=(-DPFRT_PYTHON=OFF) targets=(pfrt-cuda-tests pfrt-tests pipefill-run) py_missing=""
-  if ! py=$(gpu_python_find); then
-    py_missing="no CPython 3.12 here (PIPEFILL_GPU_PYTHON names one)"
-  elif ! args=$(gpu_python_cmake_args "$py"); then
-    py_missing=$args
-  else
-    read -ra py_args <<<"$args"
-    targets+=(_rt pipefill_py_sources)
-  fi
+  targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
+  gpu_python_build_args
+  [ -z "$py_missing" ] && targets+=(_rt pipefill_py_sources)
   timeout 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" "${py_args[@]}" \
     >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; fail "configure"; exit 1; }

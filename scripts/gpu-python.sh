@@ -20,14 +20,21 @@ gpu_python_find() {
   return 1
 }
 
-# gpu_python_cmake_args PY: the options that make the runtime-alone build (runtime/standalone) also
-# build pipefill._rt for PY, nanobind's CMake package from PY or else from the project's .venv;
-# fails, saying why, without nanobind.
-gpu_python_cmake_args() {
+# gpu_python_build_args: sets py (the interpreter), py_args (the options that make the
+# runtime-alone build, runtime/standalone, also build pipefill._rt for it, nanobind's CMake package
+# from it or else from the project's .venv; or -DPFRT_PYTHON=OFF) and py_missing (empty, or why
+# there is no module).
+gpu_python_build_args() {
   local nb
-  nb=$("$1" -m nanobind --cmake_dir 2>/dev/null || .venv/bin/python -m nanobind --cmake_dir 2>/dev/null) ||
-    { echo "no nanobind (neither $1 nor .venv/bin/python has it: scripts/setup.sh)"; return 1; }
-  echo "-DPFRT_PYTHON=ON -DPython_EXECUTABLE=$1 -Dnanobind_DIR=$nb"
+  py_args=(-DPFRT_PYTHON=OFF) py_missing=""
+  if ! py=$(gpu_python_find); then
+    py_missing="no CPython 3.12 here (PIPEFILL_GPU_PYTHON names one)"
+  elif ! nb=$("$py" -m nanobind --cmake_dir 2>/dev/null ||
+              .venv/bin/python -m nanobind --cmake_dir 2>/dev/null); then
+    py_missing="no nanobind (neither $py nor .venv/bin/python has it: scripts/setup.sh)"
+  else
+    py_args=(-DPFRT_PYTHON=ON "-DPython_EXECUTABLE=$py" "-Dnanobind_DIR=$nb")
+  fi
 }
 
 # gpu_python_extras DEST VERSION: DEST/plans, the CUDA-only tests' plans compiled with the full

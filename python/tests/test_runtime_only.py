@@ -31,9 +31,10 @@ def site_rt() -> pathlib.Path:
     return site
 
 
-def run(args, pythonpath, cwd, timeout=120):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in pythonpath))
-    env.pop("PIPEFILL_EXPECT_PACKAGE", None)
+def run(args, pythonpath, cwd, timeout=120, **extra_env):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PIPEFILL_EXPECT_PACKAGE", "PIPEFILL_TEST_PLANS")}
+    env.update(PYTHONPATH=os.pathsep.join(str(p) for p in pythonpath), **extra_env)
     return subprocess.run([sys.executable, *map(str, args)], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -104,11 +105,7 @@ def test_runtime_only_tests_load_precompiled_plans(site_rt, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     (tmp_path / "test_x.py").write_text(RUNTIME_ONLY_TEST)
     pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rsf", tmp_path / "test_x.py"]
-    os.environ["PIPEFILL_TEST_PLANS"] = str(plans)
-    try:
-        r = run(pytest_args, [site_rt, TESTS], tmp_path)
-    finally:
-        del os.environ["PIPEFILL_TEST_PLANS"]
+    r = run(pytest_args, [site_rt, TESTS], tmp_path, PIPEFILL_TEST_PLANS=str(plans))
     assert "1 failed, 1 passed" in r.stdout, r.stdout + r.stderr
     unlisted = plans / plan_file_name('name: "unlisted"')
     assert f"no precompiled plan {unlisted} for this JobSpec" in r.stdout, r.stdout
