@@ -4,19 +4,31 @@
 # carry CUDA (nvcc, cuBLAS) but not protobuf or OpenBLAS, and can fetch nothing.
 #   scripts/gpu-bundle.sh [ARCHIVE]      (default .gpu-carry/pfrt-gpu.tar.xz; CUDA_ARCH, default 90)
 # The archive holds bin/{pipefill-run,pfrt-tests,pfrt-cuda-tests[,pfrt-nccl-tests]}, lib/ (every library the binaries
-# load that is not glibc, libstdc++, zlib or CUDA's own) and examples/gpt40b-1f1b-run.pb when a full
-# build made it. Unpack it into a folder and pass that folder as GPU_CHECK_PREBUILT.
+# and the Python module load that is not glibc, libstdc++, zlib or CUDA's own),
+# examples/gpt40b-1f1b-run.pb when a full build made it, and the Python side of the check
+# (scripts/gpu-python.sh): python/site/pipefill (the runtime-only module pipefill._rt for CPython
+# 3.12, PIPEFILL_GPU_PYTHON, beside the package's Python files), python/tests (the CUDA test of
+# pipefill.torch and what it imports; test/torch/torch_tables.py), python/plans (its plans,
+# compiled here with the full build's package: run scripts/build.sh first) and python/vendor
+# (pytest, pure Python, from .venv). Without a 3.12 interpreter, nanobind or the full build it
+# packs the rest and writes why into python/MISSING (gpu-check shows it). Unpack the archive
+# into a folder and pass that folder as GPU_CHECK_PREBUILT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-python.sh
 archive=${1:-.gpu-carry/pfrt-gpu.tar.xz}
 arch=${CUDA_ARCH:-90}
 export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null || { echo "gpu-bundle: nvcc not found (CUDA toolkit at /usr/local/cuda)" >&2; exit 1; }
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
+gpu_python_build_args
+[ -z "$py_missing" ] && targets+=(_rt)
 cmake -S runtime/standalone -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${launcher[@]}" >/dev/null
-cmake --build build-gpu -j "${PIPEFILL_JOBS:-$(nproc)}" --target pfrt-cuda-tests pfrt-tests pipefill-run
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" "${launcher[@]}" \
+  "${py_args[@]}" >/dev/null
+cmake --build build-gpu -j "${PIPEFILL_JOBS:-$(nproc)}" --target "${targets[@]}"
 # NCCL support (rank transfers) is built when nccl.h is found; libnccl itself is loaded at run time
 # and not packed (200 MB).
 grep -q "pfrt-nccl-tests" build-gpu/build.ninja &&
@@ -26,10 +38,36 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/examples"
 cp build-gpu/bin/pipefill-run build-gpu/bin/pfrt-tests build-gpu/bin/pfrt-cuda-tests "$stage/bin/"
 [ -f build-gpu/bin/pfrt-nccl-tests ] && cp build-gpu/bin/pfrt-nccl-tests "$stage/bin/"
-ldd build-gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+if [ -z "$py_missing" ]; then
+  mkdir -p "$stage/python/site/pipefill" "$stage/python/tests" "$stage/test/torch"
+  cp build-gpu/python/site/pipefill/_rt.*.so python/pipefill/*.py python/pipefill/py.typed \
+    "$stage/python/site/pipefill/"
+  cp python/tests/{conftest,test_torch_wrapper,torch_jobs,precompile_plans,check_runtime_only}.py \
+    "$stage/python/tests/"
+  cp test/torch/torch_tables.py "$stage/test/torch/"
+  version=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if py_missing=$(gpu_python_extras "$stage/python" "$version"); then
+    # The module loads with this interpreter, without the compiler, and a host session runs the
+    # CUDA test's plan (what the GPU machine will do first).
+    PYTHONPATH="$stage/python/site" "$py" python/tests/check_runtime_only.py \
+      "$(ls "$stage"/python/plans/*.pb | head -n 1)" ||
+      { echo "gpu-bundle: the runtime-only package fails its check" >&2; exit 1; }
+  else
+    rm -rf "$stage/python" "$stage/test"
+  fi
+fi
+if [ -n "$py_missing" ]; then
+  mkdir -p "$stage/python"
+  echo "$py_missing" >"$stage/python/MISSING"
+  echo "gpu-bundle: warning: no Python package in the bundle: $py_missing" >&2
+fi
+ldd "$stage"/bin/* $(ls "$stage"/python/site/pipefill/*.so 2>/dev/null) |
+  awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -vE '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libcudart|libcublas|libcublasLt)\.so' |
   while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
 [ -f build/examples/gpt40b-1f1b-run.pb ] && cp build/examples/gpt40b-1f1b-run.pb "$stage/examples/"
 mkdir -p "$(dirname "$archive")"
 tar -C "$stage" -cJf "$archive" .
 echo "gpu-bundle: $archive ($(du -h "$archive" | cut -f1)): $(ls "$stage/lib" | tr '\n' ' ')"
+[ -f "$stage/python/MISSING" ] ||
+  echo "gpu-bundle: python: $(cd "$stage/python" && du -h site/pipefill/_rt.*.so | tr '\t' ' '), $(ls "$stage"/python/plans/*.pb | wc -l) plan(s), pytest"

@@ -10,18 +10,26 @@
 #   4. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
 #      step), fill GEMMs in bf16 (the default) and in TF32: relative error of the output checksums
 #      and of the trained weights' checksum, each with its derived bound;
-#   5. prints one table (and writes it to $OUT/table.txt).
+#   5. the CUDA test of pipefill.torch (python/tests/test_torch_wrapper.py::
+#      test_cuda_stages_fill_the_streams_gaps, pytest) with the runtime-only Python module
+#      pipefill._rt and plans compiled ahead (scripts/gpu-python.sh), after a host-session check of
+#      that package; needs a CPython 3.12 (PIPEFILL_GPU_PYTHON) with torch, else it says why it
+#      skipped;
+#   6. prints one table (and writes it to $OUT/table.txt).
 # Without a GPU it still builds, runs the CPU-side parts (host tests, the host --compare, the host
-# side of the numerics) and exits 3 with "no GPU" after printing what it could.
+# side of the numerics, the runtime-only package's host check) and exits 3 with "no GPU" after
+# printing what it could.
 #
 # Environment: GPU_CHECK_OUT (default build-gpu/gpu-check), CUDA_ARCH (90), GPU_CHECK_BUILD_TIMEOUT
 # (seconds, 300), GPU_CHECK_PREBUILT (a folder made by scripts/gpu-bundle.sh and unpacked: bin/ with
-# the three binaries, lib/ with the libraries the GPU machine lacks, optional examples/; the configure
-# and build steps are skipped, for a GPU machine without protobuf/OpenBLAS headers), GPU_CHECK_PROGRAM
+# the three binaries, lib/ with the libraries the GPU machine lacks, optional examples/, python/ with
+# the runtime-only package, its tests, plans and pytest; the configure and build steps are skipped,
+# for a GPU machine without protobuf/OpenBLAS headers), GPU_CHECK_PROGRAM
 # (a compiled StreamProgram; default build/examples/gpt40b-1f1b-run.pb when a full build made it,
 # else runtime/tests/data/two_stage.pbtxt), GPU_CHECK_REPS (ABBA blocks, 3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-python.sh
 repo=$(pwd)
 start=$(date +%s)
 out=${GPU_CHECK_OUT:-$repo/build-gpu/gpu-check}
@@ -54,12 +62,16 @@ else
   [ -x /usr/local/cuda/bin/nvcc ] && cuda_args=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
   launcher=()
   command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  # The runtime-only Python module too, where a CPython 3.12 and nanobind are here.
+  targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
+  gpu_python_build_args
+  [ -z "$py_missing" ] && targets+=(_rt pipefill_py_sources)
   timeout 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" >"$out/configure.log" 2>&1 ||
-    { cat "$out/configure.log"; fail "configure"; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" "${py_args[@]}" \
+    >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; fail "configure"; exit 1; }
 
   step "build ($(nproc) jobs)"
-  timeout "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target pfrt-cuda-tests pfrt-tests pipefill-run \
+  timeout "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" \
     >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; fail "build"; exit 1; }
 fi
 run=$build/bin/pipefill-run
@@ -112,6 +124,29 @@ if [ "$gpus" -gt 0 ]; then
     fail "numerics (cuda tf32)"
 fi
 
+step "pipefill.torch on CUDA: pytest with the runtime-only package (4 min max)"
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  py_dir=$GPU_CHECK_PREBUILT/python py_site=$GPU_CHECK_PREBUILT/python/site
+  py_tests=$GPU_CHECK_PREBUILT/python/tests
+  py_missing=""
+  [ -d "$py_site" ] || py_missing="the bundle has no python/site (made by an older gpu-bundle.sh)"
+  [ -f "$py_dir/MISSING" ] && py_missing="the bundle has no Python package: $(cat "$py_dir/MISSING")"
+else
+  # The module built above; the test's plans compiled with the full build's package and pytest
+  # copied from .venv, into $out/python.
+  py_dir=$out/python py_site=$build/python/site py_tests=python/tests
+  if [ -z "$py_missing" ]; then
+    py_missing=$(gpu_python_extras "$py_dir" "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')")
+  fi
+fi
+if [ -n "$py_missing" ]; then
+  echo "skipped: $py_missing" | tee "$out/torch-cuda.txt"
+  [ "$gpus" -eq 0 ] || fail "pipefill.torch CUDA test not run on a GPU machine"
+else
+  gpu_python_test "$py_site" "$py_tests" "$py_dir/plans" "$py_dir/vendor" "$out" "$gpus" ||
+    fail "pipefill.torch CUDA test ($(cat "$out/torch-cuda.txt"))"
+fi
+
 step "table"
 python3 - "$out" "$gpus" "$cuda_tests" "$cuda_skipped" <<'PY' | tee "$out/table.txt"
 import json, os, sys
@@ -162,6 +197,11 @@ for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
                              f"(bound {bound(u, d, f):.1e}; host {a:.6g}, cuda {b:.6g})"))
 if h and not load("numerics.cuda.json"):
     rows.append(("cuBLAS vs host numerics", "host side only (no GPU)"))
+try:
+    rows.append(("pipefill.torch CUDA test (pytest, _rt)",
+                 open(os.path.join(out, "torch-cuda.txt")).read().strip()))
+except OSError:
+    rows.append(("pipefill.torch CUDA test (pytest, _rt)", "not run"))
 w = max(len(r[0]) for r in rows)
 for k, v in rows:
     print(f"{k:<{w}}  {v}")

@@ -26,6 +26,12 @@ where a step fits.
 
 Numbers from :class:`Plan` are planned; numbers from :class:`RunReport` are
 measured (keys that say ``planned`` excepted).
+
+Where only the runtime module is installed (``pipefill._rt``: no compiler
+libraries, e.g. on a GPU machine that runs plans compiled elsewhere), the
+package is the same except that :func:`compile`, :func:`compile_file` and
+:func:`compile_torch_schedule` raise :class:`ModuleNotFoundError`; sessions and
+runs take the compiled StreamProgram (a file or its bytes, :meth:`Plan.save`).
 """
 
 from __future__ import annotations
@@ -33,18 +39,8 @@ from __future__ import annotations
 import os
 from typing import Optional, Union
 
-from ._core import (
-    PFRT_API_VERSION,
-    Plan,
-    RunReport,
-    backend_compiled,
-    compile_file as _compile_file,
-    compile_text as _compile_text,
-    cuda_device_count,
-    run_bytes as _run_bytes,
-    run_file as _run_file,
-)
 from ._errors import CompileError, RunError
+from ._native import Plan, native as _ext, require_compiler as _require_compiler
 from ._session import BubbleScope, Session
 from ._tasks import FillTask
 from ._torch_schedule import compile_torch_schedule
@@ -68,6 +64,11 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+PFRT_API_VERSION: int = _ext.PFRT_API_VERSION
+RunReport = _ext.RunReport
+backend_compiled = _ext.backend_compiled
+cuda_device_count = _ext.cuda_device_count
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -89,9 +90,11 @@ def compile_file(path: PathLike, *, profile: Optional[PathLike] = None) -> Plan:
 
     Raises :class:`FileNotFoundError` (an :class:`OSError`) when the file cannot
     be read and :class:`CompileError` with ``file:line:col`` diagnostics when
-    the compiler rejects the JobSpec or the profile.
+    the compiler rejects the JobSpec or the profile, :class:`ModuleNotFoundError`
+    when this pipefill has the runtime only (no compiler module).
     """
-    return _compile_file(os.fspath(path), _profile_arg(profile))
+    _require_compiler("pipefill.compile_file")
+    return _ext.compile_file(os.fspath(path), _profile_arg(profile))
 
 
 def compile(
@@ -107,6 +110,7 @@ def compile(
     file name that diagnostics print for text input. See :func:`compile_file`
     for ``profile`` and the exceptions raised.
     """
+    _require_compiler("pipefill.compile")
     if isinstance(job, os.PathLike):
         return compile_file(job, profile=profile)
     if isinstance(job, bytes):
@@ -116,7 +120,7 @@ def compile(
             f"compile() takes JobSpec text (str/bytes) or a path (os.PathLike), "
             f"not {type(job).__name__}"
         )
-    return _compile_text(job, name, _profile_arg(profile))
+    return _ext.compile_text(job, name, _profile_arg(profile))
 
 
 def run(
@@ -165,11 +169,11 @@ def run(
     )
     if isinstance(program, Plan):
         data = program.stream_program(iterations=max(iterations, 1))
-        return _run_bytes(data, f"<plan {program.name}>", **args)
+        return _ext.run_bytes(data, f"<plan {program.name}>", **args)
     if isinstance(program, (bytes, bytearray, memoryview)):
-        return _run_bytes(bytes(program), "<memory>", **args)
+        return _ext.run_bytes(bytes(program), "<memory>", **args)
     if isinstance(program, (str, os.PathLike)):
-        return _run_file(os.fspath(program), **args)
+        return _ext.run_file(os.fspath(program), **args)
     raise TypeError(
         f"run() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
     )

@@ -24,7 +24,7 @@ import os
 import pickle
 from typing import Any, Iterator, Optional, Union
 
-from . import _core
+from ._native import Plan, native
 from ._errors import RunError
 from ._tasks import FillTask, _TaskRunner
 
@@ -82,7 +82,7 @@ class Session:
 
     def __init__(
         self,
-        program: Union["_core.Plan", bytes, str, "os.PathLike[str]"],
+        program: Union[Plan, bytes, str, "os.PathLike[str]"],
         rank: int,
         *,
         world_size: int = 0,
@@ -92,7 +92,7 @@ class Session:
         fill_idle_priority: bool = True,
         backend: str = "host",
     ) -> None:
-        if isinstance(program, _core.Plan):
+        if isinstance(program, Plan):
             data, name = program.stream_program(iterations=1), f"<plan {program.name}>"
         elif isinstance(program, (bytes, bytearray, memoryview)):
             data, name = bytes(program), "<memory>"
@@ -106,7 +106,7 @@ class Session:
             )
         if not isinstance(rank, int) or isinstance(rank, bool):
             raise TypeError(f"rank must be an int, not {type(rank).__name__}")
-        self._s = _core.open_session(
+        self._s = native.open_session(
             data,
             name,
             rank,
@@ -178,7 +178,7 @@ class Session:
         try:
             yield scope
         finally:
-            self._finish(scope, _core.SESSION_UNPLANNED, wait)
+            self._finish(scope, native.SESSION_UNPLANNED, wait)
 
     def _finish(self, scope: BubbleScope, bubble: int, wait: bool) -> None:
         # Ends the bubble even when the wait reports a failed task, then raises the first error:

@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import Optional, Union
 
-from . import _core
+from ._native import Plan, native, require_compiler
 
 __all__ = ["compile_torch_schedule"]
 
@@ -24,7 +24,7 @@ def compile_torch_schedule(
     job: Union[str, bytes, "os.PathLike[str]"],
     profile: Optional[PathLike] = None,
     name: Optional[str] = None,
-) -> "_core.Plan":
+) -> Plan:
     """Compiles torch's per-rank action table with a JobSpec's costs.
 
     ``table``: the CSV as text (``str``/``bytes``; what torch's
@@ -40,8 +40,10 @@ def compile_torch_schedule(
     stages in ascending order. Raises :class:`pipefill.CompileError` with
     ``file:line:col`` for a bad table (syntax, layout, a missing op, a
     deadlock) or a JobSpec that does not fit it, :class:`FileNotFoundError`
-    for a path that cannot be read.
+    for a path that cannot be read, :class:`ModuleNotFoundError` when this
+    pipefill has the runtime only (no compiler module).
     """
+    require_compiler("pipefill.compile_torch_schedule")
     if isinstance(table, os.PathLike):
         path = os.fspath(table)
         with open(path, "r", encoding="utf-8", newline="") as f:
@@ -59,7 +61,7 @@ def compile_torch_schedule(
         job_path = os.fspath(job)
         if not os.path.exists(job_path):
             raise FileNotFoundError(2, "cannot open JobSpec", job_path)
-        return _core.compile_torch_schedule(text, source, job_path, profile_path)
+        return native.compile_torch_schedule(text, source, job_path, profile_path)
     if isinstance(job, bytes):
         job = job.decode("utf-8")
     if not isinstance(job, str):
@@ -72,4 +74,4 @@ def compile_torch_schedule(
         job_path = os.path.join(tmp, "job.pbtxt")
         with open(job_path, "w", encoding="utf-8") as f:
             f.write(job)
-        return _core.compile_torch_schedule(text, source, job_path, profile_path)
+        return native.compile_torch_schedule(text, source, job_path, profile_path)

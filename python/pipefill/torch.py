@@ -76,10 +76,10 @@ events on that stream instead of ``time.perf_counter``, and ``step`` waits for
 the stream to finish the step's last action to read them. The CUDA path is
 written but has not yet run on a GPU: its test
 (``test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps``) skips
-without one, and ``scripts/gpu-check.sh`` does not run it yet (the device
-machines' Python is 3.12 with torch 2.11; this package is built for the
-project's own venv). A stage on a GPU with a host session, or CPU stages with a
-CUDA session, is refused with :class:`ValueError`.
+without one; ``scripts/gpu-check.sh`` runs it on a GPU machine with the
+runtime-only module ``pipefill._rt`` built for that machine's Python
+(``scripts/gpu-bundle.sh``, docs/torch.md). A stage on a GPU with a host
+session, or CPU stages with a CUDA session, is refused with :class:`ValueError`.
 """
 
 from __future__ import annotations

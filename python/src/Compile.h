@@ -7,13 +7,15 @@
 // binding translation unit does not parse MLIR headers.
 //
 // Errors are thrown (this is a plain C++ target, not an LLVM-style one):
-// FileError for an unreadable JobSpec path, CompileFailure for everything
-// the compiler diagnoses, each diagnostic formatted exactly as the tools print
-// it (`file:line:col: error: message` plus the source line).
+// FileError (FileError.h) for an unreadable JobSpec path, CompileFailure for
+// everything the compiler diagnoses, each diagnostic formatted exactly as the
+// tools print it (`file:line:col: error: message` plus the source line).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PIPEFILL_PYTHON_COMPILE_H
 #define PIPEFILL_PYTHON_COMPILE_H
+
+#include "python/src/FileError.h"
 
 #include <cstdint>
 #include <memory>
@@ -29,14 +31,6 @@ struct CompileFailure : std::runtime_error {
   CompileFailure(const std::string &what, std::vector<std::string> diagnostics)
       : std::runtime_error(what), diagnostics(std::move(diagnostics)) {}
   std::vector<std::string> diagnostics;
-};
-
-/// A file could not be read or written; `errnum` is the errno value.
-struct FileError : std::runtime_error {
-  FileError(const std::string &what, std::string path, int errnum)
-      : std::runtime_error(what), path(std::move(path)), errnum(errnum) {}
-  std::string path;
-  int errnum;
 };
 
 struct CompileOptions {

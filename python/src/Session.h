@@ -1,14 +1,14 @@
-//===- Session.h - pipefill._core: the session binding ----------------===//
+//===- Session.h - pipefill._core and _rt: the session binding --------===//
 //
 // The binding of a pfrt_session (one rank's fill, driven by the caller's loop)
-// and the error helpers of the runtime half, shared by Module.cpp and Tasks.cpp
+// and the error helpers of the runtime half, shared by Runtime.cpp and Tasks.cpp
 // (fill tasks). Binds the public C API of runtime/pfrt.h only.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PIPEFILL_PYTHON_SESSION_H
 #define PIPEFILL_PYTHON_SESSION_H
 
-#include "python/src/Compile.h"
+#include "python/src/FileError.h"
 #include "runtime/Program.h"
 #include "runtime/pfrt.h"
 

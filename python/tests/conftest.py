@@ -13,6 +13,7 @@ import pathlib
 import pytest
 
 import pipefill
+from precompile_plans import plan_file_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -54,6 +55,25 @@ def tools() -> pathlib.Path:
     if missing:
         pytest.skip(f"command-line tools not built in {bin_dir}: {', '.join(missing)}")
     return bin_dir
+
+
+def compiled(text: str):
+    """The plan of JobSpec `text`, for pipefill.Session: pipefill.compile(text) where the
+    compiler module is installed. Where this pipefill has the runtime only (pipefill._rt, a
+    GPU machine), the StreamProgram that precompile_plans.py compiled from the same text, in the
+    folder $PIPEFILL_TEST_PLANS (scripts/gpu-bundle.sh packs it; scripts/gpu-check.sh sets it)."""
+    if pipefill._native.HAVE_COMPILER:
+        return pipefill.compile(text)
+    folder = os.environ.get("PIPEFILL_TEST_PLANS")
+    if not folder:
+        pytest.skip("this pipefill has the runtime only (no compiler module) and "
+                    "PIPEFILL_TEST_PLANS names no folder of precompiled plans "
+                    "(scripts/gpu-bundle.sh packs one)")
+    path = pathlib.Path(folder) / plan_file_name(text)
+    if not path.is_file():
+        pytest.fail(f"no precompiled plan {path} for this JobSpec: precompile_plans.py compiles "
+                    "those of torch_jobs.CUDA_JOBS (is it listed there?)")
+    return path
 
 
 def job_text(stages: int, microbatches: int, schedule: str = "ONE_F_ONE_B",

@@ -25,12 +25,12 @@ S = pytest.importorskip("torch.distributed.pipelining.schedules")
 import pipefill  # noqa: E402
 import pipefill.torch as pft  # noqa: E402
 
-from conftest import REPO  # noqa: E402
+from conftest import REPO, compiled  # noqa: E402
+from torch_jobs import CUDA_JOBS, M, P, job  # noqa: E402
 
 sys.path.insert(0, str(REPO / "test" / "torch"))
 import torch_tables  # noqa: E402
 
-P, M = 4, 8
 COMPUTE = ("forward", "backward", "backward_input", "backward_weight")
 LETTER = {"forward": "F", "backward": "B", "backward_input": "I", "backward_weight": "W"}
 
@@ -99,23 +99,6 @@ def make_schedule(name, rank, v=1, csv_path=None):
 
 def run_step(step):
     step(arg_mbs=[()] * M, target_mbs=[None] * M, return_outputs=False)
-
-
-def job(schedule, v=1, m=M, fill=True):
-    if not fill:
-        text = job(schedule, v, m)
-        return text[: text.index("fill_job")]
-    return f"""
-name: "wrap"
-pipeline {{ stages: {P} microbatches: {m} schedule: {schedule} virtual_stages: {v} }}
-stage {{ forward_us: 1000 backward_us: 2000 backward_weight_us: 1000 activation_bytes: 1048576
-         stash_bytes: 1000000 static_bytes: 100000000 }}
-hardware {{ gpu_memory_bytes: 16000000000 p2p_latency_us: 10 p2p_bandwidth_gbps: 25 }}
-planner {{ min_bubble_us: 10 reserve_bytes: 0 context_switch_us: 0 safety_margin: 0 }}
-fill_job {{ name: "enc" kind: INFERENCE samples: 1000000
-  layer {{ name: "enc" forward_us_per_sample: 25 weight_bytes: 1048576
-           activation_bytes_per_sample: 1024 }} }}
-"""
 
 
 class SpySession:
@@ -375,7 +358,8 @@ def test_cuda_stages_fill_the_streams_gaps():
         if us > 0:
             torch.cuda._sleep(int(us * cycles_per_us))
 
-    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    # Compiled here, or precompiled (scripts/gpu-bundle.sh) where only the runtime module is.
+    plan = compiled(CUDA_JOBS["1f1b"])
     session = pipefill.Session(plan, 0, world_size=P, backend="cuda")
     compute = [op for op in session.ops() if op["kind"] in COMPUTE]
     compute_index = [i for i, op in enumerate(session.ops()) if op["kind"] in COMPUTE]

@@ -1,0 +1,63 @@
+"""The compiled module under the package.
+
+``pipefill._core`` holds the compiler (in process, through the MLIR libraries)
+and the runtime; ``pipefill._rt`` holds the runtime alone (sessions, fill
+tasks, ``pfrt_run``), built from the same binding sources for machines that
+run compiled plans but cannot carry or load the compiler's libraries (the GPU
+machines, ``scripts/gpu-bundle.sh``). The package uses ``_core`` wherever it
+is installed, exactly as before ``_rt`` existed; only without it does it fall
+back to ``_rt``, where the compiler's entry points raise
+:class:`ModuleNotFoundError` saying so (:func:`require_compiler`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any
+
+__all__ = ["HAVE_COMPILER", "Plan", "native", "require_compiler"]
+
+_PACKAGE = __name__.rpartition(".")[0]
+
+
+def require_compiler(what: str) -> None:
+    """Raises :class:`ModuleNotFoundError` naming ``what`` when the compiler module is absent."""
+    if HAVE_COMPILER:
+        return
+    raise ModuleNotFoundError(
+        f"{what} needs pipefill's compiler module ({_PACKAGE}._core), which is not installed: "
+        f"this pipefill has the runtime only ({_PACKAGE}._rt). Compile the plan where the "
+        "compiler is installed (pipefill.compile(...).save(path), or pipefill-translate and "
+        "pipefill-opt) and give the StreamProgram file or its bytes to pipefill.Session or "
+        "pipefill.run.",
+        name=f"{_PACKAGE}._core",
+    )
+
+
+# find_spec, not try/except ImportError: a _core that is installed but fails to load (a missing
+# shared library) raises its own error, as it always did, instead of hiding behind _rt.
+if importlib.util.find_spec(f"{_PACKAGE}._core") is not None:
+    from . import _core as native
+
+    HAVE_COMPILER = True
+    Plan: Any = native.Plan
+elif importlib.util.find_spec(f"{_PACKAGE}._rt") is not None:
+    from . import _rt as native  # type: ignore[no-redef]
+
+    HAVE_COMPILER = False
+
+    class Plan:  # type: ignore[no-redef]
+        """A compiled plan (``pipefill._core.Plan``). This pipefill has the runtime only, so
+        no plan can be compiled here: sessions and runs take compiled StreamPrograms."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            require_compiler("pipefill.Plan")
+
+else:
+    raise ModuleNotFoundError(
+        f"{_PACKAGE}: neither the compiler module {_PACKAGE}._core nor the runtime module "
+        f"{_PACKAGE}._rt is installed in {os.path.dirname(__file__)} (in a source checkout, "
+        "import the package that the build stages in build/python/site)",
+        name=f"{_PACKAGE}._core",
+    )

@@ -1,0 +1,362 @@
+//===- Runtime.cpp - pipefill._core and _rt: the runtime binding ----------===//
+//
+// The runtime half of the Python binding (Runtime.h): binds the public C API
+// of runtime/pfrt.h only, so changes inside the runtime never touch this file,
+// and links no compiler library (pipefill._rt is this file, Tasks.cpp and
+// RuntimeModule.cpp over pfrt).
+//
+//===----------------------------------------------------------------------===//
+#include "python/src/Runtime.h"
+
+#include "python/src/FileError.h"
+#include "python/src/Session.h"
+#include "runtime/pfrt.h"
+
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace pipefill::py {
+namespace {
+
+/// Owns one run's pfrt_report.
+class RunReport {
+public:
+  explicit RunReport(pfrt_report *report) : report(report) {}
+  ~RunReport() { pfrt_report_destroy(report); }
+  RunReport(const RunReport &) = delete;
+  RunReport &operator=(const RunReport &) = delete;
+
+  std::string json() const { return pfrt_report_json(report); }
+  std::string summary() const { return pfrt_report_summary(report); }
+
+  nb::dict stats() const {
+    pfrt_report_stats s{};
+    check(pfrt_report_get_stats(report, &s), "reading the run report");
+    nb::dict d;
+    d["backend"] = s.backend ? s.backend : "";
+    d["first_iteration"] = s.first_iteration;
+    d["iterations"] = s.iterations;
+    d["iteration_us_mean"] = s.iteration_us_mean;
+    d["planned_iteration_us"] = s.planned_iteration_us;
+    d["bubble_us_per_iteration"] = s.bubble_us_per_iteration;
+    d["fill_us_per_iteration"] = s.fill_us_per_iteration;
+    d["overrun_count"] = s.overrun_count;
+    d["overrun_us"] = s.overrun_us;
+    d["switch_latency_us_mean"] = s.switch_latency_us_mean;
+    d["jobs"] = s.jobs;
+    return d;
+  }
+
+  nb::list jobs() const {
+    pfrt_report_stats s{};
+    check(pfrt_report_get_stats(report, &s), "reading the run report");
+    nb::list out;
+    for (uint32_t j = 0; j < s.jobs; ++j) {
+      pfrt_report_job job{};
+      check(pfrt_report_get_job(report, j, &job), "reading the run report");
+      nb::dict d;
+      d["name"] = job.name ? job.name : "";
+      d["kind"] = pfrt::fillKindName(job.kind);
+      d["samples_completed"] = job.samples_completed;
+      d["samples_this_run"] = job.samples_this_run;
+      d["samples_planned"] = job.samples_planned;
+      d["checksum"] = job.checksum;
+      d["steps"] = job.steps;
+      d["weights_checksum"] = job.weights_checksum;
+      out.append(d);
+    }
+    return out;
+  }
+
+  void saveJson(const std::filesystem::path &path) const {
+    check(pfrt_report_write_json(report, path.c_str()), "writing the run report");
+  }
+  void saveProfile(const std::filesystem::path &path) const {
+    check(pfrt_report_write_profile(report, path.c_str()), "writing the measured profile");
+  }
+
+private:
+  pfrt_report *report;
+};
+
+pfrt_backend parseBackend(const std::string &name) {
+  if (name == "host")
+    return PFRT_BACKEND_HOST;
+  if (name == "cuda")
+    return PFRT_BACKEND_CUDA;
+  if (name == "auto")
+    return PFRT_BACKEND_AUTO;
+  throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
+}
+
+struct RunArgs {
+  std::string backend;
+  int64_t iterations;
+  double timeScale;
+  bool fill, profile;
+  int64_t stage, maxDim;
+  std::string checkpoint;
+  bool verbose;
+};
+
+std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
+  std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> owner(program, pfrt_program_destroy);
+  pfrt_options options;
+  pfrt_options_init(&options);
+  options.backend = parseBackend(args.backend);
+  if (args.iterations < 0)
+    throw std::invalid_argument("iterations must be >= 0 (0: the program's own count)");
+  options.iterations = static_cast<uint32_t>(args.iterations);
+  if (!(args.timeScale > 0))
+    throw std::invalid_argument("time_scale must be a positive number");
+  options.time_scale = args.timeScale;
+  options.enable_fill = args.fill ? 1 : 0;
+  options.profile = args.profile ? 1 : 0;
+  if (args.stage < -1)
+    throw std::invalid_argument("stage must be -1 (every device runs) or a device index");
+  options.stage = static_cast<int32_t>(args.stage);
+  if (args.maxDim < 0)
+    throw std::invalid_argument("max_dim must be >= 0");
+  options.max_dim = static_cast<uint32_t>(args.maxDim);
+  options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
+  options.verbose = args.verbose ? 1 : 0;
+  pfrt_report *report = nullptr;
+  checkWithoutGil([&] { return pfrt_run(program, &options, &report); }, "running the program");
+  return std::make_unique<RunReport>(report);
+}
+
+std::unique_ptr<RunReport> runBytes(nb::bytes data, const std::string &name, const RunArgs &args) {
+  pfrt_program *program = nullptr;
+  check(pfrt_program_load_memory(data.c_str(), data.size(), name.c_str(), &program),
+        "loading the stream program");
+  return runLoaded(program, args);
+}
+
+std::unique_ptr<RunReport> runFile(const std::string &path, const RunArgs &args) {
+  // pfrt reports an unreadable file as PFRT_ERROR_IO without errno; check first so Python
+  // gets FileNotFoundError / PermissionError like any file API.
+  if (FILE *f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+  } else {
+    int errnum = errno;
+    throw embed::FileError(
+        std::string("cannot open stream program (") + std::strerror(errnum) + ")", path, errnum);
+  }
+  pfrt_program *program = nullptr;
+  check(pfrt_program_load(path.c_str(), &program), "loading the stream program");
+  return runLoaded(program, args);
+}
+
+pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSize,
+                                    double timeScale, int64_t maxDim, const std::string &policy,
+                                    bool idle) {
+  pfrt_session_options o;
+  pfrt_session_options_init(&o);
+  if (backend == "host")
+    o.backend = PFRT_BACKEND_HOST;
+  else if (backend == "cuda")
+    o.backend = PFRT_BACKEND_CUDA;
+  else
+    throw std::invalid_argument("unknown backend '" + backend + "' (expected host or cuda)");
+  if (worldSize < 0)
+    throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
+  o.world_size = static_cast<uint32_t>(worldSize);
+  if (!(timeScale > 0))
+    throw std::invalid_argument("time_scale must be a positive number");
+  o.time_scale = timeScale;
+  if (maxDim < 0)
+    throw std::invalid_argument("max_dim must be >= 0");
+  o.max_dim = static_cast<uint32_t>(maxDim);
+  if (policy == "bounded")
+    o.fill_policy = PFRT_FILL_BOUNDED;
+  else if (policy == "whole")
+    o.fill_policy = PFRT_FILL_BOUNDED_WHOLE;
+  else if (policy == "unbounded")
+    o.fill_policy = PFRT_FILL_UNBOUNDED;
+  else
+    throw std::invalid_argument("unknown fill_policy '" + policy +
+                                "' (expected bounded, whole or unbounded)");
+  o.fill_idle_priority = idle ? 1 : 0;
+  return o;
+}
+
+std::unique_ptr<Session> openSession(nb::bytes data, const std::string &name, int64_t rank,
+                                     const pfrt_session_options &o) {
+  if (rank < 0 || rank > 0xFFFFFFFFll)
+    throw std::invalid_argument("rank must be >= 0");
+  pfrt_session *s = nullptr;
+  const std::string bytes(data.c_str(), data.size());
+  checkWithoutGil(
+      [&] {
+        return pfrt_session_create_memory(bytes.data(), bytes.size(), name.c_str(),
+                                          static_cast<uint32_t>(rank), &o, &s);
+      },
+      "creating the session");
+  return std::make_unique<Session>(s);
+}
+
+/// pfrt_run: RunReport, run_bytes, run_file.
+void registerRun(nb::module_ &m) {
+  nb::class_<RunReport>(m, "RunReport",
+                        "What the runtime measured in one pfrt_run (host or CUDA backend). "
+                        "Numbers are measured unless their key says planned.")
+      .def(
+          "report", [](const RunReport &r) { return jsonLoads(r.json()); },
+          nb::sig("def report(self) -> dict[str, typing.Any]"),
+          "The run report as a dict (the JSON of `pipefill-run --report`, docs/runtime.md).")
+      .def("report_json", &RunReport::json, "The run report as JSON text.")
+      .def("summary", &RunReport::summary, "The planned-versus-measured summary table.")
+      .def("stats", &RunReport::stats, nb::sig("def stats(self) -> dict[str, typing.Any]"),
+           "The headline numbers (pfrt_report_get_stats) as a dict.")
+      .def("jobs", &RunReport::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
+           "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
+           "checksums, training steps.")
+      .def(
+          "iteration_us",
+          [](const RunReport &r) {
+            nb::object report = jsonLoads(r.json());
+            return nb::module_::import_("numpy").attr("asarray")(report["iteration_us"],
+                                                                  "dtype"_a = "float64");
+          },
+          nb::sig("def iteration_us(self) -> numpy.ndarray"),
+          "Measured time of every iteration, microseconds, as a numpy array.")
+      .def("save_json", &RunReport::saveJson, "path"_a, "Writes the run report JSON.")
+      .def("save_profile", &RunReport::saveProfile, "path"_a,
+           "Writes the measured profile (text format for .pbtxt) that pipefill.compile("
+           "..., profile=path) takes back in.");
+
+  auto runArgs = [](const std::string &backend, int64_t iterations, double timeScale, bool fill,
+                    bool profile, int64_t stage, int64_t maxDim, const std::string &checkpoint,
+                    bool verbose) {
+    return RunArgs{backend, iterations, timeScale, fill, profile, stage, maxDim, checkpoint,
+                   verbose};
+  };
+  m.def(
+      "run_bytes",
+      [runArgs](nb::bytes program, const std::string &name, const std::string &backend,
+                int64_t iterations, double timeScale, bool fill, bool profile, int64_t stage,
+                int64_t maxDim, const std::string &checkpoint, bool verbose) {
+        return runBytes(program, name,
+                        runArgs(backend, iterations, timeScale, fill, profile, stage, maxDim,
+                                checkpoint, verbose));
+      },
+      "program"_a, "name"_a = "<memory>", "backend"_a = "host", "iterations"_a = 0,
+      "time_scale"_a = 1.0, "fill"_a = true, "profile"_a = false, "stage"_a = -1,
+      "max_dim"_a = 0, "checkpoint"_a = "", "verbose"_a = false,
+      "Runs a StreamProgram held in memory (binary or text protobuf) through pfrt_run.");
+  m.def(
+      "run_file",
+      [runArgs](const std::string &path, const std::string &backend, int64_t iterations,
+                double timeScale, bool fill, bool profile, int64_t stage, int64_t maxDim,
+                const std::string &checkpoint, bool verbose) {
+        return runFile(path, runArgs(backend, iterations, timeScale, fill, profile, stage,
+                                     maxDim, checkpoint, verbose));
+      },
+      "path"_a, "backend"_a = "host", "iterations"_a = 0, "time_scale"_a = 1.0,
+      "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
+      "checkpoint"_a = "", "verbose"_a = false,
+      "Runs the StreamProgram file at `path` through pfrt_run.");
+}
+
+/// pfrt_session_*: Session (with its fill tasks, Tasks.cpp), open_session.
+void registerSession(nb::module_ &m) {
+  auto session = nb::class_<Session>(m, "Session",
+                      "One rank's fill, driven by a training loop that owns its schedule "
+                      "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
+                      "`with session.bubble(k): ...` where the plan has bubble k.")
+      .def("info", &Session::info, nb::sig("def info(self) -> dict[str, int]"),
+           "rank, ranks (the plan's), ops and bubbles (this rank's counts).")
+      .def("bubbles", &Session::bubbles,
+           nb::sig("def bubbles(self) -> list[dict[str, typing.Any]]"),
+           "This rank's bubbles in schedule order: bubble_id, kind, after_op (index into ops(), "
+           "-1: before the first), planned_start_us, planned_duration_us, free_bytes, chunks, "
+           "planned_fill_us (all planned).")
+      .def("ops", &Session::ops, nb::sig("def ops(self) -> list[dict[str, typing.Any]]"),
+           "This rank's main work in plan order: kind (forward, backward, ..., send, recv), "
+           "microbatch, chunk, peer, tag, bytes, planned_us, planned_start_us.")
+      .def("begin", &Session::begin, "bubble"_a, "duration_us"_a = 0.0, "main_stream"_a = 0,
+           "pfrt_session_bubble_begin: starts filling bubble `bubble` of this iteration "
+           "(deadline: now + its planned duration, or duration_us when > 0). Returns at once. "
+           "main_stream: the cudaStream_t the bubble follows, as an integer (CUDA sessions; "
+           "0 on the host).")
+      .def("begin_unplanned", &Session::beginUnplanned, "duration_us"_a, "main_stream"_a = 0,
+           "pfrt_session_unplanned_begin: a bubble the plan did not predict, bounded by "
+           "duration_us.")
+      .def("wait", &Session::wait,
+           "pfrt_session_bubble_wait: blocks until the open bubble has nothing more to start.")
+      .def("end", &Session::end, "bubble"_a,
+           nb::sig("def end(self, bubble: int) -> dict[str, typing.Any]"),
+           "pfrt_session_bubble_end (bubble -1: the unplanned one): no further chunk starts; "
+           "waits for the one in flight. Returns chunks_run, chunks_deferred, "
+           "samples_completed and the measured fill_us, overrun_us, end_wait_us.")
+      .def("iteration_end", &Session::iterationEnd, "pfrt_session_iteration_end.")
+      .def("save_checkpoint", &Session::save, "path"_a,
+           "Writes the fill progress (pfrt_session_checkpoint_save).")
+      .def("load_checkpoint", &Session::load, "path"_a,
+           "Resumes from a checkpoint of the same plan and rank.")
+      .def("report", &Session::report, nb::sig("def report(self) -> dict[str, typing.Any]"),
+           "The session report (pfrt_session_report_json) as a dict.")
+      .def("jobs", &Session::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
+           "One dict per fill job: samples, checksum, chunk counts, measured chunk shapes.")
+      .def("chunks", &Session::chunks,
+           nb::sig("def chunks(self) -> list[dict[str, typing.Any]]"),
+           "The last chunks that ran (up to 4096) with their measured times.")
+      .def("close", &Session::close, "Ends an open bubble and frees the session.");
+  registerTasks(session);
+  m.def(
+      "open_session",
+      [](nb::bytes data, const std::string &name, int64_t rank, int64_t worldSize,
+         double timeScale, int64_t maxDim, const std::string &policy, bool idle,
+         const std::string &backend) {
+        return openSession(data, name, rank,
+                           sessionOptions(backend, worldSize, timeScale, maxDim, policy, idle));
+      },
+      "program"_a, "name"_a = "<memory>", "rank"_a = 0, "world_size"_a = 0,
+      "time_scale"_a = 1.0, "max_dim"_a = 0, "fill_policy"_a = "bounded",
+      "fill_idle_priority"_a = true, "backend"_a = "host",
+      "Creates a session for `rank` of a StreamProgram held in memory (pfrt_session_create_memory).");
+  m.attr("SESSION_UNPLANNED") = -1;
+}
+void translateRuntimeException(const std::exception_ptr &p, void *) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const RunFailure &e) {
+    nb::object cls = nb::module_::import_("pipefill._errors").attr("RunError");
+    nb::object exc = cls(e.what(), e.status);
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } catch (const embed::FileError &e) {
+    nb::object exc = e.path.empty()
+                         ? nb::handle(PyExc_OSError)(e.what())
+                         : nb::handle(PyExc_OSError)(e.errnum, e.what(), e.path);
+    PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
+  }
+}
+
+} // namespace
+
+void registerRuntime(nb::module_ &m) {
+  nb::register_exception_translator(translateRuntimeException);
+  registerRun(m);
+  registerSession(m);
+  m.def("cuda_device_count", &pfrt_cuda_device_count,
+        "Number of CUDA devices the runtime sees (0 without a GPU or without the CUDA "
+        "backend).");
+  m.def(
+      "backend_compiled",
+      [](const std::string &backend) { return pfrt_backend_compiled(parseBackend(backend)) != 0; },
+      "backend"_a, "Whether the backend ('host', 'cuda') is compiled into this module.");
+  m.attr("PFRT_API_VERSION") = PFRT_API_VERSION;
+}
+
+} // namespace pipefill::py
