@@ -103,6 +103,10 @@ if [ "$gpus" -gt 0 ]; then
   step "slowdown: $program on the GPU, replay (stage 0), $reps ABBA blocks"
   timeout 240 "$run" "$program" --backend cuda --stage 0 --iterations 4 --compare "$reps" \
     --compare-json "$out/compare.json" | tee "$out/compare.txt" || fail "compare (cuda)"
+  step "the same with the device-side gates off (PFRT_CUDA_DEVICE_GATE=0), 1 ABBA block"
+  PFRT_CUDA_DEVICE_GATE=0 timeout 150 "$run" "$program" --backend cuda --stage 0 --iterations 4 \
+    --compare 1 --compare-json "$out/compare-nogate.json" | tee "$out/compare-nogate.txt" ||
+    fail "compare (cuda, gates off)"
 else
   step "slowdown: $program on the host (no GPU), replay (stage 0), 1 ABBA block"
   timeout 240 "$run" "$program" --backend host --stage 0 --iterations 3 --time-scale 0.1 \
@@ -173,6 +177,24 @@ if c:
          f"{c['chunks_run']} / {c['chunks_deferred']} / {c['chunks_pending']}"),
         ("overrun / fill time", f"{100 * c['overrun_fraction_of_fill']:.2f}%"),
     ]
+    if gpus:
+        rows.append(("fill chunks stopped on the GPU (gates)",
+                     str(c.get("chunks_stopped_on_device", "-"))))
+n = load("compare-nogate.json")
+if n:
+    rows += [("gates off: slowdown, overrun / fill",
+              f"{100 * n['slowdown']:+.2f}% (noise floor {100 * n['noise_floor']:.2f}%), "
+              f"{100 * n['overrun_fraction_of_fill']:.2f}%; switch p50 "
+              f"{n['switch_latency_idle_fill']['p50_us']:.1f} us")]
+try:  # printed by CudaBackendTest.DeviceGatesStopAChunkBetweenPasses
+    for line in open(os.path.join(out, "cuda-tests.log")):
+        if line.startswith("gated graphs:"):
+            rows.append(("gated graph build per chunk (host, measured)",
+                         line.split("(measured):")[-1].strip()))
+        if line.startswith("gates on :") or line.startswith("gates off:"):
+            rows.append((f"gate test, {line[:9].strip()}", line[10:].strip()))
+except OSError:
+    pass
 # Derived bound on the relative error of a checksum (runtime/tests/CudaBackendTest.cpp,
 # fillTolerance): per GEMM stage sqrt(2/3) u + K 2^-24 (operand rounding, unit roundoff u; fp32
 # accumulation over K), sqrt(D) of that over D stages, x2 for a loss. Full-size layers: the encoder
