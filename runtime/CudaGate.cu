@@ -188,7 +188,7 @@ GateState GatedLaunch::launchAndWait() {
   st_.lastEndUs = st_.lastStartUs + 1000.0 * static_cast<double>(spanMs);
   const volatile GateState *s = st_.gateHost;
   GateState out;
-  out.segmentsRun = s->segmentsRun;
+  out.passesRun = s->passesRun;
   out.stop = s->stop;
   out.stopNs = s->stopNs;
   return out;

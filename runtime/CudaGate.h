@@ -1,6 +1,6 @@
 // CUDA backend, the device-side bubble bound (DeviceGate.h): the per-GPU and per-fill-stream
 // resources, the %globaltimer calibration, the bubble edges' device-side mark, and GatedLaunch,
-// which builds one bounded chunk's graph of gates and conditional segments, launches it and reads
+// which builds one bounded chunk's graph of gates and conditional bodies, launches it and reads
 // back how far it got. Private to the CUDA backend's .cu files.
 #ifndef PFRT_CUDA_GATE_H
 #define PFRT_CUDA_GATE_H
@@ -30,10 +30,10 @@ void calibrateGlobalTimer(GpuDevice &g);
 // one-thread kernel).
 void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token);
 
-// One bounded chunk as a graph: for each segment, a gate kernel and an IF node whose body is
-// captured from what the caller enqueues on the stream between beginSegment and endSegment. While
-// a segment is captured, stream-ordered allocations must go to st.allocStream (see allocStream())
-// and nothing may be freed; launch() orders those allocations before the graph.
+// One bounded chunk as a graph: for each of its passes (a segment), a gate kernel and an IF node
+// whose body is captured from what the caller enqueues on the stream between beginSegment and
+// endSegment. While a segment is captured, stream-ordered allocations must go to st.allocStream
+// and nothing may be freed; launchAndWait() orders those allocations before the graph.
 class GatedLaunch {
 public:
   explicit GatedLaunch(CudaStreamState &st);

@@ -187,18 +187,18 @@ __global__ void writeValueKernel(unsigned long long *p, unsigned long long v) {
   *reinterpret_cast<volatile unsigned long long *>(p) = v;
 }
 
-// The gate before one segment of a bounded fill chunk (DeviceGate.h): sets the segment's IF
+// The gate before one pass of a bounded fill chunk (DeviceGate.h): sets the pass's IF
 // condition. One thread; the state is host memory mapped into the device.
 __global__ void gateKernel(cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
                            GateState *state, GateArgs args) {
   const unsigned long long edge = *reinterpret_cast<const volatile unsigned long long *>(lastEdge);
   volatile GateState *out = state;
   GateState s;
-  s.segmentsRun = out->segmentsRun;
+  s.passesRun = out->passesRun;
   s.stop = out->stop;
   s.stopNs = out->stopNs;
   const bool runs = gateApply(globalTimerNs(), edge, s, args);
-  out->segmentsRun = s.segmentsRun;
+  out->passesRun = s.passesRun;
   out->stop = s.stop;
   out->stopNs = s.stopNs;
   __threadfence_system();

@@ -361,7 +361,7 @@ public:
 
   // ---- The device-side bound (DeviceGate.h) ----
 
-  // A batch's tensors at one point of a gated chunk (before it, after each segment).
+  // A batch's tensors at one point of a gated chunk (before it, after each pass).
   struct Snapshot {
     bool exists = false;
     Tensor act;
@@ -404,14 +404,18 @@ public:
       batch.reset(); // its handles are empty now: the destructor frees nothing
   }
 
+  // Gated: bounded chunks of two passes or more that may stop between them. A chunk of one pass
+  // (or a whole chunk, PFRT_FILL_BOUNDED_WHOLE) would get a single gate, which would check what
+  // the host has just checked: the fill stream is idle when the host decides (streamNowUs waits
+  // for it) and reaches the chunk's first kernel microseconds later, so a gate would only add the
+  // graph's cost.
   bool gated(const CudaStreamState &st, const FillExec &ex) const {
-    return dev_.gateOn.load() && st.gateHost && dev_.gtNs != 0 && ex.bounded && ex.passEnd > ex.passBegin &&
-           ex.deadlineUs > 0 && std::isfinite(ex.deadlineUs) &&
+    return dev_.gateOn.load() && st.gateHost && dev_.gtNs != 0 && ex.bounded && ex.splitPasses &&
+           ex.passEnd >= ex.passBegin + 2 && ex.deadlineUs > 0 && std::isfinite(ex.deadlineUs) &&
            ex.passNeedUs.size() == size_t(ex.passEnd - ex.passBegin);
   }
 
-  // A bounded chunk as one graph: each segment (a pass when the chunk may stop between passes,
-  // else the whole chunk) behind its gate. The host waits for it, keeps the batch as the passes
+  // A bounded chunk as one graph: each pass behind its gate. The host waits for it, keeps the batch as the passes
   // that ran left it, and frees what the chunk held or made that is no longer used. If the graph
   // cannot be built on this GPU, the device's gates are turned off (with a warning) and the chunk
   // runs as an unbounded one would, its bound checked on the host alone.
@@ -419,14 +423,14 @@ public:
                     const FillExec &ex) {
     cudaStream_t s = st.s;
     if (ex.begins)
-      batchPtr.reset(); // the batch is made inside the first segment
+      batchPtr.reset(); // the batch is made behind the first gate
     else if (batchPtr && static_cast<CudaBatch &>(*batchPtr).onHost)
       restore(static_cast<CudaBatch &>(*batchPtr), s); // copies, before the gates
     size_t most = 0; // the arena must not be replaced while the graph is captured
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
       most = std::max(most, scratchBytes(p, ex.batch, ex.weightsStreamed));
     reserveScratch(most, s);
-    const uint32_t segments = ex.splitPasses ? ex.passEnd - ex.passBegin : 1;
+    const uint32_t passes = ex.passEnd - ex.passBegin;
     std::vector<Snapshot> snaps{snapshot(batchPtr)};
     GatedLaunch launch(st);
     const double buildUs = hostNowUs();
@@ -452,46 +456,37 @@ public:
       return run(ctx, batchPtr, ex);
     }
     const GateState gs = launch.launchAndWait();
-    const uint32_t ran = std::min(gs.segmentsRun, segments);
+    const uint32_t ran = std::min(gs.passesRun, passes);
     commit(batchPtr, snaps, ran, s);
     st.lastGate = gs;
     st.lastGated = true;
-    const uint32_t passEnd =
-        ran == segments ? ex.passEnd : ex.passBegin + (ex.splitPasses ? ran : 0);
+    const uint32_t passEnd = ex.passBegin + ran;
     if (batchPtr && !(ex.completes && passEnd == ex.passEnd) && ex.activationsHost)
       offload(static_cast<CudaBatch &>(*batchPtr), s);
     return passEnd;
   }
 
-  // Captures each segment's gate and body into `launch`; snaps gets the batch after each.
+  // Captures each pass's gate and body into `launch`; snaps gets the batch after each.
   void captureSegments(CudaStreamState &st, GatedLaunch &launch,
                        std::unique_ptr<BatchData> &batchPtr, const FillExec &ex,
                        std::vector<Snapshot> &snaps) {
     cudaStream_t s = st.s;
-    const uint32_t segments = ex.splitPasses ? ex.passEnd - ex.passBegin : 1;
     const uint64_t deadlineNs = deadlineToGlobalNs(ex.deadlineUs, dev_.gtHostUs, dev_.gtNs);
     gating_ = &st;
     gatedAllocs_.clear();
-    for (uint32_t k = 0; k < segments; ++k) {
-      const uint32_t p0 = ex.passBegin + (ex.splitPasses ? k : 0);
-      const uint32_t p1 = ex.splitPasses ? p0 + 1 : ex.passEnd;
+    for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
       GateArgs a;
-      a.segment = k;
+      a.pass = p - ex.passBegin;
       a.beginEdge = ex.bubbleToken >= 0 ? static_cast<uint64_t>(ex.bubbleToken) + 1 : 0;
       a.deadlineNs = deadlineNs;
-      double needUs = 0;
-      for (uint32_t p = p0; p < p1; ++p)
-        needUs += ex.passNeedUs[p - ex.passBegin];
-      a.needNs = static_cast<uint64_t>(std::max(0.0, needUs) * 1000.0);
+      a.needNs = static_cast<uint64_t>(std::max(0.0, ex.passNeedUs[a.pass]) * 1000.0);
       launch.beginSegment(a);
       if (!batchPtr)
         batchPtr = newBatch(ex, s);
       CudaBatch &b = static_cast<CudaBatch &>(*batchPtr);
-      for (uint32_t p = p0; p < p1; ++p) {
-        arena_->used = 0;
-        enqueuePass(st.blas, s, b, ex, p);
-      }
-      if (p1 == ex.passEnd && ex.completes)
+      arena_->used = 0;
+      enqueuePass(st.blas, s, b, ex, p);
+      if (p + 1 == ex.passEnd && ex.completes)
         enqueueCompletion(b, ex, s);
       launch.endSegment();
       snaps.push_back(snapshot(batchPtr));
@@ -499,7 +494,7 @@ public:
     gating_ = nullptr;
   }
 
-  // After a gated chunk ran `ran` of its segments: the batch holds snaps[ran]; everything else
+  // After a gated chunk ran `ran` of its passes: the batch holds snaps[ran]; everything else
   // the chunk held before or allocated is freed (stream-ordered, after the graph).
   void commit(std::unique_ptr<BatchData> &batchPtr, const std::vector<Snapshot> &snaps,
               uint32_t ran, cudaStream_t s) {
@@ -958,7 +953,7 @@ private:
   PinnedPool pinned_;
   std::map<uint32_t, Arena> arenas_; // by program stream
   Arena *arena_ = nullptr;           // the running chunk's stream's
-  // Set while a gated chunk's segments are captured: its stream, and what was allocated.
+  // Set while a gated chunk's passes are captured: its stream, and what was allocated.
   CudaStreamState *gating_ = nullptr;
   std::vector<void *> gatedAllocs_;
   int chainDim_ = 0;

@@ -1,16 +1,16 @@
 // The CUDA backend's device-side bubble bound (docs/runtime.md, "The bound on the GPU").
 //
 // The host decides whether a fill chunk fits what is left of its bubble before it enqueues the
-// chunk, but the GPU reaches the chunk later, and a chunk's passes are enqueued at once. So a
-// bounded chunk is launched as a CUDA graph in which every segment of its passes (one pass when
-// the chunk may stop between passes, else the whole chunk) sits in the body of a conditional IF
-// node, behind a one-thread gate kernel. The gate reads the GPU's clock (%globaltimer) when the
-// fill stream reaches it and runs the segment only if
-//   - every earlier segment of the chunk ran (the passes that run are always a prefix),
+// chunk, with the fill stream idle; but a chunk's passes are enqueued at once, so nothing on the
+// host can stop a chunk that runs longer than predicted. So a bounded chunk of two passes or more
+// is launched as a CUDA graph in which every pass sits in the body of a conditional IF node,
+// behind a one-thread gate kernel. The gate reads the GPU's clock (%globaltimer) when the fill
+// stream reaches it and runs the pass only if
+//   - every earlier pass of the chunk ran (the passes that run are always a prefix),
 //   - the main stream has not passed an edge after the bubble's begin edge (main has resumed:
 //     the bubble is over), and
-//   - now + the segment's predicted time <= the bubble's deadline.
-// Otherwise the segment's kernels, cuBLAS calls included, never launch. The host reads the gate
+//   - now + the pass's predicted time <= the bubble's deadline.
+// Otherwise the pass's kernels, cuBLAS calls included, never launch. The host reads the gate
 // state after the chunk and keeps the passes that ran; the rest goes back to the job's queue.
 //
 // This header holds the decision itself, in plain C++ that both the gate kernel and the host unit
@@ -26,25 +26,26 @@ namespace pfrt {
 
 // What one gate decided (GateState::stop holds the first stop of a chunk).
 enum GateOutcome : uint32_t {
-  kGateRuns = 0,     // the segment runs
+  kGateRuns = 0,     // the pass runs
   kGateEnded = 1,    // the main stream passed the bubble's end before the fill stream got here
-  kGateDeadline = 2, // the segment's predicted time does not fit before the deadline
-  kGateEarlier = 3,  // an earlier segment of the chunk did not run
+  kGateDeadline = 2, // the pass's predicted time does not fit before the deadline
+  kGateEarlier = 3,  // an earlier pass of the chunk did not run
 };
 
-// The inputs of the gate before segment `segment` of a chunk. Times are %globaltimer ns.
+// The inputs of the gate before the chunk's pass number `pass` (0: its first). Times are
+// %globaltimer ns.
 struct GateArgs {
-  uint32_t segment = 0;
+  uint32_t pass = 0;
   // Token + 1 of the bubble's begin edge (0: none known; then only the deadline is checked).
   uint64_t beginEdge = 0;
   uint64_t deadlineNs = 0;
-  uint64_t needNs = 0; // the segment's predicted time
+  uint64_t needNs = 0; // the pass's predicted time
 };
 
 // Written by the gates of one chunk (host memory mapped into the device; one per fill stream).
 struct GateState {
-  uint32_t segmentsRun = 0;
-  uint32_t stop = kGateRuns; // why the first segment that did not run stopped
+  uint32_t passesRun = 0;
+  uint32_t stop = kGateRuns; // why the first pass that did not run stopped
   uint64_t stopNs = 0;       // %globaltimer at that gate
 };
 
@@ -52,8 +53,8 @@ struct GateState {
 // one device are numbered in the order they are enqueued on the main stream, so an edge later
 // than the begin edge having passed means main has resumed (or opened a later bubble).
 PFRT_HOST_DEVICE inline GateOutcome gateDecide(uint64_t nowNs, uint64_t lastEdge,
-                                               uint32_t segmentsRun, const GateArgs &a) {
-  if (segmentsRun != a.segment)
+                                               uint32_t passesRun, const GateArgs &a) {
+  if (passesRun != a.pass)
     return kGateEarlier;
   if (a.beginEdge != 0 && lastEdge > a.beginEdge)
     return kGateEnded;
@@ -62,18 +63,18 @@ PFRT_HOST_DEVICE inline GateOutcome gateDecide(uint64_t nowNs, uint64_t lastEdge
   return kGateRuns;
 }
 
-// Applies one gate to the chunk's state; returns whether its segment runs. Gate 0 starts the
+// Applies one gate to the chunk's state; returns whether its pass runs. Gate 0 starts the
 // chunk's state afresh (the state is reused by every chunk of the stream, one at a time).
 PFRT_HOST_DEVICE inline bool gateApply(uint64_t nowNs, uint64_t lastEdge, GateState &s,
                                        const GateArgs &a) {
-  if (a.segment == 0) {
-    s.segmentsRun = 0;
+  if (a.pass == 0) {
+    s.passesRun = 0;
     s.stop = kGateRuns;
     s.stopNs = 0;
   }
-  const GateOutcome o = gateDecide(nowNs, lastEdge, s.segmentsRun, a);
+  const GateOutcome o = gateDecide(nowNs, lastEdge, s.passesRun, a);
   if (o == kGateRuns) {
-    s.segmentsRun = a.segment + 1;
+    s.passesRun = a.pass + 1;
     return true;
   }
   if (o != kGateEarlier) {

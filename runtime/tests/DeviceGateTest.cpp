@@ -16,9 +16,9 @@ namespace pfrt {
 namespace test {
 namespace {
 
-GateArgs args(uint32_t segment, uint64_t beginEdge, uint64_t deadlineNs, uint64_t needNs) {
+GateArgs args(uint32_t pass, uint64_t beginEdge, uint64_t deadlineNs, uint64_t needNs) {
   GateArgs a;
-  a.segment = segment;
+  a.pass = pass;
   a.beginEdge = beginEdge;
   a.deadlineNs = deadlineNs;
   a.needNs = needNs;
@@ -35,7 +35,7 @@ TEST(DeviceGateTest, DecidesOnTheDeadlineTheEndEdgeAndEarlierSegments) {
   EXPECT_EQ(gateDecide(0, 6, 0, args(0, 5, 1000, 100)), kGateEnded);
   // No begin edge known: only the deadline counts.
   EXPECT_EQ(gateDecide(0, 99, 0, args(0, 0, 1000, 100)), kGateRuns);
-  // An earlier segment did not run: never this one (the passes that run are a prefix).
+  // An earlier pass did not run: never this one (the passes that run are a prefix).
   EXPECT_EQ(gateDecide(0, 0, 1, args(2, 0, 1000, 100)), kGateEarlier);
   EXPECT_EQ(gateDecide(0, 0, 2, args(2, 0, 1000, 100)), kGateRuns);
 }
@@ -49,8 +49,8 @@ TEST(DeviceGateTest, NoWrapAroundNearTheEndsOfTheClock) {
   EXPECT_EQ(gateDecide(0, 0, 0, args(0, 0, 100, 200)), kGateDeadline);
 }
 
-// A chunk's gates one after another, the clock advancing by each segment's real time, against a
-// reference: the segments that run are the longest prefix whose every segment starts at a time
+// A chunk's gates one after another, the clock advancing by each pass's real time, against a
+// reference: the passes that run are the longest prefix whose every pass starts at a time
 // that leaves its predicted time before the deadline. The state is reused by the next chunk.
 TEST(DeviceGateTest, GatesOfAChunkRunTheLongestFittingPrefix) {
   struct Case {
@@ -86,7 +86,7 @@ TEST(DeviceGateTest, GatesOfAChunkRunTheLongestFittingPrefix) {
       }
     }
     EXPECT_EQ(ran, expected) << "case " << c;
-    EXPECT_EQ(state.segmentsRun, expected) << "case " << c;
+    EXPECT_EQ(state.passesRun, expected) << "case " << c;
     EXPECT_EQ(state.stop, expected == k.realUs.size() ? kGateRuns : kGateDeadline) << "case " << c;
   }
 }
@@ -275,8 +275,9 @@ TEST_F(DeviceStopTest, QueueKeepsWhatTheDeviceDidNotRun) {
   EXPECT_EQ(job.batchesMade, 1u);
 }
 
-// Whole chunks (PFRT_FILL_BOUNDED_WHOLE, no deadlineNow): one gate for the chunk; unbounded
-// chunks (no deadline): nothing for the device to check.
+// Whole chunks (PFRT_FILL_BOUNDED_WHOLE, no deadlineNow): the device is told they may not stop
+// between passes (CUDA runs them without gates); unbounded chunks (no deadline): nothing for the
+// device to check.
 TEST_F(DeviceStopTest, WholeAndUnboundedChunksTellTheDeviceSo) {
   ScriptedJob &job = *job_;
   RunConfig config;
