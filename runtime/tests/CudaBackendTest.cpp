@@ -481,6 +481,36 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
   EXPECT_LT(gated->data.overrunMaxUs, open->data.overrunMaxUs - 200);
 }
 
+// Gated chunks compute what ungated ones do: an MLP training job whose chunks of two passes
+// alternate streamed weights and parked activations, in bubbles that fit them (every gate opens),
+// bounded (gated graphs: allocations on the side stream, the batch made behind the first gate,
+// the loss behind the last, the snapshot commit) against unbounded (passes enqueued directly).
+// Same kernels, same order, same cuBLAS handles: the results agree to fp32 round-off (bitwise,
+// barring a reordered reduction).
+TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
+  pfrt_fill_layer_desc layer{};
+  layer.kind = PFRT_LAYER_MLP;
+  layer.in = 32;
+  layer.hidden = 64;
+  layer.out = 32;
+  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, layer, 3, {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}},
+                             /*computeUs=*/300);
+  pfrt_options bounded = cudaOptions(5);
+  bounded.fill_policy = PFRT_FILL_BOUNDED;
+  const CudaHotPathStats before = cudaHotPathStats();
+  ReportPtr gated = runOk(p.get(), bounded);
+  const CudaHotPathStats after = cudaHotPathStats();
+  ReportPtr direct = runOk(p.get(), cudaOptions(5));
+  ASSERT_TRUE(gated && direct);
+  EXPECT_EQ(after.gatedChunks - before.gatedChunks, 15u) << "every chunk should run gated";
+  EXPECT_EQ(gated->data.jobs[0].chunksStoppedOnDevice, 0u);
+  EXPECT_EQ(gated->data.jobs[0].steps, 5u);
+  EXPECT_EQ(direct->data.jobs[0].steps, 5u);
+  expectRel(gated->data.jobs[0].checksum, direct->data.jobs[0].checksum, 1e-6, "loss sum");
+  expectRel(gated->data.jobs[0].weightsChecksum, direct->data.jobs[0].weightsChecksum, 1e-6,
+            "weights");
+}
+
 // A bad PFRT_CUDA_DEVICE_GATE is an error, not a silent default.
 TEST_F(CudaBackendTest, BadDeviceGateValueIsAnError) {
   ProgramPtr p = fourPassProgram();
