@@ -394,18 +394,21 @@ TEST_F(CudaBackendTest, UnboundedFillOverrunsTheSmallBubble) {
   EXPECT_GE(r->data.overrunCount, 6u);
 }
 
-// Each bubble (1.5 ms) gets a chunk of four GEMM_CHAIN passes, 500 us each on the GPU, planned at
-// 200 us for the four: 10x too optimistic, so the host admits the first chunk.
-ProgramPtr fourPassProgram() {
+// Each bubble (bubbleUs) gets a chunk of batch 4 of four GEMM_CHAIN passes of passUs each on the
+// GPU (links of dim^3, about 50 us at 2048 on an H200, so a pass is a few to a few dozen GEMMs),
+// planned at plannedUs for the four. The default: 500 us passes planned at 200 us for the four,
+// 10x too optimistic, in 1.5 ms bubbles, so the host admits the first chunk.
+ProgramPtr fourPassProgram(double passUs = 500, double plannedUs = 200, double bubbleUs = 1500,
+                           uint32_t dim = 2048) {
   pfrt_device_desc dd{};
-  dd.planned_iteration_us = 3500;
+  dd.planned_iteration_us = bubbleUs + 2000;
   pfrt_fill_job_desc jd{};
   jd.name = "chain4";
   jd.kind = PFRT_FILL_INFERENCE;
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 256;
-  ld.planned_us_per_sample = 125; // x batch 4: 500 us a pass
+  ld.dim = dim;
+  ld.planned_us_per_sample = passUs / 4; // x batch 4
   std::string error;
   const samples::OneDeviceProgram p = samples::oneDeviceProgram("gate", jd, ld, 4, &dd, &error);
   EXPECT_NE(p.program, nullptr) << error;
@@ -417,13 +420,13 @@ ProgramPtr fourPassProgram() {
   pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
   pfrt_bubble_desc b{};
   b.bubble_id = 0;
-  b.planned_duration_us = 1500;
+  b.planned_duration_us = bubbleUs;
   b.emulate_idle = 1;
   pfrt_fill_chunk_desc c{};
   c.bubble_id = 0;
   c.layer_end = 4;
   c.batch = 4;
-  c.planned_us = 200;
+  c.planned_us = plannedUs;
   EXPECT_EQ(samples::enqueueFilledBubble(p, ev, b, &c), PFRT_OK) << pfrt_last_error();
   pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
   return owner;
@@ -751,6 +754,50 @@ TEST_F(CudaBackendTest, SessionStopsAtTheEndEdge) {
   // step started just before the edge passed.
   EXPECT_GE(ts.steps, 5u);
   EXPECT_LE(ts.steps, 22u);
+}
+
+// The gates' other test, main's end edge, in a CUDA session: a chunk of four 10 ms passes, planned
+// at its true 40 ms, in a bubble the framework gives 1 s but whose end its stream reaches 15 ms
+// after the begin. The host admits the chunk (40 ms of 1 s); on the GPU the gate before each pass
+// reads the edge word that bubble_end's edge sets on the framework's stream, so the chunk stops at
+// the first pass that would start after it: 2 passes (the third starts at 20 ms), not 4. With
+// PFRT_CUDA_DEVICE_GATE=0 the same chunk runs all 4, 25 ms past the bubble: the test can fail.
+TEST_F(CudaBackendTest, SessionGatesStopAtTheEndEdge) {
+  ProgramPtr p = fourPassProgram(10000, 40000, 50000, 4096);
+  ASSERT_TRUE(p);
+  auto firstChunk = [&](bool gates, uint64_t *stopped) {
+    std::unique_ptr<ScopedEnv> env;
+    if (!gates)
+      env = std::make_unique<ScopedEnv>("PFRT_CUDA_DEVICE_GATE", "0");
+    SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+    pfrt_session_chunk first{};
+    if (!s)
+      return first;
+    FrameworkStream fw;
+    busy(fw.get(), 5000);
+    EXPECT_EQ(pfrt_session_bubble_begin(s.get(), 0, fw.get(), 1e6), PFRT_OK) << pfrt_last_error();
+    busy(fw.get(), 15000);
+    EXPECT_EQ(pfrt_session_bubble_end(s.get(), 0, nullptr), PFRT_OK) << pfrt_last_error();
+    pfrt_session_stats st{};
+    EXPECT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK) << pfrt_last_error(); // waits
+    *stopped = st.chunks_stopped_on_device;
+    const std::vector<pfrt_session_chunk> log = chunkLog(s.get());
+    if (!log.empty())
+      first = log.front();
+    std::printf("gates %s: first chunk passes [%u, %u), %.0f .. %.0f us after the begin; %llu "
+                "stopped on the GPU\n",
+                gates ? "on " : "off", first.layer_begin, first.layer_end, first.start_us,
+                first.end_us, (unsigned long long)st.chunks_stopped_on_device);
+    return first;
+  };
+  uint64_t stoppedOn = 0, stoppedOff = 0;
+  const pfrt_session_chunk on = firstChunk(true, &stoppedOn);
+  const pfrt_session_chunk off = firstChunk(false, &stoppedOff);
+  EXPECT_EQ(off.layer_end, 4u);
+  EXPECT_EQ(stoppedOff, 0u);
+  EXPECT_GE(on.layer_end, 1u);
+  EXPECT_LE(on.layer_end, 3u) << "the GPU ran passes after main's end edge had passed";
+  EXPECT_EQ(stoppedOn, 1u);
 }
 
 // The numbers: every chunk of the encoder plan run by a CUDA session (unbounded: the same chunks
