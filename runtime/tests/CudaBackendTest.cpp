@@ -146,6 +146,12 @@ pfrt_fill_layer_desc testEncoder() {
   return layer;
 }
 
+// An MLP layer 32 -> 64 -> 32.
+pfrt_fill_layer_desc testMlp() {
+  const pfrt_fill_layer_desc layer = testMlp();
+  return layer;
+}
+
 TEST_F(CudaBackendTest, EncoderInferenceMatchesHost) {
   ProgramPtr p = fillProgram(PFRT_FILL_INFERENCE, testEncoder(), 3,
                              {{0, 1, 4, 0}, {1, 3, 4, 0}, {0, 3, 2, 4}});
@@ -215,11 +221,7 @@ TEST_F(CudaBackendTest, BatchedAttentionMatchesPerSample) {
 // memory does not grow). Chunks alternate streamed weights and parked activations
 // (enqueueChunkBubbles), so every path runs.
 TEST_F(CudaBackendTest, HotLoopMakesNoAllocation) {
-  pfrt_fill_layer_desc mlp{};
-  mlp.kind = PFRT_LAYER_MLP;
-  mlp.in = 32;
-  mlp.hidden = 64;
-  mlp.out = 32;
+  const pfrt_fill_layer_desc mlp = testMlp();
   pfrt_fill_layer_desc chainLayer{};
   chainLayer.kind = PFRT_LAYER_GEMM_CHAIN;
   chainLayer.dim = 256;
@@ -261,11 +263,7 @@ TEST_F(CudaBackendTest, HotLoopMakesNoAllocation) {
 }
 
 TEST_F(CudaBackendTest, MlpTrainingMatchesHost) {
-  pfrt_fill_layer_desc layer{};
-  layer.kind = PFRT_LAYER_MLP;
-  layer.in = 32;
-  layer.hidden = 64;
-  layer.out = 32;
+  const pfrt_fill_layer_desc layer = testMlp();
   // 3 layers -> 6 passes, split over three bubbles.
   ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, layer, 3, {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}});
   ReportPtr cuda = runOk(p.get(), cudaOptions(5));
