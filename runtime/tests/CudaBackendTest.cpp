@@ -148,7 +148,11 @@ pfrt_fill_layer_desc testEncoder() {
 
 // An MLP layer 32 -> 64 -> 32.
 pfrt_fill_layer_desc testMlp() {
-  const pfrt_fill_layer_desc layer = testMlp();
+  pfrt_fill_layer_desc layer{};
+  layer.kind = PFRT_LAYER_MLP;
+  layer.in = 32;
+  layer.hidden = 64;
+  layer.out = 32;
   return layer;
 }
 
@@ -447,7 +451,7 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
   const CudaHotPathStats after = cudaHotPathStats();
   const uint64_t graphs = after.gatedChunks - before.gatedChunks;
   EXPECT_GE(graphs, 1u);
-  std::printf("gated graphs: %llu, host time to build one (measured): %.1f us\n",
+  std::printf("gated chunks: %llu, host time to each one's first pass (measured): %.1f us\n",
               (unsigned long long)graphs,
               graphs ? (after.gateBuildUs - before.gateBuildUs) / graphs : 0.0);
   EXPECT_TRUE(gated->data.boundedOnDevice);
@@ -492,13 +496,8 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
 // Same kernels, same order, same cuBLAS handles: the results agree to fp32 round-off (bitwise,
 // barring a reordered reduction).
 TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
-  pfrt_fill_layer_desc layer{};
-  layer.kind = PFRT_LAYER_MLP;
-  layer.in = 32;
-  layer.hidden = 64;
-  layer.out = 32;
-  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, layer, 3, {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}},
-                             /*computeUs=*/300);
+  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, testMlp(), 3,
+                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300);
   pfrt_options bounded = cudaOptions(5);
   bounded.fill_policy = PFRT_FILL_BOUNDED;
   const CudaHotPathStats before = cudaHotPathStats();
