@@ -313,8 +313,8 @@ struct CudaHotPathStats {
   uint64_t pinnedAllocs = 0;    // cudaMallocHost (no preallocated pinned buffer fit)
   uint64_t batchAllocs = 0;     // batch-state sub-allocations from the pre-grown fill pool
   uint64_t poolGrowthBytes = 0; // growth of the fill pool's reserved memory during the loop
-  // The device-side bound: chunks run as gated graphs, and the host time (measured) spent
-  // capturing and instantiating them, in all.
+  // The device-side bound: chunks run behind gates, and the host time (measured) from the start
+  // of each one's capture to the launch of its first pass, in all.
   uint64_t gatedChunks = 0;
   double gateBuildUs = 0;
 };

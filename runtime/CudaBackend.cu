@@ -12,10 +12,10 @@
 // Bubble bound: the main stream's bubble edges are events from a per-device ring (markEdge); the
 // fill thread resolves them to the host clock and waits for each chunk (streamNowUs of a fill
 // stream synchronises it), so the executor's host-side bound sees the GPU's real progress. Then
-// the GPU checks again (DeviceGate.h, CudaGate.*): a bounded chunk runs as a graph in which a
-// one-thread gate before each pass reads %globaltimer and the last edge main has passed (every
-// edge also sets a device word, cuStreamWriteValue64), and the pass's kernels launch only if main
-// is still in the bubble and the pass's predicted time fits before its deadline.
+// the GPU checks again (DeviceGate.h, CudaGate.*): each pass of a bounded chunk of two or more
+// runs as a small graph in which a one-thread gate reads %globaltimer and the last edge main has
+// passed (every edge also sets a device word, cuStreamWriteValue64), and the pass's kernels launch
+// only if main is still in the bubble and the pass's predicted time fits before its deadline.
 //
 // Replay mode (fewer GPUs than devices): the executor runs one device here and the others on the
 // host backend's modelled clock. A send to an emulated peer keeps the stream busy for the planned
@@ -557,8 +557,8 @@ public:
     return "modelled";
   }
 
-  // A gated chunk: its graph's span on the GPU, so the predictor learns GPU time, not the host's
-  // time to build the graph.
+  // A gated chunk: its graphs' span on the GPU, so the predictor learns GPU time, not the host's
+  // time to build them.
   bool lastWorkSpan(StreamCtx &ctx, double &start, double &end) override {
     CudaStreamState &st = streamState(ctx);
     if (!st.lastGated)

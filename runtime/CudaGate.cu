@@ -127,33 +127,37 @@ void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token) {
   PFRT_CUDA_LAUNCHED();
 }
 
-GatedLaunch::GatedLaunch(CudaStreamState &st) : st_(st) {
-  PFRT_CUDA(cudaGraphCreate(&graph_, 0));
-}
+GatedLaunch::GatedLaunch(CudaStreamState &st) : st_(st) {}
 
 GatedLaunch::~GatedLaunch() {
   abandon();
-  if (exec_)
-    cudaGraphExecDestroy(exec_);
-  if (graph_)
-    cudaGraphDestroy(graph_);
+  if (!graphs_.empty() && !waited_) // an error after a launch: the GPU may still run them
+    cudaStreamSynchronize(st_.s);
+  for (cudaGraphExec_t e : execs_)
+    cudaGraphExecDestroy(e);
+  for (cudaGraph_t g : graphs_)
+    cudaGraphDestroy(g);
+  cudaGetLastError();
 }
 
 void GatedLaunch::beginSegment(const GateArgs &args) {
+  cudaGraph_t graph = nullptr;
+  PFRT_CUDA(cudaGraphCreate(&graph, 0));
+  graphs_.push_back(graph);
   cudaGraphConditionalHandle handle;
-  PFRT_CUDA(cudaGraphConditionalHandleCreate(&handle, graph_, 0, cudaGraphCondAssignDefault));
+  PFRT_CUDA(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
   cudaGraphNode_t gate = nullptr;
-  PFRT_CUDA(cuda::addGateNode(graph_, last_ ? &last_ : nullptr, handle, st_.dev->lastEdge,
-                              st_.gateDevice, args, &gate));
+  PFRT_CUDA(cuda::addGateNode(graph, nullptr, handle, st_.dev->lastEdge, st_.gateDevice, args,
+                              &gate));
   cudaGraphNodeParams cp = {};
   cp.type = cudaGraphNodeTypeConditional;
   cp.conditional.handle = handle;
   cp.conditional.type = cudaGraphCondTypeIf;
   cp.conditional.size = 1;
-  PFRT_CUDA(cudaGraphAddNode(&last_, graph_, &gate, nullptr, 1, &cp));
-  body_ = cp.conditional.phGraph_out[0];
-  PFRT_CUDA(cudaStreamBeginCaptureToGraph(st_.s, body_, nullptr, nullptr, 0,
-                                          cudaStreamCaptureModeRelaxed));
+  cudaGraphNode_t cond = nullptr;
+  PFRT_CUDA(cudaGraphAddNode(&cond, graph, &gate, nullptr, 1, &cp));
+  PFRT_CUDA(cudaStreamBeginCaptureToGraph(st_.s, cp.conditional.phGraph_out[0], nullptr, nullptr,
+                                          0, cudaStreamCaptureModeRelaxed));
   capturing_ = true;
 }
 
@@ -170,15 +174,37 @@ void GatedLaunch::endSegment() {
   cudaGraph_t g = nullptr;
   capturing_ = false;
   PFRT_CUDA(cudaStreamEndCapture(st_.s, &g));
+  cudaGraphExec_t exec = nullptr;
+  PFRT_CUDA(cudaGraphInstantiate(&exec, graphs_.back(), 0));
+  // The segment's allocations (made on the allocation stream while it was captured) before it.
+  const char *what = "cudaEventRecord";
+  cudaError_t e = cudaEventRecord(st_.allocDone, st_.allocStream);
+  if (e == cudaSuccess) {
+    what = "cudaStreamWaitEvent";
+    e = cudaStreamWaitEvent(st_.s, st_.allocDone, 0);
+  }
+  if (e == cudaSuccess && execs_.empty()) {
+    what = "cudaEventRecord";
+    e = cudaEventRecord(st_.spanStart, st_.s);
+  }
+  if (e == cudaSuccess) {
+    what = "cudaGraphLaunch";
+    e = cudaGraphLaunch(exec, st_.s);
+  }
+  if (e != cudaSuccess) {
+    cudaGraphExecDestroy(exec);
+    cudaFail(e, what, __FILE__, __LINE__);
+  }
+  execs_.push_back(exec); // launched
 }
 
-void GatedLaunch::instantiate() { PFRT_CUDA(cudaGraphInstantiate(&exec_, graph_, 0)); }
-
-GateState GatedLaunch::launchAndWait() {
+GateState GatedLaunch::wait() {
+  waited_ = true;
+  // Allocations of a segment that failed to build, too: the caller frees them on the stream.
   PFRT_CUDA(cudaEventRecord(st_.allocDone, st_.allocStream));
   PFRT_CUDA(cudaStreamWaitEvent(st_.s, st_.allocDone, 0));
-  PFRT_CUDA(cudaEventRecord(st_.spanStart, st_.s));
-  PFRT_CUDA(cudaGraphLaunch(exec_, st_.s));
+  if (execs_.empty())
+    return GateState{}; // nothing launched: the state is an earlier chunk's
   PFRT_CUDA(cudaEventRecord(st_.spanEnd, st_.s));
   PFRT_CUDA(cudaStreamSynchronize(st_.s));
   float startMs = 0, spanMs = 0;

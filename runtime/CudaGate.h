@@ -1,11 +1,13 @@
 // CUDA backend, the device-side bubble bound (DeviceGate.h): the per-GPU and per-fill-stream
 // resources, the %globaltimer calibration, the bubble edges' device-side mark, and GatedLaunch,
-// which builds one bounded chunk's graph of gates and conditional bodies, launches it and reads
-// back how far it got. Private to the CUDA backend's .cu files.
+// which builds and launches one bounded chunk's gated graphs (one per pass) and reads back how far
+// it got. Private to the CUDA backend's .cu files.
 #ifndef PFRT_CUDA_GATE_H
 #define PFRT_CUDA_GATE_H
 
 #include "runtime/CudaDevice.h"
+
+#include <vector>
 
 namespace pfrt {
 namespace cudabk {
@@ -30,13 +32,17 @@ void calibrateGlobalTimer(GpuDevice &g);
 // one-thread kernel).
 void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token);
 
-// One bounded chunk as a graph: for each of its passes (a segment), a gate kernel and an IF node
-// whose body is captured from what the caller enqueues on the stream between beginSegment and
-// endSegment. While a segment is captured, stream-ordered allocations must go to st.allocStream
-// and nothing may be freed; launchAndWait() orders those allocations before the graph.
+// One bounded chunk as one small graph per pass: a gate kernel and an IF node whose body is
+// captured from what the caller enqueues on the stream between beginSegment and endSegment.
+// endSegment instantiates the graph and launches it at once, so the GPU runs pass k while the
+// host captures pass k + 1 (the host's cost to build a graph delays only the first pass). The
+// gates share the stream's GateState, so a pass runs only if every earlier one did. While a
+// segment is captured, stream-ordered allocations must go to st.allocStream and nothing may be
+// freed; endSegment orders those allocations before the segment.
 class GatedLaunch {
 public:
   explicit GatedLaunch(CudaStreamState &st);
+  // Ends a capture left open; after an error, waits for what was launched before destroying it.
   ~GatedLaunch();
   GatedLaunch(const GatedLaunch &) = delete;
   GatedLaunch &operator=(const GatedLaunch &) = delete;
@@ -45,18 +51,18 @@ public:
   void endSegment();
   // Ends a capture left open (an error while enqueuing a segment); what it captured is dropped.
   void abandon();
-  void instantiate();
-  // Launches the instantiated graph after the allocations, waits for it, and returns the gates'
-  // state; st.lastStartUs/lastEndUs: the graph's span on the GPU (events around it).
-  GateState launchAndWait();
+  // Segments launched so far.
+  size_t launched() const { return execs_.size(); }
+  // Orders every allocation made before the stream's later work, waits for the launched
+  // segments, and returns the gates' state (passesRun 0 when none was launched);
+  // st.lastStartUs/lastEndUs: their span on the GPU (events around them).
+  GateState wait();
 
 private:
   CudaStreamState &st_;
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-  cudaGraphNode_t last_ = nullptr;
-  cudaGraph_t body_ = nullptr;
-  bool capturing_ = false;
+  std::vector<cudaGraph_t> graphs_;
+  std::vector<cudaGraphExec_t> execs_;
+  bool capturing_ = false, waited_ = false;
 };
 
 } // namespace cudabk

@@ -259,7 +259,7 @@ public:
     arena_ = &arenas_[ctx.stream];
     st.lastGated = false;
     if (gated(st, ex))
-      return runGated(ctx, st, batchPtr, ex);
+      return runGated(st, batchPtr, ex);
     if (ex.begins || !batchPtr)
       batchPtr = newBatch(ex, s);
     CudaBatch &b = static_cast<CudaBatch &>(*batchPtr);
@@ -415,62 +415,62 @@ public:
            ex.passNeedUs.size() == size_t(ex.passEnd - ex.passBegin);
   }
 
-  // A bounded chunk as one graph: each pass behind its gate. The host waits for it, keeps the batch as the passes
-  // that ran left it, and frees what the chunk held or made that is no longer used. If the graph
-  // cannot be built on this GPU, the device's gates are turned off (with a warning) and the chunk
-  // runs as an unbounded one would, its bound checked on the host alone.
-  uint32_t runGated(StreamCtx &ctx, CudaStreamState &st, std::unique_ptr<BatchData> &batchPtr,
+  // A bounded chunk, each pass behind its gate (CudaGate.h: one small graph per pass, launched
+  // as soon as it is built). The host waits for them, keeps the batch as the passes that ran left
+  // it, and frees what the chunk held or made that is no longer used. If a pass's graph cannot be
+  // built on this GPU, the device's gates are turned off (with a warning) and the chunk ends with
+  // the passes launched before it: the rest goes back to the queue and runs ungated.
+  uint32_t runGated(CudaStreamState &st, std::unique_ptr<BatchData> &batchPtr,
                     const FillExec &ex) {
     cudaStream_t s = st.s;
     if (ex.begins)
       batchPtr.reset(); // the batch is made behind the first gate
     else if (batchPtr && static_cast<CudaBatch &>(*batchPtr).onHost)
       restore(static_cast<CudaBatch &>(*batchPtr), s); // copies, before the gates
-    size_t most = 0; // the arena must not be replaced while the graph is captured
+    size_t most = 0; // the arena must not be replaced while a pass is captured
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
       most = std::max(most, scratchBytes(p, ex.batch, ex.weightsStreamed));
     reserveScratch(most, s);
-    const uint32_t passes = ex.passEnd - ex.passBegin;
     std::vector<Snapshot> snaps{snapshot(batchPtr)};
     GatedLaunch launch(st);
-    const double buildUs = hostNowUs();
+    std::string failure;
     try {
-      captureSegments(st, launch, batchPtr, ex, snaps);
-      launch.instantiate();
-      hotPath().gatedChunks.fetch_add(1);
-      hotPath().gateBuildNs.fetch_add(static_cast<uint64_t>(1e3 * (hostNowUs() - buildUs)));
+      captureAndLaunch(st, launch, batchPtr, ex, snaps);
     } catch (const Error &e) {
       gating_ = nullptr;
       launch.abandon();
-      restoreSnapshot(batchPtr, snaps.front());
-      for (void *p : gatedAllocs_)
-        cudaFreeAsync(p, st.allocStream);
-      gatedAllocs_.clear();
-      if (e.status() != PFRT_ERROR_BACKEND)
-        throw; // not the GPU refusing the graph: a bug, reported as such
-      if (dev_.gateOn.exchange(false))
-        std::fprintf(stderr,
-                     "pfrt: warning: cuda device %u (gpu %d): fill chunks cannot run behind "
-                     "device-side gates (%s); their bubble bound is checked on the host only\n",
-                     dev_.device, dev_.gpu, e.what());
-      return run(ctx, batchPtr, ex);
+      if (e.status() != PFRT_ERROR_BACKEND) { // not the GPU refusing a graph: a bug
+        restoreSnapshot(batchPtr, snaps.back());
+        throw;
+      }
+      failure = e.what();
     }
-    const GateState gs = launch.launchAndWait();
-    const uint32_t ran = std::min(gs.passesRun, passes);
+    const GateState gs = launch.wait();
+    const uint32_t launched = static_cast<uint32_t>(launch.launched());
+    const uint32_t ran = std::min(gs.passesRun, launched);
     commit(batchPtr, snaps, ran, s);
+    st.lastGated = launched > 0;
     st.lastGate = gs;
-    st.lastGated = true;
+    if (ran == launched)
+      st.lastGate.stop = kGateRuns; // no gate closed (a build failure stopped it, if anything)
+    if (!failure.empty() && dev_.gateOn.exchange(false))
+      std::fprintf(stderr,
+                   "pfrt: warning: cuda device %u (gpu %d): fill chunks cannot run behind "
+                   "device-side gates (%s); their bubble bound is checked on the host only\n",
+                   dev_.device, dev_.gpu, failure.c_str());
     const uint32_t passEnd = ex.passBegin + ran;
     if (batchPtr && !(ex.completes && passEnd == ex.passEnd) && ex.activationsHost)
       offload(static_cast<CudaBatch &>(*batchPtr), s);
     return passEnd;
   }
 
-  // Captures each pass's gate and body into `launch`; snaps gets the batch after each.
-  void captureSegments(CudaStreamState &st, GatedLaunch &launch,
-                       std::unique_ptr<BatchData> &batchPtr, const FillExec &ex,
-                       std::vector<Snapshot> &snaps) {
+  // Captures and launches each pass behind its gate; snaps gets the batch after each pass
+  // launched. Counts the gated chunk and the host time before its first pass could start.
+  void captureAndLaunch(CudaStreamState &st, GatedLaunch &launch,
+                        std::unique_ptr<BatchData> &batchPtr, const FillExec &ex,
+                        std::vector<Snapshot> &snaps) {
     cudaStream_t s = st.s;
+    const double t0 = hostNowUs();
     const uint64_t deadlineNs = deadlineToGlobalNs(ex.deadlineUs, dev_.gtHostUs, dev_.gtNs);
     gating_ = &st;
     gatedAllocs_.clear();
@@ -490,6 +490,10 @@ public:
         enqueueCompletion(b, ex, s);
       launch.endSegment();
       snaps.push_back(snapshot(batchPtr));
+      if (p == ex.passBegin) {
+        hotPath().gatedChunks.fetch_add(1);
+        hotPath().gateBuildNs.fetch_add(static_cast<uint64_t>(1e3 * (hostNowUs() - t0)));
+      }
     }
     gating_ = nullptr;
   }

@@ -2,9 +2,9 @@
 //
 // The host decides whether a fill chunk fits what is left of its bubble before it enqueues the
 // chunk, with the fill stream idle; but a chunk's passes are enqueued at once, so nothing on the
-// host can stop a chunk that runs longer than predicted. So a bounded chunk of two passes or more
-// is launched as a CUDA graph in which every pass sits in the body of a conditional IF node,
-// behind a one-thread gate kernel. The gate reads the GPU's clock (%globaltimer) when the fill
+// host can stop a chunk that runs longer than predicted. So in a bounded chunk of two passes or
+// more, every pass is launched as a small CUDA graph in which the pass sits in the body of a
+// conditional IF node, behind a one-thread gate kernel. The gate reads the GPU's clock (%globaltimer) when the fill
 // stream reaches it and runs the pass only if
 //   - every earlier pass of the chunk ran (the passes that run are always a prefix),
 //   - the main stream has not passed an edge after the bubble's begin edge (main has resumed:

@@ -188,8 +188,8 @@ if n:
               f"{n['switch_latency_idle_fill']['p50_us']:.1f} us")]
 try:  # printed by CudaBackendTest.DeviceGatesStopAChunkBetweenPasses
     for line in open(os.path.join(out, "cuda-tests.log")):
-        if line.startswith("gated graphs:"):
-            rows.append(("gated graph build per chunk (host, measured)",
+        if line.startswith("gated chunks:"):
+            rows.append(("gated chunk: host time to its first pass (measured)",
                          line.split("(measured):")[-1].strip()))
         if line.startswith("gates on :") or line.startswith("gates off:"):
             rows.append((f"gate test, {line[:9].strip()}", line[10:].strip()))
