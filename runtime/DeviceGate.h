@@ -4,8 +4,8 @@
 // chunk, with the fill stream idle; but a chunk's passes are enqueued at once, so nothing on the
 // host can stop a chunk that runs longer than predicted. So in a bounded chunk of two passes or
 // more, every pass is launched as a small CUDA graph in which the pass sits in the body of a
-// conditional IF node, behind a one-thread gate kernel. The gate reads the GPU's clock (%globaltimer) when the fill
-// stream reaches it and runs the pass only if
+// conditional IF node, behind a one-thread gate kernel. The gate reads the GPU's clock
+// (%globaltimer) when the fill stream reaches it and runs the pass only if
 //   - every earlier pass of the chunk ran (the passes that run are always a prefix),
 //   - the main stream has not passed an edge after the bubble's begin edge (main has resumed:
 //     the bubble is over), and
