@@ -50,8 +50,8 @@ void createGate(GpuDevice &g, bool requested) {
   PFRT_CUDA(cudaMemsetAsync(g.lastEdge, 0, sizeof(unsigned long long), g.setup));
   PFRT_CUDA(cudaHostAlloc(&g.timerHost, sizeof(unsigned long long), cudaHostAllocMapped));
   PFRT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void **>(&g.timerDevice), g.timerHost, 0));
-  // Stream memory operations need driver support (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
-  // try one and fall back to a kernel if it is refused.
+  // Stream memory operations need driver support
+  // (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS): try one, fall back to a kernel if refused.
   if (WriteValue64 fn = writeValue64())
     g.edgeMemOp = fn(g.setup, reinterpret_cast<CUdeviceptr>(g.lastEdge), 0,
                      CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;

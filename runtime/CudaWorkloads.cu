@@ -608,7 +608,8 @@ public:
   }
   void *allocBytes(size_t bytes, cudaStream_t s, bool hot) {
     void *p = nullptr;
-    PFRT_CUDA(cudaMallocFromPoolAsync(&p, bytes, dev_.fillPool, gating_ ? gating_->allocStream : s));
+    cudaStream_t on = gating_ ? gating_->allocStream : s;
+    PFRT_CUDA(cudaMallocFromPoolAsync(&p, bytes, dev_.fillPool, on));
     if (gating_)
       gatedAllocs_.push_back(p);
     if (hot)
