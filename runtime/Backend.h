@@ -228,12 +228,12 @@ public:
     (void)end;
     return false;
   }
-  // After JobData::run of a bounded chunk: why the device stopped it before its last pass (a
-  // GateOutcome of DeviceGate.h: kGateEnded, kGateDeadline), or 0 when it ran every pass or the
-  // backend does not check on the device (host).
   // True when bounded chunks also run behind device-side checks (CUDA gates; false after the
   // backend fell back to the host's check alone, or on the host).
   virtual bool boundsOnDevice() const { return false; }
+  // After JobData::run of a bounded chunk: why the device stopped it before its last pass (a
+  // GateOutcome of DeviceGate.h: kGateEnded, kGateDeadline), or 0 when it ran every pass or the
+  // backend does not check on the device (host).
   virtual uint32_t lastDeviceStop(StreamCtx &ctx) {
     (void)ctx;
     return 0;

@@ -145,13 +145,6 @@ std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gp
   return g;
 }
 
-bool streamRunsFill(const Stream &st) {
-  for (const Op &op : st.ops)
-    if (op.kind == OpKind::Fill)
-      return true;
-  return false;
-}
-
 class CudaBackend : public Backend {
 public:
   ~CudaBackend() override { release(); }
@@ -185,7 +178,7 @@ public:
                                  oneGpuPerDevice && config.gpu == -1 ? static_cast<int>(d) : first,
                                  gateRequested_);
     for (uint32_t d : devices)
-      createStreams(program.devices[d], d, info.devices[d].mainStream);
+      createStreams(program.devices[d], d, info.devices[d]);
     connectGpus(program, devices);
     prepareRankTransfers(program, devices);
   }
@@ -607,9 +600,11 @@ private:
     }
   }
 
-  // Device d's program streams (`dev`) with their priorities, one cuBLAS handle each; then the
-  // main job's GEMM chain calibrated on its main stream.
-  void createStreams(const Device &dev, uint32_t d, uint32_t mainStream) {
+  // Device d's program streams (`dev`) with their priorities, one cuBLAS handle each, and the
+  // gate state of those that run fill (`info`); then the main job's GEMM chain calibrated on its
+  // main stream.
+  void createStreams(const Device &dev, uint32_t d, const ProgramInfo::DeviceInfo &info) {
+    const uint32_t mainStream = info.mainStream;
     GpuDevice &g = *gpus_[d];
     PFRT_CUDA(cudaSetDevice(g.gpu));
     for (uint32_t s = 0; s < dev.streams.size(); ++s) {
@@ -628,7 +623,7 @@ private:
       PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
       PFRT_CUBLAS(cublasCreate(&st->blas));
       PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
-      if (!st->main && streamRunsFill(dev.streams[s]))
+      if (!st->main && info.streamHasFill[s])
         createStreamGate(*st);
       // The handles keep the default math mode: fill GEMMs name their compute type themselves
       // (cublasGemmEx, CudaWorkloads.cu), the main chain stays FP32 (calibrated, its precision

@@ -150,7 +150,7 @@ struct CudaStreamState {
   void *blasWorkspace = nullptr;
   GateState lastGate;
   bool lastGated = false;
-  // The last gated chunk's span on the GPU (events around its graph; host clock, us).
+  // The last gated chunk's span on the GPU (events around its graphs; host clock, us).
   cudaEvent_t spanStart = nullptr, spanEnd = nullptr;
   double lastStartUs = -1, lastEndUs = -1;
 
@@ -172,7 +172,8 @@ struct GpuChannel {
 struct HotPathCounters {
   std::atomic<uint64_t> scratchCarves{0}, deviceAllocs{0}, pinnedAllocs{0}, batchAllocs{0},
       poolGrowthBytes{0};
-  std::atomic<uint64_t> gatedChunks{0}, gateBuildNs{0}; // device-side bound: graphs built, host ns
+  // The device-side bound: gated chunks, and host ns from each one's capture to its first pass.
+  std::atomic<uint64_t> gatedChunks{0}, gateBuildNs{0};
 };
 HotPathCounters &hotPath();
 

@@ -114,6 +114,8 @@ void calibrateGlobalTimer(GpuDevice &g) {
 }
 
 void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token) {
+  if (!g.gateOn.load())
+    return; // nothing reads the word: gates are off (requested, or after a build failure)
   const unsigned long long v = static_cast<unsigned long long>(token) + 1;
   if (g.edgeMemOp) {
     const CUresult r = writeValue64()(s, reinterpret_cast<CUdeviceptr>(g.lastEdge), v,
@@ -147,8 +149,7 @@ void GatedLaunch::beginSegment(const GateArgs &args) {
   cudaGraphConditionalHandle handle;
   PFRT_CUDA(cudaGraphConditionalHandleCreate(&handle, graph, 0, cudaGraphCondAssignDefault));
   cudaGraphNode_t gate = nullptr;
-  PFRT_CUDA(cuda::addGateNode(graph, nullptr, handle, st_.dev->lastEdge, st_.gateDevice, args,
-                              &gate));
+  PFRT_CUDA(cuda::addGateNode(graph, handle, st_.dev->lastEdge, st_.gateDevice, args, &gate));
   cudaGraphNodeParams cp = {};
   cp.type = cudaGraphNodeTypeConditional;
   cp.conditional.handle = handle;

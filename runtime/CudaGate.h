@@ -29,7 +29,7 @@ void destroyStreamGate(CudaStreamState &st);
 // round trip of a few. The setup stream must be idle (it is, in the loop).
 void calibrateGlobalTimer(GpuDevice &g);
 // lastEdge = token + 1, ordered on stream s (cuStreamWriteValue64 where the driver has it, else a
-// one-thread kernel).
+// one-thread kernel); nothing while the GPU's gates are off.
 void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token);
 
 // One bounded chunk as one small graph per pass: a gate kernel and an IF node whose body is

@@ -166,19 +166,17 @@ __global__ void addLossKernel(const double *loss, double *acc) {
   acc[1] += *loss;
 }
 
-__global__ void spinKernel(unsigned long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
-}
-
 __device__ unsigned long long globalTimerNs() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+__global__ void spinKernel(unsigned long long ns) {
+  const unsigned long long start = globalTimerNs();
+  do {
+    __nanosleep(1000);
+  } while (globalTimerNs() - start < ns);
 }
 
 __global__ void readGlobalTimerKernel(unsigned long long *out) { *out = globalTimerNs(); }
@@ -344,9 +342,9 @@ void writeValue(unsigned long long *p, unsigned long long v, cudaStream_t s) {
   writeValueKernel<<<1, 1, 0, s>>>(p, v);
 }
 
-cudaError_t addGateNode(cudaGraph_t graph, const cudaGraphNode_t *dep,
-                        cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
-                        GateState *state, const GateArgs &args, cudaGraphNode_t *node) {
+cudaError_t addGateNode(cudaGraph_t graph, cudaGraphConditionalHandle handle,
+                        const unsigned long long *lastEdge, GateState *state,
+                        const GateArgs &args, cudaGraphNode_t *node) {
   GateArgs a = args;
   void *params[] = {&handle, &lastEdge, &state, &a};
   cudaKernelNodeParams kp = {};
@@ -356,7 +354,7 @@ cudaError_t addGateNode(cudaGraph_t graph, const cudaGraphNode_t *dep,
   kp.sharedMemBytes = 0;
   kp.kernelParams = params;
   kp.extra = nullptr;
-  return cudaGraphAddKernelNode(node, graph, dep, dep ? 1 : 0, &kp);
+  return cudaGraphAddKernelNode(node, graph, nullptr, 0, &kp);
 }
 
 void spin(double us, cudaStream_t s) {

@@ -68,13 +68,13 @@ void addLoss(const double *loss, double *acc, cudaStream_t s);
 void readGlobalTimer(unsigned long long *out, cudaStream_t s);
 // *p = v, ordered on s (the bubble edges' device-side mark when cuStreamWriteValue64 is missing).
 void writeValue(unsigned long long *p, unsigned long long v, cudaStream_t s);
-// Adds to `graph`, after `dep` (null: none), the one-thread gate before one pass of a bounded
-// fill chunk: it decides with gateApply (DeviceGate.h) from the GPU's clock, *lastEdge (device
-// memory: token + 1 of the last bubble edge the main stream passed) and *state (one per fill
-// stream; device-visible host memory), and sets `handle`, the condition of the pass's IF node.
-cudaError_t addGateNode(cudaGraph_t graph, const cudaGraphNode_t *dep,
-                        cudaGraphConditionalHandle handle, const unsigned long long *lastEdge,
-                        GateState *state, const GateArgs &args, cudaGraphNode_t *node);
+// Adds to `graph`, as a root, the one-thread gate before one pass of a bounded fill chunk: it
+// decides with gateApply (DeviceGate.h) from the GPU's clock, *lastEdge (device memory: token + 1
+// of the last bubble edge the main stream passed) and *state (one per fill stream;
+// device-visible host memory), and sets `handle`, the condition of the pass's IF node.
+cudaError_t addGateNode(cudaGraph_t graph, cudaGraphConditionalHandle handle,
+                        const unsigned long long *lastEdge, GateState *state,
+                        const GateArgs &args, cudaGraphNode_t *node);
 // Keeps the stream busy for `us` microseconds (one thread, globaltimer + nanosleep).
 void spin(double us, cudaStream_t s);
 

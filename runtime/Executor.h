@@ -153,13 +153,12 @@ private:
   void mainResumes(StreamCtx &ctx, Backend &backend);
   // Fill side: waits until the bubble has begun (on the device's stream, not only on the host);
   // returns its predicted end (host clock): begin + planned duration, or the time the main stream
-  // resumed if it already has.
-  // The bubble's deadline on the host clock; *beginToken (when given): its begin edge's token
+  // resumed if it already has. *beginToken (when given): its begin edge's token
   // (Backend::markEdge; -1 when resolved on the host).
-  // result_.boundedOnDevice: bounded, and every backend that ran fill checked it on the device.
-  void noteDeviceBound();
   double bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId, int64_t iteration,
                         int64_t *beginToken = nullptr);
+  // result_.boundedOnDevice: bounded, and every backend that ran fill checked it on the device.
+  void noteDeviceBound();
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
   // Clean stop: true when the stream must not begin `iteration` (a stop was requested and some
   // stream has not begun it; every stream then finishes the iterations before stopAt_).
