@@ -282,7 +282,9 @@ void writeSummary(ReportData &r) {
   row("bubble time / iteration (us)", fmt("%.1f", r.plannedBubbleUsPerIteration),
       fmt("%.1f", r.bubbleUsPerIteration), "main-stream gaps, all devices");
   row("fill work / iteration (us)", fmt("%.1f", r.plannedFillUsPerIteration),
-      fmt("%.1f", r.fillUsPerIteration), "fill chunks timed on the clock");
+      fmt("%.1f", r.fillUsPerIteration),
+      emulated ? "fill chunks timed on the clock, on the device that ran for real"
+               : "fill chunks timed on the clock");
   row("overruns", "0", std::to_string(r.overrunCount),
       fmt("%.1f us total", r.overrunUs) +
           (r.fillUsRun > 0 ? fmt(" (%.2f%% of fill time)", 100.0 * r.overrunUs / r.fillUsRun)
@@ -317,7 +319,13 @@ void writeSummary(ReportData &r) {
     row("bubble switch latency (us)", "-", fmt("p50 %.1f", r.switchIdleP50Us),
         fmt("p99 %.1f", r.switchIdleP99Us) + ", " + std::to_string(r.switchIdleCount) +
             " bubbles with an idle fill stream");
-  for (const RunResult::Job &j : r.jobs) {
+  size_t notRun = 0;
+  for (size_t k = 0; k < r.jobs.size(); ++k) {
+    const RunResult::Job &j = r.jobs[k];
+    if (k < r.jobEmulated.size() && r.jobEmulated[k]) {
+      ++notRun;
+      continue;
+    }
     std::string name = "job " + j.name;
     if (name.size() > 28)
       name.resize(28);
@@ -328,6 +336,9 @@ void writeSummary(ReportData &r) {
                                                                             : 0.0)
                                           : std::string()));
   }
+  if (notRun)
+    os << "  (" << notRun
+       << " job(s) on emulated devices only, not run here: in the JSON report)\n";
   r.summary = os.str();
 }
 
@@ -649,7 +660,8 @@ void fillInBubbles(const ReportInputs &in, uint32_t d,
       const double perIteration =
           op.fill.planned_us / static_cast<double>(op.fill.period ? op.fill.period : 1);
       b.plannedFillUs += perIteration;
-      r.plannedFillUsPerIteration += perIteration;
+      if (dr.timeSource != "emulated") // replay: fill runs only where main does (as samples)
+        r.plannedFillUsPerIteration += perIteration;
       for (size_t k = 0; k < in.n; ++k) {
         OpTime t = dr.streamOps[s][k][i];
         if (t.start < 0)
@@ -859,6 +871,13 @@ ReportData buildReport(const Program &program, const ProgramInfo &info, const Ru
                         run.timeScale > 0 ? run.timeScale : 1.0};
   ReportData r;
   reportHeader(in, r);
+  r.jobEmulated.assign(r.jobs.size(), false);
+  for (size_t j = 0; j < r.jobs.size() && j < info.jobs.size(); ++j) {
+    bool anyReal = false;
+    for (const auto &ds : info.jobs[j].streamOnDevice)
+      anyReal |= ds.first >= run.deviceBackend.size() || run.deviceBackend[ds.first] != "emulated";
+    r.jobEmulated[j] = !info.jobs[j].streamOnDevice.empty() && !anyReal;
+  }
   std::vector<double> latencies, idleLatencies, overruns;
   std::vector<std::map<uint32_t, size_t>> bubbleIndexes;
   for (uint32_t d = 0; d < program.devices.size(); ++d) {

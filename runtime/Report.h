@@ -99,6 +99,9 @@ struct ReportData {
   double fillUsRun = 0;           // time of the fill chunks that ran (this run)
   std::vector<DeviceReport> devices;
   std::vector<RunResult::Job> jobs;
+  // Per job: every device it has chunks on is emulated (replay), so its fill does not run in
+  // this run (its samples_planned is 0, like its planned fill work).
+  std::vector<bool> jobEmulated;
   bool resumed = false;
   bool stopped = false; // stopped early on a stop request
   uint32_t iterationsRequested = 0;
