@@ -280,7 +280,10 @@ void writeSummary(ReportData &r) {
     row("real-stage iteration (us)", "-", fmt("%.1f", r.realIterationUsMean),
         "main stream of the device that ran for real");
   row("bubble time / iteration (us)", fmt("%.1f", r.plannedBubbleUsPerIteration),
-      fmt("%.1f", r.bubbleUsPerIteration), "main-stream gaps, all devices");
+      fmt("%.1f", r.bubbleUsPerIteration),
+      emulated ? "main-stream gaps, all devices (the " + std::to_string(emulated) +
+                     " emulated ones modelled)"
+               : std::string("main-stream gaps, all devices"));
   row("fill work / iteration (us)", fmt("%.1f", r.plannedFillUsPerIteration),
       fmt("%.1f", r.fillUsPerIteration),
       emulated ? "fill chunks timed on the clock, on the device that ran for real"
