@@ -136,7 +136,6 @@ std::unique_ptr<GpuDevice> createGpuDevice(const Device &dev, uint32_t d, int gp
   PFRT_CUDA(cudaDeviceGetStreamPriorityRange(&g->prioLeast, &g->prioGreatest));
   PFRT_CUDA(cudaStreamCreateWithFlags(&g->setup, cudaStreamNonBlocking));
   PFRT_CUDA(cudaStreamCreateWithPriority(&g->comm, cudaStreamNonBlocking, g->prioGreatest));
-  PFRT_CUDA(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
   PFRT_CUDA(cudaEventCreate(&g->base));
   createPools(*g, dev);
   createEvents(*g, dev);
@@ -263,12 +262,12 @@ public:
   void send(StreamCtx &ctx, const Op &op, double plannedUs, bool peerLocal,
             Publisher &publisher) override {
     CudaStreamState &st = streamState(ctx);
-    // The transfer starts after the work enqueued so far on the sending stream
-    // and runs on the device's communication stream. cudaStreamWaitEvent takes
-    // the event's state at call time, so one fork event per device suffices.
+    // The transfer starts after the work enqueued so far on the sending stream and runs on the
+    // device's communication stream. cudaStreamWaitEvent takes the event's state at call time,
+    // so the stream's one fork event suffices.
     GpuDevice &g = *st.dev;
-    PFRT_CUDA(cudaEventRecord(g.fork, st.s));
-    PFRT_CUDA(cudaStreamWaitEvent(g.comm, g.fork, 0));
+    PFRT_CUDA(cudaEventRecord(st.fork, st.s));
+    PFRT_CUDA(cudaStreamWaitEvent(g.comm, st.fork, 0));
     if (peerLocal) {
       GpuChannel &c = channels_.at(std::make_tuple(ctx.device, op.peer, op.tag));
       if (op.bytes)
@@ -623,6 +622,7 @@ private:
       PFRT_CUDA(cudaStreamGetPriority(st->s, &st->priority));
       PFRT_CUBLAS(cublasCreate(&st->blas));
       PFRT_CUBLAS(cublasSetStream(st->blas, st->s));
+      PFRT_CUDA(cudaEventCreateWithFlags(&st->fork, cudaEventDisableTiming));
       if (!st->main && info.streamHasFill[s])
         createStreamGate(*st);
       // The handles keep the default math mode: fill GEMMs name their compute type themselves
@@ -780,6 +780,8 @@ private:
       }
       for (cudaEvent_t e : st.pool)
         cudaEventDestroy(e);
+      if (st.fork)
+        cudaEventDestroy(st.fork);
       if (st.blas)
         cublasDestroy(st.blas);
       destroyStreamGate(st);
@@ -823,8 +825,6 @@ private:
       }
       if (g.setup)
         cudaStreamDestroy(g.setup);
-      if (g.fork)
-        cudaEventDestroy(g.fork);
       if (g.comm)
         cudaStreamDestroy(g.comm);
     }

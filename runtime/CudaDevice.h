@@ -66,11 +66,10 @@ struct GpuDevice {
   int gpu = 0;         // CUDA ordinal
   int prioLeast = 0, prioGreatest = 0;
   cudaStream_t setup = nullptr; // allocations made outside the stream threads
-  // Sends run here, ordered after the sending stream's earlier work by `fork`,
-  // so the sending stream goes on at once, as the compiler's simulation
+  // Sends run here, ordered after the sending stream's earlier work by that stream's `fork`
+  // (CudaStreamState), so the sending stream goes on at once, as the compiler's simulation
   // assumes (a transfer occupies a link, not the main stream).
   cudaStream_t comm = nullptr;
-  cudaEvent_t fork = nullptr;
   cudaEvent_t base = nullptr;   // timing origin
   // Fill scratch, batches and streamed weights come from their own pool, so a main-job
   // allocation (AllocOp, default pool) never waits on fill frees.
@@ -137,6 +136,10 @@ struct CudaStreamState {
   cublasHandle_t blas = nullptr;
   int priority = 0;
   std::vector<cudaEvent_t> pool;
+  // Orders a send on the device's communication stream after this stream's earlier work (one
+  // per stream: stream threads send concurrently, and a shared event could be re-recorded by
+  // another stream between one thread's record and its wait).
+  cudaEvent_t fork = nullptr;
   cudaEvent_t pendingStart = nullptr;
   std::vector<PendingTiming> current;
   std::deque<std::pair<cudaEvent_t, std::vector<PendingTiming>>> inflight;

@@ -6,7 +6,9 @@
 #include <cuda.h> // driver types for cuStreamWriteValue64, fetched at run time (no libcuda link)
 
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace pfrt {
 namespace cudabk {
@@ -33,6 +35,62 @@ WriteValue64 writeValue64() {
   return fn;
 }
 
+const char *nodeTypeName(cudaGraphNodeType t) {
+  switch (t) {
+  case cudaGraphNodeTypeKernel:
+    return "kernel";
+  case cudaGraphNodeTypeMemcpy:
+    return "memcpy";
+  case cudaGraphNodeTypeMemset:
+    return "memset";
+  case cudaGraphNodeTypeHost:
+    return "host";
+  case cudaGraphNodeTypeGraph:
+    return "child graph";
+  case cudaGraphNodeTypeEmpty:
+    return "empty";
+  case cudaGraphNodeTypeWaitEvent:
+    return "event wait";
+  case cudaGraphNodeTypeEventRecord:
+    return "event record";
+  case cudaGraphNodeTypeExtSemaphoreSignal:
+    return "external semaphore signal";
+  case cudaGraphNodeTypeExtSemaphoreWait:
+    return "external semaphore wait";
+  case cudaGraphNodeTypeMemAlloc:
+    return "allocation";
+  case cudaGraphNodeTypeMemFree:
+    return "free";
+  case cudaGraphNodeTypeConditional:
+    return "conditional";
+  default:
+    return "unknown";
+  }
+}
+
+// "12 kernel, 2 memcpy, 1 memset": the node types of a graph (its top level), for diagnostics.
+std::string describeGraph(cudaGraph_t graph) {
+  size_t n = 0;
+  if (!graph || cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) {
+    cudaGetLastError();
+    return "unknown";
+  }
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) {
+    cudaGetLastError();
+    return "unknown";
+  }
+  std::map<std::string, size_t> count;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t;
+    ++count[cudaGraphNodeGetType(node, &t) == cudaSuccess ? nodeTypeName(t) : "unknown"];
+  }
+  std::string out;
+  for (const auto &[type, k] : count)
+    out += (out.empty() ? "" : ", ") + std::to_string(k) + " " + type;
+  return out.empty() ? "no nodes" : out;
+}
+
 } // namespace
 
 bool deviceGateRequested() {
@@ -51,10 +109,22 @@ void createGate(GpuDevice &g, bool requested) {
   PFRT_CUDA(cudaHostAlloc(&g.timerHost, sizeof(unsigned long long), cudaHostAllocMapped));
   PFRT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void **>(&g.timerDevice), g.timerHost, 0));
   // Stream memory operations need driver support
-  // (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS): try one, fall back to a kernel if refused.
-  if (WriteValue64 fn = writeValue64())
-    g.edgeMemOp = fn(g.setup, reinterpret_cast<CUdeviceptr>(g.lastEdge), 0,
-                     CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
+  // (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS): try one with a value the word does not
+  // hold and read it back (a write accepted but not done would leave every gate blind to main's
+  // edges); fall back to a kernel if refused or not done.
+  if (WriteValue64 fn = writeValue64()) {
+    constexpr unsigned long long kProbe = 0x7066727470726f62ull;
+    bool done = fn(g.setup, reinterpret_cast<CUdeviceptr>(g.lastEdge), kProbe,
+                   CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
+    if (done) {
+      unsigned long long back = 0;
+      PFRT_CUDA(cudaMemcpyAsync(&back, g.lastEdge, sizeof back, cudaMemcpyDeviceToHost, g.setup));
+      PFRT_CUDA(cudaStreamSynchronize(g.setup));
+      done = back == kProbe;
+    }
+    g.edgeMemOp = done;
+    PFRT_CUDA(cudaMemsetAsync(g.lastEdge, 0, sizeof(unsigned long long), g.setup));
+  }
   PFRT_CUDA(cudaStreamSynchronize(g.setup));
   g.gateOn = requested;
 }
@@ -157,8 +227,9 @@ void GatedLaunch::beginSegment(const GateArgs &args) {
   cp.conditional.size = 1;
   cudaGraphNode_t cond = nullptr;
   PFRT_CUDA(cudaGraphAddNode(&cond, graph, &gate, nullptr, 1, &cp));
-  PFRT_CUDA(cudaStreamBeginCaptureToGraph(st_.s, cp.conditional.phGraph_out[0], nullptr, nullptr,
-                                          0, cudaStreamCaptureModeRelaxed));
+  body_ = cp.conditional.phGraph_out[0];
+  PFRT_CUDA(cudaStreamBeginCaptureToGraph(st_.s, body_, nullptr, nullptr, 0,
+                                          cudaStreamCaptureModeRelaxed));
   capturing_ = true;
 }
 
@@ -176,7 +247,21 @@ void GatedLaunch::endSegment() {
   capturing_ = false;
   PFRT_CUDA(cudaStreamEndCapture(st_.s, &g));
   cudaGraphExec_t exec = nullptr;
-  PFRT_CUDA(cudaGraphInstantiate(&exec, graphs_.back(), 0));
+  cudaGraphInstantiateParams ip = {};
+  const cudaError_t ie = cudaGraphInstantiateWithParams(&exec, graphs_.back(), &ip);
+  if (ie != cudaSuccess) {
+    cudaGetLastError();
+    // What the GPU refused, for the warning that turns the gates off: the instantiation's result,
+    // the failing node's type, and what the pass's body holds.
+    std::string why = "result " + std::to_string(static_cast<int>(ip.result_out));
+    cudaGraphNodeType t;
+    if (ip.errNode_out && cudaGraphNodeGetType(ip.errNode_out, &t) == cudaSuccess)
+      why += std::string(", at a ") + nodeTypeName(t) + " node";
+    why += "; the pass's body: " + describeGraph(body_);
+    throw Error(PFRT_ERROR_BACKEND, std::string("CUDA error in cudaGraphInstantiateWithParams (") +
+                                        "CudaGate.cu): " + cudaGetErrorName(ie) + ": " +
+                                        cudaGetErrorString(ie) + " (" + why + ")");
+  }
   // The segment's allocations (made on the allocation stream while it was captured) before it.
   const char *what = "cudaEventRecord";
   cudaError_t e = cudaEventRecord(st_.allocDone, st_.allocStream);

@@ -35,8 +35,9 @@ void markEdgeOnDevice(GpuDevice &g, cudaStream_t s, int64_t token);
 // One bounded chunk as one small graph per pass: a gate kernel and an IF node whose body is
 // captured from what the caller enqueues on the stream between beginSegment and endSegment.
 // endSegment instantiates the graph and launches it at once, so the GPU runs pass k while the
-// host captures pass k + 1 (the host's cost to build a graph delays only the first pass). The
-// gates share the stream's GateState, so a pass runs only if every earlier one did. While a
+// host captures pass k + 1: the host's cost to build a graph delays only the first pass as long
+// as each pass takes longer on the GPU than the next one takes to build; shorter passes wait for
+// their graphs, and their gates see that much less of the bubble. The gates share the stream's GateState, so a pass runs only if every earlier one did. While a
 // segment is captured, stream-ordered allocations must go to st.allocStream and nothing may be
 // freed; endSegment orders those allocations before the segment.
 class GatedLaunch {
@@ -62,6 +63,7 @@ private:
   CudaStreamState &st_;
   std::vector<cudaGraph_t> graphs_;
   std::vector<cudaGraphExec_t> execs_;
+  cudaGraph_t body_ = nullptr; // the segment's IF body (owned by its graph)
   bool capturing_ = false, waited_ = false;
 };
 

@@ -1027,23 +1027,34 @@ void calibrateMainChain(GpuDevice &g, const Device &dev, CudaStreamState &main, 
   PFRT_CUDA(cudaMemset(g.gemmA, 0, bytes));
   PFRT_CUDA(cudaMemset(g.gemmB, 0, bytes));
   auto timeGemm = [&](int n, int reps) {
-    for (int i = 0; i < 3; ++i) // warm-up
+    // Warm-up of at least 20 ms (at most 400 GEMMs): an idle GPU runs at a low clock and takes
+    // a while to reach its working one; timed too early, the chain would come out short.
+    const double w0 = hostNowUs();
+    for (int i = 0; i < 400 && (i < 3 || hostNowUs() - w0 < 20000); ++i) {
       PFRT_CUBLAS(cuda::gemm(main.blas, false, false, n, n, n, 1.0f, g.gemmA, n, g.gemmB, n,
                              0.0f, g.gemmC, n));
+      if (i % 4 == 3)
+        PFRT_CUDA(cudaStreamSynchronize(main.s)); // the clock above is the host's
+    }
     cudaEvent_t e0, e1;
     PFRT_CUDA(cudaEventCreate(&e0));
     PFRT_CUDA(cudaEventCreate(&e1));
-    PFRT_CUDA(cudaEventRecord(e0, main.s));
-    for (int i = 0; i < reps; ++i)
-      PFRT_CUBLAS(cuda::gemm(main.blas, false, false, n, n, n, 1.0f, g.gemmA, n, g.gemmB, n,
-                             0.0f, g.gemmC, n));
-    PFRT_CUDA(cudaEventRecord(e1, main.s));
-    PFRT_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    PFRT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    double rounds[3];
+    for (double &r : rounds) { // the median of three rounds
+      PFRT_CUDA(cudaEventRecord(e0, main.s));
+      for (int i = 0; i < reps; ++i)
+        PFRT_CUBLAS(cuda::gemm(main.blas, false, false, n, n, n, 1.0f, g.gemmA, n, g.gemmB, n,
+                               0.0f, g.gemmC, n));
+      PFRT_CUDA(cudaEventRecord(e1, main.s));
+      PFRT_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      PFRT_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      r = 1000.0 * ms / reps;
+    }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    return std::max(0.5, 1000.0 * ms / reps);
+    std::sort(rounds, rounds + 3);
+    return std::max(0.5, rounds[1]);
   };
   // Calibrated once per process and GPU (and GEMM size), then reused: every run of the process
   // (the A and B runs of pfrt_compare) issues the same chain for the same planned time.

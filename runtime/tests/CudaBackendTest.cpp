@@ -49,10 +49,12 @@ pfrt_options hostSame(uint32_t iterations) {
   return o;
 }
 
-// One device; one bubble per entry of `chunks`, each with one fill chunk; alternating chunks
-// stream their weights from pinned host memory and park activations on the host.
+// One device; one bubble per entry of `chunks` (bubbleUs long), each with one fill chunk planned
+// at 400 us; alternating chunks stream their weights from pinned host memory and park
+// activations on the host.
 ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, uint32_t layers,
-                       const std::vector<ChunkSpec> &chunks, double computeUs = 300) {
+                       const std::vector<ChunkSpec> &chunks, double computeUs = 300,
+                       double bubbleUs = 500) {
   pfrt_program *raw = nullptr;
   EXPECT_EQ(pfrt_program_create("cuda-fill", &raw), PFRT_OK);
   ProgramPtr p(raw);
@@ -72,7 +74,7 @@ ProgramPtr fillProgram(pfrt_fill_kind kind, const pfrt_fill_layer_desc &layer, u
   pfrt_program_add_fill_job(p.get(), &jd, &job);
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(pfrt_fill_job_add_layer(p.get(), job, &layer), PFRT_OK) << pfrt_last_error();
-  enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, computeUs, /*bubbleUs=*/500,
+  enqueueChunkBubbles(p.get(), dev, main, fill, job, chunks, computeUs, bubbleUs,
                       /*plannedUs=*/400);
   pfrt_program_enqueue_compute(p.get(), dev, main, PFRT_COMPUTE_BACKWARD, 0, 0, computeUs, 0);
   pfrt_program_enqueue_copy(p.get(), dev, copy, PFRT_COPY_DEVICE_TO_HOST, 1 << 20, 0);
@@ -490,14 +492,18 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
 }
 
 // Gated chunks compute what ungated ones do: an MLP training job whose chunks of two passes
-// alternate streamed weights and parked activations, in bubbles that fit them (every gate opens),
+// alternate streamed weights and parked activations, in bubbles that fit them (every gate opens:
+// 20 ms bubbles, because each pass's gate waits for the host to build that pass's graph, about
+// 0.1-0.3 ms estimated, while the tiny MLP's passes take tens of us on the GPU; in 0.5 ms
+// bubbles the second gate could see the deadline),
 // bounded (gated graphs: allocations on the side stream, the batch made behind the first gate,
 // the loss behind the last, the snapshot commit) against unbounded (passes enqueued directly).
 // Same kernels, same order, same cuBLAS handles: the results agree to fp32 round-off (bitwise,
 // barring a reordered reduction).
 TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
   ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, testMlp(), 3,
-                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300);
+                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300,
+                             /*bubbleUs=*/20000);
   pfrt_options bounded = cudaOptions(5);
   bounded.fill_policy = PFRT_FILL_BOUNDED;
   const CudaHotPathStats before = cudaHotPathStats();
