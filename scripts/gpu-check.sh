@@ -26,7 +26,10 @@
 # the runtime-only package, its tests, plans and pytest; the configure and build steps are skipped,
 # for a GPU machine without protobuf/OpenBLAS headers), GPU_CHECK_PROGRAM
 # (a compiled StreamProgram; default build/examples/gpt40b-1f1b-run.pb when a full build made it,
-# else runtime/tests/data/two_stage.pbtxt), GPU_CHECK_REPS (ABBA blocks, 3).
+# else runtime/tests/data/two_stage.pbtxt), GPU_CHECK_REPS (ABBA blocks, 3), GPU_CHECK_BUDGET
+# (seconds, 480: every step's limit is cut to what is left of it, a step with less than 5 s left
+# is skipped and fails, and 20 s are kept for the table, so the table is printed even when a step
+# hangs; a device machine's command is killed at its own limit, with nothing copied back).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-python.sh
@@ -40,12 +43,30 @@ status=0
 mkdir -p "$out"
 step() { echo; echo "=== gpu-check: $* ($(( $(date +%s) - start )) s)"; }
 fail() { echo "gpu-check: FAILED: $*" >&2; status=1; }
+deadline=$(( start + ${GPU_CHECK_BUDGET:-480} ))
+exec 3>&2 # tmo's own messages, also from steps whose output goes to a log
+# tmo SECONDS CMD...: CMD under a limit of SECONDS, cut to what is left of the budget (20 s kept
+# for the table); with under 5 s left, CMD is skipped and the step fails with timeout's 124.
+tmo() {
+  local want=$1 left=$(( deadline - $(date +%s) - 20 ))
+  shift
+  [ "$left" -lt "$want" ] && want=$left
+  if [ "$want" -lt 5 ]; then
+    echo "gpu-check: skipped, the time budget (GPU_CHECK_BUDGET) is spent: $*" >&3
+    return 124
+  fi
+  timeout -k 5 "$want" "$@"
+  local rc=$?
+  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && echo "gpu-check: timed out after $want s: $1" >&3
+  return "$rc"
+}
 
 step "GPU"
 gpus=0
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  gpus=$(nvidia-smi -L | grep -c '^GPU')
+smi=$(command -v nvidia-smi || ls /usr/local/nvidia/bin/nvidia-smi 2>/dev/null || true)
+if [ -n "$smi" ] && "$smi" -L >/dev/null 2>&1; then
+  "$smi" --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  gpus=$("$smi" -L | grep -c '^GPU')
 fi
 echo "gpu-check: $gpus GPU(s) visible"
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -55,6 +76,18 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   build=$GPU_CHECK_PREBUILT
   export LD_LIBRARY_PATH="$build/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   missing=$(ldd "$build/bin/pipefill-run" "$build/bin/pfrt-cuda-tests" | grep "not found" | sort -u)
+  if [ -n "$missing" ] && command -v python3 >/dev/null; then
+    # No toolkit libraries there: those of the CUDA wheels (nvidia-cublas, nvidia-cuda-runtime)
+    # that the machine's Python holds, if any.
+    wheels=$(python3 -c 'import glob, os, nvidia
+print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__
+                       for p in glob.glob(os.path.join(r, "*", "lib", "lib*.so*"))})))' 2>/dev/null)
+    if [ -n "$wheels" ]; then
+      echo "gpu-check: adding the CUDA wheels' libraries: $wheels"
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$wheels"
+      missing=$(ldd "$build/bin/pipefill-run" "$build/bin/pfrt-cuda-tests" | grep "not found" | sort -u)
+    fi
+  fi
   [ -z "$missing" ] || { echo "$missing"; fail "prebuilt binaries miss libraries"; exit 1; }
 else
   step "configure (runtime only, sm_$arch)"
@@ -66,18 +99,18 @@ else
   targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
   gpu_python_build_args
   [ -z "$py_missing" ] && targets+=(_rt pipefill_py_sources)
-  timeout 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  tmo 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" "${py_args[@]}" \
     >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; fail "configure"; exit 1; }
 
   step "build ($(nproc) jobs)"
-  timeout "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" \
+  tmo "${GPU_CHECK_BUILD_TIMEOUT:-300}" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" \
     >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; fail "build"; exit 1; }
 fi
 run=$build/bin/pipefill-run
 
 step "CUDA tests"
-timeout 150 "$build/bin/pfrt-cuda-tests" --gtest_color=no >"$out/cuda-tests.log" 2>&1 ||
+tmo 150 "$build/bin/pfrt-cuda-tests" --gtest_color=no >"$out/cuda-tests.log" 2>&1 ||
   fail "pfrt-cuda-tests"
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/cuda-tests.log"
 cuda_tests=$(grep -Eo "^\[  PASSED  \] [0-9]+" "$out/cuda-tests.log" | grep -Eo "[0-9]+$" || echo 0)
@@ -85,12 +118,8 @@ cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda
 
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
-  timeout 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
+  tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi
-
-step "host tests (bubble bound, labels; 60 s max)"
-timeout 60 "$build/bin/pfrt-tests" --gtest_brief=1 --gtest_color=no \
-  --gtest_filter='BubbleBound*:Profile*' || fail "pfrt-tests"
 
 program=${GPU_CHECK_PROGRAM:-}
 if [ -z "$program" ]; then
@@ -101,29 +130,29 @@ if [ -z "$program" ]; then
 fi
 if [ "$gpus" -gt 0 ]; then
   step "slowdown: $program on the GPU, replay (stage 0), $reps ABBA blocks"
-  timeout 240 "$run" "$program" --backend cuda --stage 0 --iterations 4 --compare "$reps" \
+  tmo 240 "$run" "$program" --backend cuda --stage 0 --iterations 4 --compare "$reps" \
     --compare-json "$out/compare.json" | tee "$out/compare.txt" || fail "compare (cuda)"
   step "the same with the device-side gates off (PFRT_CUDA_DEVICE_GATE=0), 1 ABBA block"
-  PFRT_CUDA_DEVICE_GATE=0 timeout 150 "$run" "$program" --backend cuda --stage 0 --iterations 4 \
+  PFRT_CUDA_DEVICE_GATE=0 tmo 150 "$run" "$program" --backend cuda --stage 0 --iterations 4 \
     --compare 1 --compare-json "$out/compare-nogate.json" | tee "$out/compare-nogate.txt" ||
     fail "compare (cuda, gates off)"
 else
   step "slowdown: $program on the host (no GPU), replay (stage 0), 1 ABBA block"
-  timeout 240 "$run" "$program" --backend host --stage 0 --iterations 3 --time-scale 0.1 \
+  tmo 240 "$run" "$program" --backend host --stage 0 --iterations 3 --time-scale 0.1 \
     --max-dim 32 --compare 1 --compare-json "$out/compare.json" | tee "$out/compare.txt" ||
     fail "compare (host)"
 fi
 
 step "numerics: full-size layers, host (OpenBLAS) vs cuBLAS"
 num=runtime/tests/data/full_size_numerics.pbtxt
-timeout 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
+tmo 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
   --quiet --report "$out/numerics.host.json" || fail "numerics (host)"
 if [ "$gpus" -gt 0 ]; then
   # The default fill precision (bf16 operands, fp32 accumulation: the cost model's) and the TF32
   # option (PFRT_CUDA_FILL_MATH=tf32).
-  PFRT_CUDA_FILL_MATH=bf16 timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+  PFRT_CUDA_FILL_MATH=bf16 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
     --fill-policy unbounded --quiet --report "$out/numerics.cuda.json" || fail "numerics (cuda bf16)"
-  PFRT_CUDA_FILL_MATH=tf32 timeout 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+  PFRT_CUDA_FILL_MATH=tf32 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
     --fill-policy unbounded --quiet --report "$out/numerics.cuda-tf32.json" ||
     fail "numerics (cuda tf32)"
 fi
@@ -150,6 +179,10 @@ else
   gpu_python_test "$py_site" "$py_tests" "$py_dir/plans" "$py_dir/vendor" "$out" "$gpus" ||
     fail "pipefill.torch CUDA test ($(cat "$out/torch-cuda.txt"))"
 fi
+
+step "host tests (bubble bound, labels; 60 s max; last: they need no GPU)"
+tmo 60 "$build/bin/pfrt-tests" --gtest_brief=1 --gtest_color=no \
+  --gtest_filter='BubbleBound*:Profile*' || fail "pfrt-tests"
 
 step "table"
 python3 - "$out" "$gpus" "$cuda_tests" "$cuda_skipped" <<'PY' | tee "$out/table.txt"

@@ -10,14 +10,24 @@ archive=${1:-.gpu-carry/pfrt-gpu.tar.xz}
 [ -n "${OUT:-}" ] || { echo "gpu-device-run: \$OUT is not set (the run tool sets it)" >&2; exit 2; }
 [ -f "$archive" ] || { echo "gpu-device-run: $archive not found (make it with scripts/gpu-bundle.sh and carry it)" >&2; exit 2; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bundle" "$work/gpu-check"
+# What comes back is copied when this script ends, however it ends (a TERM included); gpu-check
+# keeps to its time budget (GPU_CHECK_BUDGET, 480 s by default), so a run with timeout_s 540
+# ends on its own with the table made.
+collect() {
+  local f
+  for f in table.txt cuda-tests.log compare.txt compare-nogate.txt torch-cuda.log; do
+    [ -f "$work/gpu-check/$f" ] && cp "$work/gpu-check/$f" "$OUT/"
+  done
+  [ -d "$work/gpu-check" ] && tar -C "$work" -czf "$OUT/gpu-check.tgz" gpu-check
+}
+trap 'collect; rm -rf "$work"' EXIT
+trap 'exit 143' TERM INT
+mkdir -p "$work/bundle"
 tar -C "$work/bundle" -xJf "$archive" || { echo "gpu-device-run: cannot unpack $archive" >&2; exit 2; }
+mkdir -p "$work/gpu-check"
 GPU_CHECK_PREBUILT="$work/bundle" GPU_CHECK_OUT="$work/gpu-check" bash scripts/gpu-check.sh
 status=$?
-for f in table.txt cuda-tests.log compare.txt compare-nogate.txt torch-cuda.log; do
-  [ -f "$work/gpu-check/$f" ] && cp "$work/gpu-check/$f" "$OUT/"
-done
-tar -C "$work" -czf "$OUT/gpu-check.tgz" gpu-check
+collect
+trap 'rm -rf "$work"' EXIT
 echo "gpu-device-run: gpu-check exited $status; $(ls "$OUT" | tr '\n' ' ')"
 exit $status

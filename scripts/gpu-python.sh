@@ -5,6 +5,16 @@
 #   PIPEFILL_GPU_PYTHON   the interpreter to build the module for and run it with (default: a
 #                         CPython 3.12, python3.12 or python3 on PATH or pyenv's; the GPU machines')
 
+# gpu_python_timeout SECONDS CMD...: gpu-check.sh's budgeted limit (tmo) where it is defined,
+# else timeout.
+gpu_python_timeout() {
+  if declare -F tmo >/dev/null; then
+    tmo "$@"
+  else
+    timeout "$@"
+  fi
+}
+
 # gpu_python_find: prints the interpreter's path; fails, printing nothing, when none runs.
 gpu_python_find() {
   if [ -n "${PIPEFILL_GPU_PYTHON:-}" ]; then
@@ -67,7 +77,7 @@ gpu_python_test() {
     [ "$gpus" -eq 0 ]
     return
   fi
-  if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$site timeout 60 "$py" "$tests/check_runtime_only.py" \
+  if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$site gpu_python_timeout 60 "$py" "$tests/check_runtime_only.py" \
     "$(ls "$plans"/*.pb | head -n 1)" >"$out/runtime-only.log" 2>&1; then
     tail -5 "$out/runtime-only.log"
     echo "failed: the runtime-only package fails check_runtime_only.py (runtime-only.log)" >"$result"
@@ -78,7 +88,7 @@ gpu_python_test() {
   "$py" -c 'import pytest' 2>/dev/null || path=$site:$vendor
   rm -f "$out/torch-cuda.xml"
   PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$path PIPEFILL_TEST_PLANS=$plans \
-    PIPEFILL_EXPECT_PACKAGE=$site/pipefill timeout 180 "$py" -m pytest -q -p no:cacheprovider -rA --junitxml="$out/torch-cuda.xml" \
+    PIPEFILL_EXPECT_PACKAGE=$site/pipefill gpu_python_timeout 180 "$py" -m pytest -q -p no:cacheprovider -rA --junitxml="$out/torch-cuda.xml" \
     "$tests/test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps" >"$out/torch-cuda.log" 2>&1
   [ $? -eq 124 ] && outcome="failed: timed out after 180 s (torch-cuda.log)"
   [ -n "${outcome:-}" ] || outcome=$("$py" - "$out/torch-cuda.xml" <<'PY'
