@@ -243,6 +243,14 @@ public:
   // fill stream's thread waits for each chunk, so it never runs ahead of the GPU); false for a
   // backend that would enforce the bound on the device itself.
   virtual bool boundsOnHost() const { return true; }
+  // The native stream of a stream context and the GPU it is on (CUDA: a cudaStream_t); false
+  // where there is none (the host).
+  virtual bool nativeStream(StreamCtx &ctx, void *&stream, int &gpu) {
+    (void)ctx;
+    stream = nullptr;
+    gpu = -1;
+    return false;
+  }
   // CPU time (us) the calling thread has used, when fill work runs on the thread that calls
   // JobData::run (host); -1 when it does not (CUDA: the GPU runs it).
   virtual double fillThreadCpuUs() { return -1; }

@@ -520,6 +520,13 @@ public:
     PFRT_CUDA(cudaStreamSynchronize(streamState(ctx).s));
   }
 
+  bool nativeStream(StreamCtx &ctx, void *&stream, int &gpu) override {
+    CudaStreamState &st = streamState(ctx);
+    stream = st.s;
+    gpu = st.dev->gpu;
+    return true;
+  }
+
   void finish() override {
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;

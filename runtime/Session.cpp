@@ -166,6 +166,8 @@ public:
   // Fill tasks.
   uint32_t addTask(const pfrt_session_task_desc &desc);
   uint32_t taskCount() const { return static_cast<uint32_t>(tasks_.size()); }
+  // The CUDA stream the worker runs fill on and its GPU (NULL and -1 on the host).
+  void fillStream(void *&stream, int &gpu) const;
   pfrt_session_task_stats taskStats(uint32_t t) const;
   void setTaskState(uint32_t t, const void *data, size_t size);
   const std::string &taskState(uint32_t t) const;
@@ -1123,6 +1125,13 @@ void Session::runTasks(BubbleTask &task) {
   }
 }
 
+void Session::fillStream(void *&stream, int &gpu) const {
+  stream = nullptr;
+  gpu = -1;
+  if (device_)
+    backend_->nativeStream(const_cast<StreamCtx &>(ctx_), stream, gpu);
+}
+
 void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
   uint64_t samples = 0;
   pfrt_status st = PFRT_ERROR_INTERNAL;
@@ -1130,6 +1139,10 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
   const double t0 = sessionNowUs();
   try {
     st = ts.step(ts.user, &samples);
+    // CUDA: the step's GPU work (on the fill stream, pfrt_session_fill_stream) is part of the
+    // step: its time is measured, and the next step is admitted, once that work is done.
+    if (device_ && st == PFRT_OK)
+      backend_->syncStream(ctx_);
   } catch (const std::exception &e) {
     thrown = e.what();
   } catch (...) {
@@ -1815,6 +1828,20 @@ pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task
     const uint32_t t = s.addTask(*desc);
     if (out_task)
       *out_task = t;
+  });
+}
+
+pfrt_status pfrt_session_fill_stream(const pfrt_session *session, void **out_stream,
+                                     int *out_gpu) {
+  return guard([&] {
+    if (!out_stream)
+      pfrt::invalid("pfrt_session_fill_stream: out_stream is NULL");
+    void *stream = nullptr;
+    int gpu = -1;
+    sess(session).fillStream(stream, gpu);
+    *out_stream = stream;
+    if (out_gpu)
+      *out_gpu = gpu;
   });
 }
 

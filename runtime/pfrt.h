@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 7
+#define PFRT_API_VERSION 8
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -696,6 +696,16 @@ typedef struct pfrt_session_task_desc {
   uint64_t memory_bytes;          /* memory a step needs; runs only where free bytes >= it */
   uint64_t max_steps;             /* 0: no limit; counts steps restored from a checkpoint */
 } pfrt_session_task_desc;
+
+/* The CUDA stream the session's worker runs fill on (a cudaStream_t) and its GPU ordinal
+ * (out_gpu may be NULL); NULL and -1 on the host backend (API version 8). A task's step on a
+ * CUDA session should enqueue its GPU work on this stream (with torch: torch.cuda.ExternalStream;
+ * pipefill.Session.add_task does it for torch): the stream has the rank's fill priority, and the
+ * runtime waits for it after every step, so the step's measured time, its prediction and the
+ * bound cover the GPU work it enqueued there (work left on other streams is not waited for, is
+ * not timed, and can run past the bubble). */
+pfrt_status pfrt_session_fill_stream(const pfrt_session *session, void **out_stream,
+                                     int *out_gpu);
 
 /* Registers a task (outside bubbles); *out_task is its id (0, 1, ... in the order added). */
 pfrt_status pfrt_session_task_add(pfrt_session *session, const pfrt_session_task_desc *desc,

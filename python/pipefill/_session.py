@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import sys
 from typing import Any, Iterator, Optional, Union
 
 from ._native import Plan, native
@@ -119,6 +120,7 @@ class Session:
         )
         self._runners: list[_TaskRunner] = []
         self._backend = backend
+        self._torch_fill_stream: Any = None
 
     # -- the plan, as this rank sees it -------------------------------------------------------
     @property
@@ -208,6 +210,32 @@ class Session:
         if error is not None:
             raise error
 
+    @property
+    def fill_stream(self) -> tuple[int, int]:
+        """``(stream, gpu)``: the CUDA stream the session's worker runs fill on (a
+        ``cudaStream_t`` as an integer) and its GPU; ``(0, -1)`` on the host. A
+        :class:`pipefill.FillTask` on a CUDA session should put its GPU work there
+        (torch does, see :meth:`add_task`); the runtime waits for it after every step."""
+        handle, gpu = self._s.fill_stream()
+        return int(handle), int(gpu)
+
+    def _step_context(self) -> Any:
+        """The context a task's step runs in (on the worker thread): on a CUDA session
+        with torch imported, ``torch.cuda.stream`` of the fill stream; else None."""
+        if self._backend != "cuda":
+            return None
+        torch = sys.modules.get("torch")  # never imports torch itself
+        if torch is None:
+            return None
+        if self._torch_fill_stream is None:
+            handle, gpu = self.fill_stream
+            if not handle:
+                return None
+            self._torch_fill_stream = torch.cuda.ExternalStream(
+                handle, device=torch.device("cuda", gpu)
+            )
+        return torch.cuda.stream(self._torch_fill_stream)
+
     # -- fill tasks ----------------------------------------------------------------------------
     def add_task(
         self,
@@ -232,7 +260,7 @@ class Session:
         if not isinstance(task, FillTask):
             raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
         name = name or task.name or type(task).__name__
-        runner = _TaskRunner(task, name)
+        runner = _TaskRunner(task, name, self._step_context)
         tid = int(self._s.task_add(name, runner, float(step_us), int(memory_bytes), int(max_steps)))
         while len(self._runners) <= tid:
             self._runners.append(runner)

@@ -27,7 +27,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 __all__ = ["FillTask"]
 
@@ -41,6 +41,12 @@ class FillTask:
     and corrects its prediction. An exception in ``step()`` disables the task and
     is raised again, with its type and message, when the bubble ends (the exit of
     ``with session.bubble(k)``).
+
+    CUDA sessions: the runtime waits for the session's fill stream after every step,
+    so a step is timed and bounded by the GPU work it put there. With torch imported,
+    each step runs with that stream as torch's current stream (so plain torch code in
+    ``step()`` lands there); other libraries get it from :attr:`pipefill.Session.fill_stream`.
+    Work a step leaves on other streams is neither waited for nor bounded.
 
     Threads: the worker is not the main thread. ``torch.set_num_threads`` is per
     thread (OpenMP), so call it inside ``step()`` once; work in numpy/torch
@@ -74,14 +80,24 @@ class _TaskRunner:
     returns the samples done, or -1 after keeping the step's exception in
     ``error`` (raised by the session when the bubble ends)."""
 
-    def __init__(self, task: FillTask, name: str) -> None:
+    def __init__(
+        self, task: FillTask, name: str, context: Optional[Callable[[], Any]] = None
+    ) -> None:
         self.task = task
         self.name = name
         self.error: Optional[BaseException] = None
+        # Returns the context manager each step runs in (CUDA sessions with torch: the
+        # session's fill stream as torch's current stream), or None.
+        self.context = context
 
     def __call__(self) -> int:
         try:
-            samples = self.task.step()
+            scope = self.context() if self.context is not None else None
+            if scope is None:
+                samples = self.task.step()
+            else:
+                with scope:
+                    samples = self.task.step()
             if isinstance(samples, bool) or not isinstance(samples, int):
                 try:
                     samples = int(samples.__index__())  # numpy integers

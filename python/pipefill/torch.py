@@ -85,6 +85,7 @@ session, or CPU stages with a CUDA session, is refused with :class:`ValueError`.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -342,6 +343,34 @@ class FilledSchedule:
         self._wrap()
 
     # -- checks ---------------------------------------------------------------------------------
+    def _check_cuda_streams(self, s0: Any) -> None:
+        """The session's fill stream is on the stages' GPU (a session takes the GPU current
+        when it is made), and the stages' stream outranks it (else the GPU gives main's kernels
+        no precedence over fill blocks: a warning)."""
+        handle, gpu = self.session.fill_stream
+        index = self._device.index
+        if index is None:
+            index = torch.cuda.current_device()
+        if gpu >= 0 and gpu != index:
+            raise ValueError(
+                f"pipefill.torch: stage {s0.stage_index} is on cuda:{index} but the session runs "
+                f"fill on GPU {gpu}: make the session after torch.cuda.set_device({index}) (it "
+                "takes the GPU current when it is made)"
+            )
+        if not handle:
+            return
+        fill = torch.cuda.ExternalStream(handle, device=torch.device("cuda", index))
+        main = torch.cuda.current_stream(torch.device("cuda", index))
+        if main.priority >= fill.priority:  # CUDA: lower numbers are higher priorities
+            warnings.warn(
+                f"pipefill.torch: the stages' stream on cuda:{index} has priority "
+                f"{main.priority}, not above the fill stream's ({fill.priority}): the GPU will "
+                "not favour main's kernels over fill blocks. Run step() under "
+                "torch.cuda.stream(torch.cuda.Stream(priority=-1)).",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def _check(self) -> Optional[str]:
         """None when the schedule and the plan agree on this rank; else what differs."""
         s0 = self._stages[0]
@@ -360,6 +389,8 @@ class FilledSchedule:
                 f"pipefill.torch: stage {s0.stage_index} is on the CPU but the session's backend "
                 "is 'cuda': make it with pipefill.Session(..., backend='host')"
             )
+        if self._device is not None:
+            self._check_cuda_streams(s0)
         where = f"rank {rank}"
         if self.session.rank != rank:
             return f"{where}: the session is for rank {self.session.rank} of the plan"

@@ -309,6 +309,10 @@ void registerSession(nb::module_ &m) {
            "The session report (pfrt_session_report_json) as a dict.")
       .def("jobs", &Session::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
            "One dict per fill job: samples, checksum, chunk counts, measured chunk shapes.")
+      .def("fill_stream", &Session::fillStream,
+           nb::sig("def fill_stream(self) -> tuple[int, int]"),
+           "pfrt_session_fill_stream: (the cudaStream_t the worker runs fill on, as an integer; "
+           "its GPU), (0, -1) on the host.")
       .def("chunks", &Session::chunks,
            nb::sig("def chunks(self) -> list[dict[str, typing.Any]]"),
            "The last chunks that ran (up to 4096) with their measured times.")

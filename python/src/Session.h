@@ -172,26 +172,39 @@ public:
     d["task_us"] = r.task_us;
     return d;
   }
-  void iterationEnd() { check(pfrt_session_iteration_end(get()), "iteration_end"); }
+  // The calls below may wait for the worker on a CUDA session (they read what it counts), so
+  // they run without the GIL (checkWithoutGil).
+  void iterationEnd() {
+    pfrt_session *s = get();
+    checkWithoutGil([&] { return pfrt_session_iteration_end(s); }, "iteration_end");
+  }
   void save(const std::filesystem::path &path) {
-    check(pfrt_session_checkpoint_save(get(), path.c_str()), "checkpoint_save");
+    pfrt_session *s = get();
+    checkWithoutGil([&] { return pfrt_session_checkpoint_save(s, path.c_str()); },
+                    "checkpoint_save");
   }
   void load(const std::filesystem::path &path) {
-    check(pfrt_session_checkpoint_load(get(), path.c_str()), "checkpoint_load");
+    pfrt_session *s = get();
+    checkWithoutGil([&] { return pfrt_session_checkpoint_load(s, path.c_str()); },
+                    "checkpoint_load");
   }
-  nb::object report() {
-    const char *json = pfrt_session_report_json(get());
-    if (!json)
-      check(PFRT_ERROR_INTERNAL, "report");
-    return jsonLoads(json);
+  nb::object report() { return jsonLoads(reportJson()); }
+  /// (stream, gpu): the CUDA stream the worker runs fill on, as an integer, and its GPU;
+  /// (0, -1) on the host (pfrt_session_fill_stream).
+  nb::tuple fillStream() const {
+    void *stream = nullptr;
+    int gpu = -1;
+    check(pfrt_session_fill_stream(get(), &stream, &gpu), "fill_stream");
+    return nb::make_tuple(reinterpret_cast<uintptr_t>(stream), gpu);
   }
   nb::list chunks() const {
+    pfrt_session *s = get();
     uint32_t n = 0;
-    check(pfrt_session_chunk_count(get(), &n), "session");
+    checkWithoutGil([&] { return pfrt_session_chunk_count(s, &n); }, "session");
     nb::list out;
     for (uint32_t i = 0; i < n; ++i) {
       pfrt_session_chunk c{};
-      check(pfrt_session_chunk_get(get(), i, &c), "session");
+      checkWithoutGil([&] { return pfrt_session_chunk_get(s, i, &c); }, "session");
       nb::dict d;
       d["job"] = c.job;
       if (c.bubble_id == PFRT_SESSION_UNPLANNED)
@@ -215,11 +228,23 @@ public:
     return out;
   }
   nb::list jobs() const {
-    nb::object report = jsonLoads(pfrt_session_report_json(get()));
+    nb::object report = jsonLoads(reportJson());
     return nb::list(report["jobs"]);
   }
 
 private:
+  std::string reportJson() const {
+    pfrt_session *s = get();
+    const char *json = nullptr;
+    {
+      nb::gil_scoped_release release;
+      json = pfrt_session_report_json(s);
+    }
+    if (!json)
+      check(PFRT_ERROR_INTERNAL, "report");
+    return json;
+  }
+
   pfrt_session *session;
 
 public:

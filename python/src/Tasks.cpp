@@ -98,7 +98,10 @@ void registerTasks(nb::class_<Session> &session) {
             d.memory_bytes = static_cast<uint64_t>(memoryBytes);
             d.max_steps = static_cast<uint64_t>(maxSteps);
             uint32_t id = 0;
-            check(pfrt_session_task_add(s.get(), &d, &id), "task_add");
+            // Without the GIL: on a CUDA session the call waits for the worker, which may be
+            // running another task's Python step.
+            pfrt_session *ps = s.get();
+            checkWithoutGil([&] { return pfrt_session_task_add(ps, &d, &id); }, "task_add");
             if (s.taskRunners.size() <= id)
               s.taskRunners.resize(id + 1);
             s.taskRunners[id] = std::move(runner);
@@ -119,7 +122,9 @@ void registerTasks(nb::class_<Session> &session) {
           "task_get",
           [](const Session &s, int64_t task) {
             pfrt_session_task_stats t{};
-            check(pfrt_session_task_get(s.get(), taskId(task), &t), "task_get");
+            const uint32_t id = taskId(task);
+            pfrt_session *ps = s.get();
+            checkWithoutGil([&] { return pfrt_session_task_get(ps, id, &t); }, "task_get");
             return taskStats(t);
           },
           "task"_a, nb::sig("def task_get(self, task: int) -> dict[str, typing.Any]"),
@@ -128,8 +133,12 @@ void registerTasks(nb::class_<Session> &session) {
       .def(
           "task_state_set",
           [](Session &s, int64_t task, nb::bytes state) {
-            check(pfrt_session_task_state_set(s.get(), taskId(task), state.c_str(), state.size()),
-                  "task_state_set");
+            const uint32_t id = taskId(task);
+            const char *data = state.c_str();
+            const size_t size = state.size();
+            checkWithoutGil(
+                [&, ps = s.get()] { return pfrt_session_task_state_set(ps, id, data, size); },
+                "task_state_set");
           },
           "task"_a, "state"_a,
           "Bytes saved with the task in the next checkpoint (pfrt_session_task_state_set).")
@@ -138,8 +147,10 @@ void registerTasks(nb::class_<Session> &session) {
           [](const Session &s, int64_t task) {
             const void *data = nullptr;
             size_t size = 0;
-            check(pfrt_session_task_state_get(s.get(), taskId(task), &data, &size),
-                  "task_state_get");
+            const uint32_t id = taskId(task);
+            checkWithoutGil(
+                [&, ps = s.get()] { return pfrt_session_task_state_get(ps, id, &data, &size); },
+                "task_state_get");
             return nb::bytes(static_cast<const char *>(data), size);
           },
           "task"_a, "The task's bytes from the last checkpoint_load (b'' if none).");

@@ -64,6 +64,15 @@ def test_exports_and_api_version():
     assert pipefill.PFRT_API_VERSION >= 4
 
 
+def test_host_sessions_have_no_fill_stream(plan):
+    # pfrt_session_fill_stream on the host: no CUDA stream, no GPU (API version 8); a step runs
+    # in no stream context there, even with torch imported.
+    assert pipefill.PFRT_API_VERSION >= 8
+    with session(plan) as s:
+        assert s.fill_stream == (0, -1)
+        assert s._step_context() is None
+
+
 def test_steps_run_in_a_bubble_and_are_reported(plan):
     with session(plan) as s:
         task = Counter()

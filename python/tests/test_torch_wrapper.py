@@ -19,7 +19,9 @@ import types
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it)")
+# A torch that is there but fails to load is an error, not a skip (exc_type).
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it)",
+                            exc_type=ModuleNotFoundError)
 S = pytest.importorskip("torch.distributed.pipelining.schedules")
 
 import pipefill  # noqa: E402
@@ -98,7 +100,10 @@ def make_schedule(name, rank, v=1, csv_path=None):
 
 
 def run_step(step):
-    step(arg_mbs=[()] * M, target_mbs=[None] * M, return_outputs=False)
+    # No inputs (the stand-in stages make their own) and a target split into M micro-batches:
+    # the call that torch 2.11 (the GPU machines') and 2.15 (here) both take; arg_mbs and
+    # target_mbs are 2.15's only.
+    step(target=torch.zeros(M), return_outputs=False)
 
 
 class SpySession:
@@ -342,17 +347,42 @@ class GpuStage(RecordingStage):
         return []
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or pipefill.cuda_device_count() == 0,
-                    reason="no CUDA device: the CUDA path of pipefill.torch has not run")
+def sleep_cycles_per_us():
+    """Cycles of torch.cuda._sleep per microsecond on this GPU, from CUDA events: after a
+    warm-up of about 0.2 s (an idle GPU's clock is low and rises under load; the first launch
+    also loads the module), the median of three timed sleeps."""
+    torch.cuda._sleep(100_000_000)
+    torch.cuda.synchronize()
+    rates = []
+    for _ in range(3):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        torch.cuda._sleep(10_000_000)
+        e1.record()
+        e1.synchronize()
+        rates.append(10_000_000 / (e0.elapsed_time(e1) * 1e3))
+    return sorted(rates)[1]
+
+
+def cuda_ready():
+    """True with a GPU both torch and pipefill see; a GPU that only torch sees fails."""
+    if not torch.cuda.is_available():
+        return False
+    if pipefill.cuda_device_count() == 0:
+        pytest.fail("torch sees a CUDA device but pipefill.cuda_device_count() is 0 (a runtime "
+                    "built without CUDA, or a CUDA runtime library mismatch)")
+    return True
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA device: the CUDA path of pipefill.torch has not run")
+
+
+@needs_cuda
 def test_cuda_stages_fill_the_streams_gaps():
+    assert cuda_ready()
     torch.cuda.set_device(0)
-    # Cycles of torch.cuda._sleep per microsecond on this GPU, from CUDA events.
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    torch.cuda._sleep(10_000_000)
-    e1.record()
-    e1.synchronize()
-    cycles_per_us = 10_000_000 / (e0.elapsed_time(e1) * 1e3)
+    cycles_per_us = sleep_cycles_per_us()
 
     def spin_us(us):
         if us > 0:
@@ -510,3 +540,38 @@ def test_refusal_reaches_every_rank(tmp_path):
     assert lines[1].startswith(
         "rank 1 raised: pipefill.torch: rank 1: the plan runs 6 micro-batches but the "
         "schedule 4"), lines[1]
+
+
+@needs_cuda
+def test_cuda_fill_task_steps_run_on_the_fill_stream():
+    """A FillTask on a CUDA session: each step runs with the session's fill stream as torch's
+    current stream, and the runtime waits for that stream after the step, so the measured step
+    time is its GPU work (a 2 ms sleep kernel), not the microseconds its launch took. The
+    session's reads (tasks(), report()) release the GIL while they wait for the worker, which
+    needs it for the Python step (they used to hang)."""
+    assert cuda_ready()
+    torch.cuda.set_device(0)
+    cycles_per_us = sleep_cycles_per_us()
+    session = pipefill.Session(compiled(CUDA_JOBS["1f1b"]), 0, world_size=P, backend="cuda")
+    handle, gpu = session.fill_stream
+    assert handle != 0 and gpu == 0
+    streams = []
+
+    class Spin(pipefill.FillTask):
+        def step(self):
+            streams.append(torch.cuda.current_stream().cuda_stream)
+            torch.cuda._sleep(int(2000 * cycles_per_us))
+            return 1
+
+    session.add_task(Spin(), step_us=100, max_steps=4)
+    main = torch.cuda.Stream(priority=-1)
+    with torch.cuda.stream(main):
+        with session.unplanned(1e6, stream=main):
+            torch.cuda._sleep(int(100_000 * cycles_per_us))  # 100 ms of main's "wait"
+        report = session.report()  # waits for the worker; must not hang
+    task = session.tasks()[0]
+    assert streams and set(streams) == {handle}, (streams, handle)
+    assert task["steps"] == 4, task
+    assert task["measured_us_p50"] >= 1500, task
+    assert report["unplanned_bubbles"] == 1 and report["task_steps"] == 4, report
+    session.close()

@@ -762,6 +762,48 @@ TEST_F(CudaBackendTest, SessionStopsAtTheEndEdge) {
   EXPECT_LE(ts.steps, 22u);
 }
 
+// A task's step on a CUDA session puts its GPU work on the session's fill stream
+// (pfrt_session_fill_stream) and returns at once; the runtime waits for that stream after the
+// step, so the step's measured time is its GPU work (a 3 ms host function on the stream), not the
+// microseconds its enqueue took, and the bound admits the next step only after it. Without that
+// wait the step would be measured at a few us and every step of a 1 s bubble would queue at once.
+TEST_F(CudaBackendTest, SessionTaskStepsAreTimedWithTheirGpuWork) {
+  ProgramPtr p = misPredictedProgram();
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(s);
+  void *fill = nullptr;
+  int gpu = -1;
+  ASSERT_EQ(pfrt_session_fill_stream(s.get(), &fill, &gpu), PFRT_OK) << pfrt_last_error();
+  ASSERT_NE(fill, nullptr);
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(gpu, current) << "the session takes the GPU current when it is made";
+  pfrt_session_task_desc d{};
+  d.name = "on-the-fill-stream";
+  d.step_us = 100; // a wrong estimate: the measured steps correct it
+  d.user_data = fill;
+  d.max_steps = 5;
+  d.step = [](void *stream, uint64_t *samples) {
+    *samples = 1;
+    return cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), sleepOnStream,
+                              reinterpret_cast<void *>(uintptr_t(3000))) == cudaSuccess
+               ? PFRT_OK
+               : PFRT_ERROR_BACKEND;
+  };
+  ASSERT_EQ(pfrt_session_task_add(s.get(), &d, nullptr), PFRT_OK) << pfrt_last_error();
+  FrameworkStream fw;
+  ASSERT_EQ(pfrt_session_bubble_begin(s.get(), 1, fw.get(), 1e6), PFRT_OK) << pfrt_last_error();
+  busy(fw.get(), 100000); // the bubble: 100 ms on the framework's stream
+  ASSERT_EQ(pfrt_session_bubble_end(s.get(), 1, nullptr), PFRT_OK) << pfrt_last_error();
+  pfrt_session_task_stats ts{};
+  ASSERT_EQ(pfrt_session_task_get(s.get(), 0, &ts), PFRT_OK) << pfrt_last_error(); // waits
+  std::printf("%llu steps, measured p50 %.0f us, max %.0f us, task time %.0f us\n",
+              (unsigned long long)ts.steps, ts.measured_us_p50, ts.measured_us_max, ts.task_us);
+  EXPECT_EQ(ts.steps, 5u);
+  EXPECT_GE(ts.measured_us_p50, 2500.0) << "the step was timed without its GPU work";
+  EXPECT_GE(ts.task_us, 5 * 2500.0);
+}
+
 // The gates' other test, main's end edge, in a CUDA session: a chunk of four 10 ms passes, planned
 // at its true 40 ms, in a bubble the framework gives 1 s but whose end its stream reaches 15 ms
 // after the begin. The host admits the chunk (40 ms of 1 s); on the GPU the gate before each pass

@@ -537,6 +537,26 @@ TEST(SessionTaskErrorTest, BadTaskDescriptions) {
   EXPECT_EQ(count, 1u); // the refused ones were not added
 }
 
+// pfrt_session_fill_stream: the host has no fill stream (NULL, GPU -1); NULL for the result and
+// NULL for the session are errors. (CUDA sessions: CudaBackendTest.SessionTaskStepsAreTimedWith
+// TheirGpuWork.)
+TEST(SessionTaskErrorTest, FillStreamOnTheHostIsNone) {
+  ProgramPtr p = noFillPlan();
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  void *stream = &stream;
+  int gpu = 7;
+  PFRT_ASSERT_OK(pfrt_session_fill_stream(s.get(), &stream, &gpu));
+  EXPECT_EQ(stream, nullptr);
+  EXPECT_EQ(gpu, -1);
+  stream = &stream;
+  PFRT_ASSERT_OK(pfrt_session_fill_stream(s.get(), &stream, nullptr)); // the GPU is optional
+  EXPECT_EQ(stream, nullptr);
+  expectError(pfrt_session_fill_stream(s.get(), nullptr, &gpu), PFRT_ERROR_INVALID_ARGUMENT,
+              "pfrt_session_fill_stream: out_stream is NULL");
+  expectError(pfrt_session_fill_stream(nullptr, &stream, &gpu), PFRT_ERROR_INVALID_ARGUMENT,
+              "session is NULL");
+}
+
 TEST(SessionTaskErrorTest, AddingATaskInsideABubble) {
   ProgramPtr p = noFillPlan();
   SessionPtr s = sessionOk(p.get(), 0, options());
