@@ -4,17 +4,17 @@
 #      architecture (CMAKE_CUDA_ARCHITECTURES, default 90) and builds only the runtime targets;
 #   2. runs the CUDA tests (they skip visibly without a GPU), CUDA sessions included
 #      (CudaBackendTest.Session*: no test data files, so they run from a prebuilt bundle too);
-#   3. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
+#   3. the CUDA tests of pipefill.torch (python/tests/test_torch_wrapper.py::test_cuda_*, pytest)
+#      with the runtime-only Python module pipefill._rt and plans compiled ahead
+#      (scripts/gpu-python.sh), after a host-session check of that package; needs a CPython 3.12
+#      (PIPEFILL_GPU_PYTHON) with torch, else it says why it skipped;
+#   4. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
 #      ABBA main-job slowdown with its A/A noise floor, switch latency p50/p99 on bubbles with an
-#      idle fill stream, fill throughput measured / planned;
-#   4. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
+#      idle fill stream, fill throughput measured / planned (and once more with the device-side
+#      gates off);
+#   5. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
 #      step), fill GEMMs in bf16 (the default) and in TF32: relative error of the output checksums
-#      and of the trained weights' checksum, each with its derived bound;
-#   5. the CUDA test of pipefill.torch (python/tests/test_torch_wrapper.py::
-#      test_cuda_stages_fill_the_streams_gaps, pytest) with the runtime-only Python module
-#      pipefill._rt and plans compiled ahead (scripts/gpu-python.sh), after a host-session check of
-#      that package; needs a CPython 3.12 (PIPEFILL_GPU_PYTHON) with torch, else it says why it
-#      skipped;
+#      and of the trained weights' checksum, each with its derived bound; then the host tests;
 #   6. prints one table (and writes it to $OUT/table.txt).
 # Without a GPU it still builds, runs the CPU-side parts (host tests, the host --compare, the host
 # side of the numerics, the runtime-only package's host check) and exits 3 with "no GPU" after
@@ -121,6 +121,29 @@ if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi
 
+step "pipefill.torch on CUDA: pytest with the runtime-only package (4 min max; early: it is short)"
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  py_dir=$GPU_CHECK_PREBUILT/python py_site=$GPU_CHECK_PREBUILT/python/site
+  py_tests=$GPU_CHECK_PREBUILT/python/tests
+  py_missing=""
+  [ -d "$py_site" ] || py_missing="the bundle has no python/site (made by an older gpu-bundle.sh)"
+  [ -f "$py_dir/MISSING" ] && py_missing="the bundle has no Python package: $(cat "$py_dir/MISSING")"
+else
+  # The module built above; the test's plans compiled with the full build's package and pytest
+  # copied from .venv, into $out/python.
+  py_dir=$out/python py_site=$build/python/site py_tests=python/tests
+  if [ -z "$py_missing" ]; then
+    py_missing=$(gpu_python_extras "$py_dir" "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')")
+  fi
+fi
+if [ -n "$py_missing" ]; then
+  echo "skipped: $py_missing" | tee "$out/torch-cuda.txt"
+  [ "$gpus" -eq 0 ] || fail "pipefill.torch CUDA test not run on a GPU machine"
+else
+  gpu_python_test "$py_site" "$py_tests" "$py_dir/plans" "$py_dir/vendor" "$out" "$gpus" ||
+    fail "pipefill.torch CUDA test ($(cat "$out/torch-cuda.txt"))"
+fi
+
 program=${GPU_CHECK_PROGRAM:-}
 if [ -z "$program" ]; then
   program=runtime/tests/data/two_stage.pbtxt
@@ -155,29 +178,6 @@ if [ "$gpus" -gt 0 ]; then
   PFRT_CUDA_FILL_MATH=tf32 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
     --fill-policy unbounded --quiet --report "$out/numerics.cuda-tf32.json" ||
     fail "numerics (cuda tf32)"
-fi
-
-step "pipefill.torch on CUDA: pytest with the runtime-only package (4 min max)"
-if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
-  py_dir=$GPU_CHECK_PREBUILT/python py_site=$GPU_CHECK_PREBUILT/python/site
-  py_tests=$GPU_CHECK_PREBUILT/python/tests
-  py_missing=""
-  [ -d "$py_site" ] || py_missing="the bundle has no python/site (made by an older gpu-bundle.sh)"
-  [ -f "$py_dir/MISSING" ] && py_missing="the bundle has no Python package: $(cat "$py_dir/MISSING")"
-else
-  # The module built above; the test's plans compiled with the full build's package and pytest
-  # copied from .venv, into $out/python.
-  py_dir=$out/python py_site=$build/python/site py_tests=python/tests
-  if [ -z "$py_missing" ]; then
-    py_missing=$(gpu_python_extras "$py_dir" "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')")
-  fi
-fi
-if [ -n "$py_missing" ]; then
-  echo "skipped: $py_missing" | tee "$out/torch-cuda.txt"
-  [ "$gpus" -eq 0 ] || fail "pipefill.torch CUDA test not run on a GPU machine"
-else
-  gpu_python_test "$py_site" "$py_tests" "$py_dir/plans" "$py_dir/vendor" "$out" "$gpus" ||
-    fail "pipefill.torch CUDA test ($(cat "$out/torch-cuda.txt"))"
 fi
 
 step "host tests (bubble bound, labels; 60 s max; last: they need no GPU)"
@@ -253,10 +253,10 @@ for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
 if h and not load("numerics.cuda.json"):
     rows.append(("cuBLAS vs host numerics", "host side only (no GPU)"))
 try:
-    rows.append(("pipefill.torch CUDA test (pytest, _rt)",
-                 open(os.path.join(out, "torch-cuda.txt")).read().strip()))
+    rows.append(("pipefill.torch CUDA tests (pytest, _rt)",
+                 "; ".join(open(os.path.join(out, "torch-cuda.txt")).read().split("\n")).strip("; ")))
 except OSError:
-    rows.append(("pipefill.torch CUDA test (pytest, _rt)", "not run"))
+    rows.append(("pipefill.torch CUDA tests (pytest, _rt)", "not run"))
 w = max(len(r[0]) for r in rows)
 for k, v in rows:
     print(f"{k:<{w}}  {v}")

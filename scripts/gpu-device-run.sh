@@ -25,6 +25,11 @@ trap 'exit 143' TERM INT
 mkdir -p "$work/bundle"
 tar -C "$work/bundle" -xJf "$archive" || { echo "gpu-device-run: cannot unpack $archive" >&2; exit 2; }
 mkdir -p "$work/gpu-check"
+# The device machines' python3 is the one that holds torch (a python3.12 elsewhere on PATH might
+# not): the torch tests run with it unless PIPEFILL_GPU_PYTHON names another.
+if [ -z "${PIPEFILL_GPU_PYTHON:-}" ] && command -v python3 >/dev/null; then
+  export PIPEFILL_GPU_PYTHON=$(command -v python3)
+fi
 GPU_CHECK_PREBUILT="$work/bundle" GPU_CHECK_OUT="$work/gpu-check" bash scripts/gpu-check.sh
 status=$?
 collect

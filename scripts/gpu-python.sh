@@ -60,10 +60,11 @@ gpu_python_extras() {
 }
 
 # gpu_python_test SITE TESTS PLANS VENDOR OUT GPUS: the runtime-only package's check
-# (check_runtime_only.py: host session on the first plan) and then the CUDA test of pipefill.torch
-# (pytest; the package in SITE, the tests in TESTS, their plans in PLANS, pytest from VENDOR when
-# the interpreter has none). Writes its one-line outcome to OUT/torch-cuda.txt (passed, failed:
-# why, skipped: why) and the logs beside it; fails when the test failed, or skipped with GPUS > 0.
+# (check_runtime_only.py: host session on the first plan) and then the CUDA tests of
+# pipefill.torch (pytest; the package in SITE, the tests in TESTS, their plans in PLANS, pytest from
+# VENDOR when the interpreter has none). Writes one outcome line per test to OUT/torch-cuda.txt
+# (NAME passed, NAME failed: why, NAME skipped: why; or one failed/skipped line for all) and the
+# logs beside it; fails when a test failed, or when they skipped with GPUS > 0.
 gpu_python_test() {
   local site=$1 tests=$2 plans=$3 vendor=$4 out=$5 gpus=$6 py suffix outcome
   local result=$out/torch-cuda.txt
@@ -89,7 +90,9 @@ gpu_python_test() {
   rm -f "$out/torch-cuda.xml"
   PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$path PIPEFILL_TEST_PLANS=$plans \
     PIPEFILL_EXPECT_PACKAGE=$site/pipefill gpu_python_timeout 180 "$py" -m pytest -q -p no:cacheprovider -rA --junitxml="$out/torch-cuda.xml" \
-    "$tests/test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps" >"$out/torch-cuda.log" 2>&1
+    "$tests/test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps" \
+    "$tests/test_torch_wrapper.py::test_cuda_fill_task_steps_run_on_the_fill_stream" \
+    >"$out/torch-cuda.log" 2>&1
   [ $? -eq 124 ] && outcome="failed: timed out after 180 s (torch-cuda.log)"
   [ -n "${outcome:-}" ] || outcome=$("$py" - "$out/torch-cuda.xml" <<'PY'
 import re, sys, xml.etree.ElementTree as ET
@@ -99,7 +102,10 @@ except (OSError, ET.ParseError):
     cases = None
 if not cases:
     print("failed: pytest ran no test (torch-cuda.log)")
+# One line per test, "<first word of the outcome>: ..."; the shell reads the first words.
 for case in cases or []:
+    name = case.get("name", "?").replace("test_cuda_", "")
+    sys.stdout.write(name + " ")
     bad = case.find("failure") if case.find("failure") is not None else case.find("error")
     if bad is not None:
         print("failed: " + " ".join(bad.get("message", "").split())[:160] + " (torch-cuda.log)")
@@ -115,9 +121,12 @@ for case in cases or []:
 PY
 )
   echo "$outcome" | tee "$result"
-  case $outcome in
-    passed*) return 0 ;;
-    skipped*) [ "$gpus" -eq 0 ] ;;
-    *) tail -30 "$out/torch-cuda.log"; return 1 ;;
-  esac
+  # Every test passed: 0; any failed (or pytest itself): 1; else (skips) only without a GPU.
+  if ! grep -qvE '^([a-z_]+ )?passed' <<<"$outcome"; then
+    return 0
+  elif grep -qE '^([a-z_]+ )?failed' <<<"$outcome"; then
+    tail -30 "$out/torch-cuda.log"
+    return 1
+  fi
+  [ "$gpus" -eq 0 ]
 }
