@@ -118,6 +118,14 @@ cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda
 
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
+  # No libnccl.so.2 on the loader's path: the NCCL wheel (nvidia-nccl) of the machine's Python.
+  if [ -z "${PFRT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2' &&
+    command -v python3 >/dev/null; then
+    nccl=$(python3 -c 'import glob, os, nvidia.nccl as n
+print(next(iter(sorted(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so*")))), ""))' \
+      2>/dev/null)
+    [ -n "$nccl" ] && export PFRT_NCCL_LIBRARY=$nccl && echo "gpu-check: NCCL from $nccl"
+  fi
   tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi
 
