@@ -521,6 +521,11 @@ public:
   }
 
   bool nativeStream(StreamCtx &ctx, void *&stream, int &gpu) override {
+    if (!ctx.backendData) { // the thread that runs this context has not begun (or has ended)
+      stream = nullptr;
+      gpu = -1;
+      return false;
+    }
     CudaStreamState &st = streamState(ctx);
     stream = st.s;
     gpu = st.dev->gpu;
