@@ -335,11 +335,11 @@ class GpuStage(RecordingStage):
         self.spin_us, self.recv_wait_us = spin_us, recv_wait_us
 
     def forward_one_chunk(self, mb, args=(), kwargs=None, save_forward_output=True):
-        self.spin_us(1000)
+        self.spin_us(1000, timed=True)
         return super().forward_one_chunk(mb, args, kwargs, save_forward_output)
 
     def backward_one_chunk(self, mb, loss=None, full_backward=True, last_backward=False):
-        self.spin_us(2000)
+        self.spin_us(2000, timed=True)
         super().backward_one_chunk(mb, loss, full_backward, last_backward)
 
     def get_bwd_recv_ops(self, mb):
@@ -383,10 +383,20 @@ def test_cuda_stages_fill_the_streams_gaps():
     assert cuda_ready()
     torch.cuda.set_device(0)
     cycles_per_us = sleep_cycles_per_us()
+    # Each compute's spin timed by its own pair of events: the truth the wrapper's marks (taken
+    # around the whole compute call) are checked against, whatever the SM clock does.
+    spins = []
 
-    def spin_us(us):
-        if us > 0:
-            torch.cuda._sleep(int(us * cycles_per_us))
+    def spin_us(us, timed=False):
+        if us <= 0:
+            return
+        if timed:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        torch.cuda._sleep(int(us * cycles_per_us))
+        if timed:
+            e1.record()
+            spins.append((e0, e1))
 
     # Compiled here, or precompiled (scripts/gpu-bundle.sh) where only the runtime module is.
     plan = compiled(CUDA_JOBS["1f1b"])
@@ -410,11 +420,18 @@ def test_cuda_stages_fill_the_streams_gaps():
     sched._initialize_stage = lambda *a, **k: None
     with pft.FilledSchedule(sched, session) as filled:
         for _ in range(4):
+            spins.clear()
             run_step(filled.step)
         step = filled.last_step
     assert step["clock"] == "cuda_events"
-    # The CUDA events time what the stream did: each compute its spin, each emulated wait its.
-    for label, us in step["compute_us"]:
+    # The wrapper's CUDA events time what the stream did: each compute is its spin (measured by
+    # the spin's own events, up to the host's launch gaps), about its nominal time; each emulated
+    # wait its bubble.
+    torch.cuda.synchronize()
+    assert len(spins) == len(step["compute_us"]), (len(spins), step["compute_us"])
+    for (label, us), (e0, e1) in zip(step["compute_us"], spins):
+        own = e0.elapsed_time(e1) * 1e3
+        assert own - 20 <= us <= 1.1 * own + 100, (label, us, own)
         want = 1000 if "F" in label else 2000
         assert 0.8 * want <= us <= 1.5 * want + 200, (label, us)
     for (kind, mb), want in recv_wait_us.items():
