@@ -60,6 +60,14 @@ tmo() {
   [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && echo "gpu-check: timed out after $want s: $1" >&3
   return "$rc"
 }
+# The library folders of the NVIDIA wheels (nvidia-cublas, nvidia-nccl, ...) that the machine's
+# python3 holds, ':'-separated; empty without them.
+nvidia_wheel_libs() {
+  command -v python3 >/dev/null || return 0
+  python3 -c 'import glob, os, nvidia
+print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__
+                       for p in glob.glob(os.path.join(r, "*", "lib", "lib*.so*"))})))' 2>/dev/null
+}
 
 step "GPU"
 gpus=0
@@ -76,12 +84,10 @@ if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   build=$GPU_CHECK_PREBUILT
   export LD_LIBRARY_PATH="$build/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   missing=$(ldd "$build/bin/pipefill-run" "$build/bin/pfrt-cuda-tests" | grep "not found" | sort -u)
-  if [ -n "$missing" ] && command -v python3 >/dev/null; then
+  if [ -n "$missing" ]; then
     # No toolkit libraries there: those of the CUDA wheels (nvidia-cublas, nvidia-cuda-runtime)
     # that the machine's Python holds, if any.
-    wheels=$(python3 -c 'import glob, os, nvidia
-print(":".join(sorted({os.path.dirname(p) for r in nvidia.__path__
-                       for p in glob.glob(os.path.join(r, "*", "lib", "lib*.so*"))})))' 2>/dev/null)
+    wheels=$(nvidia_wheel_libs)
     if [ -n "$wheels" ]; then
       echo "gpu-check: adding the CUDA wheels' libraries: $wheels"
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$wheels"
@@ -119,12 +125,15 @@ cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
   # No libnccl.so.2 on the loader's path: the NCCL wheel (nvidia-nccl) of the machine's Python.
-  if [ -z "${PFRT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2' &&
-    command -v python3 >/dev/null; then
-    nccl=$(python3 -c 'import glob, os, nvidia.nccl as n
-print(next(iter(sorted(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so*")))), ""))' \
-      2>/dev/null)
-    [ -n "$nccl" ] && export PFRT_NCCL_LIBRARY=$nccl && echo "gpu-check: NCCL from $nccl"
+  if [ -z "${PFRT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
+    IFS=: read -ra dirs <<<"$(nvidia_wheel_libs)"
+    for dir in "${dirs[@]}"; do
+      if [ -f "$dir/libnccl.so.2" ]; then
+        export PFRT_NCCL_LIBRARY=$dir/libnccl.so.2
+        echo "gpu-check: NCCL from $PFRT_NCCL_LIBRARY"
+        break
+      fi
+    done
   fi
   tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi

@@ -5,16 +5,6 @@
 #   PIPEFILL_GPU_PYTHON   the interpreter to build the module for and run it with (default: a
 #                         CPython 3.12, python3.12 or python3 on PATH or pyenv's; the GPU machines')
 
-# gpu_python_timeout SECONDS CMD...: gpu-check.sh's budgeted limit (tmo) where it is defined,
-# else timeout.
-gpu_python_timeout() {
-  if declare -F tmo >/dev/null; then
-    tmo "$@"
-  else
-    timeout "$@"
-  fi
-}
-
 # gpu_python_find: prints the interpreter's path; fails, printing nothing, when none runs.
 gpu_python_find() {
   if [ -n "${PIPEFILL_GPU_PYTHON:-}" ]; then
@@ -64,7 +54,8 @@ gpu_python_extras() {
 # pipefill.torch (pytest; the package in SITE, the tests in TESTS, their plans in PLANS, pytest from
 # VENDOR when the interpreter has none). Writes one outcome line per test to OUT/torch-cuda.txt
 # (NAME passed, NAME failed: why, NAME skipped: why; or one failed/skipped line for all) and the
-# logs beside it; fails when a test failed, or when they skipped with GPUS > 0.
+# logs beside it; fails when a test failed, or when they skipped with GPUS > 0. Called by
+# gpu-check.sh, whose tmo (its time budget) limits the two steps.
 gpu_python_test() {
   local site=$1 tests=$2 plans=$3 vendor=$4 out=$5 gpus=$6 py suffix outcome
   local result=$out/torch-cuda.txt
@@ -78,7 +69,7 @@ gpu_python_test() {
     [ "$gpus" -eq 0 ]
     return
   fi
-  if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$site gpu_python_timeout 60 "$py" "$tests/check_runtime_only.py" \
+  if ! PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$site tmo 60 "$py" "$tests/check_runtime_only.py" \
     "$(ls "$plans"/*.pb | head -n 1)" >"$out/runtime-only.log" 2>&1; then
     tail -5 "$out/runtime-only.log"
     echo "failed: the runtime-only package fails check_runtime_only.py (runtime-only.log)" >"$result"
@@ -89,7 +80,7 @@ gpu_python_test() {
   "$py" -c 'import pytest' 2>/dev/null || path=$site:$vendor
   rm -f "$out/torch-cuda.xml"
   PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=$path PIPEFILL_TEST_PLANS=$plans \
-    PIPEFILL_EXPECT_PACKAGE=$site/pipefill gpu_python_timeout 180 "$py" -m pytest -q -p no:cacheprovider -rA --junitxml="$out/torch-cuda.xml" \
+    PIPEFILL_EXPECT_PACKAGE=$site/pipefill tmo 180 "$py" -m pytest -q -p no:cacheprovider -rA --junitxml="$out/torch-cuda.xml" \
     "$tests/test_torch_wrapper.py::test_cuda_stages_fill_the_streams_gaps" \
     "$tests/test_torch_wrapper.py::test_cuda_fill_task_steps_run_on_the_fill_stream" \
     >"$out/torch-cuda.log" 2>&1

@@ -219,13 +219,11 @@ class Session:
         handle, gpu = self._s.fill_stream()
         return int(handle), int(gpu)
 
-    def _step_context(self) -> Any:
-        """The context a task's step runs in (on the worker thread): on a CUDA session
-        with torch imported, ``torch.cuda.stream`` of the fill stream; else None."""
-        if self._backend != "cuda":
-            return None
-        torch = sys.modules.get("torch")  # never imports torch itself
-        if torch is None:
+    def _torch_stream(self) -> Any:
+        """The fill stream as a ``torch.cuda.ExternalStream`` (made once); None on the host
+        or without torch imported (this never imports torch itself)."""
+        torch = sys.modules.get("torch")
+        if self._backend != "cuda" or torch is None:
             return None
         if self._torch_fill_stream is None:
             handle, gpu = self.fill_stream
@@ -234,7 +232,13 @@ class Session:
             self._torch_fill_stream = torch.cuda.ExternalStream(
                 handle, device=torch.device("cuda", gpu)
             )
-        return torch.cuda.stream(self._torch_fill_stream)
+        return self._torch_fill_stream
+
+    def _step_context(self) -> Any:
+        """The context a task's step runs in (on the worker thread): on a CUDA session
+        with torch imported, ``torch.cuda.stream`` of the fill stream; else None."""
+        stream = self._torch_stream()
+        return None if stream is None else sys.modules["torch"].cuda.stream(stream)
 
     # -- fill tasks ----------------------------------------------------------------------------
     def add_task(

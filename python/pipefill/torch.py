@@ -347,7 +347,7 @@ class FilledSchedule:
         """The session's fill stream is on the stages' GPU (a session takes the GPU current
         when it is made), and the stages' stream outranks it (else the GPU gives main's kernels
         no precedence over fill blocks: a warning)."""
-        handle, gpu = self.session.fill_stream
+        _, gpu = self.session.fill_stream
         index = self._device.index
         if index is None:
             index = torch.cuda.current_device()
@@ -357,9 +357,9 @@ class FilledSchedule:
                 f"fill on GPU {gpu}: make the session after torch.cuda.set_device({index}) (it "
                 "takes the GPU current when it is made)"
             )
-        if not handle:
+        fill = self.session._torch_stream()
+        if fill is None:
             return
-        fill = torch.cuda.ExternalStream(handle, device=torch.device("cuda", index))
         main = torch.cuda.current_stream(torch.device("cuda", index))
         if main.priority >= fill.priority:  # CUDA: lower numbers are higher priorities
             warnings.warn(

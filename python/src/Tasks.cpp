@@ -136,9 +136,9 @@ void registerTasks(nb::class_<Session> &session) {
             const uint32_t id = taskId(task);
             const char *data = state.c_str();
             const size_t size = state.size();
-            checkWithoutGil(
-                [&, ps = s.get()] { return pfrt_session_task_state_set(ps, id, data, size); },
-                "task_state_set");
+            pfrt_session *ps = s.get();
+            checkWithoutGil([&] { return pfrt_session_task_state_set(ps, id, data, size); },
+                            "task_state_set");
           },
           "task"_a, "state"_a,
           "Bytes saved with the task in the next checkpoint (pfrt_session_task_state_set).")
@@ -148,9 +148,9 @@ void registerTasks(nb::class_<Session> &session) {
             const void *data = nullptr;
             size_t size = 0;
             const uint32_t id = taskId(task);
-            checkWithoutGil(
-                [&, ps = s.get()] { return pfrt_session_task_state_get(ps, id, &data, &size); },
-                "task_state_get");
+            pfrt_session *ps = s.get();
+            checkWithoutGil([&] { return pfrt_session_task_state_get(ps, id, &data, &size); },
+                            "task_state_get");
             return nb::bytes(static_cast<const char *>(data), size);
           },
           "task"_a, "The task's bytes from the last checkpoint_load (b'' if none).");
