@@ -72,6 +72,7 @@ struct Executor::JobRun {
 // A bubble's edges on the main stream: host-clock times, or edge tokens (CUDA) that the fill
 // side resolves once the GPU has passed them (Backend::markEdge / edgeTimeUs).
 struct Executor::BubbleClock {
+  using Key = std::pair<uint32_t, int64_t>; // bubble id, iteration
   struct Edge {
     double us = -1;      // host clock; -1: not known yet (token pending, or not reached)
     int64_t token = -1;  // backend edge token, -1: none
@@ -79,14 +80,52 @@ struct Executor::BubbleClock {
   };
   struct Times {
     Edge begin, end;
+    // Consecutive bubbles, with no main compute between them (an iteration's tail bubble and the
+    // next iteration's warm-up bubble): the bubble before this one and the one after it. Nothing
+    // runs on this device between their markers, so the boundary between two of them cannot be
+    // observed here; it is where the plan puts it (see beginUs).
+    Key prev{0, -1}, next{0, -1};
   };
   std::mutex m;
   std::condition_variable cv;
-  std::map<std::pair<uint32_t, int64_t>, Times> times;
-  std::pair<uint32_t, int64_t> open{0, -1};
+  std::map<Key, Times> times;
+  std::vector<Key> open; // the bubbles the main stream is in: one, or a chain of consecutive ones
   int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
   std::map<uint32_t, double> plannedUs;      // bubble id -> planned duration
   double timeScale = 1;
+
+  double plannedRealUs(uint32_t bubbleId) const {
+    auto it = plannedUs.find(bubbleId);
+    return it == plannedUs.end() ? 0 : it->second * timeScale;
+  }
+  // Where a bubble begins: its marker, or, for one that follows another with no compute between,
+  // the planned end of the one before (but not before its own marker, nor after main resumed).
+  // -1 while an edge it depends on is not known. Under m.
+  double beginUs(const Key &key) const {
+    auto it = times.find(key);
+    if (it == times.end() || it->second.begin.us < 0)
+      return -1;
+    const Times &t = it->second;
+    if (t.prev.second < 0 || !times.count(t.prev))
+      return t.begin.us;
+    const double prev = beginUs(t.prev);
+    if (prev < 0)
+      return -1;
+    double b = std::max(t.begin.us, prev + plannedRealUs(t.prev.first));
+    if (t.end.us >= 0)
+      b = std::min(b, t.end.us);
+    return b;
+  }
+  // Where it ends: where the next bubble of its chain begins, else where main resumed (-1: not
+  // known yet). Under m.
+  double endUs(const Key &key) const {
+    auto it = times.find(key);
+    if (it == times.end())
+      return -1;
+    if (it->second.next.second >= 0 && times.count(it->second.next))
+      return beginUs(it->second.next);
+    return it->second.end.us;
+  }
 
   // How long this bubble is predicted to last, relative to its plan: the smallest measured /
   // planned of its last kHistory iterations whose both edges are known (1 before any). A pipeline
@@ -95,7 +134,7 @@ struct Executor::BubbleClock {
   // empty. The minimum keeps one long outlier from admitting chunks that do not fit. Under m.
   double lengthFactor(uint32_t bubbleId, int64_t iteration) const {
     constexpr int kHistory = 5;
-    const double planned = plannedUs.count(bubbleId) ? plannedUs.at(bubbleId) * timeScale : 0;
+    const double planned = plannedRealUs(bubbleId);
     if (!(planned > 0))
       return 1;
     double factor = -1;
@@ -104,10 +143,10 @@ struct Executor::BubbleClock {
       --it;
       if (it->first.first != bubbleId)
         break;
-      const Times &t = it->second;
-      if (t.begin.us < 0 || t.end.us < 0)
+      const double begin = beginUs(it->first), end = endUs(it->first);
+      if (begin < 0 || end < 0)
         continue;
-      const double ratio = (t.end.us - t.begin.us) / planned;
+      const double ratio = (end - begin) / planned;
       factor = seen++ == 0 ? ratio : std::min(factor, ratio);
     }
     return seen ? std::max(factor, 0.0) : 1.0;
@@ -154,10 +193,17 @@ void Executor::bubbleBegins(StreamCtx &ctx, Backend &backend, uint32_t bubbleId)
   edge.set = true;
   {
     std::lock_guard<std::mutex> lock(bc.m);
-    if (bc.open.second >= 0 && bc.times.count(bc.open))
-      bc.times[bc.open].end = edge;
-    bc.times[{bubbleId, ctx.iteration}].begin = edge;
-    bc.open = {bubbleId, ctx.iteration};
+    const BubbleClock::Key key{bubbleId, ctx.iteration};
+    BubbleClock::Times &t = bc.times[key];
+    t.begin = edge;
+    // Main has not resumed since the last bubble began: this one continues the chain.
+    if (!bc.open.empty() && bc.times.count(bc.open.back())) {
+      t.prev = bc.open.back();
+      bc.times[t.prev].next = key;
+    } else {
+      bc.open.clear();
+    }
+    bc.open.push_back(key);
     // Keep the map small on long runs: a fill thread asking about a dropped bubble (it lags the
     // main stream by more than kKeep iterations) learns that the bubble is long over.
     constexpr int64_t kKeep = 64;
@@ -173,7 +219,7 @@ void Executor::mainResumes(StreamCtx &ctx, Backend &backend) {
   BubbleClock &bc = *bubbleClocks_[ctx.device];
   {
     std::lock_guard<std::mutex> lock(bc.m);
-    if (bc.open.second < 0)
+    if (bc.open.empty())
       return;
   }
   BubbleClock::Edge edge;
@@ -181,9 +227,10 @@ void Executor::mainResumes(StreamCtx &ctx, Backend &backend) {
   edge.set = true;
   {
     std::lock_guard<std::mutex> lock(bc.m);
-    if (bc.times.count(bc.open))
-      bc.times[bc.open].end = edge;
-    bc.open = {0, -1};
+    for (const BubbleClock::Key &key : bc.open)
+      if (bc.times.count(key))
+        bc.times[key].end = edge;
+    bc.open.clear();
   }
   bc.cv.notify_all();
 }
@@ -191,9 +238,8 @@ void Executor::mainResumes(StreamCtx &ctx, Backend &backend) {
 double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubbleId,
                                 int64_t iteration, int64_t *beginToken) {
   BubbleClock &bc = *bubbleClocks_[device];
-  const std::pair<uint32_t, int64_t> key{bubbleId, iteration};
+  const BubbleClock::Key key{bubbleId, iteration};
   BubbleClock::Times t;
-  double planned = 0;
   {
     std::unique_lock<std::mutex> lock(bc.m);
     // The main stream never waits on fill, so it reaches the bubble marker.
@@ -205,34 +251,63 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
     if (!bc.times.count(key))
       return -std::numeric_limits<double>::infinity(); // long over: nothing fits
     t = bc.times[key];
-    planned = bc.plannedUs[bubbleId] * bc.lengthFactor(bubbleId, iteration);
   }
   if (beginToken)
     *beginToken = t.begin.token;
-  // Resolve device-side edges outside the lock: the begin edge by waiting for the stream to get
-  // there (fill must not start before its bubble), the end edge only if it has already passed.
-  bool resolved = false;
-  if (t.begin.us < 0 && t.begin.token >= 0) {
-    if (!backend.edgeTimeUs(device, t.begin.token, /*block=*/true, t.begin.us))
-      return -std::numeric_limits<double>::infinity(); // its edge was reused: long over
-    resolved = true;
-  }
-  if (t.end.set && t.end.us < 0 && t.end.token >= 0 &&
-      backend.edgeTimeUs(device, t.end.token, /*block=*/false, t.end.us))
-    resolved = true;
-  if (resolved) {
-    std::lock_guard<std::mutex> lock(bc.m);
-    auto it = bc.times.find(key);
-    if (it != bc.times.end()) {
-      if (t.begin.us >= 0)
-        it->second.begin.us = t.begin.us;
-      if (t.end.us >= 0 && it->second.end.token == t.end.token)
-        it->second.end.us = t.end.us;
+  // Resolve device-side edges outside the lock: a begin edge by waiting for the stream to get
+  // there (fill must not start before its bubble), an end edge only if it has already passed.
+  // A chained bubble's begin depends on the bubbles before it, its end on the one after it.
+  auto resolve = [&](const BubbleClock::Key &k, bool blockBegin) {
+    BubbleClock::Times e;
+    {
+      std::lock_guard<std::mutex> lock(bc.m);
+      auto it = bc.times.find(k);
+      if (it == bc.times.end())
+        return false;
+      e = it->second;
     }
+    bool changed = false;
+    if (e.begin.us < 0 && e.begin.token >= 0 && e.begin.set &&
+        backend.edgeTimeUs(device, e.begin.token, blockBegin, e.begin.us))
+      changed = true;
+    if (e.end.set && e.end.us < 0 && e.end.token >= 0 &&
+        backend.edgeTimeUs(device, e.end.token, /*block=*/false, e.end.us))
+      changed = true;
+    if (changed) {
+      std::lock_guard<std::mutex> lock(bc.m);
+      auto it = bc.times.find(k);
+      if (it != bc.times.end()) {
+        if (e.begin.us >= 0 && it->second.begin.token == e.begin.token)
+          it->second.begin.us = e.begin.us;
+        if (e.end.us >= 0 && it->second.end.token == e.end.token)
+          it->second.end.us = e.end.us;
+      }
+    }
+    return e.begin.us >= 0;
+  };
+  if (!resolve(key, /*blockBegin=*/true))
+    return -std::numeric_limits<double>::infinity(); // its edge was reused: long over
+  for (BubbleClock::Key k = t.prev; k.second >= 0;) {
+    resolve(k, /*blockBegin=*/true); // earlier on the same stream: already passed
+    std::lock_guard<std::mutex> lock(bc.m);
+    auto it = bc.times.find(k);
+    k = it == bc.times.end() ? BubbleClock::Key{0, -1} : it->second.prev;
   }
-  double deadline = t.begin.us + planned * config_.timeScale;
-  if (t.end.us >= 0) // main already resumed: the bubble is over
-    deadline = std::min(deadline, t.end.us);
+  BubbleClock::Key next;
+  {
+    std::lock_guard<std::mutex> lock(bc.m);
+    next = bc.times[key].next;
+  }
+  if (next.second >= 0)
+    resolve(next, /*blockBegin=*/false);
+  std::lock_guard<std::mutex> lock(bc.m);
+  double begin = bc.beginUs(key);
+  if (begin < 0)
+    begin = bc.times[key].begin.us;
+  double deadline = begin + bc.plannedRealUs(bubbleId) * bc.lengthFactor(bubbleId, iteration);
+  const double end = bc.endUs(key);
+  if (end >= 0) // main already resumed (or the next bubble of its chain began): it is over
+    deadline = std::min(deadline, end);
   return deadline;
 }
 

@@ -609,13 +609,17 @@ DeviceReport deviceTimeline(const ReportInputs &in, uint32_t d) {
   return dr;
 }
 
-// Bubbles: the gap from the marker to the next main-stream compute, or to where the next bubble
-// begins (an end-of-iteration bubble and the next iteration's warm-up bubble are two bubbles, not
-// one counted twice). Returns bubble id -> index in dr.bubbles.
+// Bubbles: the gap from the marker to the next main-stream compute. Consecutive bubbles with no
+// compute between them (an iteration's tail bubble and the next iteration's warm-up bubble) share
+// that gap as the executor's bound does (Executor::BubbleClock): each after the first begins at
+// the planned end of the one before (not before its own marker, not after main resumed), so the
+// two are not one counted twice and neither is measured as empty. Returns bubble id -> index in
+// dr.bubbles.
 std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &main,
                                          DeviceReport &dr) {
   const size_t n = in.n, nops = main.ops.size();
   std::map<uint32_t, size_t> bubbleIndex;
+  std::vector<size_t> indexOfOp(nops, SIZE_MAX);
   for (size_t i = 0; i < nops; ++i) {
     const Op &op = main.ops[i];
     if (op.kind != OpKind::Bubble)
@@ -628,32 +632,64 @@ std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &m
     b.plannedUs = op.bubble.planned_duration_us;
     b.freeBytes = op.bubble.free_bytes;
     b.measuredUs.assign(n, -1);
-    std::vector<double> starts(n, -1);
-    for (size_t k = 0; k < n; ++k) {
-      double begin = dr.mainOps[k][i].start;
-      if (begin < 0)
-        continue;
-      starts[k] = begin - dr.iterationStart[k];
-      double end = -1;
-      for (size_t kk = k; kk < n && end < 0; ++kk)
-        for (size_t ii = (kk == k ? i + 1 : 0); ii < nops; ++ii)
-          if ((main.ops[ii].kind == OpKind::Compute || main.ops[ii].kind == OpKind::Bubble) &&
-              dr.mainOps[kk][ii].start >= 0) {
-            end = dr.mainOps[kk][ii].start;
-            break;
-          }
-      if (end >= 0)
-        b.measuredUs[k] = end - begin;
-    }
-    b.measuredMeanUs = steadyMean(b.measuredUs);
-    b.startMeanUs = steadyMean(starts);
+    b.beginUs.assign(n, -1);
+    b.idleEndUs.assign(n, -1);
+    indexOfOp[i] = dr.bubbles.size();
     bubbleIndex[b.bubbleId] = dr.bubbles.size();
     dr.bubbles.push_back(b);
+  }
+  // The main stream's ops in run order; `chain` holds the bubbles begun since the last compute.
+  std::vector<std::pair<BubbleReport *, size_t>> chain; // bubble, iteration
+  auto close = [&](double resumeAt) {
+    double begin = -1;
+    for (size_t c = 0; c < chain.size(); ++c) {
+      BubbleReport &b = *chain[c].first;
+      const size_t k = chain[c].second;
+      const double marker = dr.mainOps[k][b.opIndex].start;
+      if (c == 0) {
+        begin = marker;
+      } else {
+        const BubbleReport &prev = *chain[c - 1].first;
+        begin = std::max(marker, begin + prev.plannedUs);
+        if (resumeAt >= 0)
+          begin = std::min(begin, resumeAt);
+        chain[c - 1].first->measuredUs[chain[c - 1].second] =
+            begin - chain[c - 1].first->beginUs[chain[c - 1].second];
+      }
+      b.beginUs[k] = begin;
+    }
+    if (!chain.empty() && resumeAt >= 0)
+      chain.back().first->measuredUs[chain.back().second] =
+          resumeAt - chain.back().first->beginUs[chain.back().second];
+    for (auto &[bubble, k] : chain)
+      bubble->idleEndUs[k] = resumeAt;
+    chain.clear();
+  };
+  for (size_t k = 0; k < n; ++k)
+    for (size_t i = 0; i < nops; ++i) {
+      const double start = dr.mainOps[k][i].start;
+      if (start < 0)
+        continue;
+      if (main.ops[i].kind == OpKind::Compute)
+        close(start);
+      else if (main.ops[i].kind == OpKind::Bubble)
+        chain.push_back({&dr.bubbles[indexOfOp[i]], k});
+    }
+  close(-1); // the last bubbles of the run: their end is not known
+  for (BubbleReport &b : dr.bubbles) {
+    std::vector<double> starts(n, -1);
+    for (size_t k = 0; k < n; ++k)
+      if (b.beginUs[k] >= 0 && dr.iterationStart[k] >= 0)
+        starts[k] = b.beginUs[k] - dr.iterationStart[k];
+    b.measuredMeanUs = steadyMean(b.measuredUs);
+    b.startMeanUs = steadyMean(starts);
   }
   return bubbleIndex;
 }
 
-// Fill chunks: planned and run time inside their bubble, and overruns past its end.
+// Fill chunks: planned and run time inside their bubble, and overruns: still running when main
+// resumed compute (a chunk of a tail bubble that runs on into the next warm-up bubble, main still
+// idle, is not one).
 void fillInBubbles(const ReportInputs &in, uint32_t d,
                    const std::map<uint32_t, size_t> &bubbleIndex, DeviceReport &dr,
                    ReportData &r, std::vector<double> &overruns) {
@@ -679,12 +715,11 @@ void fillInBubbles(const ReportInputs &in, uint32_t d,
         if (t.start < 0)
           continue;
         b.fillUsMean += t.duration() / in.n;
-        double begin = dr.mainOps[k][b.opIndex].start;
-        double gap = b.measuredUs[k];
-        if (begin >= 0 && gap >= 0 && t.end > begin + gap + 1e-3) {
+        const double idleEnd = b.idleEndUs[k];
+        if (idleEnd >= 0 && t.end > idleEnd + 1e-3) {
           ++b.overruns;
-          b.overrunUs += t.end - (begin + gap);
-          overruns.push_back(t.end - (begin + gap));
+          b.overrunUs += t.end - idleEnd;
+          overruns.push_back(t.end - idleEnd);
         }
       }
     }
@@ -706,11 +741,11 @@ void overrunCauses(const ReportInputs &in, const std::vector<std::map<uint32_t, 
     if (bi == index[c.device].end() || k < 0 || k >= int64_t(dr.mainOps.size()))
       continue;
     const BubbleReport &b = dr.bubbles[bi->second];
-    const double begin = dr.mainOps[k][b.opIndex].start, gap = b.measuredUs[k];
+    const double idleEnd = b.idleEndUs[k];
     const double end = c.end / in.scale, took = (c.end - c.start) / in.scale;
-    if (begin < 0 || gap < 0 || !(end > begin + gap + 1e-3))
+    if (idleEnd < 0 || !(end > idleEnd + 1e-3))
       continue;
-    const double over = end - (begin + gap);
+    const double over = end - idleEnd;
     const double longer =
         c.predictedUs > 0 ? std::min(over, std::max(0.0, took - c.predictedUs)) : 0.0;
     ++r.overrunChunks;
@@ -753,7 +788,7 @@ void switchLatencies(const ReportInputs &in, uint32_t d, DeviceReport &dr,
     double sum = 0;
     int cnt = 0;
     for (size_t k = 0; k < in.n; ++k) {
-      double begin = dr.mainOps[k][b.opIndex].start;
+      double begin = b.beginUs[k];
       double first = -1;
       uint32_t firstStream = 0;
       for (uint32_t s = 0; s < dev.streams.size(); ++s) {

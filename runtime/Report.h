@@ -29,6 +29,12 @@ struct BubbleReport {
   double plannedStartUs = 0, plannedUs = 0;
   uint64_t freeBytes = 0;
   std::vector<double> measuredUs; // per iteration, -1 where not measurable (last tail bubble)
+  // Per iteration, where it began (report time; -1: not reached): its marker, or for a bubble
+  // right after another one (no compute between) the planned end of that one (Report.cpp).
+  std::vector<double> beginUs;
+  // Per iteration, where main resumed compute after it (-1: not known): its end, or for a bubble of
+  // such a chain the end of the chain's idle stretch. Fill still running then is an overrun.
+  std::vector<double> idleEndUs;
   double measuredMeanUs = 0;      // over measurable iterations
   double startMeanUs = 0;         // relative to the device's iteration start
   double plannedFillUs = 0;       // planned_us of its chunks per iteration (periodic: / period)
