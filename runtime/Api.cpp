@@ -12,6 +12,7 @@
 #include "runtime/Transport.h"
 #include "runtime/Report.h"
 #include "runtime/Session.h"
+#include "runtime/Trace.h"
 #include "proto/stream_program.pb.h"
 
 #include <google/protobuf/text_format.h>
@@ -146,6 +147,7 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
         names.push_back("rank " + std::to_string(k));
       pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
       report->data = pfrt::buildReport(pr, info, merged);
+      report->program = std::make_shared<const pfrt::Program>(pr);
     } else {
       report->data.programName = pr.name;
       report->data.json = report->rankJson;
@@ -607,6 +609,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();
     report->data = pfrt::buildReport(pr, info, result);
+    report->program = std::make_shared<const pfrt::Program>(pr);
     *out = report;
   });
 }
@@ -723,6 +726,18 @@ pfrt_status pfrt_report_write_profile(const pfrt_report *r, const char *path) {
   });
 }
 
+pfrt_status pfrt_report_write_trace(const pfrt_report *r, const char *path) {
+  return guard([&] {
+    const pfrt::ReportData &d = data(r);
+    if (!path || !*path)
+      invalid("path is empty");
+    if (!r->program)
+      invalid("this report has no timeline: it is rank " + std::to_string(r->rank) +
+              "'s part of a rank-mode run (rank 0's report has every rank's)");
+    pfrt::writeFile(path, pfrt::runTraceJson(d, *r->program));
+  });
+}
+
 void pfrt_report_destroy(pfrt_report *r) { delete r; }
 
 const char *pfrt_report_rank_json(const pfrt_report *r) { return r ? r->rankJson.c_str() : ""; }
@@ -764,6 +779,7 @@ pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_
     pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
     auto *report = new pfrt_report();
     report->data = pfrt::buildReport(pr, info, merged);
+    report->program = std::make_shared<const pfrt::Program>(pr);
     *out = report;
   });
 }

@@ -7,6 +7,7 @@
 #include "runtime/Executor.h"
 #include "proto/profile.pb.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,8 @@ void writeFillBoundCounts(pipefill::JsonWriter &w, const ChunkCounts &c, double 
 
 struct pfrt_report {
   pfrt::ReportData data;
+  // The program the timeline belongs to (pfrt_report_write_trace); null for another rank's part.
+  std::shared_ptr<const pfrt::Program> program;
   // Rank mode: this rank's part (RankResult JSON), its rank and the world; -1/0 otherwise.
   std::string rankJson;
   int32_t rank = -1, world = 0;

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 8
+#define PFRT_API_VERSION 9
 
 typedef enum pfrt_status {
   PFRT_OK = 0,
@@ -408,6 +408,13 @@ const char *pfrt_report_summary(const pfrt_report *report);
 pfrt_status pfrt_report_write_json(const pfrt_report *report, const char *path);
 /* Writes a pipefill.rt.MeasuredProfile (binary, or text for the text extensions). */
 pfrt_status pfrt_report_write_profile(const pfrt_report *report, const char *path);
+/* Writes the run's timeline as a Chrome trace (JSON; opens in ui.perfetto.dev and
+ * chrome://tracing): one process per device, one thread per stream plus the plan's main stream,
+ * fill chunks with their bubble, prediction and overrun; every event's args say whether its time
+ * was measured, modelled, emulated or planned. Timestamps are modelled us from the run's start
+ * (real us / time scale). Available for reports of pfrt_run, of rank 0 in rank mode and of
+ * pfrt_report_merge; another rank's report fails (PFRT_ERROR_INVALID_ARGUMENT). */
+pfrt_status pfrt_report_write_trace(const pfrt_report *report, const char *path);
 void pfrt_report_destroy(pfrt_report *report);
 /* 1 when the run stopped early on pfrt_stop_request (fewer iterations than asked), else 0. */
 int pfrt_report_incomplete(const pfrt_report *report);

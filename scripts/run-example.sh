@@ -38,11 +38,13 @@ echo
 # pipefill-run with SIGPIPE while it wrote the rows head no longer read, and stop the script.)
 echo "== run (pipefill-run, backend auto) =="
 "$BIN/pipefill-run" "$OUT/$name.pb" --backend auto --iterations 2 --max-dim 32 \
-  --time-scale 0.2 --report "$OUT/$name.run.json" ${PIPEFILL_RUN_ARGS:-} > "$OUT/$name.run.txt"
+  --time-scale 0.2 --report "$OUT/$name.run.json" --trace "$OUT/$name.run-trace.json" \
+  ${PIPEFILL_RUN_ARGS:-} > "$OUT/$name.run.txt"
 cat "$OUT/$name.run.txt"
 echo
 echo "artifacts in $OUT/:"
 echo "  $name.compiled.mlir  compiled IR (schedule, bubbles, fill plan)"
 echo "  $name.report.json    report   $name.svg  timeline picture   $name.trace.json  Chrome trace"
 echo "  $name.pb             stream program   $name.run.json  run report (planned vs measured)"
-echo "  $name.run.txt        run summary"
+echo "  $name.run.txt        run summary   $name.run-trace.json  the run's timeline (Chrome trace)"
+echo "  (open the .trace.json files in https://ui.perfetto.dev or chrome://tracing)"

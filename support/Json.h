@@ -23,6 +23,10 @@ namespace pipefill {
 
 class JsonWriter {
 public:
+  // Containers nested deeper than `prettyDepth` print on one line ("{"a": 1, "b": 2}"); the
+  // default pretty-prints everything. A trace uses 2: one event per line.
+  explicit JsonWriter(size_t prettyDepth = SIZE_MAX) : prettyDepth_(prettyDepth) {}
+
   JsonWriter &beginObject(const char *key = nullptr) { return open(key, '{'); }
   JsonWriter &endObject() { return close('}'); }
   JsonWriter &beginArray(const char *key = nullptr) { return open(key, '['); }
@@ -83,8 +87,9 @@ private:
   }
   JsonWriter &close(char c) {
     bool empty = first_.back();
+    const size_t level = first_.size();
     first_.pop_back();
-    if (!empty)
+    if (!empty && level <= prettyDepth_)
       newline();
     out_ += c;
     if (first_.empty())
@@ -93,10 +98,14 @@ private:
   }
   void item(const char *key) {
     if (!first_.empty()) {
-      if (!first_.back())
+      const bool firstItem = first_.back();
+      if (!firstItem)
         out_ += ',';
       first_.back() = false;
-      newline();
+      if (first_.size() <= prettyDepth_)
+        newline();
+      else if (!firstItem)
+        out_ += ' ';
     }
     if (key) {
       quote(key);
@@ -143,6 +152,7 @@ private:
 
   std::string out_;
   std::vector<bool> first_;
+  size_t prettyDepth_;
 };
 
 } // namespace pipefill

@@ -7,7 +7,7 @@ from lit.llvm import llvm_config
 config.name = "pipefill"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".pbtxt", ".test"]
-config.excludes = ["Inputs", "scripts", "example-report.test.py", "compare_runs.py", "compare_plan.py", "scale_profile.py", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "scripts", "example-report.test.py", "compare_runs.py", "compare_plan.py", "check_run_trace.py", "scale_profile.py", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pipefill_obj_root, "test")
 

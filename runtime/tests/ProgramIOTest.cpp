@@ -179,6 +179,29 @@ TEST(ProgramIOTest, RunRejectsBadOptions) {
   EXPECT_EQ(r, nullptr);
 }
 
+// pfrt_report_write_trace: its bad calls, and a trace that names the program's devices.
+TEST(ProgramIOTest, TraceOfARun) {
+  ProgramPtr p = buildOk({});
+  ASSERT_TRUE(p);
+  pfrt_options o = hostOptions(1);
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(pfrt_report_write_trace(nullptr, "x.json"), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_report_write_trace(r.get(), nullptr), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(pfrt_report_write_trace(r.get(), ""), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(pfrt_report_write_trace(r.get(), "/nonexistent-dir/t.json"), PFRT_OK);
+  EXPECT_NE(std::string(pfrt_last_error()).find("/nonexistent-dir/t.json"), std::string::npos)
+      << pfrt_last_error();
+  const std::string path = ::testing::TempDir() + "pfrt-trace-test.json";
+  PFRT_ASSERT_OK(pfrt_report_write_trace(r.get(), path.c_str()));
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(text.find("\"device 0 (stage 0, host, modelled)\""), std::string::npos) << text.substr(0, 800);
+  EXPECT_NE(text.find("\"main (planned)\""), std::string::npos);
+  std::remove(path.c_str());
+}
+
 TEST(ProgramIOTest, CudaWithoutGpuIsAClearError) {
   if (pfrt_cuda_device_count() > 0)
     GTEST_SKIP() << "a GPU is present; this checks the no-GPU error";

@@ -101,19 +101,29 @@ def single_vs_ranks(bin_dir, program, n, extra, work, name):
     multi = os.path.join(work, f"{name}.ranks.json")
     for f in glob.glob(os.path.join(work, f"{name}.ranks*.json")):
         os.remove(f)
-    out, secs = run([exe, program, *RUN, *extra, "--report", single])
+    traces = [os.path.join(work, f"{name}.{kind}.trace.json") for kind in ("single", "ranks")]
+    out, secs = run([exe, program, *RUN, *extra, "--report", single, "--trace", traces[0]])
     check(out is not None and out.returncode == 0, f"{name}: single-process run ({secs:.1f} s)")
     if out is None or out.returncode:
         print(out.stdout if out else "", out.stderr if out else "")
         return None
     out, secs = run(mpirun_cmd(n) + [exe, program, *RUN, *extra, "--report", multi,
-                                     "--peer-timeout", "120"])
+                                     "--trace", traces[1], "--peer-timeout", "120"])
     ok = out is not None and out.returncode == 0
     check(ok, f"{name}: mpirun -n {n} run ({secs:.1f} s)")
     if not ok:
         if out:
             print(out.stdout[-4000:], out.stderr[-4000:])
         return None
+    # Rank 0's trace has every rank's devices, and (modelled time) the single run's timeline.
+    def computes(path):
+        return sorted((e["pid"], e["tid"], e["name"], e["args"]["iteration"], round(e["ts"], 1),
+                       round(e["dur"], 1))
+                      for e in json.load(open(path))["traceEvents"] if e.get("cat") == "compute")
+    a_trace, b_trace = computes(traces[0]), computes(traces[1])
+    check(a_trace and a_trace == b_trace,
+          f"{name}: rank 0's trace has the single run's {len(a_trace)} compute slices, "
+          f"on {len({c[0] for c in a_trace})} devices")
     parts = sorted(glob.glob(os.path.join(work, f"{name}.ranks.rank*.json")))
     check(len(parts) == n, f"{name}: every rank wrote its part ({len(parts)} of {n})")
     a, b = json.load(open(single)), json.load(open(multi))

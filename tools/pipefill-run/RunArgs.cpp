@@ -105,6 +105,9 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
   if (arg == "--report") {
     if (!c.next(a.reportPath) || a.reportPath.empty())
       return usageError("--report expects a file name");
+  } else if (arg == "--trace") {
+    if (!c.next(a.tracePath) || a.tracePath.empty())
+      return usageError("--trace expects a file name");
   } else if (arg == "--profile-out") {
     if (!c.next(a.profilePath) || a.profilePath.empty())
       return usageError("--profile-out expects a file name");
@@ -225,9 +228,10 @@ int finishRunArgs(RunArgs &args) {
     options.enable_fill = 1;
   }
   if (args.compare && (!args.reportPath.empty() || !args.profilePath.empty() ||
-                       !args.checkpointPath.empty() || !options.enable_fill))
+                       !args.tracePath.empty() || !args.checkpointPath.empty() ||
+                       !options.enable_fill))
     return usageError("--compare runs the program many times with and without fill; it does not "
-                      "take --report, --profile-out, --checkpoint or --no-fill");
+                      "take --report, --profile-out, --trace, --checkpoint or --no-fill");
   if (!args.compareJson.empty() && !args.compare)
     return usageError("--compare-json needs --compare N");
   if (!args.checkpointPath.empty())

@@ -17,7 +17,7 @@ namespace pipefill::run {
 
 /// What the command line asks for.
 struct RunArgs {
-  std::string programPath, reportPath, profilePath, checkpointPath, compareJson;
+  std::string programPath, reportPath, profilePath, tracePath, checkpointPath, compareJson;
   pfrt_options options;
   bool quiet = false;
   bool profileWithFill = false;

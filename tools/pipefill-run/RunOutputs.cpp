@@ -44,9 +44,14 @@ bool checkWritable(const std::string &path, const char *when) {
   return false;
 }
 
-// Writes --report and --profile-out; 1 if a write failed (printed), else 0.
+// Writes --report, --profile-out and --trace; 1 if a write failed (printed), else 0.
 int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
   int rc = 0;
+  if (!args.tracePath.empty() &&
+      pfrt_report_write_trace(report, args.tracePath.c_str()) != PFRT_OK) {
+    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    rc = 1;
+  }
   if (!args.reportPath.empty() &&
       pfrt_report_write_json(report, args.reportPath.c_str()) != PFRT_OK) {
     std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
@@ -64,7 +69,7 @@ int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
 
 int checkOutputsWritable(const RunArgs &args) {
   const char *when = " (checked before the run)";
-  for (const std::string *out : {&args.reportPath, &args.profilePath})
+  for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath})
     if (!checkWritable(*out, when))
       return 1;
   if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty() &&
@@ -93,7 +98,7 @@ int runMerge(const RunArgs &args) {
   }
   if (parts.empty())
     return usageError("--merge expects the rank parts to merge (run.rank0.json ...)");
-  for (const std::string *out : {&args.reportPath, &args.profilePath})
+  for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath})
     if (!checkWritable(*out, ""))
       return 1;
   pfrt_program *program = nullptr;
