@@ -8,7 +8,8 @@
 // (%globaltimer) when the fill stream reaches it and runs the pass only if
 //   - every earlier pass of the chunk ran (the passes that run are always a prefix),
 //   - the main stream has not passed an edge after the bubble's begin edge (main has resumed:
-//     the bubble is over), and
+//     the bubble is over; for a bubble followed by others before main resumes, such as a tail
+//     bubble and the next warm-up bubble, the reference is the last of their begin edges), and
 //   - now + the pass's predicted time <= the bubble's deadline.
 // Otherwise the pass's kernels, cuBLAS calls included, never launch. The host reads the gate
 // state after the chunk and keeps the passes that ran; the rest goes back to the job's queue.
@@ -36,7 +37,8 @@ enum GateOutcome : uint32_t {
 // %globaltimer ns.
 struct GateArgs {
   uint32_t pass = 0;
-  // Token + 1 of the bubble's begin edge (0: none known; then only the deadline is checked).
+  // Token + 1 of the bubble's begin edge, or of the last begin edge of the bubbles that follow it
+  // before main resumes (0: none known; then only the deadline is checked).
   uint64_t beginEdge = 0;
   uint64_t deadlineNs = 0;
   uint64_t needNs = 0; // the pass's predicted time

@@ -92,6 +92,10 @@ struct Executor::BubbleClock {
   std::vector<Key> open; // the bubbles the main stream is in: one, or a chain of consecutive ones
   int64_t droppedBelow = 0;             // bubbles of earlier iterations were dropped (long over)
   std::map<uint32_t, double> plannedUs;      // bubble id -> planned duration
+  // Bubble id -> how many bubbles follow it on the main stream before the next compute (into the
+  // next iteration: a tail bubble is followed by the warm-up bubble). Each opens an edge before
+  // main resumes, so the device-side gate takes the bubble as over only past that many more.
+  std::map<uint32_t, int64_t> chainedAfter;
   double timeScale = 1;
 
   double plannedRealUs(uint32_t bubbleId) const {
@@ -252,8 +256,8 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
       return -std::numeric_limits<double>::infinity(); // long over: nothing fits
     t = bc.times[key];
   }
-  if (beginToken)
-    *beginToken = t.begin.token;
+  if (beginToken) // the gate's reference edge: the last bubble begin before main resumes
+    *beginToken = t.begin.token >= 0 ? t.begin.token + bc.chainedAfter[bubbleId] : -1;
   // Resolve device-side edges outside the lock: a begin edge by waiting for the stream to get
   // there (fill must not start before its bubble), an end edge only if it has already passed.
   // A chained bubble's begin depends on the bubbles before it, its end on the one after it.
@@ -1003,10 +1007,20 @@ void Executor::setupBubbleClocks(uint32_t numDevices) {
     if (fillOn_[d] && config_.fillBounded && backendOf_[d]->boundsOnHost()) {
       bubbleClocks_[d] = std::make_unique<BubbleClock>();
       bubbleClocks_[d]->timeScale = config_.timeScale;
-      for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
-        if (op.kind == OpKind::Bubble) {
-          bubbleClocks_[d]->plannedUs[op.bubble.bubble_id] = op.bubble.planned_duration_us;
-        }
+      const std::vector<Op> &ops = program_.devices[d].streams[info_.devices[d].mainStream].ops;
+      bool hasCompute = false;
+      for (const Op &op : ops)
+        hasCompute |= op.kind == OpKind::Compute;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].kind != OpKind::Bubble)
+          continue;
+        bubbleClocks_[d]->plannedUs[ops[i].bubble.bubble_id] = ops[i].bubble.planned_duration_us;
+        int64_t after = 0;
+        for (size_t j = (i + 1) % ops.size(); hasCompute && ops[j].kind != OpKind::Compute;
+             j = (j + 1) % ops.size())
+          after += ops[j].kind == OpKind::Bubble;
+        bubbleClocks_[d]->chainedAfter[ops[i].bubble.bubble_id] = after;
+      }
     }
   result_.fillBounded = config_.fillBounded;
   result_.fillSplit = config_.fillBounded && config_.fillSplit;

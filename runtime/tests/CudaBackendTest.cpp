@@ -563,6 +563,40 @@ TEST_F(CudaBackendTest, ReplayModeRunsOneStage) {
               (unsigned long long)r->data.jobs[0].samplesThisRun);
 }
 
+// A tail bubble and the next iteration's warm-up bubble share one idle stretch; the main stream
+// passes both begin edges before it waits for its next input. The gate of a tail chunk must not
+// take the warm-up's begin edge for main having resumed (it did, and every tail chunk was stopped
+// on the GPU before its first pass), and the host's bound must give the tail its planned share
+// (BubbleBoundTest.ATailBubbleFollowedByTheNextWarmupKeepsItsPlannedShare on the host). Replay:
+// device 1, which has both bubbles, on the GPU; a 3 ms chunk of two gated passes in its 4 ms tail.
+TEST_F(CudaBackendTest, TailBubbleChunksRunBeforeTheNextWarmup) {
+  ProgramPtr p = tailThenWarmupProgram(3000, 2);
+  ASSERT_TRUE(p);
+  pfrt_options o = cudaOptions(4);
+  o.stage = 1;
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  const CudaHotPathStats before = cudaHotPathStats();
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const CudaHotPathStats after = cudaHotPathStats();
+  const RunResult::Job &j = r->data.jobs[0];
+  const BubbleReport &tail = r->data.devices[1].bubbles[1];
+  std::printf("tail chunks: %llu gated, %llu run, %llu deferred, %llu stopped on the GPU; samples "
+              "%llu of 4; tail measured %.0f us (planned %.0f)\n",
+              (unsigned long long)(after.gatedChunks - before.gatedChunks),
+              (unsigned long long)j.chunksRun, (unsigned long long)j.chunksDeferred,
+              (unsigned long long)j.chunksStoppedOnDevice, (unsigned long long)j.samplesCompleted,
+              tail.measuredMeanUs, tail.plannedUs);
+  EXPECT_EQ(r->data.devices[1].backend, "cuda");
+  EXPECT_GE(after.gatedChunks - before.gatedChunks, 1u) << "the chunks should run gated";
+  EXPECT_EQ(j.chunksStoppedOnDevice, 0u) << "a gate took the warm-up's edge for main resuming";
+  EXPECT_EQ(j.samplesCompleted, 4u);
+  for (const RunResult::ChunkRun &c : r->data.chunkRuns) {
+    EXPECT_EQ(c.bubbleId, 1u);
+    EXPECT_FALSE(c.deferred) << "iteration " << c.iteration;
+  }
+}
+
 // A checkpoint written by the CUDA backend resumes on the host backend with the same results.
 TEST_F(CudaBackendTest, CheckpointIsPortableToHost) {
   pfrt_fill_layer_desc layer{};

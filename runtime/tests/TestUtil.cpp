@@ -157,5 +157,68 @@ ProgramPtr misPredictedProgram() {
   return owner;
 }
 
+ProgramPtr tailThenWarmupProgram(double chunkUs, uint32_t layers) {
+  pfrt_program *raw = nullptr;
+  EXPECT_EQ(pfrt_program_create("tail", &raw), PFRT_OK);
+  ProgramPtr p(raw);
+  uint32_t d0 = 0, d1 = 0, m0 = 0, m1 = 0, fill = 0, ev = 0, job = 0;
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_device(p.get(), nullptr, &d0));
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_device(p.get(), nullptr, &d1));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_stream(p.get(), d0, PFRT_STREAM_MAIN,
+                                                PFRT_PRIORITY_DEFAULT, "m", &m0));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_stream(p.get(), d1, PFRT_STREAM_MAIN,
+                                                PFRT_PRIORITY_DEFAULT, "m", &m1));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_stream(p.get(), d1, PFRT_STREAM_FILL,
+                                                PFRT_PRIORITY_DEFAULT, "f", &fill));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.get(), d1, "tail", &ev));
+  const double f = kTailTestF, b = kTailTestB;
+  // Device 0: F0 send | recv B0 | B0.
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_FORWARD, 0, 0, f, 0));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d0, m0, d1, 1024, 0, 0, f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d0, m0, d1, 1024, 1, 0, 2 * f + b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.get(), d0, m0, PFRT_COMPUTE_BACKWARD, 0, 0, b,
+                                                  2 * f + b));
+  // Device 1: warm-up bubble | recv F0 | F0 B0 send | record | tail bubble.
+  pfrt_bubble_desc warmup{};
+  warmup.bubble_id = 0;
+  warmup.kind = PFRT_BUBBLE_WARMUP;
+  warmup.planned_duration_us = f;
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_bubble(p.get(), d1, m1, &warmup));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.get(), d1, m1, d0, 1024, 0, 0, f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.get(), d1, m1, PFRT_COMPUTE_FORWARD, 0, 0, f, f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.get(), d1, m1, PFRT_COMPUTE_BACKWARD, 0, 0, b,
+                                                  2 * f));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.get(), d1, m1, d0, 1024, 1, 0, 2 * f + b));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_record(p.get(), d1, m1, ev));
+  pfrt_bubble_desc tail{};
+  tail.bubble_id = 1;
+  tail.kind = PFRT_BUBBLE_TAIL;
+  tail.planned_start_us = 2 * f + b;
+  tail.planned_duration_us = b;
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_bubble(p.get(), d1, m1, &tail));
+  EXPECT_EQ(PFRT_OK, pfrt_program_set_planned_iteration_us(p.get(), 2 * f + 2 * b));
+  // The tail's fill: one sample of `layers` GEMM chains planned (and, modelled, lasting) chunkUs.
+  pfrt_fill_job_desc jd{};
+  jd.name = "chain";
+  jd.kind = PFRT_FILL_INFERENCE;
+  jd.samples = 4;
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_fill_job(p.get(), &jd, &job));
+  pfrt_fill_layer_desc ld{};
+  ld.kind = PFRT_LAYER_GEMM_CHAIN;
+  ld.dim = 16;
+  ld.planned_us_per_sample = chunkUs / layers;
+  for (uint32_t l = 0; l < layers; ++l)
+    EXPECT_EQ(PFRT_OK, pfrt_fill_job_add_layer(p.get(), job, &ld));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_wait(p.get(), d1, fill, ev));
+  pfrt_fill_chunk_desc c{};
+  c.job = job;
+  c.bubble_id = 1;
+  c.layer_end = layers;
+  c.batch = 1;
+  c.planned_us = chunkUs;
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_fill(p.get(), d1, fill, &c));
+  return p;
+}
+
 } // namespace test
 } // namespace pfrt
