@@ -107,6 +107,8 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
     out->set_start(relative(c.start, run.runStartUs));
     out->set_end(relative(c.end, run.runStartUs));
     out->set_deferred(c.deferred);
+    if (c.cpuUs >= 0)
+      out->set_cpu_us(c.cpuUs);
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
@@ -259,7 +261,44 @@ RunResult::ChunkRun chunkRunFromProto(const pipefill::rt::RankChunkRun &c) {
   out.start = c.start();
   out.end = c.end();
   out.deferred = c.deferred();
+  out.cpuUs = c.has_cpu_us() ? c.cpu_us() : -1;
   return out;
+}
+
+/// A chunk run of part `name` that names a device the part does not own, or a job, fill stream
+/// or passes the program does not have, is refused (the report would index past them).
+void checkChunkRun(const Program &program, const RunResult::ChunkRun &c, bool ownsDevice,
+                   int64_t firstIteration, uint32_t iterations, const std::string &name) {
+  const std::string what = name + ": a fill chunk run ";
+  if (c.device >= program.devices.size() || !ownsDevice)
+    mismatch(what + "is on device " + std::to_string(c.device) + ", which this part did not run");
+  if (c.job >= program.jobs.size())
+    mismatch(what + "names fill job " + std::to_string(c.job) + "; the program has " +
+             std::to_string(program.jobs.size()));
+  const Device &dev = program.devices[c.device];
+  const bool fillStream =
+      c.stream < dev.streams.size() &&
+      std::any_of(dev.streams[c.stream].ops.begin(), dev.streams[c.stream].ops.end(),
+                  [](const Op &op) { return op.kind == OpKind::Fill; });
+  if (!fillStream)
+    mismatch(what + "names stream " + std::to_string(c.stream) + " of device " +
+             std::to_string(c.device) + ", which runs no fill in the program");
+  bool bubble = false;
+  for (const Stream &st : dev.streams)
+    for (const Op &op : st.ops)
+      bubble |= op.kind == OpKind::Bubble && op.bubble.bubble_id == c.bubbleId;
+  if (!bubble)
+    mismatch(what + "names bubble " + std::to_string(c.bubbleId) + ", which device " +
+             std::to_string(c.device) + " does not have");
+  const uint32_t passes = program.jobs[c.job].passes();
+  if (c.passBegin >= c.passEnd || c.passEnd > passes)
+    mismatch(what + "runs passes [" + std::to_string(c.passBegin) + ", " +
+             std::to_string(c.passEnd) + ") of job '" + program.jobs[c.job].name + "', which has " +
+             std::to_string(passes));
+  if (c.iteration < firstIteration || c.iteration >= firstIteration + int64_t(iterations))
+    mismatch(what + "is in iteration " + std::to_string(c.iteration) + ", outside the run's " +
+             std::to_string(firstIteration) + " to " +
+             std::to_string(firstIteration + int64_t(iterations) - 1));
 }
 
 /// Fill job `j` summed over the ranks (each rank ran its own devices' share).
@@ -338,8 +377,15 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
       owner[d] = static_cast<int>(i);
       mergeDevice(program, dev, names[i], run);
     }
-    for (const pipefill::rt::RankChunkRun &c : r.chunk_runs())
-      run.chunkRuns.push_back(chunkRunFromProto(c));
+  }
+  for (uint32_t k = 0; k < byRank.size(); ++k) {
+    const size_t i = static_cast<size_t>(byRank[k]);
+    for (const pipefill::rt::RankChunkRun &c : ranks[i].chunk_runs()) {
+      RunResult::ChunkRun run1 = chunkRunFromProto(c);
+      checkChunkRun(program, run1, run1.device < numDevices && owner[run1.device] == int(i),
+                    run.firstIteration, run.iterations, names[i]);
+      run.chunkRuns.push_back(run1);
+    }
   }
   for (uint32_t d = 0; d < numDevices; ++d)
     if (owner[d] < 0)

@@ -198,6 +198,22 @@ def main():
         # --merge of parts that do not belong together.
         expect_error([exe, "--merge", parts[0], parts[0], parts[2], parts[3]],
                      ["are both rank 0"], "--merge with a rank twice")
+        # A part whose fill chunk runs name what the program does not have (the report indexed
+        # past them and crashed: SIGSEGV).
+        for key, value, message in [("job", 99, "names fill job 99; the program has"),
+                                    ("pass_end", 1000, "runs passes [0, 1000)"),
+                                    ("device", 0, "is on device 0, which this part did not run"),
+                                    ("bubble_id", 999, "names bubble 999"),
+                                    ("iteration", 99999, "is in iteration 99999, outside")]:
+            bad = json.load(open(parts[1]))
+            bad["chunk_runs"][0][key] = value
+            if key == "pass_end":
+                bad["chunk_runs"][0]["pass_begin"] = 0
+            bad_part = os.path.join(work, f"four.bad-{key}.rank1.json")
+            json.dump(bad, open(bad_part, "w"))
+            expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
+                         ["do not belong together", message],
+                         f"--merge of a part whose chunk run has {key} {value}")
         expect_error([exe, "--merge", *parts[:3]], ["rank 3 of 4 is missing"],
                      "--merge with a rank missing")
         expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],
@@ -228,6 +244,12 @@ def main():
                   [j["samples_planned"] for j in one["fill"]["jobs"]])
         check(ok, f"measured time model as 4 ranks: every device measured and labelled so, "
                   f"planned numbers as in one process ({secs:.1f} s)")
+        # Each chunk's CPU time travels in the parts (the merged report's overrun split into
+        # fill-thread waiting needs it; without it the key was missing in rank mode).
+        runs = [c for p in sorted(glob.glob(os.path.join(work, "four.measured.rank*.json")))
+                for c in json.load(open(p))["chunk_runs"]]
+        check(runs and all(c.get("cpu_us", -1) >= 0 for c in runs),
+              f"measured rank parts carry each chunk's CPU time ({len(runs)} chunk runs)")
 
     # 3: the bundled example, one rank per stage.
     if os.path.exists(example_pb):
