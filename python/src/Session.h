@@ -15,6 +15,7 @@
 #include <nanobind/nanobind.h>
 
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,6 +56,19 @@ inline nb::object jsonLoads(const std::string &text) {
   return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
 }
 
+class Session;
+
+/// One fill task of a session: the Python callable its steps call (the package's _TaskRunner)
+/// and the session; the C task's user_data (Tasks.cpp).
+struct TaskRunner {
+  Session *session;
+  nb::object runner;
+};
+
+/// The session whose Python fill task step runs on this thread (its worker thread, during a
+/// step; Tasks.cpp), else null.
+inline thread_local const Session *stepSession = nullptr;
+
 /// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
 class Session {
 public:
@@ -64,10 +78,16 @@ public:
   Session &operator=(const Session &) = delete;
 
   /// Frees the session with the GIL released (its worker may be running a Python fill task's
-  /// step, which needs the GIL to finish), then drops the task objects (with the GIL).
+  /// step, which needs the GIL to finish), then drops the task objects (with the GIL). A step
+  /// of this session cannot close it (the worker would wait for itself): RunFailure.
   void close() {
     if (!session)
       return;
+    if (stepSession == this)
+      throw RunFailure("close called from a fill task's step on the session's worker thread: a "
+                       "step cannot close its own session (close it from the thread that runs "
+                       "the bubbles)",
+                       "PFRT_ERROR_INVALID_ARGUMENT");
     pfrt_session *s = session;
     session = nullptr;
     {
@@ -248,9 +268,9 @@ private:
   pfrt_session *session;
 
 public:
-  /// The Python callables of the session's fill tasks (python/src/Tasks.cpp), by task id: the
-  /// C tasks hold borrowed pointers to them.
-  std::vector<nb::object> taskRunners;
+  /// The session's fill tasks (python/src/Tasks.cpp), by task id: the C tasks hold pointers to
+  /// them.
+  std::vector<std::unique_ptr<TaskRunner>> taskRunners;
 };
 
 /// Adds the fill task methods (task_add, task_get, task_state_set/get) to the bound Session.

@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace nb = nanobind;
@@ -24,11 +25,18 @@ using namespace nb::literals;
 namespace pipefill::py {
 namespace {
 
-/// pfrt_session_task_step_fn for a Python callable (borrowed; Session::taskRunners owns it).
+/// pfrt_session_task_step_fn for a TaskRunner (Session::taskRunners owns it).
 pfrt_status pythonStep(void *user, uint64_t *outSamples) {
+  const TaskRunner &task = *static_cast<const TaskRunner *>(user);
   nb::gil_scoped_acquire gil;
+  // What the step calls knows it runs on its session's worker (Session::close refuses).
+  struct StepScope {
+    const Session *outer = stepSession;
+    explicit StepScope(const Session *s) { stepSession = s; }
+    ~StepScope() { stepSession = outer; }
+  } scope(task.session);
   try {
-    nb::object r = nb::handle(static_cast<PyObject *>(user))();
+    nb::object r = task.runner();
     const int64_t n = nb::cast<int64_t>(r);
     if (n < 0)
       return PFRT_ERROR_INTERNAL; // the runner caught an exception (it raises at the bubble end)
@@ -90,10 +98,11 @@ void registerTasks(nb::class_<Session> &session) {
               throw nb::value_error("memory_bytes must be >= 0");
             if (maxSteps < 0)
               throw nb::value_error("max_steps must be >= 0 (0: no limit)");
+            auto owned = std::make_unique<TaskRunner>(TaskRunner{&s, std::move(runner)});
             pfrt_session_task_desc d{};
             d.name = name.c_str();
             d.step = pythonStep;
-            d.user_data = runner.ptr();
+            d.user_data = owned.get();
             d.step_us = stepUs;
             d.memory_bytes = static_cast<uint64_t>(memoryBytes);
             d.max_steps = static_cast<uint64_t>(maxSteps);
@@ -104,7 +113,7 @@ void registerTasks(nb::class_<Session> &session) {
             checkWithoutGil([&] { return pfrt_session_task_add(ps, &d, &id); }, "task_add");
             if (s.taskRunners.size() <= id)
               s.taskRunners.resize(id + 1);
-            s.taskRunners[id] = std::move(runner);
+            s.taskRunners[id] = std::move(owned);
             return id;
           },
           "name"_a, "runner"_a, "step_us"_a, "memory_bytes"_a = 0, "max_steps"_a = 0,

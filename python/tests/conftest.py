@@ -89,3 +89,21 @@ def job_text(stages: int, microbatches: int, schedule: str = "ONE_F_ONE_B",
         f"hardware {{ gpu_memory_bytes: 100000000 }}\n"
         f"planner {{ min_bubble_us: 0 reserve_bytes: 0 }}\n" + extra
     )
+
+
+def run_python(code: str, *args: str, timeout: float = 60, **kw):
+    """Runs `code` in a fresh interpreter that imports this same pipefill (for what must not
+    take the test process down: a hang, an abort, the interpreter's exit). Returns the
+    CompletedProcess (text output); a run past `timeout` seconds fails the test."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    paths = [str(pathlib.Path(pipefill.__file__).resolve().parents[1]),
+             str(REPO / "python" / "tests")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-c", code, *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the script ran past {timeout} s (a hang?); its output:\n{e.stdout}\n{e.stderr}")

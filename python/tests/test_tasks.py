@@ -331,3 +331,53 @@ def test_bad_calls(plan):
         with pytest.raises(pipefill.RunError, match="task 7 does not exist") as e:
             s._s.task_get(7)
         assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
+
+
+# A step that calls back into its own session: bubble_end, bubble_wait and close wait for the
+# session's worker thread, which is running that very step (a hang, or an abort for close's
+# join). They raise RunError inside the step, which disables the task and comes back at the
+# bubble's exit; the session stays usable. In a subprocess: without the refusal it never returns.
+REENTRANT = """
+import sys, pipefill
+class Reentrant(pipefill.FillTask):
+    def __init__(self, session, call):
+        self.session, self.call, self.calls = session, call, 0
+    def step(self):
+        self.calls += 1
+        if self.call == "end":
+            self.session.end(-1)
+        elif self.call == "wait":
+            self.session.wait()
+        else:
+            self.session.close()
+        return 1
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+task = Reentrant(s, sys.argv[2])
+s.add_task(task, step_us=100)
+try:
+    with s.unplanned(1e6, wait=True):
+        pass
+except pipefill.RunError as e:
+    print("raised:", e.status, e)
+print("calls:", task.calls, "failed:", s.tasks()[0]["failed"])
+with s.unplanned(1e6, wait=True) as b:
+    pass
+s.iteration_end()
+print("after:", b.result["task_steps"])
+s.close()
+"""
+
+
+@pytest.mark.parametrize("call", ["end", "wait", "close"])
+def test_a_step_cannot_end_wait_for_or_close_its_own_session(plan, tmp_path, call):
+    from conftest import run_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    out = run_python(REENTRANT, str(path), call)
+    assert out.returncode == 0, out.stderr
+    name = {"end": "bubble_end", "wait": "bubble_wait", "close": "close"}[call]
+    assert f"raised: PFRT_ERROR_INVALID_ARGUMENT {name}" in out.stdout, out.stdout
+    assert "called from a fill task's step on the session's worker thread" in out.stdout
+    assert "calls: 1 failed: True" in out.stdout  # the task is disabled after its failed step
+    assert "after: 0" in out.stdout  # and the session goes on
