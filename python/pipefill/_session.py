@@ -23,7 +23,8 @@ import contextlib
 import os
 import pickle
 import sys
-from typing import Any, Iterator, Optional, Union
+import weakref
+from typing import Any, Callable, Iterator, Optional, Union
 
 from ._native import Plan, native
 from ._errors import RunError
@@ -43,6 +44,18 @@ def _stream_handle(stream: Any) -> int:
             f"or a cudaStream_t as a non-negative int, not {type(stream).__name__}"
         )
     return handle
+
+
+def _weak_step_context(session: "Session") -> Callable[[], Any]:
+    """``session._step_context`` without a reference to the session: the runtime's session
+    holds the task runners, so a runner holding its Session would keep both alive for good."""
+    method = weakref.WeakMethod(session._step_context)
+
+    def context() -> Any:
+        bound = method()
+        return None if bound is None else bound()
+
+    return context
 
 
 class BubbleScope:
@@ -264,7 +277,7 @@ class Session:
         if not isinstance(task, FillTask):
             raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
         name = name or task.name or type(task).__name__
-        runner = _TaskRunner(task, name, self._step_context)
+        runner = _TaskRunner(task, name, _weak_step_context(self))
         tid = int(self._s.task_add(name, runner, float(step_us), int(memory_bytes), int(max_steps)))
         while len(self._runners) <= tid:
             self._runners.append(runner)

@@ -269,9 +269,32 @@ void registerRun(nb::module_ &m) {
       "Runs the StreamProgram file at `path` through pfrt_run.");
 }
 
+// The collector sees what a Session holds, its task runners (each holds the user's FillTask),
+// so a cycle through them (a task that keeps its session; the package's Session around this
+// one) is collected: the session is closed and its worker thread ends.
+int sessionTraverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self))
+    return 0;
+  for (const std::unique_ptr<TaskRunner> &t : nb::inst_ptr<Session>(self)->taskRunners)
+    if (t)
+      Py_VISIT(t->runner.ptr());
+  return 0;
+}
+
+int sessionClear(PyObject *self) {
+  if (nb::inst_ready(self))
+    nb::inst_ptr<Session>(self)->release();
+  return 0;
+}
+
+PyType_Slot sessionSlots[] = {{Py_tp_traverse, reinterpret_cast<void *>(sessionTraverse)},
+                              {Py_tp_clear, reinterpret_cast<void *>(sessionClear)},
+                              {0, nullptr}};
+
 /// pfrt_session_*: Session (with its fill tasks, Tasks.cpp), open_session.
 void registerSession(nb::module_ &m) {
-  auto session = nb::class_<Session>(m, "Session",
+  auto session = nb::class_<Session>(m, "Session", nb::type_slots(sessionSlots),
                       "One rank's fill, driven by a training loop that owns its schedule "
                       "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
                       "`with session.bubble(k): ...` where the plan has bubble k.")

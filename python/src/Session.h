@@ -18,6 +18,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pipefill::py {
@@ -65,6 +66,15 @@ struct TaskRunner {
   nb::object runner;
 };
 
+/// Whether the interpreter is shutting down (a thread that takes the GIL then never returns).
+inline bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
 /// The session whose Python fill task step runs on this thread (its worker thread, during a
 /// step; Tasks.cpp), else null.
 inline thread_local const Session *stepSession = nullptr;
@@ -73,7 +83,7 @@ inline thread_local const Session *stepSession = nullptr;
 class Session {
 public:
   explicit Session(pfrt_session *session) : session(session) {}
-  ~Session() { close(); }
+  ~Session() { release(); }
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
@@ -95,6 +105,29 @@ public:
       pfrt_session_destroy(s);
     }
     taskRunners.clear();
+  }
+
+  /// Frees the session where nobody can be told of an error: the destructor and the garbage
+  /// collector (tp_clear). As close(), except on the session's own worker thread (a step that
+  /// drops the last reference to its session, or the collector running inside a step), where
+  /// the session cannot be freed before the step returns: a helper thread frees it then, and
+  /// drops the task objects with the GIL (or leaves them, if the interpreter is exiting).
+  void release() noexcept {
+    if (stepSession != this) {
+      close();
+      return;
+    }
+    pfrt_session *s = session;
+    session = nullptr;
+    auto *runners = new std::vector<std::unique_ptr<TaskRunner>>(std::move(taskRunners));
+    taskRunners.clear();
+    std::thread([s, runners] {
+      pfrt_session_destroy(s); // waits until the step has returned and the worker has stopped
+      if (interpreterFinalizing())
+        return; // taking the GIL now would never return
+      nb::gil_scoped_acquire gil;
+      delete runners;
+    }).detach();
   }
 
   pfrt_session *get() const {

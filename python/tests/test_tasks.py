@@ -9,7 +9,9 @@ cannot change: limits (max_steps) in generous bubbles, steps that can never fit
 
 from __future__ import annotations
 
+import gc
 import math
+import os
 import threading
 import time
 
@@ -381,3 +383,67 @@ def test_a_step_cannot_end_wait_for_or_close_its_own_session(plan, tmp_path, cal
     assert "called from a fill task's step on the session's worker thread" in out.stdout
     assert "calls: 1 failed: True" in out.stdout  # the task is disabled after its failed step
     assert "after: 0" in out.stdout  # and the session goes on
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_dropped_sessions_with_tasks_are_freed(plan):
+    # Each session has a worker thread. A session with a task was never freed: the runtime
+    # session held the task's runner, which held the Session (its step context), which held the
+    # runtime session, a cycle the collector could not see. Dropped now at once, and a cycle
+    # through the user's own task (it keeps its session) is collected.
+    class Keeper(pipefill.FillTask):
+        session = None
+
+        def step(self):
+            return 1
+
+    gc.collect()
+    before = _threads()
+    for _ in range(10):
+        s = session(plan)
+        s.add_task(Counter(), step_us=100)
+        with s.unplanned(1e6):
+            pass
+        del s
+    assert _threads() == before  # no collection needed
+    for _ in range(10):
+        s = session(plan)
+        keeper = Keeper()
+        keeper.session = s
+        s.add_task(keeper, step_us=100)
+        del s, keeper
+    gc.collect()
+    assert _threads() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_step_that_drops_the_last_reference_to_its_session(plan):
+    # The session is freed on its own worker thread, in the step: it cannot wait for that step,
+    # so a helper thread frees it once the step has returned (no hang, no abort, no leak).
+    class Dropper(pipefill.FillTask):
+        def __init__(self):
+            self.session = None
+            self.done = threading.Event()
+
+        def step(self):
+            self.session = None  # the last reference: the session is released here
+            self.done.set()
+            return 1
+
+    gc.collect()
+    before = _threads()
+    s = session(plan)
+    task = Dropper()
+    task.session = s
+    s.add_task(task, step_us=100)
+    s.begin(s.bubbles()[0]["bubble_id"], 1e6)  # a bubble the step runs in; nobody ends it
+    del s
+    assert task.done.wait(10)
+    deadline = time.monotonic() + 10
+    while _threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _threads() == before
