@@ -31,6 +31,7 @@
 #include "support/Json.h"
 
 #include <algorithm>
+#include <cxxabi.h>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -1176,6 +1177,8 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
       backend_->syncStream(ctx_);
   } catch (const std::exception &e) {
     thrown = e.what();
+  } catch (abi::__forced_unwind &) {
+    throw; // the step's thread is being ended (pthread_exit, e.g. by an exiting interpreter)
   } catch (...) {
     thrown = "unknown exception";
   }

@@ -19,6 +19,7 @@ Example (one process per pipeline rank)::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import pickle
@@ -44,6 +45,21 @@ def _stream_handle(stream: Any) -> int:
             f"or a cudaStream_t as a non-negative int, not {type(stream).__name__}"
         )
     return handle
+
+
+# Sessions not closed yet, closed at the interpreter's exit (before it finalizes): a session's
+# worker may be running a Python task's step in an open bubble, and a thread that takes the GIL
+# while the interpreter finalizes is ended by CPython, which aborted the process.
+_live_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_sessions() -> None:
+    for session in list(_live_sessions):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001 - the exit goes on; a failed close has nobody to tell
+            pass
 
 
 def _weak_step_context(session: "Session") -> Callable[[], Any]:
@@ -134,6 +150,7 @@ class Session:
         self._runners: list[_TaskRunner] = []
         self._backend = backend
         self._torch_fill_stream: Any = None
+        _live_sessions.add(self)
 
     # -- the plan, as this rank sees it -------------------------------------------------------
     @property
@@ -357,6 +374,7 @@ class Session:
         """Ends an open bubble (waiting for its chunk in flight) and frees the session."""
         self._s.close()
         self._runners = []
+        _live_sessions.discard(self)
 
     def __enter__(self) -> "Session":
         return self

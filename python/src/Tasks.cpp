@@ -14,6 +14,8 @@
 
 #include <nanobind/stl/string.h>
 
+#include <cxxabi.h>
+
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -25,10 +27,8 @@ using namespace nb::literals;
 namespace pipefill::py {
 namespace {
 
-/// pfrt_session_task_step_fn for a TaskRunner (Session::taskRunners owns it).
-pfrt_status pythonStep(void *user, uint64_t *outSamples) {
-  const TaskRunner &task = *static_cast<const TaskRunner *>(user);
-  nb::gil_scoped_acquire gil;
+/// One step, with the GIL held.
+pfrt_status stepWithGil(const TaskRunner &task, uint64_t *outSamples) {
   // What the step calls knows it runs on its session's worker (Session::close refuses).
   struct StepScope {
     const Session *outer = stepSession;
@@ -46,9 +46,28 @@ pfrt_status pythonStep(void *user, uint64_t *outSamples) {
     // The runner itself failed (it catches the task's exceptions): report it as unraisable.
     e.discard_as_unraisable("pipefill fill task runner");
     return PFRT_ERROR_INTERNAL;
+  } catch (abi::__forced_unwind &) {
+    throw; // the thread is ending (below)
   } catch (...) {
     return PFRT_ERROR_INTERNAL;
   }
+}
+
+/// pfrt_session_task_step_fn for a TaskRunner (Session::taskRunners owns it).
+///
+/// The interpreter may be exiting with a bubble open (a session nobody closed): a thread that
+/// takes the GIL then is ended by CPython (pthread_exit, a forced unwind). So no step starts once
+/// finalization has begun, and a forced unwind (finalization began while the step waited for
+/// the GIL) goes through untouched: swallowing it aborts the process, and releasing a GIL the
+/// thread never got is a fatal error, so the GIL is taken and released by hand, not by a guard.
+pfrt_status pythonStep(void *user, uint64_t *outSamples) {
+  const TaskRunner &task = *static_cast<const TaskRunner *>(user);
+  if (interpreterFinalizing())
+    return PFRT_ERROR_UNAVAILABLE; // the step never runs; nobody is left to report it to
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const pfrt_status status = stepWithGil(task, outSamples);
+  PyGILState_Release(gil);
+  return status;
 }
 
 nb::dict taskStats(const pfrt_session_task_stats &t) {

@@ -447,3 +447,38 @@ def test_a_step_that_drops_the_last_reference_to_its_session(plan):
     while _threads() > before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _threads() == before
+
+
+# The interpreter exits while a bubble with a Python task is open (the program failed mid-step).
+# The worker kept taking the GIL for steps while the interpreter finalized; CPython ends such a
+# thread (pthread_exit), the runtime swallowed that unwind and the process aborted ("FATAL:
+# exception not rethrown", status 134) instead of exiting with its own status. Sessions still
+# open are closed at exit now; without that hook ("bare") the step path lets the thread end.
+AT_EXIT = """
+import atexit, sys, time, pipefill
+class Sleepy(pipefill.FillTask):
+    def step(self):
+        time.sleep(0.002)
+        return 1
+if sys.argv[2] == "bare":
+    atexit.unregister(pipefill._session._close_live_sessions)
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+s.add_task(Sleepy(), step_us=2000)
+s._s.begin_unplanned(60e6)  # a 60 s bubble, never ended
+time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("hook", ["atexit", "bare"])
+def test_exit_with_a_bubble_open_keeps_the_exit_status(plan, tmp_path, hook):
+    from conftest import run_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    for _ in range(3):  # the bare case races the worker against the exit
+        out = run_python(AT_EXIT, str(path), hook)
+        assert out.returncode == 3, out.stderr
+        assert "FATAL" not in out.stderr, out.stderr
+        if hook == "atexit":  # bare: CPython may end the worker in a step, leaking its frames
+            assert "leaked" not in out.stderr, out.stderr
