@@ -187,7 +187,8 @@ class Session:
         exit ends the bubble (no chunk starts after it; the one in flight is waited
         for). ``duration_us`` > 0 replaces the planned duration (the framework's
         own timer). ``wait=True`` gives the whole bubble to fill: the exit first
-        waits until nothing more fits. ``stream`` (CUDA sessions): the stream the
+        waits until nothing more fits (unless the block raised: then the bubble
+        ends at once). ``stream`` (CUDA sessions): the stream the
         bubble follows, a ``torch.cuda.Stream`` (anything with ``cuda_stream``) or
         a ``cudaStream_t`` as an int; ``None``: the legacy default stream. A host
         session refuses a stream."""
@@ -195,8 +196,10 @@ class Session:
         self._s.begin(bubble, duration_us, _stream_handle(stream))
         try:
             yield scope
-        finally:
-            self._finish(scope, bubble, wait)
+        except BaseException:
+            self._finish(scope, bubble, wait, raising=True)
+            raise
+        self._finish(scope, bubble, wait)
 
     @contextlib.contextmanager
     def unplanned(
@@ -209,14 +212,18 @@ class Session:
         self._s.begin_unplanned(duration_us, _stream_handle(stream))
         try:
             yield scope
-        finally:
-            self._finish(scope, native.SESSION_UNPLANNED, wait)
+        except BaseException:
+            self._finish(scope, native.SESSION_UNPLANNED, wait, raising=True)
+            raise
+        self._finish(scope, native.SESSION_UNPLANNED, wait)
 
-    def _finish(self, scope: BubbleScope, bubble: int, wait: bool) -> None:
+    def _finish(self, scope: BubbleScope, bubble: int, wait: bool, raising: bool = False) -> None:
         # Ends the bubble even when the wait reports a failed task, then raises the first error:
-        # a fill task's own exception (its type and message), else the runtime's.
+        # a fill task's own exception (its type and message), else the runtime's. When the block
+        # is raising (an error of the framework, Ctrl-C) the bubble ends at once, without the
+        # wait: the framework is leaving, and the wait would hold it for the rest of the bubble.
         error: Optional[RunError] = None
-        if wait:
+        if wait and not raising:
             try:
                 self._s.wait()
             except RunError as e:

@@ -17,11 +17,15 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -100,6 +104,49 @@ pfrt_backend parseBackend(const std::string &name) {
   throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
 }
 
+/// pfrt_run on a helper thread while this one waits in slices without the GIL, checking for
+/// signals between them, so Ctrl-C is not held off until the run ends: on a signal whose handler
+/// raises (KeyboardInterrupt) the run is asked to stop at its next iteration boundary
+/// (pfrt_stop_request: every run of the process), and once it has the exception is raised.
+pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  pfrt_status status = PFRT_OK;
+  std::string error; // pfrt_last_error is per thread: the helper's
+  pfrt_report *report = nullptr;
+  std::thread run([&] {
+    const pfrt_status st = pfrt_run(program, &options, &report);
+    std::lock_guard<std::mutex> lock(m);
+    status = st;
+    if (st != PFRT_OK)
+      error = pfrt_last_error();
+    done = true;
+    cv.notify_all();
+  });
+  bool interrupted = false;
+  for (bool finished = false; !finished;) {
+    {
+      nb::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(m);
+      finished = cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; });
+    }
+    if (!finished && !interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true; // the exception stays set until the run has stopped
+      pfrt_stop_request();
+    }
+  }
+  run.join();
+  if (interrupted) {
+    pfrt_stop_clear(); // this call asked for the stop
+    pfrt_report_destroy(report);
+    throw nb::python_error();
+  }
+  if (status != PFRT_OK)
+    fail(status, "running the program", error);
+  return report;
+}
+
 struct RunArgs {
   std::string backend;
   int64_t iterations;
@@ -131,9 +178,7 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
   options.max_dim = static_cast<uint32_t>(args.maxDim);
   options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
   options.verbose = args.verbose ? 1 : 0;
-  pfrt_report *report = nullptr;
-  checkWithoutGil([&] { return pfrt_run(program, &options, &report); }, "running the program");
-  return std::make_unique<RunReport>(report);
+  return std::make_unique<RunReport>(runInterruptibly(program, options));
 }
 
 std::unique_ptr<RunReport> runBytes(nb::bytes data, const std::string &name, const RunArgs &args) {

@@ -32,13 +32,18 @@ struct RunFailure : std::runtime_error {
   std::string status;
 };
 
-inline void check(pfrt_status status, const std::string &what) {
-  if (status == PFRT_OK)
-    return;
-  std::string message = what + ": " + pfrt_last_error();
+/// Throws the error of a failed pfrt call: `what` is the call, `error` pfrt_last_error()'s text.
+[[noreturn]] inline void fail(pfrt_status status, const std::string &what,
+                              const std::string &error) {
+  std::string message = what + ": " + error;
   if (status == PFRT_ERROR_IO)
     throw pipefill::embed::FileError(message, "", 0);
   throw RunFailure(message, pfrt_status_name(status));
+}
+
+inline void check(pfrt_status status, const std::string &what) {
+  if (status != PFRT_OK)
+    fail(status, what, pfrt_last_error());
 }
 
 /// Runs `call` (a pfrt call returning a status) with the GIL released, then checks its status:

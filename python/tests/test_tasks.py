@@ -482,3 +482,36 @@ def test_exit_with_a_bubble_open_keeps_the_exit_status(plan, tmp_path, hook):
         assert "FATAL" not in out.stderr, out.stderr
         if hook == "atexit":  # bare: CPython may end the worker in a step, leaking its frames
             assert "leaked" not in out.stderr, out.stderr
+
+
+# Ctrl-C in the block of `with session.bubble(k, wait=True)`: the exit waited for the rest of
+# the bubble's fill (here 60 s) before the KeyboardInterrupt went on. A block that raises ends
+# the bubble at once.
+INTERRUPTED_BUBBLE = """
+import sys, time, pipefill
+class Sleepy(pipefill.FillTask):
+    def step(self):
+        time.sleep(0.005)
+        return 1
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+s.add_task(Sleepy(), step_us=5000)
+try:
+    with s.unplanned(60e6, wait=True):
+        print("ready", flush=True)
+        time.sleep(60)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+s.iteration_end()  # the bubble is over
+s.close()
+print("closed")
+"""
+
+
+def test_ctrl_c_in_a_waiting_bubble(plan, tmp_path):
+    from conftest import interrupt_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    out, seconds = interrupt_python(INTERRUPTED_BUBBLE, str(path))
+    assert "KeyboardInterrupt" in out and "closed" in out, out
+    assert seconds < 20, out
