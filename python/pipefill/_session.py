@@ -62,6 +62,12 @@ def _close_live_sessions() -> None:
             pass
 
 
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(note)
+
+
 def _weak_step_context(session: "Session") -> Callable[[], Any]:
     """``session._step_context`` without a reference to the session: the runtime's session
     holds the task runners, so a runner holding its Session would keep both alive for good."""
@@ -196,8 +202,8 @@ class Session:
         self._s.begin(bubble, duration_us, _stream_handle(stream))
         try:
             yield scope
-        except BaseException:
-            self._finish(scope, bubble, wait, raising=True)
+        except BaseException as e:
+            self._finish(scope, bubble, wait, raising=e)
             raise
         self._finish(scope, bubble, wait)
 
@@ -212,18 +218,21 @@ class Session:
         self._s.begin_unplanned(duration_us, _stream_handle(stream))
         try:
             yield scope
-        except BaseException:
-            self._finish(scope, native.SESSION_UNPLANNED, wait, raising=True)
+        except BaseException as e:
+            self._finish(scope, native.SESSION_UNPLANNED, wait, raising=e)
             raise
         self._finish(scope, native.SESSION_UNPLANNED, wait)
 
-    def _finish(self, scope: BubbleScope, bubble: int, wait: bool, raising: bool = False) -> None:
+    def _finish(
+        self, scope: BubbleScope, bubble: int, wait: bool, raising: Optional[BaseException] = None
+    ) -> None:
         # Ends the bubble even when the wait reports a failed task, then raises the first error:
         # a fill task's own exception (its type and message), else the runtime's. When the block
         # is raising (an error of the framework, Ctrl-C) the bubble ends at once, without the
-        # wait: the framework is leaving, and the wait would hold it for the rest of the bubble.
+        # wait (the framework is leaving, and the wait would hold it for the rest of the bubble),
+        # and the block's exception goes on: a fill failure becomes a note on it.
         error: Optional[RunError] = None
-        if wait and not raising:
+        if wait and raising is None:
             try:
                 self._s.wait()
             except RunError as e:
@@ -232,7 +241,23 @@ class Session:
             scope.result = self._s.end(bubble)
         except RunError as e:
             error = error or e
+        if raising is not None:
+            self._note_task_error(raising, error)
+            return
         self._raise_task_error(error)
+
+    def _note_task_error(self, raising: BaseException, error: Optional[RunError]) -> None:
+        """Attaches a failed task's exception (else the runtime's error) to ``raising`` as a
+        note, for the block's own exception to go on."""
+        noted = False
+        for runner in self._runners:
+            if runner.error is not None:
+                exc, runner.error = runner.error, None
+                noted = True
+                _add_note(raising, f"(while this propagated, pipefill fill task {runner.name!r} "
+                                   f"failed: {type(exc).__name__}: {exc}; the task is disabled)")
+        if not noted and error is not None:
+            _add_note(raising, f"(while this propagated, the bubble's end reported: {error})")
 
     def _raise_task_error(self, error: Optional[RunError]) -> None:
         for runner in self._runners:

@@ -515,3 +515,24 @@ def test_ctrl_c_in_a_waiting_bubble(plan, tmp_path):
     out, seconds = interrupt_python(INTERRUPTED_BUBBLE, str(path))
     assert "KeyboardInterrupt" in out and "closed" in out, out
     assert seconds < 20, out
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, KeyboardInterrupt])
+def test_the_blocks_own_exception_wins_over_a_failed_task(plan, raised):
+    # The framework's exception raised in the block (even Ctrl-C) was replaced by the task's.
+    # It goes on now, with the task's failure as a note; the bubble is over, the task disabled.
+    with session(plan) as s:
+        bad = Exploding(after=0)
+        s.add_task(bad, step_us=100, name="exploding")
+        with pytest.raises(raised, match="the framework failed") as info:
+            with s.unplanned(2e6, wait=True):
+                deadline = time.monotonic() + 10
+                while bad.calls < 1 and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                raise raised("the framework failed")
+        assert any("pipefill fill task 'exploding' failed: KeyError" in n
+                   for n in info.value.__notes__), info.value.__notes__
+        s.iteration_end()  # no bubble is open
+        with s.unplanned(1e6, wait=True):  # the error was consumed: nothing raised again
+            pass
+        assert s.tasks()[0]["failed"] and bad.calls == 1
