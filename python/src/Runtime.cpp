@@ -164,18 +164,19 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
   options.backend = parseBackend(args.backend);
   if (args.iterations < 0)
     throw std::invalid_argument("iterations must be >= 0 (0: the program's own count)");
-  options.iterations = static_cast<uint32_t>(args.iterations);
+  options.iterations = toUint32(args.iterations, "iterations");
   if (!(args.timeScale > 0))
     throw std::invalid_argument("time_scale must be a positive number");
   options.time_scale = args.timeScale;
   options.enable_fill = args.fill ? 1 : 0;
   options.profile = args.profile ? 1 : 0;
-  if (args.stage < -1)
-    throw std::invalid_argument("stage must be -1 (every device runs) or a device index");
+  if (args.stage < -1 || args.stage > 0x7FFFFFFFll)
+    throw std::invalid_argument("stage must be -1 (every device runs) or a device index (got " +
+                                std::to_string(args.stage) + ")");
   options.stage = static_cast<int32_t>(args.stage);
   if (args.maxDim < 0)
     throw std::invalid_argument("max_dim must be >= 0");
-  options.max_dim = static_cast<uint32_t>(args.maxDim);
+  options.max_dim = toUint32(args.maxDim, "max_dim");
   options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
   options.verbose = args.verbose ? 1 : 0;
   return std::make_unique<RunReport>(runInterruptibly(program, options));
@@ -216,13 +217,13 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
     throw std::invalid_argument("unknown backend '" + backend + "' (expected host or cuda)");
   if (worldSize < 0)
     throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
-  o.world_size = static_cast<uint32_t>(worldSize);
+  o.world_size = toUint32(worldSize, "world_size");
   if (!(timeScale > 0))
     throw std::invalid_argument("time_scale must be a positive number");
   o.time_scale = timeScale;
   if (maxDim < 0)
     throw std::invalid_argument("max_dim must be >= 0");
-  o.max_dim = static_cast<uint32_t>(maxDim);
+  o.max_dim = toUint32(maxDim, "max_dim");
   if (policy == "bounded")
     o.fill_policy = PFRT_FILL_BOUNDED;
   else if (policy == "whole")
@@ -238,8 +239,7 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
 
 std::unique_ptr<Session> openSession(nb::bytes data, const std::string &name, int64_t rank,
                                      const pfrt_session_options &o) {
-  if (rank < 0 || rank > 0xFFFFFFFFll)
-    throw std::invalid_argument("rank must be >= 0");
+  toUint32(rank, "rank");
   pfrt_session *s = nullptr;
   const std::string bytes(data.c_str(), data.size());
   checkWithoutGil(

@@ -41,6 +41,15 @@ struct RunFailure : std::runtime_error {
   throw RunFailure(message, pfrt_status_name(status));
 }
 
+/// `value` as the 32-bit unsigned integer the C API takes; ValueError naming `name` when it is
+/// negative or does not fit (it would be truncated silently otherwise).
+inline uint32_t toUint32(int64_t value, const char *name) {
+  if (value < 0 || value > 0xFFFFFFFFll)
+    throw std::invalid_argument(std::string(name) + " must be >= 0 and < 2**32 (got " +
+                                std::to_string(value) + ")");
+  return static_cast<uint32_t>(value);
+}
+
 inline void check(pfrt_status status, const std::string &what) {
   if (status != PFRT_OK)
     fail(status, what, pfrt_last_error());
@@ -216,6 +225,9 @@ public:
   nb::dict end(int64_t bubble) {
     pfrt_session *s = get();
     pfrt_session_bubble_result r{};
+    if (bubble < -1 || bubble >= static_cast<int64_t>(PFRT_SESSION_UNPLANNED))
+      throw std::invalid_argument("bubble must be a bubble id (>= 0 and < 2**32 - 1) or -1 (the "
+                                  "unplanned bubble), got " + std::to_string(bubble));
     const uint32_t id = bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble);
     checkWithoutGil([&] { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
     nb::dict d;
