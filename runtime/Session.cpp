@@ -31,6 +31,7 @@
 #include "support/Json.h"
 
 #include <algorithm>
+#include <cxxabi.h>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -162,6 +163,10 @@ public:
   const std::string &reportJson();
   // Ends an open bubble without the caller's checks (destroy).
   void close();
+  // pfrt_session_destroy from a fill task's step (the session's own worker thread, which cannot
+  // join itself): true, and the destroy is refused; the session stays live and the step's task
+  // fails when the step returns (reported by the next bubble_wait / bubble_end). False elsewhere.
+  bool refuseDestroyFromStep();
 
   // Fill tasks.
   uint32_t addTask(const pfrt_session_task_desc &desc);
@@ -193,6 +198,10 @@ private:
   // Worker, CUDA: one queued bubble.
   void runDeviceBubble(DeviceCommand &c);
   void checkNoBubble(const char *call) const;
+  // A call that waits for the worker, made by a fill task's step on the worker itself, would wait
+  // for itself forever (or, for a join, abort): refused.
+  void checkNotWorker(const char *call) const;
+  bool onWorker() const { return std::this_thread::get_id() == thread_.get_id(); }
   void checkMainStream(void *mainStream) const;
   void startTask();
   void worker();
@@ -269,6 +278,7 @@ private:
   mutable std::mutex m_;
   mutable std::condition_variable cv_;
   bool hasTask_ = false, taskDone_ = true, quit_ = false;
+  bool destroyRefused_ = false; // worker: the running step called pfrt_session_destroy
   BubbleTask task_;
   std::atomic<bool> stop_{false};
   mutable std::string workerError_;
@@ -474,6 +484,16 @@ void Session::close() {
   thread_.join();
 }
 
+bool Session::refuseDestroyFromStep() {
+  if (!onWorker())
+    return false;
+  destroyRefused_ = true;
+  setLastError("pfrt_session_destroy called from a fill task's step on the session's worker "
+               "thread: refused, the session stays live (the worker cannot wait for itself); the "
+               "task fails when the step returns. Destroy the session from the framework's thread");
+  return true;
+}
+
 void Session::createJobData() {
   for (uint32_t j = 0; j < jobs_.size(); ++j) {
     JobState &js = jobs_[j];
@@ -492,12 +512,21 @@ void Session::checkNoBubble(const char *call) const {
           " is open; call pfrt_session_bubble_end first");
 }
 
+void Session::checkNotWorker(const char *call) const {
+  if (onWorker())
+    invalid(std::string(call) +
+            " called from a fill task's step on the session's worker thread: it would wait for "
+            "the step that calls it (a step cannot end or wait for its own session's bubble; "
+            "return from the step instead)");
+}
+
 void Session::checkMainStream(void *mainStream) const {
   if (mainStream && !device_)
     invalid("main_stream must be NULL on the host backend (a cudaStream_t is for CUDA sessions)");
 }
 
 void Session::enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream) {
+  checkNotWorker(c->iterationEnd ? "pfrt_session_iteration_end" : "pfrt_session_bubble_begin");
   {
     // The framework's thread runs ahead of its stream; past maxQueued_ bubbles it waits for the
     // GPU (the edge ring must not wrap onto an edge the worker still needs).
@@ -519,6 +548,7 @@ void Session::enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream)
 void Session::sync() const {
   if (!device_)
     return;
+  checkNotWorker("a call that waits for the worker (stats, tasks, checkpoints)");
   std::unique_lock<std::mutex> lock(m_);
   cv_.wait(lock, [&] { return commands_.empty(); });
   if (workerStatus_ != PFRT_OK) {
@@ -677,6 +707,7 @@ void Session::startTask() {
 }
 
 void Session::wait() {
+  checkNotWorker("pfrt_session_bubble_wait");
   if (!open_)
     invalid("pfrt_session_bubble_wait without an open bubble (call pfrt_session_bubble_begin "
             "first)");
@@ -710,6 +741,7 @@ void Session::throwTaskError() {
 }
 
 pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
+  checkNotWorker("pfrt_session_bubble_end");
   if (!open_)
     invalid("pfrt_session_bubble_end(" +
             (bubbleId == PFRT_SESSION_UNPLANNED ? std::string("PFRT_SESSION_UNPLANNED")
@@ -1145,6 +1177,8 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
       backend_->syncStream(ctx_);
   } catch (const std::exception &e) {
     thrown = e.what();
+  } catch (abi::__forced_unwind &) {
+    throw; // the step's thread is being ended (pthread_exit, e.g. by an exiting interpreter)
   } catch (...) {
     thrown = "unknown exception";
   }
@@ -1152,14 +1186,21 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
   const double us = t1 - t0;
   ts.taskUs += us;
   task.result.task_us += us;
-  if (st != PFRT_OK || !thrown.empty()) {
+  const bool destroyed = destroyRefused_; // the step called pfrt_session_destroy (refused)
+  destroyRefused_ = false;
+  if (st != PFRT_OK || !thrown.empty() || destroyed) {
     ts.failed = true;
     const bool known = st >= PFRT_ERROR_INVALID_ARGUMENT && st <= PFRT_ERROR_INTERNAL;
-    ts.errorStatus = known && thrown.empty() ? st : PFRT_ERROR_INTERNAL;
-    std::string why = !thrown.empty() ? "its step threw a C++ exception: " + thrown
-                      : known         ? std::string("its step returned ") + pfrt_status_name(st)
-                                      : "its step returned an unknown status " +
-                                            std::to_string(static_cast<int>(st));
+    ts.errorStatus = destroyed            ? PFRT_ERROR_INVALID_ARGUMENT
+                     : known && thrown.empty() ? st
+                                               : PFRT_ERROR_INTERNAL;
+    std::string why = destroyed ? std::string("its step called pfrt_session_destroy on its own "
+                                              "session, which was refused (the session's worker "
+                                              "thread cannot destroy it)")
+                      : !thrown.empty() ? "its step threw a C++ exception: " + thrown
+                      : known           ? std::string("its step returned ") + pfrt_status_name(st)
+                                        : "its step returned an unknown status " +
+                                              std::to_string(static_cast<int>(st));
     std::string message = "fill task '" + ts.name + "' (task " + std::to_string(t) +
                           ") failed at step " + std::to_string(ts.totalSteps()) + ": " + why +
                           "; the task is disabled";
@@ -1721,8 +1762,13 @@ void pfrt_session_destroy(pfrt_session *session) {
     return;
   {
     std::lock_guard<std::mutex> lock(liveMutex);
-    if (!live().erase(session))
+    if (!live().count(session))
       return; // not live: destroyed twice, or never ours
+    // From a fill task's step: the worker cannot join itself. Refused (the session stays live);
+    // the task fails when the step returns and the next bubble_wait / bubble_end reports it.
+    if (session->impl->refuseDestroyFromStep())
+      return;
+    live().erase(session);
   }
   delete session;
 }

@@ -154,7 +154,10 @@ def run(
 
     Raises :class:`ValueError` for bad options, :class:`OSError` for files that
     cannot be read and :class:`RunError` when the runtime refuses the program or
-    fails while running it. The GIL is released while the program runs.
+    fails while running it. The GIL is released while the program runs. Ctrl-C
+    (a signal whose handler raises) stops the run at its next iteration boundary
+    (``pfrt_stop_request``, which stops every run of the process) and then
+    raises :class:`KeyboardInterrupt`.
     """
     args = dict(
         backend=backend,

@@ -19,11 +19,13 @@ Example (one process per pipeline rank)::
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import pickle
 import sys
-from typing import Any, Iterator, Optional, Union
+import weakref
+from typing import Any, Callable, Iterator, Optional, Union
 
 from ._native import Plan, native
 from ._errors import RunError
@@ -43,6 +45,39 @@ def _stream_handle(stream: Any) -> int:
             f"or a cudaStream_t as a non-negative int, not {type(stream).__name__}"
         )
     return handle
+
+
+# Sessions not closed yet, closed at the interpreter's exit (before it finalizes): a session's
+# worker may be running a Python task's step in an open bubble, and a thread that takes the GIL
+# while the interpreter finalizes is ended by CPython, which aborted the process.
+_live_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_sessions() -> None:
+    for session in list(_live_sessions):
+        try:
+            session.close()
+        except Exception:  # noqa: BLE001 - the exit goes on; a failed close has nobody to tell
+            pass
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(note)
+
+
+def _weak_step_context(session: "Session") -> Callable[[], Any]:
+    """``session._step_context`` without a reference to the session: the runtime's session
+    holds the task runners, so a runner holding its Session would keep both alive for good."""
+    method = weakref.WeakMethod(session._step_context)
+
+    def context() -> Any:
+        bound = method()
+        return None if bound is None else bound()
+
+    return context
 
 
 class BubbleScope:
@@ -121,6 +156,7 @@ class Session:
         self._runners: list[_TaskRunner] = []
         self._backend = backend
         self._torch_fill_stream: Any = None
+        _live_sessions.add(self)
 
     # -- the plan, as this rank sees it -------------------------------------------------------
     @property
@@ -157,7 +193,8 @@ class Session:
         exit ends the bubble (no chunk starts after it; the one in flight is waited
         for). ``duration_us`` > 0 replaces the planned duration (the framework's
         own timer). ``wait=True`` gives the whole bubble to fill: the exit first
-        waits until nothing more fits. ``stream`` (CUDA sessions): the stream the
+        waits until nothing more fits (unless the block raised: then the bubble
+        ends at once). ``stream`` (CUDA sessions): the stream the
         bubble follows, a ``torch.cuda.Stream`` (anything with ``cuda_stream``) or
         a ``cudaStream_t`` as an int; ``None``: the legacy default stream. A host
         session refuses a stream."""
@@ -165,8 +202,10 @@ class Session:
         self._s.begin(bubble, duration_us, _stream_handle(stream))
         try:
             yield scope
-        finally:
-            self._finish(scope, bubble, wait)
+        except BaseException as e:
+            self._finish(scope, bubble, wait, raising=e)
+            raise
+        self._finish(scope, bubble, wait)
 
     @contextlib.contextmanager
     def unplanned(
@@ -179,14 +218,21 @@ class Session:
         self._s.begin_unplanned(duration_us, _stream_handle(stream))
         try:
             yield scope
-        finally:
-            self._finish(scope, native.SESSION_UNPLANNED, wait)
+        except BaseException as e:
+            self._finish(scope, native.SESSION_UNPLANNED, wait, raising=e)
+            raise
+        self._finish(scope, native.SESSION_UNPLANNED, wait)
 
-    def _finish(self, scope: BubbleScope, bubble: int, wait: bool) -> None:
+    def _finish(
+        self, scope: BubbleScope, bubble: int, wait: bool, raising: Optional[BaseException] = None
+    ) -> None:
         # Ends the bubble even when the wait reports a failed task, then raises the first error:
-        # a fill task's own exception (its type and message), else the runtime's.
+        # a fill task's own exception (its type and message), else the runtime's. When the block
+        # is raising (an error of the framework, Ctrl-C) the bubble ends at once, without the
+        # wait (the framework is leaving, and the wait would hold it for the rest of the bubble),
+        # and the block's exception goes on: a fill failure becomes a note on it.
         error: Optional[RunError] = None
-        if wait:
+        if wait and raising is None:
             try:
                 self._s.wait()
             except RunError as e:
@@ -195,7 +241,23 @@ class Session:
             scope.result = self._s.end(bubble)
         except RunError as e:
             error = error or e
+        if raising is not None:
+            self._note_task_error(raising, error)
+            return
         self._raise_task_error(error)
+
+    def _note_task_error(self, raising: BaseException, error: Optional[RunError]) -> None:
+        """Attaches a failed task's exception (else the runtime's error) to ``raising`` as a
+        note, for the block's own exception to go on."""
+        noted = False
+        for runner in self._runners:
+            if runner.error is not None:
+                exc, runner.error = runner.error, None
+                noted = True
+                _add_note(raising, f"(while this propagated, pipefill fill task {runner.name!r} "
+                                   f"failed: {type(exc).__name__}: {exc}; the task is disabled)")
+        if not noted and error is not None:
+            _add_note(raising, f"(while this propagated, the bubble's end reported: {error})")
 
     def _raise_task_error(self, error: Optional[RunError]) -> None:
         for runner in self._runners:
@@ -264,7 +326,7 @@ class Session:
         if not isinstance(task, FillTask):
             raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
         name = name or task.name or type(task).__name__
-        runner = _TaskRunner(task, name, self._step_context)
+        runner = _TaskRunner(task, name, _weak_step_context(self))
         tid = int(self._s.task_add(name, runner, float(step_us), int(memory_bytes), int(max_steps)))
         while len(self._runners) <= tid:
             self._runners.append(runner)
@@ -344,6 +406,7 @@ class Session:
         """Ends an open bubble (waiting for its chunk in flight) and frees the session."""
         self._s.close()
         self._runners = []
+        _live_sessions.discard(self)
 
     def __enter__(self) -> "Session":
         return self

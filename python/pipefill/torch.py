@@ -333,6 +333,7 @@ class FilledSchedule:
         self._fill_totals = self._session_totals() if self._device is not None else None
 
         # Per-step state.
+        self._closed = False
         self._active = False
         self._fill = False
         self._pos = 0
@@ -467,11 +468,13 @@ class FilledSchedule:
         return call
 
     def close(self) -> None:
-        """Restores the stages' methods (the wrapper no longer fills)."""
+        """Restores the stages' methods (the wrapper no longer fills); :meth:`step` then
+        raises."""
         for st, name, _ in reversed(self._originals):
             if name in vars(st):
                 delattr(st, name)
         self._originals.clear()
+        self._closed = True
 
     def __enter__(self) -> "FilledSchedule":
         return self
@@ -497,6 +500,11 @@ class FilledSchedule:
         ``task_steps``, ``task_samples``, ``task_us`` for fill tasks sum the
         bubbles (on CUDA, where ``bubble_end`` returns before the GPU has run
         the bubble, they are the session's totals over the step)."""
+        if self._closed:
+            raise RuntimeError(
+                "pipefill.torch: the FilledSchedule is closed (close() restored the stages' "
+                "methods): wrap the schedule again, or call schedule.step() for an unfilled step"
+            )
         if self._active:
             raise RuntimeError("pipefill.torch: step() called from inside a step")
         self._active, self._fill, self._pos, self._open = True, fill, 0, None
@@ -505,21 +513,28 @@ class FilledSchedule:
         self._compute_marks: list[tuple[str, Any, Any]] = []
         self._fill_error: Optional[BaseException] = None
         t0 = time.perf_counter()
-        self._enter_gap(-1, self._clock.mark())
         failed = True
         try:
+            # Inside the try: a bubble that cannot begin fails this step, not every later one.
+            self._enter_gap(-1, self._clock.mark())
             out = self.schedule.step(*args, **kwargs)
             failed = False
         finally:
-            last = self._clock.mark()
-            self._leave_gap(last)
-            self._active = False
-            # CUDA: the marks are events on the stage's stream; wait for the last one.
-            self._clock.finish(last)
-            now = time.perf_counter()
-            gaps_us = self._read_spans()
-            if fill:
-                self.session.iteration_end()
+            try:
+                last = self._clock.mark()
+                self._leave_gap(last)
+                # CUDA: the marks are events on the stage's stream; wait for the last one.
+                self._clock.finish(last)
+                now = time.perf_counter()
+                gaps_us = self._read_spans()
+                if fill:
+                    try:
+                        self.session.iteration_end()
+                    except Exception:  # noqa: BLE001 - the step's own error goes first
+                        if not failed:
+                            raise
+            finally:
+                self._active = False
         if self._fill_error is not None:
             # A fill task's step failed in a bubble (pipefill.FillTask: its own exception).
             error, self._fill_error = self._fill_error, None

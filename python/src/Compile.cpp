@@ -171,9 +171,9 @@ std::string CompiledPlan::mlir(bool debugInfo) const {
 }
 
 std::string CompiledPlan::streamProgram(int64_t iterations, bool text) const {
-  if (iterations < 1)
-    throw std::invalid_argument("iterations must be >= 1 (got " + std::to_string(iterations) +
-                                ")");
+  if (iterations < 1 || iterations > 0xFFFFFFFFll) // the program's loop count is 32 bits
+    throw std::invalid_argument("iterations must be >= 1 and < 2**32 (got " +
+                                std::to_string(iterations) + ")");
   CapturingHandler diagnostics(impl->sourceMgr, impl->context.get());
   OwningOpRef<ModuleOp> lowered = impl->module->clone();
   PassManager pm(impl->context.get());

@@ -17,11 +17,15 @@
 #include <nanobind/stl/unique_ptr.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -100,6 +104,49 @@ pfrt_backend parseBackend(const std::string &name) {
   throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
 }
 
+/// pfrt_run on a helper thread while this one waits in slices without the GIL, checking for
+/// signals between them, so Ctrl-C is not held off until the run ends: on a signal whose handler
+/// raises (KeyboardInterrupt) the run is asked to stop at its next iteration boundary
+/// (pfrt_stop_request: every run of the process), and once it has the exception is raised.
+pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  pfrt_status status = PFRT_OK;
+  std::string error; // pfrt_last_error is per thread: the helper's
+  pfrt_report *report = nullptr;
+  std::thread run([&] {
+    const pfrt_status st = pfrt_run(program, &options, &report);
+    std::lock_guard<std::mutex> lock(m);
+    status = st;
+    if (st != PFRT_OK)
+      error = pfrt_last_error();
+    done = true;
+    cv.notify_all();
+  });
+  bool interrupted = false;
+  for (bool finished = false; !finished;) {
+    {
+      nb::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(m);
+      finished = cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; });
+    }
+    if (!finished && !interrupted && PyErr_CheckSignals() != 0) {
+      interrupted = true; // the exception stays set until the run has stopped
+      pfrt_stop_request();
+    }
+  }
+  run.join();
+  if (interrupted) {
+    pfrt_stop_clear(); // this call asked for the stop
+    pfrt_report_destroy(report);
+    throw nb::python_error();
+  }
+  if (status != PFRT_OK)
+    fail(status, "running the program", error);
+  return report;
+}
+
 struct RunArgs {
   std::string backend;
   int64_t iterations;
@@ -117,23 +164,22 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
   options.backend = parseBackend(args.backend);
   if (args.iterations < 0)
     throw std::invalid_argument("iterations must be >= 0 (0: the program's own count)");
-  options.iterations = static_cast<uint32_t>(args.iterations);
+  options.iterations = toUint32(args.iterations, "iterations");
   if (!(args.timeScale > 0))
     throw std::invalid_argument("time_scale must be a positive number");
   options.time_scale = args.timeScale;
   options.enable_fill = args.fill ? 1 : 0;
   options.profile = args.profile ? 1 : 0;
-  if (args.stage < -1)
-    throw std::invalid_argument("stage must be -1 (every device runs) or a device index");
+  if (args.stage < -1 || args.stage > 0x7FFFFFFFll)
+    throw std::invalid_argument("stage must be -1 (every device runs) or a device index (got " +
+                                std::to_string(args.stage) + ")");
   options.stage = static_cast<int32_t>(args.stage);
   if (args.maxDim < 0)
     throw std::invalid_argument("max_dim must be >= 0");
-  options.max_dim = static_cast<uint32_t>(args.maxDim);
+  options.max_dim = toUint32(args.maxDim, "max_dim");
   options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
   options.verbose = args.verbose ? 1 : 0;
-  pfrt_report *report = nullptr;
-  checkWithoutGil([&] { return pfrt_run(program, &options, &report); }, "running the program");
-  return std::make_unique<RunReport>(report);
+  return std::make_unique<RunReport>(runInterruptibly(program, options));
 }
 
 std::unique_ptr<RunReport> runBytes(nb::bytes data, const std::string &name, const RunArgs &args) {
@@ -171,13 +217,13 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
     throw std::invalid_argument("unknown backend '" + backend + "' (expected host or cuda)");
   if (worldSize < 0)
     throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
-  o.world_size = static_cast<uint32_t>(worldSize);
+  o.world_size = toUint32(worldSize, "world_size");
   if (!(timeScale > 0))
     throw std::invalid_argument("time_scale must be a positive number");
   o.time_scale = timeScale;
   if (maxDim < 0)
     throw std::invalid_argument("max_dim must be >= 0");
-  o.max_dim = static_cast<uint32_t>(maxDim);
+  o.max_dim = toUint32(maxDim, "max_dim");
   if (policy == "bounded")
     o.fill_policy = PFRT_FILL_BOUNDED;
   else if (policy == "whole")
@@ -193,8 +239,7 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
 
 std::unique_ptr<Session> openSession(nb::bytes data, const std::string &name, int64_t rank,
                                      const pfrt_session_options &o) {
-  if (rank < 0 || rank > 0xFFFFFFFFll)
-    throw std::invalid_argument("rank must be >= 0");
+  toUint32(rank, "rank");
   pfrt_session *s = nullptr;
   const std::string bytes(data.c_str(), data.size());
   checkWithoutGil(
@@ -269,9 +314,32 @@ void registerRun(nb::module_ &m) {
       "Runs the StreamProgram file at `path` through pfrt_run.");
 }
 
+// The collector sees what a Session holds, its task runners (each holds the user's FillTask),
+// so a cycle through them (a task that keeps its session; the package's Session around this
+// one) is collected: the session is closed and its worker thread ends.
+int sessionTraverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self))
+    return 0;
+  for (const std::unique_ptr<TaskRunner> &t : nb::inst_ptr<Session>(self)->taskRunners)
+    if (t)
+      Py_VISIT(t->runner.ptr());
+  return 0;
+}
+
+int sessionClear(PyObject *self) {
+  if (nb::inst_ready(self))
+    nb::inst_ptr<Session>(self)->release();
+  return 0;
+}
+
+PyType_Slot sessionSlots[] = {{Py_tp_traverse, reinterpret_cast<void *>(sessionTraverse)},
+                              {Py_tp_clear, reinterpret_cast<void *>(sessionClear)},
+                              {0, nullptr}};
+
 /// pfrt_session_*: Session (with its fill tasks, Tasks.cpp), open_session.
 void registerSession(nb::module_ &m) {
-  auto session = nb::class_<Session>(m, "Session",
+  auto session = nb::class_<Session>(m, "Session", nb::type_slots(sessionSlots),
                       "One rank's fill, driven by a training loop that owns its schedule "
                       "(pfrt_session_*). Create one with pipefill.Session(plan, rank); use "
                       "`with session.bubble(k): ...` where the plan has bubble k.")

@@ -15,8 +15,10 @@
 #include <nanobind/nanobind.h>
 
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pipefill::py {
@@ -30,13 +32,27 @@ struct RunFailure : std::runtime_error {
   std::string status;
 };
 
-inline void check(pfrt_status status, const std::string &what) {
-  if (status == PFRT_OK)
-    return;
-  std::string message = what + ": " + pfrt_last_error();
+/// Throws the error of a failed pfrt call: `what` is the call, `error` pfrt_last_error()'s text.
+[[noreturn]] inline void fail(pfrt_status status, const std::string &what,
+                              const std::string &error) {
+  std::string message = what + ": " + error;
   if (status == PFRT_ERROR_IO)
     throw pipefill::embed::FileError(message, "", 0);
   throw RunFailure(message, pfrt_status_name(status));
+}
+
+/// `value` as the 32-bit unsigned integer the C API takes; ValueError naming `name` when it is
+/// negative or does not fit (it would be truncated silently otherwise).
+inline uint32_t toUint32(int64_t value, const char *name) {
+  if (value < 0 || value > 0xFFFFFFFFll)
+    throw std::invalid_argument(std::string(name) + " must be >= 0 and < 2**32 (got " +
+                                std::to_string(value) + ")");
+  return static_cast<uint32_t>(value);
+}
+
+inline void check(pfrt_status status, const std::string &what) {
+  if (status != PFRT_OK)
+    fail(status, what, pfrt_last_error());
 }
 
 /// Runs `call` (a pfrt call returning a status) with the GIL released, then checks its status:
@@ -55,19 +71,47 @@ inline nb::object jsonLoads(const std::string &text) {
   return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
 }
 
+class Session;
+
+/// One fill task of a session: the Python callable its steps call (the package's _TaskRunner)
+/// and the session; the C task's user_data (Tasks.cpp).
+struct TaskRunner {
+  Session *session;
+  nb::object runner;
+};
+
+/// Whether the interpreter is shutting down (a thread that takes the GIL then never returns).
+inline bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+/// The session whose Python fill task step runs on this thread (its worker thread, during a
+/// step; Tasks.cpp), else null.
+inline thread_local const Session *stepSession = nullptr;
+
 /// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
 class Session {
 public:
   explicit Session(pfrt_session *session) : session(session) {}
-  ~Session() { close(); }
+  ~Session() { release(); }
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
 
   /// Frees the session with the GIL released (its worker may be running a Python fill task's
-  /// step, which needs the GIL to finish), then drops the task objects (with the GIL).
+  /// step, which needs the GIL to finish), then drops the task objects (with the GIL). A step
+  /// of this session cannot close it (the worker would wait for itself): RunFailure.
   void close() {
     if (!session)
       return;
+    if (stepSession == this)
+      throw RunFailure("close called from a fill task's step on the session's worker thread: a "
+                       "step cannot close its own session (close it from the thread that runs "
+                       "the bubbles)",
+                       "PFRT_ERROR_INVALID_ARGUMENT");
     pfrt_session *s = session;
     session = nullptr;
     {
@@ -75,6 +119,29 @@ public:
       pfrt_session_destroy(s);
     }
     taskRunners.clear();
+  }
+
+  /// Frees the session where nobody can be told of an error: the destructor and the garbage
+  /// collector (tp_clear). As close(), except on the session's own worker thread (a step that
+  /// drops the last reference to its session, or the collector running inside a step), where
+  /// the session cannot be freed before the step returns: a helper thread frees it then, and
+  /// drops the task objects with the GIL (or leaves them, if the interpreter is exiting).
+  void release() noexcept {
+    if (stepSession != this) {
+      close();
+      return;
+    }
+    pfrt_session *s = session;
+    session = nullptr;
+    auto *runners = new std::vector<std::unique_ptr<TaskRunner>>(std::move(taskRunners));
+    taskRunners.clear();
+    std::thread([s, runners] {
+      pfrt_session_destroy(s); // waits until the step has returned and the worker has stopped
+      if (interpreterFinalizing())
+        return; // taking the GIL now would never return
+      nb::gil_scoped_acquire gil;
+      delete runners;
+    }).detach();
   }
 
   pfrt_session *get() const {
@@ -158,6 +225,9 @@ public:
   nb::dict end(int64_t bubble) {
     pfrt_session *s = get();
     pfrt_session_bubble_result r{};
+    if (bubble < -1 || bubble >= static_cast<int64_t>(PFRT_SESSION_UNPLANNED))
+      throw std::invalid_argument("bubble must be a bubble id (>= 0 and < 2**32 - 1) or -1 (the "
+                                  "unplanned bubble), got " + std::to_string(bubble));
     const uint32_t id = bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble);
     checkWithoutGil([&] { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
     nb::dict d;
@@ -248,9 +318,9 @@ private:
   pfrt_session *session;
 
 public:
-  /// The Python callables of the session's fill tasks (python/src/Tasks.cpp), by task id: the
-  /// C tasks hold borrowed pointers to them.
-  std::vector<nb::object> taskRunners;
+  /// The session's fill tasks (python/src/Tasks.cpp), by task id: the C tasks hold pointers to
+  /// them.
+  std::vector<std::unique_ptr<TaskRunner>> taskRunners;
 };
 
 /// Adds the fill task methods (task_add, task_get, task_state_set/get) to the bound Session.

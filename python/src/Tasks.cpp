@@ -14,8 +14,11 @@
 
 #include <nanobind/stl/string.h>
 
+#include <cxxabi.h>
+
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace nb = nanobind;
@@ -24,11 +27,16 @@ using namespace nb::literals;
 namespace pipefill::py {
 namespace {
 
-/// pfrt_session_task_step_fn for a Python callable (borrowed; Session::taskRunners owns it).
-pfrt_status pythonStep(void *user, uint64_t *outSamples) {
-  nb::gil_scoped_acquire gil;
+/// One step, with the GIL held.
+pfrt_status stepWithGil(const TaskRunner &task, uint64_t *outSamples) {
+  // What the step calls knows it runs on its session's worker (Session::close refuses).
+  struct StepScope {
+    const Session *outer = stepSession;
+    explicit StepScope(const Session *s) { stepSession = s; }
+    ~StepScope() { stepSession = outer; }
+  } scope(task.session);
   try {
-    nb::object r = nb::handle(static_cast<PyObject *>(user))();
+    nb::object r = task.runner();
     const int64_t n = nb::cast<int64_t>(r);
     if (n < 0)
       return PFRT_ERROR_INTERNAL; // the runner caught an exception (it raises at the bubble end)
@@ -38,9 +46,28 @@ pfrt_status pythonStep(void *user, uint64_t *outSamples) {
     // The runner itself failed (it catches the task's exceptions): report it as unraisable.
     e.discard_as_unraisable("pipefill fill task runner");
     return PFRT_ERROR_INTERNAL;
+  } catch (abi::__forced_unwind &) {
+    throw; // the thread is ending (below)
   } catch (...) {
     return PFRT_ERROR_INTERNAL;
   }
+}
+
+/// pfrt_session_task_step_fn for a TaskRunner (Session::taskRunners owns it).
+///
+/// The interpreter may be exiting with a bubble open (a session nobody closed): a thread that
+/// takes the GIL then is ended by CPython (pthread_exit, a forced unwind). So no step starts once
+/// finalization has begun, and a forced unwind (finalization began while the step waited for
+/// the GIL) goes through untouched: swallowing it aborts the process, and releasing a GIL the
+/// thread never got is a fatal error, so the GIL is taken and released by hand, not by a guard.
+pfrt_status pythonStep(void *user, uint64_t *outSamples) {
+  const TaskRunner &task = *static_cast<const TaskRunner *>(user);
+  if (interpreterFinalizing())
+    return PFRT_ERROR_UNAVAILABLE; // the step never runs; nobody is left to report it to
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const pfrt_status status = stepWithGil(task, outSamples);
+  PyGILState_Release(gil);
+  return status;
 }
 
 nb::dict taskStats(const pfrt_session_task_stats &t) {
@@ -90,10 +117,11 @@ void registerTasks(nb::class_<Session> &session) {
               throw nb::value_error("memory_bytes must be >= 0");
             if (maxSteps < 0)
               throw nb::value_error("max_steps must be >= 0 (0: no limit)");
+            auto owned = std::make_unique<TaskRunner>(TaskRunner{&s, std::move(runner)});
             pfrt_session_task_desc d{};
             d.name = name.c_str();
             d.step = pythonStep;
-            d.user_data = runner.ptr();
+            d.user_data = owned.get();
             d.step_us = stepUs;
             d.memory_bytes = static_cast<uint64_t>(memoryBytes);
             d.max_steps = static_cast<uint64_t>(maxSteps);
@@ -104,7 +132,7 @@ void registerTasks(nb::class_<Session> &session) {
             checkWithoutGil([&] { return pfrt_session_task_add(ps, &d, &id); }, "task_add");
             if (s.taskRunners.size() <= id)
               s.taskRunners.resize(id + 1);
-            s.taskRunners[id] = std::move(runner);
+            s.taskRunners[id] = std::move(owned);
             return id;
           },
           "name"_a, "runner"_a, "step_us"_a, "memory_bytes"_a = 0, "max_steps"_a = 0,

@@ -89,3 +89,51 @@ def job_text(stages: int, microbatches: int, schedule: str = "ONE_F_ONE_B",
         f"hardware {{ gpu_memory_bytes: 100000000 }}\n"
         f"planner {{ min_bubble_us: 0 reserve_bytes: 0 }}\n" + extra
     )
+
+
+def run_python(code: str, *args: str, timeout: float = 60, **kw):
+    """Runs `code` in a fresh interpreter that imports this same pipefill (for what must not
+    take the test process down: a hang, an abort, the interpreter's exit). Returns the
+    CompletedProcess (text output); a run past `timeout` seconds fails the test."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ)
+    paths = [str(pathlib.Path(pipefill.__file__).resolve().parents[1]),
+             str(REPO / "python" / "tests")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-c", code, *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the script ran past {timeout} s (a hang?); its output:\n{e.stdout}\n{e.stderr}")
+
+
+def interrupt_python(code: str, *args: str, after_s: float = 0.5, timeout: float = 60):
+    """Runs `code` as run_python does, sends it SIGINT (Ctrl-C) `after_s` seconds after it prints
+    the line "ready", and returns (its output, seconds from the signal to its exit)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = dict(os.environ)
+    paths = [str(pathlib.Path(pipefill.__file__).resolve().parents[1]),
+             str(REPO / "python" / "tests")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
+    p = subprocess.Popen([sys.executable, "-u", "-c", code, *args], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        first = p.stdout.readline()
+        assert first.strip() == "ready", first + p.stdout.read()
+        time.sleep(after_s)
+        p.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out = p.communicate(timeout=timeout)[0]
+        return out, time.monotonic() - t0
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the script did not stop within {timeout} s of Ctrl-C")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -201,3 +201,31 @@ def test_quickstart_example_runs(repo, tiny_job):
     assert env["PFRT_TIME_MODEL"] == "modelled"
     host_line = next(line for line in out.splitlines() if line.startswith("host run:"))
     assert "modelled mean" in host_line and "measured" not in host_line
+
+
+# Ctrl-C during pipefill.run: the run used to go on to its last iteration (pfrt_run held the
+# thread, the KeyboardInterrupt waited for it). Now the run stops at its next iteration boundary
+# and KeyboardInterrupt is raised; the next run is not stopped.
+INTERRUPTED_RUN = """
+import os, sys, time
+os.environ.pop("PFRT_TIME_MODEL", None)  # real time: one iteration takes milliseconds
+os.environ.pop("PFRT_FILL_POLICY", None)
+import pipefill
+plan = pipefill.compile_file(sys.argv[1])
+print("ready", flush=True)
+try:
+    pipefill.run(plan, iterations=1000000)
+    print("finished")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+print("next run:", pipefill.run(plan, iterations=3).stats()["iterations"])
+"""
+
+
+def test_ctrl_c_stops_a_run(tiny_job):
+    from conftest import interrupt_python
+
+    out, seconds = interrupt_python(INTERRUPTED_RUN, str(tiny_job))
+    assert "KeyboardInterrupt" in out and "finished" not in out, out
+    assert "next run: 3" in out, out
+    assert seconds < 20, out

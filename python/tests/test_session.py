@@ -207,3 +207,28 @@ def test_checkpoint_of_another_rank(tiny_plan, tmp_path):
     s0 = pipefill.Session(tiny_plan, 0)
     with pytest.raises(pipefill.RunError, match="not a session checkpoint of rank 0"):
         s0.load_checkpoint(path)
+
+
+def test_integers_out_of_range_are_refused_not_truncated(tiny_plan):
+    # Each was cut to 32 bits: end(2**32) ended bubble 0, end(-5) the unplanned bubble,
+    # world_size=2**32+2 passed as 2, iterations=2**32+1 ran 1, stage=2**32 replayed stage 0.
+    with pipefill.Session(tiny_plan, 0) as s:
+        k = s.bubbles()[0]["bubble_id"]
+        s.begin(k)
+        for bad in (2**32 + k, -5):
+            with pytest.raises(ValueError, match="bubble must be a bubble id"):
+                s.end(bad)
+        s.end(k)
+    for option, value in (("world_size", 2**32 + 2), ("max_dim", 2**33)):
+        with pytest.raises(ValueError, match=f"{option} must be >= 0 and < 2\\*\\*32"):
+            pipefill.Session(tiny_plan, 0, **{option: value})
+    with pytest.raises(ValueError, match="rank must be >= 0 and < 2\\*\\*32"):
+        pipefill.Session(tiny_plan, 2**40)
+    data = tiny_plan.stream_program(iterations=1)
+    for option, value, text in (("iterations", 2**32 + 1, "iterations must be"),
+                                ("stage", 2**32, "stage must be -1"),
+                                ("max_dim", 2**33, "max_dim must be")):
+        with pytest.raises(ValueError, match=text):
+            pipefill.run(data, **{option: value})
+    with pytest.raises(ValueError, match="iterations must be >= 1 and < 2\\*\\*32"):
+        tiny_plan.stream_program(iterations=2**32 + 1)

@@ -9,7 +9,9 @@ cannot change: limits (max_steps) in generous bubbles, steps that can never fit
 
 from __future__ import annotations
 
+import gc
 import math
+import os
 import threading
 import time
 
@@ -331,3 +333,206 @@ def test_bad_calls(plan):
         with pytest.raises(pipefill.RunError, match="task 7 does not exist") as e:
             s._s.task_get(7)
         assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
+
+
+# A step that calls back into its own session: bubble_end, bubble_wait and close wait for the
+# session's worker thread, which is running that very step (a hang, or an abort for close's
+# join). They raise RunError inside the step, which disables the task and comes back at the
+# bubble's exit; the session stays usable. In a subprocess: without the refusal it never returns.
+REENTRANT = """
+import sys, pipefill
+class Reentrant(pipefill.FillTask):
+    def __init__(self, session, call):
+        self.session, self.call, self.calls = session, call, 0
+    def step(self):
+        self.calls += 1
+        if self.call == "end":
+            self.session.end(-1)
+        elif self.call == "wait":
+            self.session.wait()
+        else:
+            self.session.close()
+        return 1
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+task = Reentrant(s, sys.argv[2])
+s.add_task(task, step_us=100)
+try:
+    with s.unplanned(1e6, wait=True):
+        pass
+except pipefill.RunError as e:
+    print("raised:", e.status, e)
+print("calls:", task.calls, "failed:", s.tasks()[0]["failed"])
+with s.unplanned(1e6, wait=True) as b:
+    pass
+s.iteration_end()
+print("after:", b.result["task_steps"])
+s.close()
+"""
+
+
+@pytest.mark.parametrize("call", ["end", "wait", "close"])
+def test_a_step_cannot_end_wait_for_or_close_its_own_session(plan, tmp_path, call):
+    from conftest import run_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    out = run_python(REENTRANT, str(path), call)
+    assert out.returncode == 0, out.stderr
+    name = {"end": "bubble_end", "wait": "bubble_wait", "close": "close"}[call]
+    assert f"raised: PFRT_ERROR_INVALID_ARGUMENT {name}" in out.stdout, out.stdout
+    assert "called from a fill task's step on the session's worker thread" in out.stdout
+    assert "calls: 1 failed: True" in out.stdout  # the task is disabled after its failed step
+    assert "after: 0" in out.stdout  # and the session goes on
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_dropped_sessions_with_tasks_are_freed(plan):
+    # Each session has a worker thread. A session with a task was never freed: the runtime
+    # session held the task's runner, which held the Session (its step context), which held the
+    # runtime session, a cycle the collector could not see. Dropped now at once, and a cycle
+    # through the user's own task (it keeps its session) is collected.
+    class Keeper(pipefill.FillTask):
+        session = None
+
+        def step(self):
+            return 1
+
+    gc.collect()
+    before = _threads()
+    for _ in range(10):
+        s = session(plan)
+        s.add_task(Counter(), step_us=100)
+        with s.unplanned(1e6):
+            pass
+        del s
+    assert _threads() == before  # no collection needed
+    for _ in range(10):
+        s = session(plan)
+        keeper = Keeper()
+        keeper.session = s
+        s.add_task(keeper, step_us=100)
+        del s, keeper
+    gc.collect()
+    assert _threads() == before
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_a_step_that_drops_the_last_reference_to_its_session(plan):
+    # The session is freed on its own worker thread, in the step: it cannot wait for that step,
+    # so a helper thread frees it once the step has returned (no hang, no abort, no leak).
+    class Dropper(pipefill.FillTask):
+        def __init__(self):
+            self.session = None
+            self.done = threading.Event()
+
+        def step(self):
+            self.session = None  # the last reference: the session is released here
+            self.done.set()
+            return 1
+
+    gc.collect()
+    before = _threads()
+    s = session(plan)
+    task = Dropper()
+    task.session = s
+    s.add_task(task, step_us=100)
+    s.begin(s.bubbles()[0]["bubble_id"], 1e6)  # a bubble the step runs in; nobody ends it
+    del s
+    assert task.done.wait(10)
+    deadline = time.monotonic() + 10
+    while _threads() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _threads() == before
+
+
+# The interpreter exits while a bubble with a Python task is open (the program failed mid-step).
+# The worker kept taking the GIL for steps while the interpreter finalized; CPython ends such a
+# thread (pthread_exit), the runtime swallowed that unwind and the process aborted ("FATAL:
+# exception not rethrown", status 134) instead of exiting with its own status. Sessions still
+# open are closed at exit now; without that hook ("bare") the step path lets the thread end.
+AT_EXIT = """
+import atexit, sys, time, pipefill
+class Sleepy(pipefill.FillTask):
+    def step(self):
+        time.sleep(0.002)
+        return 1
+if sys.argv[2] == "bare":
+    atexit.unregister(pipefill._session._close_live_sessions)
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+s.add_task(Sleepy(), step_us=2000)
+s._s.begin_unplanned(60e6)  # a 60 s bubble, never ended
+time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("hook", ["atexit", "bare"])
+def test_exit_with_a_bubble_open_keeps_the_exit_status(plan, tmp_path, hook):
+    from conftest import run_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    for _ in range(3):  # the bare case races the worker against the exit
+        out = run_python(AT_EXIT, str(path), hook)
+        assert out.returncode == 3, out.stderr
+        assert "FATAL" not in out.stderr, out.stderr
+        if hook == "atexit":  # bare: CPython may end the worker in a step, leaking its frames
+            assert "leaked" not in out.stderr, out.stderr
+
+
+# Ctrl-C in the block of `with session.bubble(k, wait=True)`: the exit waited for the rest of
+# the bubble's fill (here 60 s) before the KeyboardInterrupt went on. A block that raises ends
+# the bubble at once.
+INTERRUPTED_BUBBLE = """
+import sys, time, pipefill
+class Sleepy(pipefill.FillTask):
+    def step(self):
+        time.sleep(0.005)
+        return 1
+s = pipefill.Session(sys.argv[1], 0, fill_idle_priority=False)
+s.add_task(Sleepy(), step_us=5000)
+try:
+    with s.unplanned(60e6, wait=True):
+        print("ready", flush=True)
+        time.sleep(60)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+s.iteration_end()  # the bubble is over
+s.close()
+print("closed")
+"""
+
+
+def test_ctrl_c_in_a_waiting_bubble(plan, tmp_path):
+    from conftest import interrupt_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    out, seconds = interrupt_python(INTERRUPTED_BUBBLE, str(path))
+    assert "KeyboardInterrupt" in out and "closed" in out, out
+    assert seconds < 20, out
+
+
+@pytest.mark.parametrize("raised", [RuntimeError, KeyboardInterrupt])
+def test_the_blocks_own_exception_wins_over_a_failed_task(plan, raised):
+    # The framework's exception raised in the block (even Ctrl-C) was replaced by the task's.
+    # It goes on now, with the task's failure as a note; the bubble is over, the task disabled.
+    with session(plan) as s:
+        bad = Exploding(after=0)
+        s.add_task(bad, step_us=100, name="exploding")
+        with pytest.raises(raised, match="the framework failed") as info:
+            with s.unplanned(2e6, wait=True):
+                deadline = time.monotonic() + 10
+                while bad.calls < 1 and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                raise raised("the framework failed")
+        assert any("pipefill fill task 'exploding' failed: KeyError" in n
+                   for n in info.value.__notes__), info.value.__notes__
+        s.iteration_end()  # no bubble is open
+        with s.unplanned(1e6, wait=True):  # the error was consumed: nothing raised again
+            pass
+        assert s.tasks()[0]["failed"] and bad.calls == 1

@@ -592,3 +592,37 @@ def test_cuda_fill_task_steps_run_on_the_fill_stream():
     assert task["measured_us_p50"] >= 1500, task
     assert report["unplanned_bubbles"] == 1 and report["task_steps"] == 4, report
     session.close()
+
+
+def test_a_step_whose_first_bubble_cannot_begin_does_not_break_the_next():
+    # step() marked itself active and began its first bubble before its try: one failed begin
+    # left it "inside a step" for good (RuntimeError on every later step).
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, log = make_schedule("Schedule1F1B", 1)
+    with pipefill.Session(plan, 1) as session:
+        with pft.FilledSchedule(sched, session) as filled:
+            first = filled.bubble_gaps()[-1]
+            session.begin(first)  # the step's first bubble_begin fails: a bubble is open
+            for _ in range(2):
+                with pytest.raises(pipefill.RunError, match="inside a bubble"):
+                    run_step(filled.step)
+            session.end(first)
+            session.iteration_end()
+            del log[:]
+            run_step(filled.step)
+            assert len(log) == 2 * M
+            assert [r["bubble_id"] for r in filled.last_step["bubbles"]][0] == first
+
+
+def test_step_after_close_is_refused():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, log = make_schedule("Schedule1F1B", 1)
+    with pipefill.Session(plan, 1) as session:
+        filled = pft.FilledSchedule(sched, session)
+        run_step(filled.step)
+        filled.close()
+        del log[:]
+        with pytest.raises(RuntimeError, match="the FilledSchedule is closed"):
+            run_step(filled.step)
+        assert log == []  # no torch step ran
+        assert session.report()["iterations"] == 1

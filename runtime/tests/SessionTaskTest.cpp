@@ -597,6 +597,102 @@ TEST(SessionTaskErrorTest, UnknownTaskAndReadsInsideABubble) {
   PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, nullptr));
 }
 
+// A step that calls back into its own session (on the session's worker thread) once: bubble_end,
+// bubble_wait or destroy, each of which waits for the worker, so they would wait for the step
+// that calls them (a hang, or for destroy's join an abort). It records what the call returned.
+struct ReentrantTask {
+  enum Call { kEnd, kWait, kDestroy } call = kEnd;
+  pfrt_session *session = nullptr;
+  std::atomic<uint64_t> calls{0};
+  pfrt_status status = PFRT_OK;
+  std::string message;
+};
+
+pfrt_status reentrantStep(void *user, uint64_t *outSamples) {
+  ReentrantTask &t = *static_cast<ReentrantTask *>(user);
+  if (t.calls++ == 0) {
+    switch (t.call) {
+    case ReentrantTask::kEnd:
+      t.status = pfrt_session_bubble_end(t.session, PFRT_SESSION_UNPLANNED, nullptr);
+      break;
+    case ReentrantTask::kWait:
+      t.status = pfrt_session_bubble_wait(t.session);
+      break;
+    case ReentrantTask::kDestroy:
+      pfrt_session_destroy(t.session);
+      break;
+    }
+    t.message = pfrt_last_error();
+  }
+  virtualNow += 100;
+  *outSamples = 1;
+  return PFRT_OK;
+}
+
+uint32_t addReentrant(pfrt_session *s, ReentrantTask &t) {
+  t.session = s;
+  pfrt_session_task_desc d{};
+  d.name = "reentrant";
+  d.step = reentrantStep;
+  d.user_data = &t;
+  d.step_us = 100;
+  uint32_t id = 99;
+  EXPECT_EQ(pfrt_session_task_add(s, &d, &id), PFRT_OK) << pfrt_last_error();
+  return id;
+}
+
+// bubble_end and bubble_wait from a step refuse (they would wait for the step itself); the step
+// goes on, and the framework's own calls end the bubble as usual.
+TEST(SessionTaskErrorTest, EndAndWaitFromAStepAreRefused) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  for (ReentrantTask::Call call : {ReentrantTask::kEnd, ReentrantTask::kWait}) {
+    SCOPED_TRACE(call == ReentrantTask::kEnd ? "bubble_end" : "bubble_wait");
+    SessionPtr s = sessionOk(p.get(), 0, options());
+    ReentrantTask t;
+    t.call = call;
+    const uint32_t id = addReentrant(s.get(), t);
+    pfrt_session_bubble_result r = unplanned(s.get(), 1000);
+    EXPECT_EQ(t.status, PFRT_ERROR_INVALID_ARGUMENT);
+    const std::string name =
+        call == ReentrantTask::kEnd ? "pfrt_session_bubble_end" : "pfrt_session_bubble_wait";
+    EXPECT_NE(t.message.find(name + " called from a fill task's step on the session's worker "
+                                    "thread"),
+              std::string::npos)
+        << t.message;
+    // 1000 us, steps of 100 us predicted at 120: 9 steps, the refused call's among them.
+    EXPECT_EQ(r.task_steps, 9u);
+    EXPECT_EQ(statsOf(s.get(), id).failed, 0);
+  }
+}
+
+// destroy from a step cannot join the worker it runs on: refused, the session stays live, and the
+// step's task fails when the step returns (the next bubble_wait / bubble_end says why).
+TEST(SessionTaskErrorTest, DestroyFromAStepIsRefused) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  ReentrantTask t;
+  t.call = ReentrantTask::kDestroy;
+  const uint32_t id = addReentrant(s.get(), t);
+  PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 1000, nullptr));
+  expectError(pfrt_session_bubble_wait(s.get()), PFRT_ERROR_INVALID_ARGUMENT,
+              "fill task 'reentrant' (task 0) failed at step 0: its step called "
+              "pfrt_session_destroy on its own session, which was refused");
+  EXPECT_NE(t.message.find("pfrt_session_destroy called from a fill task's step on the session's "
+                           "worker thread: refused, the session stays live"),
+            std::string::npos)
+      << t.message;
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, nullptr));
+  EXPECT_EQ(t.calls, 1u); // the task is disabled
+  const pfrt_session_task_stats st = statsOf(s.get(), id);
+  EXPECT_EQ(st.failed, 1);
+  EXPECT_EQ(st.error_status, PFRT_ERROR_INVALID_ARGUMENT);
+  // Still live: the framework's own calls go on, and its destroy (SessionPtr) frees it.
+  PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
+  EXPECT_EQ(unplanned(s.get(), 1000).task_steps, 0u);
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt
