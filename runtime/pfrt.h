@@ -519,7 +519,11 @@ pfrt_status pfrt_session_create_file(const char *path, uint32_t rank,
 pfrt_status pfrt_session_create_memory(const void *data, size_t size, const char *source_name,
                                        uint32_t rank, const pfrt_session_options *options,
                                        pfrt_session **out_session);
-/* Ends an open bubble (waits for its chunk in flight) and frees the session. NULL is a no-op. */
+/* Ends an open bubble (waits for its chunk in flight) and frees the session. NULL is a no-op.
+ * Called from a fill task's step on the session's own worker thread it is refused: the session
+ * stays live (pfrt_last_error says why), and the step's task fails when the step returns, which
+ * the next pfrt_session_bubble_wait / pfrt_session_bubble_end reports as
+ * PFRT_ERROR_INVALID_ARGUMENT. */
 void pfrt_session_destroy(pfrt_session *session);
 
 /* The rank's main-stream work in plan order (compute, send, recv): what the framework runs. */
@@ -689,7 +693,9 @@ const char *pfrt_session_report_json(pfrt_session *session);
  * median step time). A step that returns an error (or any status but PFRT_OK) disables its task;
  * the next pfrt_session_bubble_wait or pfrt_session_bubble_end returns that status with a
  * message naming the task (the bubble is still ended by bubble_end). Steps run on the session's
- * worker thread, one at a time, never concurrently with the plan's chunks.
+ * worker thread, one at a time, never concurrently with the plan's chunks. A step must not call
+ * pfrt_session_bubble_end or pfrt_session_bubble_wait on its own session (nor, on CUDA sessions,
+ * the calls that wait for the worker): they return PFRT_ERROR_INVALID_ARGUMENT.
  * ------------------------------------------------------------------------------------------- */
 
 /* One step of a task; sets *out_samples to the samples (items, batches: the task's unit) it did. */
