@@ -558,8 +558,9 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
           }
         }
     }
-    if (!(o.time_scale > 0))
-      invalid("time_scale must be > 0");
+    if (!(o.time_scale >= pfrt::kMinTimeScale && o.time_scale <= pfrt::kMaxTimeScale))
+      invalid("time_scale must be in [" + std::to_string(pfrt::kMinTimeScale) + ", " +
+              std::to_string(pfrt::kMaxTimeScale) + "], got " + std::to_string(o.time_scale));
     if (o.stage < -1)
       invalid("stage must be -1 (all devices) or a device index");
     if (o.time_model != PFRT_TIME_MEASURED && o.time_model != PFRT_TIME_MODELLED)

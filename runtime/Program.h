@@ -131,6 +131,9 @@ constexpr size_t kMaxFillLayers = 4096;
 constexpr int32_t kMaxIterationSpan = 1024;   // -iteration_offset, period, phase
 constexpr uint32_t kMaxFillBatch = 65536;
 constexpr uint32_t kMaxLayerDim = 65536;
+// Real us per planned us (pfrt_options / pfrt_session_options time_scale): beyond these a plan's
+// ops last hours per microsecond or vanish below the clock's resolution.
+constexpr double kMinTimeScale = PFRT_MIN_TIME_SCALE, kMaxTimeScale = PFRT_MAX_TIME_SCALE;
 
 // Checks every rule of the stream model; throws Error(PFRT_ERROR_INVALID_PROGRAM) naming the
 // device/stream/op at fault.

@@ -310,8 +310,10 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   if (options.backend != PFRT_BACKEND_AUTO && options.backend != PFRT_BACKEND_HOST &&
       options.backend != PFRT_BACKEND_CUDA)
     invalid("unknown backend " + std::to_string(static_cast<int>(options.backend)));
-  if (!(options.time_scale >= 0) || std::isinf(options.time_scale))
-    invalid("time_scale must be >= 0 (0: 1.0)");
+  if (!(options.time_scale == 0 || (options.time_scale >= kMinTimeScale &&
+                                     options.time_scale <= kMaxTimeScale)))
+    invalid("time_scale must be 0 (1.0) or in [" + std::to_string(kMinTimeScale) + ", " +
+            std::to_string(kMaxTimeScale) + "], got " + std::to_string(options.time_scale));
   if (options.fill_policy != PFRT_FILL_BOUNDED && options.fill_policy != PFRT_FILL_UNBOUNDED &&
       options.fill_policy != PFRT_FILL_BOUNDED_WHOLE)
     invalid("unknown fill_policy " + std::to_string(static_cast<int>(options.fill_policy)));

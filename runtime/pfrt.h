@@ -28,6 +28,10 @@ extern "C" {
 
 #define PFRT_API_VERSION 9
 
+/* The range of time_scale (real us per planned us) that runs and sessions accept. */
+#define PFRT_MIN_TIME_SCALE 1e-4
+#define PFRT_MAX_TIME_SCALE 1e3
+
 typedef enum pfrt_status {
   PFRT_OK = 0,
   PFRT_ERROR_INVALID_ARGUMENT = 1, /* bad argument: null pointer, index out of range, bad value */

@@ -157,6 +157,13 @@ struct RunArgs {
   bool verbose;
 };
 
+// time_scale within what the runtime accepts (PFRT_MIN_TIME_SCALE..PFRT_MAX_TIME_SCALE).
+void checkTimeScale(double timeScale) {
+  if (!(timeScale >= PFRT_MIN_TIME_SCALE && timeScale <= PFRT_MAX_TIME_SCALE))
+    throw std::invalid_argument("time_scale must be from 0.0001 to 1000, got " +
+                                std::to_string(timeScale));
+}
+
 std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
   std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> owner(program, pfrt_program_destroy);
   pfrt_options options;
@@ -165,8 +172,7 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
   if (args.iterations < 0)
     throw std::invalid_argument("iterations must be >= 0 (0: the program's own count)");
   options.iterations = toUint32(args.iterations, "iterations");
-  if (!(args.timeScale > 0))
-    throw std::invalid_argument("time_scale must be a positive number");
+  checkTimeScale(args.timeScale);
   options.time_scale = args.timeScale;
   options.enable_fill = args.fill ? 1 : 0;
   options.profile = args.profile ? 1 : 0;
@@ -218,8 +224,7 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
   if (worldSize < 0)
     throw std::invalid_argument("world_size must be >= 0 (0: not checked)");
   o.world_size = toUint32(worldSize, "world_size");
-  if (!(timeScale > 0))
-    throw std::invalid_argument("time_scale must be a positive number");
+  checkTimeScale(timeScale);
   o.time_scale = timeScale;
   if (maxDim < 0)
     throw std::invalid_argument("max_dim must be >= 0");

@@ -124,8 +124,9 @@ def test_bad_options_raise_value_error(tiny_plan):
     program = tiny_plan.stream_program()
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         pipefill.run(program, backend="tpu")
-    with pytest.raises(ValueError, match="time_scale"):
-        pipefill.run(program, time_scale=0)
+    for bad in (0, float("inf"), 1e300, 1e-300):
+        with pytest.raises(ValueError, match="time_scale"):
+            pipefill.run(program, time_scale=bad)
     with pytest.raises(ValueError, match="iterations"):
         pipefill.run(program, iterations=-1)
     with pytest.raises(ValueError, match="stage"):

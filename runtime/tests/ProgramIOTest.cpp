@@ -4,6 +4,7 @@
 #include "runtime/tests/TestUtil.h"
 
 #include <cstdio>
+#include <limits>
 #include <fstream>
 
 namespace pfrt {
@@ -164,9 +165,13 @@ TEST(ProgramIOTest, RunRejectsBadOptions) {
   ASSERT_TRUE(p);
   pfrt_options o = hostOptions(1);
   pfrt_report *r = nullptr;
-  o.time_scale = 0;
-  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(pfrt_last_error()).find("time_scale"), std::string::npos);
+  for (double bad : {0.0, std::numeric_limits<double>::infinity(), 1e300, 1e-300}) {
+    o.time_scale = bad;
+    EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(pfrt_last_error()).find("time_scale must be in [0.000100, 1000.000000]"),
+              std::string::npos)
+        << pfrt_last_error();
+  }
   o = hostOptions(1);
   o.stage = 9;
   EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <thread>
 
 namespace pfrt {
@@ -583,9 +584,11 @@ TEST(SessionErrorTest, UnknownEnumOptions) {
   expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
               "unknown backend 9");
   o = sessionOptions(PFRT_FILL_BOUNDED);
-  o.time_scale = -1;
-  expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
-              "time_scale must be >= 0");
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(), 1e300, 1e-300}) {
+    o.time_scale = bad;
+    expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_INVALID_ARGUMENT,
+                "time_scale must be 0 (1.0) or in [0.000100, 1000.000000], got");
+  }
 }
 
 TEST(SessionErrorTest, UnknownBubble) {

@@ -43,8 +43,8 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
       return usageError("--iterations expects a positive integer, got '" + v + "'");
     options.iterations = static_cast<uint32_t>(n);
   } else if (arg == "--time-scale") {
-    if (!c.nextPositive(v, x))
-      return usageError("--time-scale expects a number > 0, got '" + v + "'");
+    if (!c.nextPositive(v, x) || x < PFRT_MIN_TIME_SCALE || x > PFRT_MAX_TIME_SCALE)
+      return usageError("--time-scale expects a number from 0.0001 to 1000, got '" + v + "'");
     options.time_scale = x;
   } else if (arg == "--stage") {
     if (!c.nextUnsigned(1u << 30, v, n))
