@@ -12,6 +12,7 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "support/Limits.h"
 
 #include "tools/HideLLVMOptions.h"
 #include "tools/pipefill-compile/PhaseTimer.h"
@@ -91,6 +92,19 @@ cl::opt<std::string> timingFile(
     "timing", cl::desc("Write the measured wall time, CPU time and peak RSS of every phase "
                        "as JSON ('-': a table on stderr)"),
     cl::value_desc("file"), cl::cat(category));
+
+/// The rules of the options that cl::opt cannot express; false with the
+/// error printed.
+bool checkOptions() {
+  // The runtime's range; the StreamProgram's field is 32 bits, so a larger
+  // count used to wrap (2^32 + 5 became 5, -1 became 2^32 - 1).
+  if (iterations < 1 || iterations > pipefill::kMaxIterations) {
+    llvm::errs() << "pipefill-compile: --iterations must be between 1 and "
+                 << pipefill::kMaxIterations << " (got " << iterations.getValue() << ")\n";
+    return false;
+  }
+  return true;
+}
 
 LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
                       OutputFiles &files, OwningOpRef<ModuleOp> &module) {
@@ -230,6 +244,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "pipefill-compile: JobSpec -> report, trace and stream program in one process\n");
+  if (!checkOptions())
+    return 1;
   auto start = std::chrono::steady_clock::now();
 
   DialectRegistry registry;
