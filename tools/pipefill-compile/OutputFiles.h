@@ -47,7 +47,8 @@ public:
   OutputFiles &operator=(const OutputFiles &) = delete;
 
   /// The file created for `path` (waiting for the helper), or one created
-  /// now where none was (standard output, a path given twice); null, with
+  /// now where none was (standard output; the driver refuses a path given
+  /// twice, which would get a second handle here); null, with
   /// the error printed, when it cannot be written. Each path's file is
   /// taken once; takes of different paths may run on different threads.
   std::unique_ptr<llvm::ToolOutputFile> take(llvm::StringRef path) {
