@@ -145,8 +145,11 @@ bool checkOptions() {
   return true;
 }
 
+/// `takeTiming` takes the --timing file (written at the very end) before
+/// any output is kept, so a run that cannot write it keeps nothing.
 LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
-                      OutputFiles &files, OwningOpRef<ModuleOp> &module) {
+                      OutputFiles &files, OwningOpRef<ModuleOp> &module,
+                      llvm::function_ref<bool()> takeTiming) {
   if (failed(timer.phase("import", [&] {
         module = pipefill::importJobSpec(sourceMgr, &ctx);
         return success(static_cast<bool>(module));
@@ -231,7 +234,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   bool irOk = !irCheck || irCheck->join(timer);
   bool programOk = !programExport || programExport->join(timer);
   timer.stop("checks + exports");
-  if (!exported || !planOk || !irOk || !programOk)
+  if (!exported || !planOk || !irOk || !programOk || !takeTiming())
     return failure();
   for (auto &out : outputs)
     out->keep();
@@ -311,10 +314,23 @@ int main(int argc, char **argv) {
 
   PhaseTimer timer;
   OwningOpRef<ModuleOp> module;
-  LogicalResult result = compile(ctx, sourceMgr, timer, *files, module);
+  // The --timing file ("-": a table on stderr) is written even when the
+  // compile fails, and a run that cannot write it fails.
+  const bool timingToFile = !timingFile.empty() && timingFile != "-";
+  bool timingTaken = false;
+  std::unique_ptr<llvm::ToolOutputFile> timingOut;
+  auto takeTiming = [&] {
+    if (timingToFile && !timingTaken) {
+      timingTaken = true;
+      timingOut = files->take(timingFile);
+    }
+    return !timingToFile || timingOut != nullptr;
+  };
+  LogicalResult result = compile(ctx, sourceMgr, timer, *files, module, takeTiming);
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
-  if (!timingFile.empty())
-    writeTiming(timer.phases, total.count(), timingFile, *files);
+  if (!timingFile.empty() &&
+      (!takeTiming() || !writeTiming(timer.phases, total.count(), timingFile, std::move(timingOut))))
+    result = failure();
   // Files a failed run never wrote are removed (not kept) here.
   files.reset();
   // Every output file is closed. As compilers do (clang's -disable-free),
