@@ -177,6 +177,32 @@ inline bool writeTiming(const std::vector<Phase> &phases, double totalWall,
   return true;
 }
 
+/// The --timing output: written at the very end, even after a failed
+/// compile ("-": a table on stderr), but taken from OutputFiles before any
+/// other output is kept, so a run that cannot write it keeps nothing.
+class TimingOutput {
+public:
+  TimingOutput(llvm::StringRef path, OutputFiles &files) : path(path.str()), files(files) {}
+  /// False when the file cannot be created (take() said why).
+  bool take() {
+    if (!taken && !path.empty() && path != "-") {
+      taken = true;
+      out = files.take(path);
+    }
+    return path.empty() || path == "-" || out != nullptr;
+  }
+  /// False when the file could not be created or written.
+  bool write(const std::vector<Phase> &phases, double totalWall) {
+    return path.empty() || (take() && writeTiming(phases, totalWall, path, std::move(out)));
+  }
+
+private:
+  std::string path;
+  OutputFiles &files;
+  bool taken = false;
+  std::unique_ptr<llvm::ToolOutputFile> out;
+};
+
 /// Runs `fn` on its own thread, timing it as a concurrent phase.
 class Concurrent {
 public:

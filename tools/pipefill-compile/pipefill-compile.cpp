@@ -24,9 +24,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -105,44 +103,12 @@ bool checkOptions() {
                  << pipefill::kMaxIterations << " (got " << iterations.getValue() << ")\n";
     return false;
   }
-  // Two outputs at one path would both write it (OutputFiles.h opens a
-  // second handle): interleaved, corrupt bytes and exit 0. Paths are
-  // compared made absolute without dots, and as files where both exist.
-  // Writing over the input would destroy it.
-  auto key = [](llvm::StringRef path) {
-    llvm::SmallString<256> abs(path);
-    (void)llvm::sys::fs::make_absolute(abs);
-    llvm::sys::path::remove_dots(abs, /*remove_dot_dot=*/true);
-    return std::string(abs);
-  };
-  auto same = [&](llvm::StringRef a, llvm::StringRef b) {
-    bool equivalent = false;
-    return key(a) == key(b) || (!llvm::sys::fs::equivalent(a, b, equivalent) && equivalent);
-  };
-  const std::pair<const char *, const cl::opt<std::string> *> outputs[] = {
-      {"report", &reportFile},         {"summary", &summaryFile},
-      {"trace", &traceFile},           {"svg", &svgFile},
-      {"stream-program", &programFile}, {"stream-program-text", &programTextFile},
-      {"emit-ir", &irFile},            {"timing", &timingFile}};
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    llvm::StringRef path = outputs[i].second->getValue();
-    if (path.empty() || path == "-")
-      continue;
-    if (same(path, input)) {
-      llvm::errs() << "pipefill-compile: --" << outputs[i].first << " would overwrite the input '"
-                   << input << "'\n";
-      return false;
-    }
-    for (size_t j = 0; j < i; ++j)
-      if (llvm::StringRef other = outputs[j].second->getValue();
-          !other.empty() && other != "-" && same(path, other)) {
-        llvm::errs() << "pipefill-compile: --" << outputs[j].first << " and --"
-                     << outputs[i].first << " both write '" << path
-                     << "'; give each output its own file\n";
-        return false;
-      }
-  }
-  return true;
+  return checkOutputPaths({{"report", reportFile}, {"summary", summaryFile},
+                           {"trace", traceFile}, {"svg", svgFile},
+                           {"stream-program", programFile},
+                           {"stream-program-text", programTextFile},
+                           {"emit-ir", irFile}, {"timing", timingFile}},
+                          input);
 }
 
 /// `takeTiming` takes the --timing file (written at the very end) before
@@ -314,22 +280,11 @@ int main(int argc, char **argv) {
 
   PhaseTimer timer;
   OwningOpRef<ModuleOp> module;
-  // The --timing file ("-": a table on stderr) is written even when the
-  // compile fails, and a run that cannot write it fails.
-  const bool timingToFile = !timingFile.empty() && timingFile != "-";
-  bool timingTaken = false;
-  std::unique_ptr<llvm::ToolOutputFile> timingOut;
-  auto takeTiming = [&] {
-    if (timingToFile && !timingTaken) {
-      timingTaken = true;
-      timingOut = files->take(timingFile);
-    }
-    return !timingToFile || timingOut != nullptr;
-  };
-  LogicalResult result = compile(ctx, sourceMgr, timer, *files, module, takeTiming);
+  TimingOutput timing(timingFile, *files);
+  LogicalResult result =
+      compile(ctx, sourceMgr, timer, *files, module, [&] { return timing.take(); });
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
-  if (!timingFile.empty() &&
-      (!takeTiming() || !writeTiming(timer.phases, total.count(), timingFile, std::move(timingOut))))
+  if (!timing.write(timer.phases, total.count()))
     result = failure();
   // Files a failed run never wrote are removed (not kept) here.
   files.reset();
