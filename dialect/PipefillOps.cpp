@@ -563,7 +563,10 @@ LogicalResult BubbleOp::verify() {
   bool bounded = !schedule.empty();
   for (auto &[job, total] : perJob) {
     auto it = schedule.find(job);
-    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0) {
+    // A prefix past the horizon is unbounded too (and keeps maxPrefix + lcm
+    // from overflowing, whatever the assignment's own verifier said yet).
+    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0 ||
+        it->second.first > kMaxHorizon) {
       bounded = false;
       break;
     }
@@ -657,6 +660,14 @@ LogicalResult AssignmentOp::verify() {
     return emitOpError() << "must come before every instruction and bubble of its "
                             "stage (after '"
                          << prev->getName() << "')";
+  // The runtime's ranges (support/Limits.h); the plan's readers hold these
+  // in 32 bits and add prefix and period.
+  for (auto [name, value, max] :
+       {std::tuple<const char *, uint64_t, int64_t>{"prefix", getPrefix(), kMaxFillPrefix},
+        {"period", getPeriod(), kMaxFillPeriod},
+        {"batch", getBatch(), kMaxFillBatch}})
+    if (value > static_cast<uint64_t>(max))
+      return emitOpError() << name << " = " << value << " exceeds the limit of " << max;
   return success();
 }
 

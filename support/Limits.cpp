@@ -145,7 +145,7 @@ constexpr FieldLimit kFieldLimits[] = {
      "a batch may span at most 1024 iterations"},
     {"pipefill.rt.FillChunkOp.planned_us", 0, US, false, kTime},
     {"pipefill.rt.FillChunkOp.peak_bytes", 0, B, false, kBytes},
-    {"pipefill.rt.FillChunkOp.period", 0, 1024, false, "a chunk repeats at most every 1024 iterations"},
+    {"pipefill.rt.FillChunkOp.period", 0, kMaxFillPeriod, false, "a chunk repeats at most every 1024 iterations"},
     {"pipefill.rt.FillChunkOp.phase", 0, 1023, false, "phase below the period"},
     {"pipefill.rt.CopyOp.bytes", 0, B, false, kBytes},
     {"pipefill.rt.CopyOp.planned_us", 0, US, false, kTime},

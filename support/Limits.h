@@ -51,6 +51,13 @@ constexpr int64_t kMaxPipelineChunks = int64_t(1) << 22;
 /// from checkpoints): the compiler's --iterations, pfstream.program and
 /// StreamProgram.iterations.
 constexpr int64_t kMaxIterations = 1000000;
+/// A fill plan's shape (pipefill.assignment): the runtime repeats a chunk at
+/// most every 1024 iterations (StreamProgram FillChunkOp.period), runs fill
+/// batches of at most 65536 samples, and a prefix longer than a run would
+/// never reach its period.
+constexpr int64_t kMaxFillPeriod = 1024;
+constexpr int64_t kMaxFillBatch = 65536;
+constexpr int64_t kMaxFillPrefix = kMaxIterations;
 
 const std::vector<FieldLimit> &fieldLimits();
 const std::vector<CountLimit> &countLimits();
