@@ -13,6 +13,7 @@
 #include "passes/ScheduleIR.h"
 #include "passes/StageLowering.h"
 #include "proto/stream_program.pb.h"
+#include "support/Limits.h"
 
 #include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
@@ -412,6 +413,11 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
   }
   if (!pipeline) {
     module.emitError() << "contains no pipefill.pipeline";
+    return std::nullopt;
+  }
+  if (iterations < 1 || iterations > kMaxIterations) {
+    pipeline.emitError() << "cannot be lowered with iterations = " << iterations
+                         << ": the runtime runs 1 to " << kMaxIterations << " iterations per run";
     return std::nullopt;
   }
   if (!pipeline.getIterationUs()) {

@@ -12,6 +12,7 @@ LogicalResult readTorchPlacement(PipelineOp pipeline,
   const int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
   placement.devices = static_cast<int>(p);
   placement.chunks = static_cast<int>(v);
+  placement.microbatches = static_cast<int>(pipeline.getNumMicrobatches());
   placement.deviceOfStage.assign(p * v, -1);
   placement.chunkOfStage.assign(p * v, -1);
   for (StageOp stage : pipeline.getStages()) {

@@ -10,6 +10,7 @@
 #include "llvm/Support/Format.h"
 #include "dialect/PipefillConstraints.h"
 #include "support/Format.h"
+#include "support/Limits.h"
 #include "support/Utf8.h"
 
 #include "mlir/IR/Builders.h"
@@ -316,6 +317,28 @@ LogicalResult InstructionChecker::matchTransfers() {
 }
 } // namespace
 
+/// The shape limits of docs/reliability.md (those the JobSpec reader checks),
+/// for MLIR written by hand: the region verifier sizes its tables by
+/// micro-batches x virtual stages, and every pass by the chunk count. It runs
+/// before the nested ops and verifyRegions (a failure here stops both).
+LogicalResult PipelineOp::verify() {
+  int64_t numStages = getNumStages(), numMb = getNumMicrobatches(),
+          numChunks = getVirtualStages();
+  for (auto [name, value, max] :
+       {std::tuple<const char *, int64_t, int64_t>{"num_stages", numStages, kMaxStages},
+        {"num_microbatches", numMb, kMaxMicrobatches},
+        {"virtual_stages", numChunks, kMaxVirtualStages}})
+    if (value > max)
+      return emitOpError() << name << " = " << value << " exceeds the limit of " << max;
+  // Each factor is bounded above, so the product (<= 2^36) is exact.
+  int64_t chunks = numStages * numMb * numChunks;
+  if (chunks > kMaxPipelineChunks)
+    return emitOpError() << "has num_stages x num_microbatches x virtual_stages = " << chunks
+                         << " micro-batch chunks; at most " << kMaxPipelineChunks
+                         << " are allowed (about 2^24 instructions)";
+  return success();
+}
+
 LogicalResult PipelineOp::verifyRegions() {
   Block &block = getBody().front();
   int64_t numStages = getNumStages();
@@ -540,7 +563,10 @@ LogicalResult BubbleOp::verify() {
   bool bounded = !schedule.empty();
   for (auto &[job, total] : perJob) {
     auto it = schedule.find(job);
-    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0) {
+    // A prefix past the horizon is unbounded too (and keeps maxPrefix + lcm
+    // from overflowing, whatever the assignment's own verifier said yet).
+    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0 ||
+        it->second.first > kMaxHorizon) {
       bounded = false;
       break;
     }
@@ -634,6 +660,14 @@ LogicalResult AssignmentOp::verify() {
     return emitOpError() << "must come before every instruction and bubble of its "
                             "stage (after '"
                          << prev->getName() << "')";
+  // The runtime's ranges (support/Limits.h); the plan's readers hold these
+  // in 32 bits and add prefix and period.
+  for (auto [name, value, max] :
+       {std::tuple<const char *, uint64_t, int64_t>{"prefix", getPrefix(), kMaxFillPrefix},
+        {"period", getPeriod(), kMaxFillPeriod},
+        {"batch", getBatch(), kMaxFillBatch}})
+    if (value > static_cast<uint64_t>(max))
+      return emitOpError() << name << " = " << value << " exceeds the limit of " << max;
   return success();
 }
 

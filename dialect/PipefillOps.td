@@ -78,7 +78,9 @@ def Pipefill_PipelineOp : Pipefill_Op<"pipeline", [
     `num_stages` `pipefill.stage` ops in stage order. Attributes carry the
     schedule, the micro-batch count, the hardware, the optional iteration
     tail (data-parallel all-reduce and optimizer step) and planner options;
-    `iteration_us` appears once the schedule has been simulated.
+    `iteration_us` appears once the schedule has been simulated. The shape
+    has the JobSpec's limits (docs/reliability.md): at most 1024 stages,
+    65536 micro-batches, 64 virtual stages and 2^22 micro-batch chunks.
 
     ```mlir
     pipefill.pipeline @gpt schedule one_f_one_b attributes {
@@ -120,6 +122,7 @@ def Pipefill_PipelineOp : Pipefill_Op<"pipeline", [
     OptionalAttr<Pipefill_NonNegF64>:$iteration_us);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `schedule` $schedule attr-dict-with-keyword $body";
+  let hasVerifier = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The stages in order.

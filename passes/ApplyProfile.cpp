@@ -10,7 +10,6 @@
 #include <google/protobuf/text_format.h>
 
 #include <map>
-#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -74,10 +73,10 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     // of another program is named as such, whatever else differs), then its shape and entries.
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
       if (failed(checkIdentity(pipeline, measured, text ? &tree : nullptr)) ||
-          failed(apply(pipeline, measured, /*dryRun=*/true)))
+          failed(apply(pipeline, measured, text ? &tree : nullptr, /*dryRun=*/true)))
         return signalPassFailure();
     for (PipelineOp pipeline : module.getOps<PipelineOp>())
-      if (failed(apply(pipeline, measured, /*dryRun=*/false)))
+      if (failed(apply(pipeline, measured, text ? &tree : nullptr, /*dryRun=*/false)))
         return signalPassFailure();
     applyFillCosts(module, measured);
   }
@@ -124,8 +123,71 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
            << name << "'";
   }
 
+  using Tree = google::protobuf::TextFormat::ParseInfoTree;
+  /// An instruction's identity in a profile: (kind, micro-batch, chunk).
+  using Key = std::tuple<int, int64_t, int64_t>;
+
+  /// An error at a position in the profile (line 1 of a binary one).
+  InFlightDiagnostic profileError(SourcePos p) {
+    return emitError(FileLineColLoc::get(&getContext(), profile, p.known() ? p.line : 1,
+                                         p.known() ? p.column : 1));
+  }
+
+  /// Which entry of the profile's `stages` measured each stage of the
+  /// pipeline: the entry whose `stage` field names it. A compiled program
+  /// runs stage s on device s, so a `device` given must agree. Only a
+  /// profile whose entries name no stage and no device at all (every field
+  /// 0 and, in text, not written: hand-written profiles) is read in list
+  /// order. Each stage must be measured once; `measured` has as many entries
+  /// as the pipeline has stages.
+  FailureOr<SmallVector<int>> stageEntries(PipelineOp pipeline,
+                                           const rt::MeasuredProfile &measured,
+                                           const Tree *tree) {
+    const int numStages = measured.stages_size();
+    SmallVector<int> entryOf(numStages, -1);
+    bool named = false;
+    for (int e = 0; e < numStages; ++e) {
+      const rt::MeasuredStage &ms = measured.stages(e);
+      const Tree *stageTree = nestedTree(measured, tree, "stages", e);
+      named = named || ms.stage() != 0 || ms.device() != 0 ||
+              fieldWritten(ms, stageTree, "stage") || fieldWritten(ms, stageTree, "device");
+    }
+    for (int e = 0; e < numStages; ++e) {
+      if (!named) {
+        entryOf[e] = e;
+        continue;
+      }
+      const rt::MeasuredStage &ms = measured.stages(e);
+      const Tree *stageTree = nestedTree(measured, tree, "stages", e);
+      SourcePos at = fieldPos(measured, tree, "stages", e);
+      const int64_t stage = ms.stage();
+      if (stage >= numStages)
+        return profileError(fieldPos(ms, stageTree, "stage", -1, at))
+               << "stages[" << e << "] measured stage " << stage << ", but pipeline '"
+               << pipeline.getSymName() << "' has " << numStages << " stages";
+      if ((ms.device() != 0 || fieldWritten(ms, stageTree, "device")) && ms.device() != stage)
+        return profileError(fieldPos(ms, stageTree, "device", -1, at))
+               << "stages[" << e << "] measured stage " << stage << " on device " << ms.device()
+               << ", but the compiled program runs stage " << stage << " on device " << stage;
+      if (int first = entryOf[stage]; first >= 0) {
+        SourcePos firstAt = fieldPos(measured, tree, "stages", first);
+        auto diag = profileError(fieldPos(ms, stageTree, "stage", -1, at))
+                    << "stages[" << e << "] measured stage " << stage << " again (first: stages["
+                    << first << "]";
+        if (firstAt.known())
+          diag << " at line " << firstAt.line;
+        return diag << ")";
+      }
+      entryOf[stage] = e;
+    }
+    return entryOf;
+  }
+
   /// Replaces the instruction times by the measured ones; with dryRun, only checks that it can.
-  LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured, bool dryRun) {
+  /// The profile must match the pipeline: every instruction with a compute kind measured (or
+  /// listed as modelled) once, and no entry for an instruction the stage does not have.
+  LogicalResult apply(PipelineOp pipeline, const rt::MeasuredProfile &measured,
+                      const Tree *tree, bool dryRun) {
     if (!pipeline.isExpanded())
       return pipeline.emitError()
              << "has no instructions to apply a profile to; run "
@@ -134,21 +196,39 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       return pipeline.emitError()
              << "has " << pipeline.getNumStages() << " stages but profile '"
              << profile << "' measured " << measured.stages_size();
+    FailureOr<SmallVector<int>> entryOf = stageEntries(pipeline, measured, tree);
+    if (failed(entryOf))
+      return failure();
     if (!dryRun)
       pipeline.removeIterationUsAttr();
-    int s = 0;
     for (StageOp stage : pipeline.getStages()) {
-      const rt::MeasuredStage &ms = measured.stages(s++);
-      std::map<std::tuple<int, int64_t, int64_t>, double> byKey;
-      std::set<std::tuple<int, int64_t, int64_t>> unmeasured;
-      for (const rt::MeasuredInstruction &i : ms.instructions()) {
-        // Only numbers read from a clock count; modelled/emulated entries keep the plan's cost.
-        std::tuple<int, int64_t, int64_t> key{(int)i.kind(), (int64_t)i.microbatch(),
-                                              (int64_t)i.chunk()};
-        if (i.measured())
-          byKey[key] = i.measured_us();
-        else
-          unmeasured.insert(key);
+      const int e = (*entryOf)[stage.getIndex()];
+      const rt::MeasuredStage &ms = measured.stages(e);
+      const Tree *stageTree = nestedTree(measured, tree, "stages", e);
+      auto instrError = [&](int j) {
+        return profileError(fieldPos(ms, stageTree, "instructions", j,
+                                     fieldPos(measured, tree, "stages", e)))
+               << "stages[" << e << "].instructions[" << j << "] ";
+      };
+      auto describe = [](const rt::MeasuredInstruction &i) {
+        return rt::ComputeOp::Kind_Name(i.kind()) + " of micro-batch " +
+               std::to_string(i.microbatch()) + " chunk " + std::to_string(i.chunk());
+      };
+      // Each instruction's entry; a second entry for one would silently win.
+      std::map<Key, int> entryOfKey;
+      for (int j = 0; j < ms.instructions_size(); ++j) {
+        const rt::MeasuredInstruction &i = ms.instructions(j);
+        Key key{(int)i.kind(), (int64_t)i.microbatch(), (int64_t)i.chunk()};
+        auto [it, inserted] = entryOfKey.emplace(key, j);
+        if (!inserted) {
+          SourcePos firstAt = fieldPos(ms, stageTree, "instructions", it->second);
+          auto diag = instrError(j) << "measured the " << describe(i) << " of stage "
+                                    << stage.getIndex() << " again (first: instructions["
+                                    << it->second << "]";
+          if (firstAt.known())
+            diag << " at line " << firstAt.line;
+          return diag << ")";
+        }
       }
       if (!dryRun) {
         if (ms.forward_us() > 0)
@@ -159,6 +239,7 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
         stage.removeIdleUsAttr();
         stage.removePeakBytesAttr();
       }
+      std::vector<bool> used(ms.instructions_size(), false);
       for (Operation &op : stage.getBody().front()) {
         auto instr = dyn_cast<InstructionOpInterface>(op);
         if (!instr)
@@ -169,16 +250,22 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
         if (!kind)
           continue; // transfers take their time from the interconnect model
         int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
-        auto it = byKey.find({(int)*kind, mb, instr.getChunkIndex()});
-        if (it == byKey.end() &&
-            unmeasured.count({(int)*kind, mb, instr.getChunkIndex()}))
-          continue; // only modelled in the profile: keep the compiler's cost
-        if (it == byKey.end())
+        auto it = entryOfKey.find({(int)*kind, mb, instr.getChunkIndex()});
+        if (it == entryOfKey.end())
           return op.emitOpError() << "has no measurement in profile '" << profile
                                   << "' (stage " << stage.getIndex() << ")";
-        if (!dryRun)
-          instr.setDeviceUs(it->second);
+        used[it->second] = true;
+        // Only numbers read from a clock count; modelled/emulated entries keep the plan's cost.
+        const rt::MeasuredInstruction &entry = ms.instructions(it->second);
+        if (entry.measured() && !dryRun)
+          instr.setDeviceUs(entry.measured_us());
       }
+      // An entry no instruction matched measured something this pipeline does not run.
+      for (int j = 0; j < ms.instructions_size(); ++j)
+        if (!used[j])
+          return instrError(j) << "measured the " << describe(ms.instructions(j))
+                               << ", which stage " << stage.getIndex() << " of pipeline '"
+                               << pipeline.getSymName() << "' does not run";
     }
     return success();
   }

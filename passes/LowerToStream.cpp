@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 #include "passes/ScheduleIR.h"
 #include "passes/StageLowering.h"
+#include "support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
@@ -134,6 +135,13 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
   }
 
   LogicalResult lower(PipelineOp pipeline) {
+    // The runtime's range: the program's field would otherwise narrow a
+    // larger count to 32 bits (2^32 + 5 became 5).
+    if (iterations < 1 || iterations > kMaxIterations)
+      return pipeline.emitError() << "cannot be lowered with iterations = "
+                                  << static_cast<int64_t>(iterations)
+                                  << ": the runtime runs 1 to " << kMaxIterations
+                                  << " iterations per run";
     if (!pipeline.getIterationUs())
       return pipeline.emitError()
              << "has no simulated timeline to lower; run pipefill-simulate "

@@ -33,6 +33,15 @@ def ApplyProfile : Pass<"pipefill-apply-profile", "mlir::ModuleOp"> {
     earlier simulation are dropped so `pipefill-simulate` recomputes them.
     Runs after `pipefill-expand-schedule`; `--pipefill-compile=profile=FILE`
     inserts it there.
+
+    The profile's `stages` entries are matched by their `stage` field (a
+    `device` given must equal it: a compiled program runs stage s on device
+    s); only a profile that names no stage and no device at all is read in
+    list order. The profile must match the pipeline, or nothing is changed:
+    a stage measured twice or out of range, an instruction measured twice,
+    and an entry for an instruction the stage does not run are errors at the
+    profile's `file:line:col` (line 1 for a binary profile), as is a compute
+    instruction without an entry.
   }];
   let options = [
     Option<"profile", "profile", "std::string", "",

@@ -64,6 +64,8 @@ LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
       x.optimizer = a.getOptimizerOnHost() ? fill::OptimizerPlacement::Host
                                            : fill::OptimizerPlacement::Device;
       x.checkpoint = a.getCheckpoint();
+      // The assignment verifier bounds prefix, period and batch (support/
+      // Limits.h), so they fit the plan's 32-bit fields.
       x.prefixIterations = a.getPrefix();
       x.periodIterations = a.getPeriod();
       x.batchesPerPeriod = a.getBatchesPerPeriod();

@@ -39,9 +39,9 @@ constexpr const char *kFree = "any value";
 /// reads; docs/generated lists it).
 constexpr FieldLimit kFieldLimits[] = {
     // --- JobSpec (proto/pipefill.proto) --------------------------------
-    {"pipefill.Pipeline.stages", 1, 1024, false, "pipeline depth up to 1024 devices"},
-    {"pipefill.Pipeline.microbatches", 1, 65536, false, "micro-batches per iteration"},
-    {"pipefill.Pipeline.virtual_stages", 1, 64, false, "model chunks per device"},
+    {"pipefill.Pipeline.stages", 1, kMaxStages, false, "pipeline depth up to 1024 devices"},
+    {"pipefill.Pipeline.microbatches", 1, kMaxMicrobatches, false, "micro-batches per iteration"},
+    {"pipefill.Pipeline.virtual_stages", 1, kMaxVirtualStages, false, "model chunks per device"},
     {"pipefill.StageCost.forward_us", 0, US, false, kTime},
     {"pipefill.StageCost.backward_us", 0, US, false, kTime},
     {"pipefill.StageCost.backward_weight_us", 0, US, false, kTime},
@@ -96,7 +96,7 @@ constexpr FieldLimit kFieldLimits[] = {
 
     // --- StreamProgram (proto/stream_program.proto) --------------------
     {"pipefill.rt.StreamProgram.version", 0, 1000, false, "schema version"},
-    {"pipefill.rt.StreamProgram.iterations", 0, 1000000, false,
+    {"pipefill.rt.StreamProgram.iterations", 0, kMaxIterations, false,
      "10^6 iterations per run; longer runs resume from checkpoints"},
     {"pipefill.rt.StreamProgram.planned_iteration_us", 0, US, false, kTime},
     {"pipefill.rt.StreamProgram.seed", 0, U64, false, kFree},
@@ -145,7 +145,7 @@ constexpr FieldLimit kFieldLimits[] = {
      "a batch may span at most 1024 iterations"},
     {"pipefill.rt.FillChunkOp.planned_us", 0, US, false, kTime},
     {"pipefill.rt.FillChunkOp.peak_bytes", 0, B, false, kBytes},
-    {"pipefill.rt.FillChunkOp.period", 0, 1024, false, "a chunk repeats at most every 1024 iterations"},
+    {"pipefill.rt.FillChunkOp.period", 0, kMaxFillPeriod, false, "a chunk repeats at most every 1024 iterations"},
     {"pipefill.rt.FillChunkOp.phase", 0, 1023, false, "phase below the period"},
     {"pipefill.rt.CopyOp.bytes", 0, B, false, kBytes},
     {"pipefill.rt.CopyOp.planned_us", 0, US, false, kTime},

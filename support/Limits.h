@@ -13,6 +13,7 @@
 
 #include "support/ProtoText.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,28 @@ struct CountLimit {
 constexpr double kMaxBytes = 1125899906842624.0; // 2^50
 constexpr double kMaxUs = 1e9;                   // 1000 s for one op or per-sample cost
 constexpr double kMaxClockUs = 1e15;             // ~31 years: absolute start / arrival times
+
+/// The pipeline's shape. The JobSpec reader checks them through the table
+/// (pipefill.Pipeline.*), the pipefill.pipeline verifier on MLIR written by
+/// hand, so no stage of the compiler sees a pipeline it cannot hold.
+constexpr int64_t kMaxStages = 1024;
+constexpr int64_t kMaxMicrobatches = 65536;
+constexpr int64_t kMaxVirtualStages = 64;
+/// Most micro-batch chunks (stages x micro-batches x virtual stages) one
+/// pipeline may expand to: about 2^24 instructions, well inside memory and a
+/// few seconds of compile time.
+constexpr int64_t kMaxPipelineChunks = int64_t(1) << 22;
+/// Iterations of one run (the runtime's kMaxIterations; longer runs resume
+/// from checkpoints): the compiler's --iterations, pfstream.program and
+/// StreamProgram.iterations.
+constexpr int64_t kMaxIterations = 1000000;
+/// A fill plan's shape (pipefill.assignment): the runtime repeats a chunk at
+/// most every 1024 iterations (StreamProgram FillChunkOp.period), runs fill
+/// batches of at most 65536 samples, and a prefix longer than a run would
+/// never reach its period.
+constexpr int64_t kMaxFillPeriod = 1024;
+constexpr int64_t kMaxFillBatch = 65536;
+constexpr int64_t kMaxFillPrefix = kMaxIterations;
 
 const std::vector<FieldLimit> &fieldLimits();
 const std::vector<CountLimit> &countLimits();

@@ -298,7 +298,10 @@ Parsed parseGenOption(SimArgCursor &c, SimArgs &o) {
   if (a == "--jobs") {
     if (!c.needInt(n, 0))
       return Parsed::Error;
-    o.gen.jobs = int(std::min<long long>(n, 100000000));
+    if (n > kMaxGeneratedJobs)
+      return result(c.fail("--jobs must be at most " + std::to_string(kMaxGeneratedJobs) +
+                           " (got " + std::to_string(n) + ")"));
+    o.gen.jobs = int(n);
   } else if (a == "--rate") {
     return result(c.needDouble(o.gen.jobsPerHour, true));
   } else if (a == "--seed") {

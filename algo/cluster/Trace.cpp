@@ -1,6 +1,7 @@
 //===- Trace.cpp - Fill-job queue traces: CSV reader and generator --------===//
 
 #include "algo/cluster/Trace.h"
+#include "support/Limits.h"
 
 #include <algorithm>
 #include <cctype>
@@ -47,8 +48,19 @@ std::vector<std::string> split(const std::string &line) {
   return fields;
 }
 
+/// The JobSpec's range of a FillJob field (support/Limits.cpp): a trace's job
+/// becomes one, so the same limits hold.
+double fillJobMax(const char *field) {
+  const FieldLimit *limit = findFieldLimit(std::string("pipefill.FillJob.") + field);
+  return limit ? limit->max : 0;
+}
+
+/// Decimal notation only: strtod also reads "0x10", "inf" and "nan".
 bool parseDouble(const std::string &text, double &out) {
-  if (text.empty())
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' ||
+               c == 'E' || c == '+' || c == '-';
+      }))
     return false;
   const char *begin = text.c_str();
   char *end = nullptr;
@@ -154,6 +166,10 @@ bool parseTrace(const std::string &text, const std::string &file,
     } else if (job.arrivalS < 0) {
       report(lineNo, "arrival_s must be non-negative (got " + f[0] + ")");
       ok = false;
+    } else if (job.arrivalS > fillJobMax("arrival_us") / 1e6) {
+      report(lineNo, "arrival_s must be at most " + num(fillJobMax("arrival_us") / 1e6) +
+                         " (a JobSpec's arrival_us limit; got " + f[0] + ")");
+      ok = false;
     } else if (lastArrivalLine && job.arrivalS < lastArrival) {
       report(lineNo, "arrival_s " + f[0] +
                          " is earlier than the previous job's (" +
@@ -182,6 +198,10 @@ bool parseTrace(const std::string &text, const std::string &file,
     } else if (job.samples < 1) {
       report(lineNo, "samples must be a positive integer (got " + f[2] + ")");
       ok = false;
+    } else if (double(job.samples) > fillJobMax("samples")) {
+      report(lineNo, "samples must be at most " + num(fillJobMax("samples")) +
+                         " (a JobSpec's limit; got " + f[2] + ")");
+      ok = false;
     }
     if (!f[3].empty()) {
       if (!parseDouble(f[3], job.priority)) {
@@ -189,6 +209,10 @@ bool parseTrace(const std::string &text, const std::string &file,
         ok = false;
       } else if (!(job.priority > 0)) {
         report(lineNo, "priority must be positive (got " + f[3] + ")");
+        ok = false;
+      } else if (job.priority > fillJobMax("priority")) {
+        report(lineNo, "priority must be at most " + num(fillJobMax("priority")) +
+                           " (a JobSpec's limit; got " + f[3] + ")");
         ok = false;
       }
     }
@@ -220,12 +244,21 @@ bool readTraceFile(const std::string &path, const ModelResolver &models,
 
 std::string formatTrace(const std::vector<TraceJob> &jobs) {
   std::string out = std::string(kHeader) + "\n";
-  char buf[256];
+  std::vector<char> buf(256);
   for (const TraceJob &j : jobs) {
-    std::snprintf(buf, sizeof buf, "%.3f,%s,%lld,%g\n", j.arrivalS,
-                  j.model.c_str(), static_cast<long long>(j.samples),
-                  j.priority);
-    out += buf;
+    // Sized to the line: a long model name or a huge arrival used to be cut
+    // at 256 bytes into a line the reader refuses.
+    auto format = [&] {
+      return std::snprintf(buf.data(), buf.size(), "%.3f,%s,%lld,%g\n", j.arrivalS,
+                           j.model.c_str(), static_cast<long long>(j.samples), j.priority);
+    };
+    int n = format();
+    if (n >= 0 && size_t(n) >= buf.size()) {
+      buf.resize(size_t(n) + 1);
+      n = format();
+    }
+    if (n > 0)
+      out.append(buf.data(), size_t(n));
   }
   return out;
 }
@@ -240,11 +273,11 @@ bool generateTrace(const TraceGenOptions &opts,
             "per-sample cost";
     return false;
   }
-  if (opts.jobs < 0 || !(opts.jobsPerHour > 0) ||
+  if (opts.jobs < 0 || opts.jobs > kMaxGeneratedJobs || !(opts.jobsPerHour > 0) ||
       !(opts.medianGpuSeconds > 0) || !(opts.sigma >= 0) ||
       !(opts.highPriorityFraction >= 0 && opts.highPriorityFraction <= 1) ||
       !(opts.highPriority > 0)) {
-    error = "trace generator options out of range: jobs >= 0, rate > 0, "
+    error = "trace generator options out of range: jobs in [0, 10^8], rate > 0, "
             "median > 0, sigma >= 0, high-priority fraction in [0, 1], "
             "high priority > 0";
     return false;
@@ -290,11 +323,22 @@ bool generateTrace(const TraceGenOptions &opts,
       ++m;
     }
     double work = opts.medianGpuSeconds * std::exp(opts.sigma * rng.normal());
+    // What the reader accepts (the JobSpec's limits); llround of a larger
+    // count is undefined, and such a trace could not be read back.
+    double samples = std::max(1.0, std::round(work / usefulSPerSample[m]));
+    if (!(samples <= fillJobMax("samples")) || !(arrival <= fillJobMax("arrival_us") / 1e6)) {
+      error = "the trace generator drew job " + std::to_string(i) + " with " + num(samples) +
+              " samples arriving at " + num(arrival) + " s, past the limits of " +
+              num(fillJobMax("samples")) + " samples and " +
+              num(fillJobMax("arrival_us") / 1e6) +
+              " s; lower --median-gpu-s or --sigma, or raise --rate";
+      out.clear();
+      return false;
+    }
     TraceJob job;
     job.arrivalS = arrival;
     job.model = models[m];
-    job.samples = std::max<int64_t>(
-        1, int64_t(std::llround(work / usefulSPerSample[m])));
+    job.samples = int64_t(samples);
     job.priority =
         rng.uniform() < opts.highPriorityFraction ? opts.highPriority : 1.0;
     out.push_back(job);

@@ -59,6 +59,9 @@ std::string formatTrace(const std::vector<TraceJob> &jobs);
 ///    else 1.
 /// Uses its own splitmix64 / Box-Muller sampling (not <random>'s
 /// distributions) so a seed gives the same trace with every compiler.
+/// Most jobs one generated trace may have.
+constexpr int kMaxGeneratedJobs = 100000000;
+
 struct TraceGenOptions {
   int jobs = 1000;
   double jobsPerHour = 60;

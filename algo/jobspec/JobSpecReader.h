@@ -13,6 +13,7 @@
 
 #include "proto/pipefill.pb.h"
 #include "support/LayerRules.h"
+#include "support/Limits.h"
 #include "support/ProtoText.h"
 
 #include <string>
@@ -41,10 +42,6 @@ struct JobSource {
   }
 };
 
-/// Most micro-batch chunks (stages x micro-batches x virtual stages) one
-/// pipeline may expand to: about 2^24 instructions, well inside memory and a
-/// few seconds of compile time.
-constexpr int64_t kMaxPipelineChunks = int64_t(1) << 22;
 /// Most layers one fill job may expand to (after `repeat`).
 constexpr int64_t kMaxJobLayers = 4096;
 

@@ -1,9 +1,11 @@
 //===- TorchTrace.cpp - measured stage costs from torch profiler traces ---===//
 #include "algo/torch/TorchTrace.h"
 #include "algo/torch/TorchSchedule.h"
+#include "support/Limits.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -115,6 +117,14 @@ EventActions actionsOf(const TraceFile &f, const TraceEvent &e,
   }
   if (!std::isfinite(e.ts) || !std::isfinite(e.dur) || e.dur < 0)
     return errorAt(diag, f, e.line, "'" + e.name + "' has no valid ts and dur");
+  // The project's clock limits: times near 1e300 made every mean and gap inf
+  // or 0 without a word.
+  if (std::fabs(e.ts) > kMaxClockUs || e.dur > kMaxUs) {
+    char text[96];
+    std::snprintf(text, sizeof text, "ts %g and dur %g", e.ts, e.dur);
+    return errorAt(diag, f, e.line,
+                   "'" + e.name + "' has " + text + " us; ts must be within +-1e15 us and dur at most 1e9 us");
+  }
   for (const Action &a : subs)
     if (a.stage < 0 || a.stage >= S)
       return errorAt(diag, f, e.line,
@@ -123,6 +133,12 @@ EventActions actionsOf(const TraceFile &f, const TraceEvent &e,
                         " stages (" + std::to_string(placement.devices) +
                         " x " + std::to_string(placement.chunks) + ")" +
                         (single ? " (the stage is the trace's rank)" : ""));
+    else if (placement.microbatches > 0 &&
+             (a.microbatch < 0 || a.microbatch >= placement.microbatches))
+      return errorAt(diag, f, e.line,
+                     "'" + e.name + "' names micro-batch " + std::to_string(a.microbatch) +
+                         ", but the pipeline has " + std::to_string(placement.microbatches) +
+                         " micro-batches");
   return EventActions::Ok;
 }
 
@@ -313,9 +329,29 @@ bool profileFromTraces(const std::vector<TraceFile> &files,
   SamplesByKey byKey;
   if (!groupSamples(files, samples, byKey, diag))
     return false;
-  int iterations = 0;
+  // The k-th occurrence of every action is iteration k, so every action must
+  // occur equally often: otherwise iteration k would mix steps (a trace cut
+  // mid-step, or an action missing from one).
+  const SamplesByKey::value_type *most = nullptr;
+  for (auto &entry : byKey)
+    if (!most || entry.second.size() > most->second.size())
+      most = &entry;
+  int iterations = most ? int(most->second.size()) : 0;
+  auto times = [](size_t n) { return n == 1 ? std::string("once") : std::to_string(n) + " times"; };
+  auto describe = [](const SampleKey &key) {
+    auto [stage, kind, mb] = key;
+    return "stage " + std::to_string(stage) + " micro-batch " + std::to_string(mb) + " " +
+           sched::toString(sched::InstrKind(kind));
+  };
   for (auto &[key, list] : byKey)
-    iterations = std::max(iterations, int(list.size()));
+    if (int(list.size()) != iterations)
+      return failAt(diag, files[list.front()->file], list.front()->line,
+                    describe(key) + " appears " + times(list.size()) + ", but " +
+                        describe(most->first) + " appears " + times(iterations) + " (at line " +
+                        std::to_string(most->second.front()->line) + " of " +
+                        files[most->second.front()->file].path +
+                        "); every action must occur once per profiled step, or the "
+                        "steps would mix");
   out.iterations = iterations;
   std::vector<double> origin(iterations, INFINITY), end(iterations, -INFINITY);
   for (auto &[key, list] : byKey)

@@ -51,6 +51,7 @@ struct TraceFile {
 /// Where torch stage s lives: device (pipefill stage) and chunk.
 struct StagePlacement {
   int devices = 1, chunks = 1;
+  int microbatches = 0; ///< the pipeline's micro-batches (0: not checked)
   std::vector<int> deviceOfStage, chunkOfStage; ///< [devices * chunks]
 };
 
@@ -87,9 +88,11 @@ struct TraceDiag {
 /// Measures the compute instructions and gaps. Iterations: the k-th
 /// occurrence of an action belongs to iteration k; with more than one
 /// iteration the first is left out of the means (warm-up). Fails on traces
-/// without action events, action names that do not parse, stages outside
-/// the placement, single-stage labels without a rank, and one action seen
-/// in two traces.
+/// without action events, action names that do not parse, stages or
+/// micro-batches outside the placement, times outside the project's clock
+/// (|ts| <= 1e15 us, dur <= 1e9 us: support/Limits.h), single-stage labels
+/// without a rank, one action seen in two traces, and actions seen a
+/// different number of times (the iterations would mix).
 bool profileFromTraces(const std::vector<TraceFile> &files,
                        const StagePlacement &placement, TraceProfile &out,
                        TraceDiag &diag);

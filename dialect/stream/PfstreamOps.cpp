@@ -9,6 +9,7 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/PipefillConstraints.h"
+#include "support/Limits.h"
 #include "support/Utf8.h"
 
 #include "mlir/IR/Builders.h"
@@ -34,6 +35,15 @@ void PfstreamDialect::initialize() {
 #define GET_OP_LIST
 #include "dialect/stream/PfstreamOps.cpp.inc"
       >();
+}
+
+/// The StreamProgram's range (support/Limits.h): the exported field is 32
+/// bits, and the runtime refuses more than kMaxIterations.
+LogicalResult ProgramOp::verify() {
+  if (getIterations() > static_cast<uint64_t>(kMaxIterations))
+    return emitOpError() << "iterations = " << getIterations() << " exceeds the limit of "
+                         << kMaxIterations << " per run";
+  return success();
 }
 
 LogicalResult ProgramOp::verifyRegions() {

@@ -70,7 +70,8 @@ def Pfstream_ProgramOp : Pfstream_Op<"program", [
   let summary = "A whole pipeline as per-device stream programs";
   let description = [{
     Holds one `pfstream.device` per device, in device order. Every device's
-    streams are loop bodies that the runtime repeats `iterations` times.
+    streams are loop bodies that the runtime repeats `iterations` times
+    (at most 10^6, the runtime's limit; 0 means 1, as in the StreamProgram).
     Fill chunks refer to `pipefill.fill_job` declarations in the same module.
 
     ```mlir
@@ -87,6 +88,7 @@ def Pfstream_ProgramOp : Pfstream_Op<"program", [
                        DefaultValuedAttr<Pfstream_NonNegI64, "0">:$seed);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name `iterations` $iterations `planned` $planned_iteration_us attr-dict-with-keyword $body";
+  let hasVerifier = 1;
   let hasRegionVerifier = 1;
 }
 

@@ -15,6 +15,9 @@
 #define PIPEFILL_TOOLS_PIPEFILL_COMPILE_OUTPUTFILES_H
 
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,9 +27,47 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pipefill::compile {
+
+/// False, with a usage error, when two of the (option, path) outputs name
+/// one file, or one names the input: both would write it (take() gives a
+/// path taken twice a second handle), leaving it corrupt, with exit 0.
+/// Paths are compared made absolute without dots, and as files where both
+/// exist. Empty paths and "-" (standard output) are not files.
+inline bool checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs,
+                             llvm::StringRef input) {
+  auto key = [](llvm::StringRef path) {
+    llvm::SmallString<256> abs(path);
+    (void)llvm::sys::fs::make_absolute(abs);
+    llvm::sys::path::remove_dots(abs, /*remove_dot_dot=*/true);
+    return std::string(abs);
+  };
+  auto same = [&](llvm::StringRef a, llvm::StringRef b) {
+    bool equivalent = false;
+    return key(a) == key(b) || (!llvm::sys::fs::equivalent(a, b, equivalent) && equivalent);
+  };
+  auto isFile = [](llvm::StringRef path) { return !path.empty() && path != "-"; };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[option, path] = outputs[i];
+    if (!isFile(path))
+      continue;
+    if (same(path, input)) {
+      llvm::errs() << "pipefill-compile: --" << option << " would overwrite the input '" << input
+                   << "'\n";
+      return false;
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (isFile(outputs[j].second) && same(path, outputs[j].second)) {
+        llvm::errs() << "pipefill-compile: --" << outputs[j].first << " and --" << option
+                     << " both write '" << path << "'; give each output its own file\n";
+        return false;
+      }
+  }
+  return true;
+}
 
 class OutputFiles {
 public:
@@ -47,7 +88,8 @@ public:
   OutputFiles &operator=(const OutputFiles &) = delete;
 
   /// The file created for `path` (waiting for the helper), or one created
-  /// now where none was (standard output, a path given twice); null, with
+  /// now where none was (standard output; the driver refuses a path given
+  /// twice, which would get a second handle here); null, with
   /// the error printed, when it cannot be written. Each path's file is
   /// taken once; takes of different paths may run on different threads.
   std::unique_ptr<llvm::ToolOutputFile> take(llvm::StringRef path) {

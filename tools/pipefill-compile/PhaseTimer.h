@@ -122,8 +122,11 @@ writeFile(OutputFiles &files, llvm::StringRef path,
   return out;
 }
 
-inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
-                        llvm::StringRef timingFile, OutputFiles &files) {
+/// Writes the phases as a table on stderr (`timingFile` "-") or as JSON into
+/// `out`, the --timing file taken from OutputFiles (null when it could not
+/// be created: take() said why). False when the file was not written.
+inline bool writeTiming(const std::vector<Phase> &phases, double totalWall,
+                        llvm::StringRef timingFile, std::unique_ptr<llvm::ToolOutputFile> out) {
   if (timingFile == "-") {
     llvm::errs() << llvm::format("%-26s %9s %9s %10s\n", (const char *)"phase (measured)",
                                  (const char *)"wall s", (const char *)"cpu s",
@@ -137,9 +140,12 @@ inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
                                      p.cpuS, p.peakRssMiB);
     }
     llvm::errs() << llvm::format("%-26s %9.4f\n", (const char *)"total", totalWall);
-    return;
+    return true;
   }
-  std::unique_ptr<llvm::ToolOutputFile> out = writeFile(files, timingFile, [&](llvm::raw_ostream &os) {
+  if (!out)
+    return false;
+  {
+    llvm::raw_ostream &os = out->os();
     llvm::json::OStream j(os, 2);
     j.object([&] {
       j.attribute("measured", true);
@@ -159,11 +165,43 @@ inline void writeTiming(const std::vector<Phase> &phases, double totalWall,
       });
     });
     os << "\n";
-    return success();
-  });
-  if (out)
-    out->keep();
+  }
+  out->os().flush();
+  if (std::error_code ec = out->os().error()) {
+    llvm::errs() << "pipefill-compile: cannot write '" << timingFile << "': " << ec.message()
+                 << "\n";
+    out->os().clear_error();
+    return false;
+  }
+  out->keep();
+  return true;
 }
+
+/// The --timing output: written at the very end, even after a failed
+/// compile ("-": a table on stderr), but taken from OutputFiles before any
+/// other output is kept, so a run that cannot write it keeps nothing.
+class TimingOutput {
+public:
+  TimingOutput(llvm::StringRef path, OutputFiles &files) : path(path.str()), files(files) {}
+  /// False when the file cannot be created (take() said why).
+  bool take() {
+    if (!taken && !path.empty() && path != "-") {
+      taken = true;
+      out = files.take(path);
+    }
+    return path.empty() || path == "-" || out != nullptr;
+  }
+  /// False when the file could not be created or written.
+  bool write(const std::vector<Phase> &phases, double totalWall) {
+    return path.empty() || (take() && writeTiming(phases, totalWall, path, std::move(out)));
+  }
+
+private:
+  std::string path;
+  OutputFiles &files;
+  bool taken = false;
+  std::unique_ptr<llvm::ToolOutputFile> out;
+};
 
 /// Runs `fn` on its own thread, timing it as a concurrent phase.
 class Concurrent {

@@ -12,6 +12,7 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "support/Limits.h"
 
 #include "tools/HideLLVMOptions.h"
 #include "tools/pipefill-compile/PhaseTimer.h"
@@ -92,8 +93,29 @@ cl::opt<std::string> timingFile(
                        "as JSON ('-': a table on stderr)"),
     cl::value_desc("file"), cl::cat(category));
 
+/// The rules of the options that cl::opt cannot express; false with the
+/// error printed.
+bool checkOptions() {
+  // The runtime's range; the StreamProgram's field is 32 bits, so a larger
+  // count used to wrap (2^32 + 5 became 5, -1 became 2^32 - 1).
+  if (iterations < 1 || iterations > pipefill::kMaxIterations) {
+    llvm::errs() << "pipefill-compile: --iterations must be between 1 and "
+                 << pipefill::kMaxIterations << " (got " << iterations.getValue() << ")\n";
+    return false;
+  }
+  return checkOutputPaths({{"report", reportFile}, {"summary", summaryFile},
+                           {"trace", traceFile}, {"svg", svgFile},
+                           {"stream-program", programFile},
+                           {"stream-program-text", programTextFile},
+                           {"emit-ir", irFile}, {"timing", timingFile}},
+                          input);
+}
+
+/// `takeTiming` takes the --timing file (written at the very end) before
+/// any output is kept, so a run that cannot write it keeps nothing.
 LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &timer,
-                      OutputFiles &files, OwningOpRef<ModuleOp> &module) {
+                      OutputFiles &files, OwningOpRef<ModuleOp> &module,
+                      llvm::function_ref<bool()> takeTiming) {
   if (failed(timer.phase("import", [&] {
         module = pipefill::importJobSpec(sourceMgr, &ctx);
         return success(static_cast<bool>(module));
@@ -178,7 +200,7 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
   bool irOk = !irCheck || irCheck->join(timer);
   bool programOk = !programExport || programExport->join(timer);
   timer.stop("checks + exports");
-  if (!exported || !planOk || !irOk || !programOk)
+  if (!exported || !planOk || !irOk || !programOk || !takeTiming())
     return failure();
   for (auto &out : outputs)
     out->keep();
@@ -230,6 +252,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "pipefill-compile: JobSpec -> report, trace and stream program in one process\n");
+  if (!checkOptions())
+    return 1;
   auto start = std::chrono::steady_clock::now();
 
   DialectRegistry registry;
@@ -256,10 +280,12 @@ int main(int argc, char **argv) {
 
   PhaseTimer timer;
   OwningOpRef<ModuleOp> module;
-  LogicalResult result = compile(ctx, sourceMgr, timer, *files, module);
+  TimingOutput timing(timingFile, *files);
+  LogicalResult result =
+      compile(ctx, sourceMgr, timer, *files, module, [&] { return timing.take(); });
   std::chrono::duration<double> total = std::chrono::steady_clock::now() - start;
-  if (!timingFile.empty())
-    writeTiming(timer.phases, total.count(), timingFile, *files);
+  if (!timing.write(timer.phases, total.count()))
+    result = failure();
   // Files a failed run never wrote are removed (not kept) here.
   files.reset();
   // Every output file is closed. As compilers do (clang's -disable-free),

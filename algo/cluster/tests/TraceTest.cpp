@@ -164,3 +164,39 @@ TEST(TraceGen, BadOptions) {
   EXPECT_FALSE(generateTrace(g, {"a"}, {1.0}, t, error));
   EXPECT_FALSE(generateTrace(TraceGenOptions(), {}, {}, t, error));
 }
+
+// A line longer than 256 bytes is written whole (it was cut at 256 bytes
+// into a line the reader refuses).
+TEST(Trace, LongLinesAreWrittenWhole) {
+  TraceJob j;
+  j.arrivalS = 999999999.5;
+  j.model = std::string(300, 'm');
+  j.samples = 1000000000000000;
+  j.priority = 1000000;
+  std::string text = formatTrace({j});
+  EXPECT_EQ(text, "arrival_s,model,samples,priority\n999999999.500," + j.model +
+                      ",1000000000000000,1e+06\n");
+}
+
+// Jobs the reader would refuse are an error: llround of their sample count
+// was undefined (1e300 GPU-s gave 1-sample jobs).
+TEST(TraceGen, JobsPastTheLimitsAreAnError) {
+  TraceGenOptions g;
+  g.jobs = 3;
+  g.medianGpuSeconds = 1e300;
+  std::vector<TraceJob> t;
+  std::string error;
+  EXPECT_FALSE(generateTrace(g, {"a"}, {1.0}, t, error));
+  EXPECT_NE(error.find("past the limits of 1e+15 samples"), std::string::npos) << error;
+  EXPECT_TRUE(t.empty());
+  g = TraceGenOptions();
+  g.jobs = kMaxGeneratedJobs + 1;
+  EXPECT_FALSE(generateTrace(g, {"a"}, {1.0}, t, error));
+  // 1e15 samples of 1 s each at sigma 0: exactly at the limit.
+  g = TraceGenOptions();
+  g.jobs = 2;
+  g.sigma = 0;
+  g.medianGpuSeconds = 1e15;
+  ASSERT_TRUE(generateTrace(g, {"a"}, {1.0}, t, error)) << error;
+  EXPECT_EQ(t[0].samples, 1000000000000000);
+}

@@ -168,3 +168,76 @@ TEST(Trace, ErrorsNameFileAndLine) {
   EXPECT_NE(d.message.find("also appears in a.json"), std::string::npos)
       << d.message;
 }
+
+// The k-th occurrence of an action is iteration k, so an action seen fewer
+// times than another would have its mean and the iteration's origin taken
+// from different steps: an error naming the action and both counts. (Before,
+// 0B0 seen once next to three 0F0 was averaged over iteration 0, the warm-up
+// the others leave out.)
+TEST(Trace, ActionsSeenADifferentNumberOfTimesAreAnError) {
+  StagePlacement p;
+  p.deviceOfStage = {0};
+  p.chunkOfStage = {0};
+  TraceFile f;
+  f.path = "t.json";
+  f.events = {ev("PP:0F0", "user_annotation", 0, 10, "1/1", 2),
+              ev("PP:0B0", "user_annotation", 20, 10, "1/1", 3),
+              ev("PP:0F0", "user_annotation", 100, 50, "1/1", 4),
+              ev("PP:0F0", "user_annotation", 200, 70, "1/1", 5)};
+  TraceProfile t;
+  TraceDiag d;
+  EXPECT_FALSE(profileFromTraces({f}, p, t, d));
+  EXPECT_EQ(d.path, "t.json");
+  EXPECT_EQ(d.line, 3);
+  EXPECT_NE(d.message.find("stage 0 micro-batch 0 backward appears once, but stage 0 "
+                           "micro-batch 0 forward appears 3 times (at line 2 of t.json)"),
+            std::string::npos)
+      << d.message;
+  // With the second and third 0B0 the same trace is three iterations.
+  f.events.push_back(ev("PP:0B0", "user_annotation", 160, 10, "1/1", 6));
+  f.events.push_back(ev("PP:0B0", "user_annotation", 280, 10, "1/1", 7));
+  ASSERT_TRUE(profileFromTraces({f}, p, t, d)) << d.message;
+  EXPECT_EQ(t.iterations, 3);
+  // Iterations 1 and 2: 50 and 70 us.
+  EXPECT_DOUBLE_EQ(find(t, 0, sched::InstrKind::Forward, 0)->meanUs, 60);
+}
+
+// With the pipeline's micro-batch count known, an action of another
+// micro-batch is an error at its line; so are times no clock gives.
+TEST(Trace, MicrobatchesAndTimesOutsideThePipelineAreErrors) {
+  StagePlacement p = twoByOne();
+  p.microbatches = 2;
+  struct Case {
+    TraceEvent event;
+    int rank;
+    const char *needle;
+  } cases[] = {
+      {ev("PP:0F7", "user_annotation", 0, 1, "1/1", 4), 0,
+       "'PP:0F7' names micro-batch 7, but the pipeline has 2 micro-batches"},
+      {ev("Forward 2", "user_annotation", 0, 1, "1/1", 4), 1,
+       "'Forward 2' names micro-batch 2, but the pipeline has 2 micro-batches"},
+      {ev("PP:0F0", "user_annotation", 1e300, 1, "1/1", 4), 0,
+       "'PP:0F0' has ts 1e+300 and dur 1 us"},
+      {ev("PP:0F0", "user_annotation", -2e15, 1, "1/1", 4), 0, "ts must be within +-1e15 us"},
+      {ev("PP:0F0", "user_annotation", 0, 2e9, "1/1", 4), 0, "dur at most 1e9 us"},
+  };
+  for (const Case &c : cases) {
+    TraceFile f;
+    f.path = "bad.json";
+    f.rank = c.rank;
+    f.events = {c.event};
+    TraceProfile t;
+    TraceDiag d;
+    EXPECT_FALSE(profileFromTraces({f}, p, t, d)) << c.needle;
+    EXPECT_EQ(d.path, "bad.json");
+    EXPECT_EQ(d.line, 4) << d.message;
+    EXPECT_NE(d.message.find(c.needle), std::string::npos) << d.message;
+  }
+  // The last micro-batch and the clock's bounds are fine.
+  TraceFile f;
+  f.path = "ok.json";
+  f.events = {ev("PP:0F1", "user_annotation", 1e15 - 2e9, 1e9, "1/1", 2)};
+  TraceProfile t;
+  TraceDiag d;
+  EXPECT_TRUE(profileFromTraces({f}, p, t, d)) << d.message;
+}

@@ -412,3 +412,16 @@ pfstream.program @p iterations 1 planned 1.0 {
     }
   }
 }
+
+// -----
+
+// The runtime's limit (support/Limits.h); the exported field is 32 bits.
+// expected-error @+1 {{iterations = 1000001 exceeds the limit of 1000000 per run}}
+pfstream.program @p iterations 1000001 planned 1.0 {
+}
+
+// -----
+
+// expected-error @+1 {{iterations = 4294967301 exceeds the limit of 1000000 per run}}
+pfstream.program @p iterations 4294967301 planned 1.0 {
+}
