@@ -1,6 +1,7 @@
 #include "runtime/ProgramIO.h"
 
 #include "proto/stream_program.pb.h"
+#include "support/Files.h"
 #include "support/Limits.h"
 #include "support/ProtoText.h"
 
@@ -10,6 +11,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <cerrno>
+#include <sys/stat.h>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -84,6 +86,11 @@ bool isTextFormatPath(const std::string &path) {
 }
 
 std::string readFile(const std::string &path) {
+  // A device would be read until memory runs out (/dev/zero) or block on a terminal; files,
+  // pipes (/dev/stdin from a pipe) and sockets are read to their end.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    throw Error(PFRT_ERROR_IO, path + ": is a device, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(PFRT_ERROR_IO, path + ": cannot open: " + std::strerror(errno));
@@ -95,13 +102,9 @@ std::string readFile(const std::string &path) {
 }
 
 void writeFile(const std::string &path, const std::string &data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out)
-    throw Error(PFRT_ERROR_IO, path + ": cannot open for writing: " + std::strerror(errno));
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.close();
-  if (!out)
-    throw Error(PFRT_ERROR_IO, path + ": write error");
+  const std::string error = pipefill::writeFileAtomically(path, data);
+  if (!error.empty())
+    throw Error(PFRT_ERROR_IO, error);
 }
 
 namespace {

@@ -34,7 +34,8 @@ uint64_t programFingerprint(const Program &program);
 
 // Reads a whole file; throws Error(PFRT_ERROR_IO) naming it.
 std::string readFile(const std::string &path);
-// Writes a whole file; throws Error(PFRT_ERROR_IO) naming it.
+// Writes a whole file (a regular file through a temporary one and a rename: a reader never sees
+// it half written); throws Error(PFRT_ERROR_IO) naming it.
 void writeFile(const std::string &path, const std::string &data);
 
 } // namespace pfrt

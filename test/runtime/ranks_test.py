@@ -194,6 +194,16 @@ def main():
         check(out is not None and out.returncode == 0 and
               json.load(open(merged)) == json.load(open(multi)),
               "--merge with the program given, likewise")
+        # Parts named without .json (a --report without it) are parts by their content; they
+        # were taken for the program.
+        noext = []
+        for k, part in enumerate(parts):
+            noext.append(os.path.join(work, f"noext.rank{k}"))
+            shutil.copyfile(part, noext[-1])
+        out, _ = run([exe, "--merge", *noext, "--report", merged, "--quiet"])
+        check(out is not None and out.returncode == 0 and
+              json.load(open(merged)) == json.load(open(multi)),
+              "--merge of parts named without .json, likewise")
 
         # --merge of parts that do not belong together.
         expect_error([exe, "--merge", parts[0], parts[0], parts[2], parts[3]],

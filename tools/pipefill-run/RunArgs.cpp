@@ -90,6 +90,8 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
                             : v == "modelled" ? PFRT_RANK_TRANSFER_MODELLED
                                               : PFRT_RANK_TRANSFER_AUTO;
   } else if (arg == "--verbose") {
+    if (!c.noValue())
+      return usageError("--verbose takes no value");
     options.verbose = 1;
   } else {
     return kNotMine;
@@ -114,6 +116,8 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
     options.profile = 1;
     options.enable_fill = 0;
   } else if (arg == "--profile-with-fill") {
+    if (!c.noValue())
+      return usageError("--profile-with-fill takes no value");
     a.profileWithFill = true;
   } else if (arg == "--no-fill") {
     if (!c.noValue())
@@ -146,6 +150,8 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
       return usageError("--merge takes the parts as arguments: --merge a.json b.json");
     a.merge = true;
   } else if (arg == "--quiet") {
+    if (!c.noValue())
+      return usageError("--quiet takes no value");
     a.quiet = true;
   } else if (arg == "--progress") {
     if (!c.noValue())

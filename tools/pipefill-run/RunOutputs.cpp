@@ -8,17 +8,22 @@
 
 #include "tools/pipefill-run/RunArgs.h"
 
+#include "support/Files.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 namespace pipefill::run {
 namespace {
 
-// True when `path` can be opened for writing; a file created by the check is removed again.
+// True when `path` can be opened for writing; a file created by the check is removed again. A
+// FIFO without a reader fails (ENXIO) instead of blocking the check.
 bool writable(const std::string &path) {
   struct stat st;
   bool existed = ::stat(path.c_str(), &st) == 0;
@@ -26,7 +31,7 @@ bool writable(const std::string &path) {
     errno = EISDIR;
     return false;
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, 0644);
   if (fd < 0)
     return false;
   ::close(fd);
@@ -42,6 +47,20 @@ bool checkWritable(const std::string &path, const char *when) {
   std::fprintf(stderr, "pipefill-run: error: %s: cannot be written: %s%s\n", path.c_str(),
                std::strerror(errno), when);
   return false;
+}
+
+// True when the file's first non-blank character is '{' (a rank part; never a program: a text
+// StreamProgram starts with a field or a comment, a binary one with a field tag). False when it
+// cannot be read, so that the merge names it.
+bool startsWithJsonObject(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return true;
+  int c;
+  while ((c = std::fgetc(f)) != EOF && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
+  }
+  std::fclose(f);
+  return c == '{';
 }
 
 // Writes --report, --profile-out and --trace; 1 if a write failed (printed), else 0.
@@ -69,12 +88,44 @@ int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
 
 int checkOutputsWritable(const RunArgs &args) {
   const char *when = " (checked before the run)";
-  for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath})
+  // Every file the run writes, and the program it reads: no two may be one file (a report over
+  // the program or the checkpoint destroyed it, a report and a profile at one path kept one).
+  std::vector<std::pair<std::string, std::string>> files; // option, path
+  auto add = [&](const char *option, const std::string &path) {
+    if (!path.empty())
+      files.push_back({option, path});
+  };
+  add("PROGRAM", args.programPath);
+  add("--report", args.reportPath);
+  add("--profile-out", args.profilePath);
+  add("--trace", args.tracePath);
+  add("--compare-json", args.compareJson);
+  add("--checkpoint", args.checkpointPath);
+  if (!args.checkpointPath.empty())
+    add("--checkpoint (its previous copy)", args.checkpointPath + ".prev");
+  if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty())
+    add("--report (this rank's part)", rankPartPath(args.reportPath, args.options.rank));
+  for (size_t i = 0; i < files.size(); ++i)
+    for (size_t j = i + 1; j < files.size(); ++j)
+      if (pipefill::samePath(files[i].second, files[j].second)) {
+        std::fprintf(stderr, "pipefill-run: error: %s and %s are the same file (%s)\n",
+                     files[i].first.c_str(), files[j].first.c_str(), files[j].second.c_str());
+        return 2;
+      }
+  for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath,
+                                 &args.compareJson})
     if (!checkWritable(*out, when))
       return 1;
   if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty() &&
       !checkWritable(rankPartPath(args.reportPath, args.options.rank), when))
     return 1;
+  struct stat st;
+  if (!args.checkpointPath.empty() && ::stat(args.checkpointPath.c_str(), &st) == 0 &&
+      !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr, "pipefill-run: error: --checkpoint %s is not a regular file\n",
+                 args.checkpointPath.c_str());
+    return 1;
+  }
   return kContinue;
 }
 
@@ -88,11 +139,11 @@ int writeOutputs(pfrt_report *report, const RunArgs &args) {
 int runMerge(const RunArgs &args) {
   if (args.options.rank >= 0 || args.options.world > 0 || args.compare)
     return usageError("--merge does not run anything: no --rank, --world or --compare");
-  // The parts are JSON; a first argument that is not is the program they ran.
+  // The parts are JSON objects; a first argument that is not (by its content, not its name: a
+  // --report without .json makes parts named run.rank0) is the program they ran.
   std::vector<std::string> parts = args.positional;
   std::string programPath;
-  if (!parts.empty() && parts[0].size() > 5 &&
-      parts[0].compare(parts[0].size() - 5, 5, ".json") != 0) {
+  if (!parts.empty() && !startsWithJsonObject(parts[0])) {
     programPath = parts[0];
     parts.erase(parts.begin());
   }
@@ -128,12 +179,9 @@ int writeRankOutputs(pfrt_report *report, const RunArgs &args) {
   int rc = 0;
   if (!args.reportPath.empty()) {
     const std::string part = rankPartPath(args.reportPath, rank);
-    FILE *f = std::fopen(part.c_str(), "w");
-    bool ok = f && std::fputs(pfrt_report_rank_json(report), f) >= 0;
-    if (f && std::fclose(f) != 0)
-      ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "pipefill-run: error: rank %d: cannot write %s\n", rank, part.c_str());
+    const std::string error = pipefill::writeFileAtomically(part, pfrt_report_rank_json(report));
+    if (!error.empty()) {
+      std::fprintf(stderr, "pipefill-run: error: rank %d: %s\n", rank, error.c_str());
       rc = 1;
     }
   }
@@ -158,14 +206,12 @@ int runCompare(pfrt_program *program, const RunArgs &args) {
   std::fputs(pfrt_compare_format(&result, 0), stdout);
   if (args.compareJson.empty())
     return 0;
-  int rc = 1;
-  if (FILE *f = std::fopen(args.compareJson.c_str(), "w")) {
-    std::fputs(pfrt_compare_format(&result, 1), f);
-    rc = std::fclose(f) == 0 ? 0 : 1;
-  }
-  if (rc)
-    std::fprintf(stderr, "pipefill-run: error: cannot write %s\n", args.compareJson.c_str());
-  return rc;
+  const std::string error =
+      pipefill::writeFileAtomically(args.compareJson, pfrt_compare_format(&result, 1));
+  if (error.empty())
+    return 0;
+  std::fprintf(stderr, "pipefill-run: error: %s\n", error.c_str());
+  return 1;
 }
 
 } // namespace pipefill::run

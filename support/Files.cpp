@@ -1,0 +1,99 @@
+//===- Files.cpp - writing outputs whole, and telling paths apart ---------===//
+#include "support/Files.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pipefill {
+namespace {
+
+std::string errnoText(const std::string &what) { return what + ": " + std::strerror(errno); }
+
+// Writes all of `data` to `fd`; "" or the reason.
+std::string writeAll(int fd, const std::string &data, const std::string &path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return errnoText(path + ": write error");
+    done += static_cast<size_t>(n);
+  }
+  return "";
+}
+
+// The directory part of `path` ("." when it has none) and the rest.
+void splitPath(const std::string &path, std::string &dir, std::string &base) {
+  const size_t slash = path.find_last_of('/');
+  dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  base = slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+} // namespace
+
+std::string writeFileAtomically(const std::string &path, const std::string &data) {
+  if (path.empty())
+    return "empty path";
+  std::string target = path;
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    return path + ": is a directory";
+  if (exists && !S_ISREG(st.st_mode)) { // a FIFO, a terminal, /dev/stdout: in place
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return errnoText(path + ": cannot open for writing");
+    std::string error = writeAll(fd, data, path);
+    if (::close(fd) != 0 && error.empty())
+      error = errnoText(path + ": write error");
+    return error;
+  }
+  if (exists) { // replace the link's target, not the link
+    char resolved[PATH_MAX];
+    if (::realpath(path.c_str(), resolved))
+      target = resolved;
+  }
+  std::string dir, base;
+  splitPath(target, dir, base);
+  const std::string tmp = dir + "/." + base + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return errnoText(path + ": cannot open for writing (" + tmp + ")");
+  std::string error = writeAll(fd, data, path);
+  if (error.empty() && exists && ::fchmod(fd, st.st_mode & 07777) != 0)
+    error = errnoText(path + ": cannot keep its mode");
+  if (error.empty() && ::fsync(fd) != 0 && errno != EINVAL)
+    error = errnoText(path + ": fsync failed");
+  if (::close(fd) != 0 && error.empty())
+    error = errnoText(path + ": write error");
+  if (error.empty() && ::rename(tmp.c_str(), target.c_str()) != 0)
+    error = errnoText(path + ": cannot rename " + tmp + " over it");
+  if (!error.empty())
+    ::unlink(tmp.c_str());
+  return error;
+}
+
+bool samePath(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  const bool ea = ::stat(a.c_str(), &sa) == 0, eb = ::stat(b.c_str(), &sb) == 0;
+  if (ea && eb)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (ea != eb)
+    return false;
+  // Neither exists yet: compare their resolved directories and names.
+  auto canonical = [](const std::string &p) {
+    std::string dir, base;
+    splitPath(p, dir, base);
+    char resolved[PATH_MAX];
+    return (::realpath(dir.c_str(), resolved) ? std::string(resolved) : dir) + "/" + base;
+  };
+  return canonical(a) == canonical(b);
+}
+
+} // namespace pipefill

@@ -1,0 +1,30 @@
+//===- Files.h - writing outputs whole, and telling paths apart -*- C++ -*-===//
+//
+// Plain POSIX, no exceptions: the runtime's reports and profiles and the
+// tools' outputs go through writeFileAtomically, so that a reader (or the
+// next run) never finds a half-written file after a full disk, a size limit
+// or a kill; samePath lets a tool refuse two outputs (or an output and an
+// input) that are one file.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_SUPPORT_FILES_H
+#define PIPEFILL_SUPPORT_FILES_H
+
+#include <string>
+
+namespace pipefill {
+
+/// Writes `data` to `path`. A regular file (or a path that does not exist yet) is written to a
+/// temporary file next to it, flushed to disk and renamed over it, keeping the old file's mode;
+/// a symbolic link is followed and its target replaced. Anything else that exists (a FIFO,
+/// /dev/stdout, a terminal) is written in place: renaming would replace it. Returns "" on
+/// success, else why it failed (the old file, if any, is then left as it was).
+std::string writeFileAtomically(const std::string &path, const std::string &data);
+
+/// True when `a` and `b` name the same file: the same inode when both exist, else the same
+/// absolute path once "." / ".." and symbolic links of their directories are resolved.
+bool samePath(const std::string &a, const std::string &b);
+
+} // namespace pipefill
+
+#endif // PIPEFILL_SUPPORT_FILES_H
