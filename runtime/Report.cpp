@@ -161,10 +161,10 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("time_scale", r.timeScale);
   if (r.replayDevice >= 0)
     w.value("replay_device", r.replayDevice);
-  if (r.emulatedSpeedRatio > 0)
-    w.value("emulated_compute_vs_planned", r.emulatedSpeedRatio);
   else
     w.null("replay_device");
+  if (r.emulatedSpeedRatio > 0)
+    w.value("emulated_compute_vs_planned", r.emulatedSpeedRatio);
   w.value("fill_enabled", r.fillEnabled);
   if (!r.measuredTime || r.replayDevice >= 0)
     w.value("host_lag_us_max", r.hostLagUs);
@@ -174,17 +174,24 @@ void writeJson(ReportData &r, const Program &program) {
   w.value("iterations", r.iterations);
   w.value("iterations_requested", r.iterationsRequested);
   w.value("incomplete", r.stopped);
+  // A run of no iterations (a resume at or past its target) measured nothing: null, not 0.
+  auto observed = [&](const char *key, double v) {
+    if (r.iterations)
+      w.value(key, v);
+    else
+      w.null(key);
+  };
   w.value("planned_iteration_us", r.plannedIterationUs);
-  w.value("iteration_us_mean", r.iterationUsMean);
+  observed("iteration_us_mean", r.iterationUsMean);
   w.numbers("iteration_us", r.iterationUs);
-  w.value("real_iteration_us_mean", r.realIterationUsMean);
-  w.value("slowdown_vs_planned",
-          r.plannedIterationUs > 0 && r.iterations ? r.iterationUsMean / r.plannedIterationUs - 1
-                                                   : 0.0);
+  observed("real_iteration_us_mean", r.realIterationUsMean);
+  observed("slowdown_vs_planned", r.plannedIterationUs > 0 && r.iterations
+                                      ? r.iterationUsMean / r.plannedIterationUs - 1
+                                      : 0.0);
   w.value("planned_bubble_us_per_iteration", r.plannedBubbleUsPerIteration);
-  w.value("bubble_us_per_iteration", r.bubbleUsPerIteration);
+  observed("bubble_us_per_iteration", r.bubbleUsPerIteration);
   w.value("planned_fill_us_per_iteration", r.plannedFillUsPerIteration);
-  w.value("fill_us_per_iteration", r.fillUsPerIteration);
+  observed("fill_us_per_iteration", r.fillUsPerIteration);
   w.beginObject("overruns");
   w.value("count", r.overrunCount);
   w.value("total_us", r.overrunUs);
@@ -260,6 +267,13 @@ void writeSummary(ReportData &r) {
   else if (emulated)
     os << "  replay: device " << r.replayDevice << " runs for real, " << emulated
        << " device(s) emulated at their planned times\n";
+  if (r.iterations == 0) {
+    os << "  nothing to run: the checkpoint is already at iteration " << r.firstIteration
+       << ", at or past the total asked for (--iterations counts the resumed ones too); nothing "
+          "was measured\n";
+    r.summary = os.str();
+    return;
+  }
   if (r.hostLagUs > 1000 && r.hostLagUs > 0.05 * r.plannedIterationUs)
     os << "  note: host threads lagged up to " << fmt("%.0f", r.hostLagUs)
        << " us behind the modelled clock (loaded machine); fill timings are affected\n";
