@@ -577,6 +577,7 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   const std::string &path = config_.checkpointPath;
   first_ = cp.iterations_done();
   result_.resumed = true;
+  carried_.assign(program_.jobs.size(), Carried{});
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
     const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
     JobRun &jr = *jobs_[j];
@@ -586,8 +587,20 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
     jr.baseLoss = jc.loss_sum();
     for (const pipefill::rt::FillDeviceState &ds : jc.devices()) {
       auto it = jr.devices.find(ds.device());
-      if (it == jr.devices.end())
-        continue; // the device does not run fill in this run: its in-flight work is dropped
+      if (it == jr.devices.end()) {
+        // The device does not run fill in this run: its batches in flight and deferred chunks
+        // wait, unchanged, in every checkpoint this run writes, and count as pending.
+        Carried &c = carried_[j];
+        c.states.push_back(ds.SerializeAsString());
+        for (const pipefill::rt::InFlightBatch &b : ds.in_flight())
+          c.samplesPending += b.batch();
+        for (const pipefill::rt::DeferredChunk &d : ds.deferred()) {
+          ++c.chunksPending;
+          if (d.layer_begin() == 0)
+            c.samplesPending += d.batch();
+        }
+        continue;
+      }
       const std::string bad = it->second.restore(ds, info_.jobs[j].passes);
       if (!bad.empty())
         throw Error(PFRT_ERROR_PARSE,
@@ -621,6 +634,9 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
       ds->set_device(dj.first);
       dj.second.save(*ds, program_.jobs[j].kind == PFRT_FILL_TRAINING);
     }
+    if (j < carried_.size())
+      for (const std::string &state : carried_[j].states)
+        jc->add_devices()->ParseFromString(state);
   }
   writeCheckpointFile(path, cp, cp.program_fingerprint());
 }
@@ -1151,6 +1167,10 @@ void Executor::collectResults(uint32_t numDevices) {
     out.chunksDeferred = jr.chunksDeferred;
     out.chunksSplit = jr.chunksSplit;
     out.chunksStoppedOnDevice = jr.chunksStoppedOnDevice;
+    if (j < carried_.size()) {
+      out.chunksPending += carried_[j].chunksPending;
+      out.samplesPending += carried_[j].samplesPending;
+    }
     for (auto &dj : jr.devices) {
       out.chunksPending += dj.second.backlog.size();
       for (const auto &fl : dj.second.flights)

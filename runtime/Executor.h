@@ -183,6 +183,14 @@ private:
   std::unique_ptr<Transport> ownTransport_; // in-process, when the config brings none
   Transport *transport_ = nullptr;
   std::vector<std::unique_ptr<JobRun>> jobs_;
+  // Per job: the checkpointed state (serialized pipefill.rt.FillDeviceState) of devices that do not
+  // run fill in this run (--no-fill, another --stage), written back unchanged with every checkpoint
+  // so a later run on them continues their batches; and what of it is pending.
+  struct Carried {
+    std::vector<std::string> states;
+    uint64_t samplesPending = 0, chunksPending = 0;
+  };
+  std::vector<Carried> carried_;
   std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes
   std::vector<std::unique_ptr<BubbleClock>> bubbleClocks_; // per device
   std::mutex chunkRunsMutex_;

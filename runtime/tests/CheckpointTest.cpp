@@ -112,6 +112,36 @@ void resumeKeepsWork(pfrt_fill_kind kind, double tolerance) {
   std::remove(cp.c_str());
 }
 
+// A resume that does not run fill (--no-fill; with --stage, a device another run had real) keeps
+// the batch in flight in its checkpoint and counts it as pending; it used to drop it, and its
+// samples were then neither completed, pending nor skipped. The next run with fill finds it there.
+TEST(CheckpointTest, AResumeWithoutFillKeepsTheBatchInFlight) {
+  ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
+  std::string cp = tempPath("nofill.ckpt");
+  std::remove(cp.c_str());
+  pfrt_options o = hostOptions(3);
+  o.checkpoint_path = cp.c_str();
+  ReportPtr first = runOk(p.get(), o);
+  ASSERT_TRUE(first);
+  const RunResult::Job &a = first->data.jobs[0];
+  ASSERT_EQ(a.samplesPending, 3u); // the batch begun in iteration 2's cool-down bubble
+  o.iterations = 4;
+  o.enable_fill = 0;
+  ReportPtr second = runOk(p.get(), o);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->data.jobs[0].samplesCompleted, a.samplesCompleted);
+  EXPECT_EQ(second->data.jobs[0].samplesPending, a.samplesPending) << "the batch was dropped";
+  o.iterations = 5;
+  o.enable_fill = 1;
+  ReportPtr third = runOk(p.get(), o);
+  ASSERT_TRUE(third);
+  EXPECT_EQ(third->data.jobs[0].samplesCompleted + third->data.jobs[0].samplesPending,
+            a.samplesCompleted + a.samplesPending + 3)
+      << "the kept batch and the new one (iteration 4's) are each completed or pending";
+  std::remove(cp.c_str());
+  std::remove((cp + ".prev").c_str());
+}
+
 TEST(CheckpointTest, InferenceResumeKeepsCompletedSamples) {
   resumeKeepsWork(PFRT_FILL_INFERENCE, 1e-9);
 }
