@@ -1085,10 +1085,12 @@ void Executor::setupRunState(uint32_t numDevices) {
     peak_[d] = used_[d].load();
   }
 
+  // Only this process's devices have a timeline: in rank mode the others' come from their ranks
+  // (a rank holding every device's would need the whole run's timeline in every process).
   result_.slots.assign(numDevices, {});
   for (uint32_t d = 0; d < numDevices; ++d)
     for (const Stream &st : program_.devices[d].streams)
-      result_.slots[d].emplace_back(st.ops.size() * result_.iterations);
+      result_.slots[d].emplace_back(isLocal(d) ? st.ops.size() * result_.iterations : 0);
 
   cpParticipants_ = 0;
   if (!config_.checkpointPath.empty())
