@@ -237,6 +237,21 @@ def test_a_step_must_return_an_int(plan):
                 pass
 
 
+@pytest.mark.parametrize("samples", [-3, 2**63, 2**64 + 5])
+def test_a_step_returning_samples_out_of_range_names_the_task_and_the_value(plan, samples):
+    class Huge(pipefill.FillTask):
+        def step(self):
+            return samples
+
+    with session(plan) as s:
+        s.add_task(Huge(), step_us=100, name="huge")
+        with pytest.raises(ValueError, match=rf"fill task 'huge' returned {samples}: samples must "
+                                             r"be >= 0 and <= 2\*\*63 - 1"):
+            with s.unplanned(1e6, wait=True):
+                pass
+        assert s.tasks()[0]["failed"] and s.tasks()[0]["steps"] == 0
+
+
 def test_numpy_int_samples(plan):
     class NpTask(pipefill.FillTask):
         def step(self):
