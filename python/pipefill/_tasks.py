@@ -80,6 +80,11 @@ class FillTask:
 _MAX_SAMPLES = 2**63 - 1
 
 
+def _is_bool(value: Any) -> bool:
+    """A bool or a numpy bool (both have ``__index__``), without importing numpy."""
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", None) == "b"
+
+
 class _TaskRunner:
     """The callable the runtime's worker calls for one step (python/src/Tasks.cpp):
     returns the samples done, or -1 after keeping the step's exception in
@@ -105,6 +110,8 @@ class _TaskRunner:
                     samples = self.task.step()
             if isinstance(samples, bool) or not isinstance(samples, int):
                 try:
+                    if _is_bool(samples):
+                        raise TypeError  # True would count as 1 sample
                     samples = int(samples.__index__())  # numpy integers
                 except Exception:
                     raise TypeError(

@@ -252,6 +252,20 @@ def test_a_step_returning_samples_out_of_range_names_the_task_and_the_value(plan
         assert s.tasks()[0]["failed"] and s.tasks()[0]["steps"] == 0
 
 
+@pytest.mark.parametrize("samples", [True, np.bool_(True)], ids=["bool", "numpy_bool"])
+def test_a_step_returning_a_bool_is_refused(plan, samples):
+    class Flag(pipefill.FillTask):
+        def step(self):
+            return samples
+
+    with session(plan) as s:
+        s.add_task(Flag(), step_us=100)
+        with pytest.raises(TypeError, match="must return the samples it did as an int, not bool"):
+            with s.unplanned(1e6, wait=True):
+                pass
+        assert s.tasks()[0]["failed"] and s.tasks()[0]["samples"] == 0
+
+
 def test_numpy_int_samples(plan):
     class NpTask(pipefill.FillTask):
         def step(self):
