@@ -353,6 +353,10 @@ def test_bad_calls(plan):
             s.add_task(lambda: 1, step_us=100)
         with pytest.raises(ValueError, match="memory_bytes must be >= 0"):
             s.add_task(Counter(), step_us=100, memory_bytes=-1)
+        # A NUL would cut the name short in C ("a"): refused, and nothing is registered.
+        with pytest.raises(ValueError, match=r"name contains a NUL character \(at index 1\)"):
+            s.add_task(Counter(), step_us=100, name="a\0b")
+        assert s.tasks() == []
         s.add_task(Counter(), step_us=100, max_steps=1)
         with pytest.raises(pipefill.RunError, match="a task of that name exists already"):
             s.add_task(Counter(), step_us=100)
