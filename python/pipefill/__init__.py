@@ -134,6 +134,7 @@ def run(
     stage: int = -1,
     max_dim: int = 0,
     checkpoint: Optional[PathLike] = None,
+    on_bad_checkpoint: str = "fail",
     verbose: bool = False,
 ) -> RunReport:
     """Runs a stream program with the runtime (``pfrt_run``) and returns its report.
@@ -151,6 +152,13 @@ def run(
     emulates the others at their planned times (replay). ``max_dim`` caps the
     fill workloads' dimensions (0: backend default). ``checkpoint``: a fill
     progress file written after every iteration and resumed from.
+    ``on_bad_checkpoint`` (``pfrt_options.checkpoint_recovery``, pipefill-run's
+    ``--on-bad-checkpoint``): when that file exists but is truncated, corrupted, of
+    another program or of the wrong shape, ``"fail"`` (the default) raises
+    :class:`RunError` naming the problem, ``"previous"`` resumes from
+    ``CHECKPOINT.prev`` (the last good one; :class:`RunError` if it is bad too) and
+    ``"restart"`` moves the bad file to ``CHECKPOINT.bad`` and starts clean. Both
+    print a warning on stderr; states are never mixed.
 
     Raises :class:`ValueError` for bad options, :class:`OSError` for files that
     cannot be read and :class:`RunError` when the runtime refuses the program or
@@ -168,6 +176,7 @@ def run(
         stage=stage,
         max_dim=max_dim,
         checkpoint="" if checkpoint is None else os.fspath(checkpoint),
+        on_bad_checkpoint=on_bad_checkpoint,
         verbose=verbose,
     )
     if isinstance(program, Plan):
