@@ -166,11 +166,20 @@ struct RunArgs {
   bool verbose;
 };
 
+/// `value` as Python's repr would roughly write it (%g): std::to_string writes 1e-9 as 0.000000
+/// and 1e300 with 300 digits.
+std::string shortNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 // time_scale within what the runtime accepts (PFRT_MIN_TIME_SCALE..PFRT_MAX_TIME_SCALE).
 void checkTimeScale(double timeScale) {
   if (!(timeScale >= PFRT_MIN_TIME_SCALE && timeScale <= PFRT_MAX_TIME_SCALE))
-    throw std::invalid_argument("time_scale must be from 0.0001 to 1000, got " +
-                                std::to_string(timeScale));
+    throw std::invalid_argument("time_scale must be from " + shortNumber(PFRT_MIN_TIME_SCALE) +
+                                " to " + shortNumber(PFRT_MAX_TIME_SCALE) + ", got " +
+                                shortNumber(timeScale));
 }
 
 std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
