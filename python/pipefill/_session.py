@@ -28,7 +28,7 @@ import tempfile
 import weakref
 from typing import Any, Callable, Iterator, Optional, Union
 
-from ._native import Plan, native
+from ._native import Plan, native, native_path
 from ._errors import RunError
 from ._tasks import FillTask, _TaskRunner
 
@@ -372,10 +372,11 @@ class Session:
         """Writes the fill progress (pfrt_session_checkpoint_save): the plan's jobs, and per
         fill task its steps, samples and ``task.state_dict()`` pickled into the same file
         (one crash-safe, checksummed file)."""
+        path = native_path(path, "the checkpoint path")
         for tid, runner in enumerate(self._runners):
             state = runner.task.state_dict()
             self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
-        self._s.save_checkpoint(os.fspath(path))
+        self._s.save_checkpoint(path)
 
     def checkpoint_load(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Resumes from a checkpoint of the same plan and rank: register the same tasks
@@ -388,7 +389,7 @@ class Session:
         the session's progress is restored from a copy saved just before the load (its
         ``*_this_run`` counters start again from zero, as after any load). A task's
         ``load_state_dict`` that raises should leave the task as it was."""
-        path = os.fspath(path)
+        path = native_path(path, "the checkpoint path")
         # Tasks with the default load_state_dict ignore their state: nothing of theirs can fail.
         loaders = [
             (tid, runner)

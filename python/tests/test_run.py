@@ -147,6 +147,29 @@ def test_on_bad_checkpoint(tiny_plan, tmp_path):
         assert j["samples_completed"] == j["samples_this_run"]
 
 
+def test_paths_with_a_nul_are_refused(tiny_job, tiny_plan, tmp_path):
+    """A path goes to C as a C string: "x\\0y" would be "x" there (a run wrote its checkpoint
+    to the cut name, compile_file and run read the cut file). Each one raises ValueError."""
+    program = tmp_path / "tiny.pb"
+    tiny_plan.save(program)
+    cut = tmp_path / "fill.ckpt"
+    nul = str(cut) + "\0more"
+    with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+        pipefill.run(tiny_plan, iterations=1, checkpoint=nul, **FAST)
+    with pytest.raises(ValueError, match="the program path contains a NUL character"):
+        pipefill.run(str(program) + "\0x", iterations=1, **FAST)
+    with pytest.raises(ValueError, match="the JobSpec path contains a NUL character"):
+        pipefill.compile_file(str(tiny_job) + "\0x")
+    with pytest.raises(ValueError, match="the profile path contains a NUL character"):
+        pipefill.compile_file(tiny_job, profile=str(tmp_path / "p.json") + "\0x")
+    with pipefill.Session(program, 0) as s:
+        with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+            s.checkpoint_save(nul)
+        with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+            s.checkpoint_load(nul)
+    assert not cut.exists()
+
+
 def test_backend_queries():
     assert pipefill.backend_compiled("host")
     assert pipefill.cuda_device_count() >= 0
