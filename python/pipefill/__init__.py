@@ -40,7 +40,8 @@ import os
 from typing import Optional, Union
 
 from ._errors import CompileError, RunError
-from ._native import Plan, native as _ext, require_compiler as _require_compiler
+from ._native import Plan, native as _ext, native_path as _native_path
+from ._native import require_compiler as _require_compiler
 from ._session import BubbleScope, Session
 from ._tasks import FillTask
 from ._torch_schedule import compile_torch_schedule
@@ -75,7 +76,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def _profile_arg(profile: Optional[PathLike]) -> str:
     if profile is None:
         return ""
-    path = os.fspath(profile)
+    path = _native_path(profile, "the profile path")
     if not path:
         raise ValueError("profile must be a non-empty path (or None)")
     return path
@@ -94,7 +95,7 @@ def compile_file(path: PathLike, *, profile: Optional[PathLike] = None) -> Plan:
     when this pipefill has the runtime only (no compiler module).
     """
     _require_compiler("pipefill.compile_file")
-    return _ext.compile_file(os.fspath(path), _profile_arg(profile))
+    return _ext.compile_file(_native_path(path, "the JobSpec path"), _profile_arg(profile))
 
 
 def compile(
@@ -134,6 +135,7 @@ def run(
     stage: int = -1,
     max_dim: int = 0,
     checkpoint: Optional[PathLike] = None,
+    on_bad_checkpoint: str = "fail",
     verbose: bool = False,
 ) -> RunReport:
     """Runs a stream program with the runtime (``pfrt_run``) and returns its report.
@@ -151,6 +153,13 @@ def run(
     emulates the others at their planned times (replay). ``max_dim`` caps the
     fill workloads' dimensions (0: backend default). ``checkpoint``: a fill
     progress file written after every iteration and resumed from.
+    ``on_bad_checkpoint`` (``pfrt_options.checkpoint_recovery``, pipefill-run's
+    ``--on-bad-checkpoint``): when that file exists but is truncated, corrupted, of
+    another program or of the wrong shape, ``"fail"`` (the default) raises
+    :class:`RunError` naming the problem, ``"previous"`` resumes from
+    ``CHECKPOINT.prev`` (the last good one; :class:`RunError` if it is bad too) and
+    ``"restart"`` moves the bad file to ``CHECKPOINT.bad`` and starts clean. Both
+    print a warning on stderr; states are never mixed.
 
     Raises :class:`ValueError` for bad options, :class:`OSError` for files that
     cannot be read and :class:`RunError` when the runtime refuses the program or
@@ -167,7 +176,8 @@ def run(
         profile=profile,
         stage=stage,
         max_dim=max_dim,
-        checkpoint="" if checkpoint is None else os.fspath(checkpoint),
+        checkpoint="" if checkpoint is None else _native_path(checkpoint, "the checkpoint path"),
+        on_bad_checkpoint=on_bad_checkpoint,
         verbose=verbose,
     )
     if isinstance(program, Plan):
@@ -176,7 +186,7 @@ def run(
     if isinstance(program, (bytes, bytearray, memoryview)):
         return _ext.run_bytes(bytes(program), "<memory>", **args)
     if isinstance(program, (str, os.PathLike)):
-        return _ext.run_file(os.fspath(program), **args)
+        return _ext.run_file(_native_path(program, "the program path"), **args)
     raise TypeError(
         f"run() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
     )

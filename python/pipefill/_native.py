@@ -16,7 +16,7 @@ import importlib.util
 import os
 from typing import Any
 
-__all__ = ["HAVE_COMPILER", "Plan", "native", "require_compiler"]
+__all__ = ["HAVE_COMPILER", "Plan", "native", "native_path", "require_compiler"]
 
 _PACKAGE = __name__.rpartition(".")[0]
 
@@ -33,6 +33,15 @@ def require_compiler(what: str) -> None:
         "pipefill.run.",
         name=f"{_PACKAGE}._core",
     )
+
+
+def native_path(path: Any, what: str) -> Any:
+    """``os.fspath(path)`` for the native module, which hands it to C as a C string: a NUL
+    would cut it short there (``a\\0b`` would be ``a``), so it raises :class:`ValueError`."""
+    path = os.fspath(path)
+    if ("\0" if isinstance(path, str) else b"\0") in path:
+        raise ValueError(f"{what} contains a NUL character: {path!r}")
+    return path
 
 
 # find_spec, not try/except ImportError: a _core that is installed but fails to load (a missing

@@ -24,10 +24,11 @@ import contextlib
 import os
 import pickle
 import sys
+import tempfile
 import weakref
 from typing import Any, Callable, Iterator, Optional, Union
 
-from ._native import Plan, native
+from ._native import Plan, native, native_path
 from ._errors import RunError
 from ._tasks import FillTask, _TaskRunner
 
@@ -371,20 +372,87 @@ class Session:
         """Writes the fill progress (pfrt_session_checkpoint_save): the plan's jobs, and per
         fill task its steps, samples and ``task.state_dict()`` pickled into the same file
         (one crash-safe, checksummed file)."""
+        path = native_path(path, "the checkpoint path")
         for tid, runner in enumerate(self._runners):
             state = runner.task.state_dict()
             self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
-        self._s.save_checkpoint(os.fspath(path))
+        self._s.save_checkpoint(path)
 
     def checkpoint_load(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Resumes from a checkpoint of the same plan and rank: register the same tasks
         (same names) first; each gets its steps and samples back and, if it saved one,
-        ``task.load_state_dict(state)``. Only load checkpoints you trust (pickle)."""
-        self._s.load_checkpoint(os.fspath(path))
-        for tid, runner in enumerate(self._runners):
-            data = self._s.task_state_get(tid)
-            if data:
-                runner.task.load_state_dict(pickle.loads(data))
+        ``task.load_state_dict(state)``. Only load checkpoints you trust (pickle).
+
+        All or nothing: when a task's state cannot be unpickled or its ``load_state_dict``
+        raises, that exception goes on (with a note naming the task), the tasks loaded
+        before it get their own ``state_dict()`` back through ``load_state_dict``, and
+        the session's progress is restored from a copy saved just before the load (its
+        ``*_this_run`` counters start again from zero, as after any load). A task's
+        ``load_state_dict`` that raises should leave the task as it was."""
+        path = native_path(path, "the checkpoint path")
+        # Tasks with the default load_state_dict ignore their state: nothing of theirs can fail.
+        loaders = [
+            (tid, runner)
+            for tid, runner in enumerate(self._runners)
+            if type(runner.task).load_state_dict is not FillTask.load_state_dict
+        ]
+        if not loaders:
+            self._s.load_checkpoint(path)
+            return
+        with tempfile.TemporaryDirectory(prefix="pipefill-load-") as scratch:
+            before = os.path.join(scratch, "before.ckpt")
+            try:
+                self._s.save_checkpoint(before)
+            except RunError as e:
+                # Refused for the state the session is in (a bubble open, closed): the load is
+                # refused for the same reason; say so under the load's name.
+                raise RunError(str(e).replace("checkpoint_save", "checkpoint_load"),
+                               e.status) from None
+            self._s.load_checkpoint(path)  # checks the whole file before it changes anything
+            self._load_task_states(path, loaders, before)
+
+    def _load_task_states(
+        self, path: str, loaders: list[tuple[int, _TaskRunner]], before: str
+    ) -> None:
+        """The Python half of checkpoint_load; on any failure undoes both halves and raises."""
+        loaded: list[tuple[_TaskRunner, Optional[bytes]]] = []  # with their state before
+        current: Optional[_TaskRunner] = None
+        try:
+            states = []
+            for tid, runner in loaders:
+                current = runner
+                data = self._s.task_state_get(tid)
+                if data:
+                    states.append((runner, pickle.loads(data)))
+            for runner, state in states:
+                current = runner
+                own = runner.task.state_dict()
+                saved = None if own is None else pickle.dumps(own)  # a copy: loading may mutate
+                runner.task.load_state_dict(state)
+                loaded.append((runner, saved))
+        except BaseException as e:
+            name = current.name if current is not None else "?"
+            _add_note(e, f"(while loading fill task {name!r}'s state from checkpoint {path!r})")
+            undone = True
+            for runner, saved in reversed(loaded):
+                try:
+                    if saved is None:
+                        raise ValueError("its state_dict() was None before the load")
+                    runner.task.load_state_dict(pickle.loads(saved))
+                except Exception as undo:  # noqa: BLE001 - reported on the load's exception
+                    undone = False
+                    _add_note(e, f"(fill task {runner.name!r}, loaded before, could not be "
+                                 f"restored: {type(undo).__name__}: {undo})")
+            try:
+                self._s.load_checkpoint(before)
+            except Exception as undo:  # noqa: BLE001 - reported on the load's exception
+                _add_note(e, f"(the session's progress could not be restored either, it is the "
+                             f"checkpoint's: {undo})")
+            else:
+                _add_note(e, "(nothing was loaded: the session and its tasks are as before)"
+                          if undone else
+                          "(the session's progress is as before, its tasks' state may not be)")
+            raise
 
     save_checkpoint = checkpoint_save
     load_checkpoint = checkpoint_load

@@ -64,7 +64,8 @@ class FillTask:
     name: Optional[str] = None
 
     def step(self) -> int:
-        """One step of the task; returns the samples (or items) it completed."""
+        """One step of the task; returns the samples (or items) it completed (an int,
+        0 .. 2**63 - 1)."""
         raise NotImplementedError(f"{type(self).__name__} must override FillTask.step()")
 
     def state_dict(self) -> Any:
@@ -73,6 +74,15 @@ class FillTask:
 
     def load_state_dict(self, state: Any) -> None:
         """Restores what :meth:`state_dict` returned."""
+
+
+# The most samples one step can report: the runtime's binding takes them as an int64.
+_MAX_SAMPLES = 2**63 - 1
+
+
+def _is_bool(value: Any) -> bool:
+    """A bool or a numpy bool (both have ``__index__``), without importing numpy."""
+    return isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", None) == "b"
 
 
 class _TaskRunner:
@@ -100,15 +110,18 @@ class _TaskRunner:
                     samples = self.task.step()
             if isinstance(samples, bool) or not isinstance(samples, int):
                 try:
+                    if _is_bool(samples):
+                        raise TypeError  # True would count as 1 sample
                     samples = int(samples.__index__())  # numpy integers
                 except Exception:
                     raise TypeError(
                         f"{type(self.task).__name__}.step() must return the samples it did as an "
                         f"int, not {type(samples).__name__}"
                     ) from None
-            if samples < 0:
+            if samples < 0 or samples > _MAX_SAMPLES:
                 raise ValueError(
-                    f"{type(self.task).__name__}.step() returned {samples}: samples must be >= 0"
+                    f"{type(self.task).__name__}.step() of fill task {self.name!r} returned "
+                    f"{samples}: samples must be >= 0 and <= 2**63 - 1"
                 )
             return samples
         except BaseException as e:  # noqa: BLE001 - kept and raised on the main thread

@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import Optional, Union
 
-from ._native import Plan, native, require_compiler
+from ._native import Plan, native, native_path, require_compiler
 
 __all__ = ["compile_torch_schedule"]
 
@@ -56,9 +56,9 @@ def compile_torch_schedule(
             f"compile_torch_schedule() takes the table as text (str/bytes) or a path "
             f"(os.PathLike), not {type(table).__name__}"
         )
-    profile_path = "" if profile is None else os.fspath(profile)
+    profile_path = "" if profile is None else native_path(profile, "the profile path")
     if isinstance(job, os.PathLike):
-        job_path = os.fspath(job)
+        job_path = native_path(job, "the JobSpec path")
         if not os.path.exists(job_path):
             raise FileNotFoundError(2, "cannot open JobSpec", job_path)
         return native.compile_torch_schedule(text, source, job_path, profile_path)

@@ -104,6 +104,15 @@ pfrt_backend parseBackend(const std::string &name) {
   throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
 }
 
+/// The runtime's message for a Python caller: a bad checkpoint's names pipefill-run's flag, which is
+/// run()'s on_bad_checkpoint.
+std::string forPython(std::string error) {
+  const std::string flag = "--on-bad-checkpoint previous|restart";
+  if (const size_t at = error.find(flag); at != std::string::npos)
+    error.replace(at, flag.size(), "on_bad_checkpoint='previous' or 'restart'");
+  return error;
+}
+
 /// pfrt_run on a helper thread while this one waits in slices without the GIL, checking for
 /// signals between them, so Ctrl-C is not held off until the run ends: on a signal whose handler
 /// raises (KeyboardInterrupt) the run is asked to stop at its next iteration boundary
@@ -143,7 +152,7 @@ pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options
     throw nb::python_error();
   }
   if (status != PFRT_OK)
-    fail(status, "running the program", error);
+    fail(status, "running the program", forPython(error));
   return report;
 }
 
@@ -153,15 +162,24 @@ struct RunArgs {
   double timeScale;
   bool fill, profile;
   int64_t stage, maxDim;
-  std::string checkpoint;
+  std::string checkpoint, onBadCheckpoint;
   bool verbose;
 };
+
+/// `value` as Python's repr would roughly write it (%g): std::to_string writes 1e-9 as 0.000000
+/// and 1e300 with 300 digits.
+std::string shortNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
 
 // time_scale within what the runtime accepts (PFRT_MIN_TIME_SCALE..PFRT_MAX_TIME_SCALE).
 void checkTimeScale(double timeScale) {
   if (!(timeScale >= PFRT_MIN_TIME_SCALE && timeScale <= PFRT_MAX_TIME_SCALE))
-    throw std::invalid_argument("time_scale must be from 0.0001 to 1000, got " +
-                                std::to_string(timeScale));
+    throw std::invalid_argument("time_scale must be from " + shortNumber(PFRT_MIN_TIME_SCALE) +
+                                " to " + shortNumber(PFRT_MAX_TIME_SCALE) + ", got " +
+                                shortNumber(timeScale));
 }
 
 std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
@@ -184,6 +202,15 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
     throw std::invalid_argument("max_dim must be >= 0");
   options.max_dim = toUint32(args.maxDim, "max_dim");
   options.checkpoint_path = args.checkpoint.empty() ? nullptr : args.checkpoint.c_str();
+  if (args.onBadCheckpoint == "fail")
+    options.checkpoint_recovery = PFRT_CHECKPOINT_FAIL;
+  else if (args.onBadCheckpoint == "previous")
+    options.checkpoint_recovery = PFRT_CHECKPOINT_PREVIOUS;
+  else if (args.onBadCheckpoint == "restart")
+    options.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
+  else
+    throw std::invalid_argument("unknown on_bad_checkpoint '" + args.onBadCheckpoint +
+                                "' (expected fail, previous or restart)");
   options.verbose = args.verbose ? 1 : 0;
   return std::make_unique<RunReport>(runInterruptibly(program, options));
 }
@@ -288,34 +315,35 @@ void registerRun(nb::module_ &m) {
 
   auto runArgs = [](const std::string &backend, int64_t iterations, double timeScale, bool fill,
                     bool profile, int64_t stage, int64_t maxDim, const std::string &checkpoint,
-                    bool verbose) {
+                    const std::string &onBadCheckpoint, bool verbose) {
     return RunArgs{backend, iterations, timeScale, fill, profile, stage, maxDim, checkpoint,
-                   verbose};
+                   onBadCheckpoint, verbose};
   };
   m.def(
       "run_bytes",
       [runArgs](nb::bytes program, const std::string &name, const std::string &backend,
                 int64_t iterations, double timeScale, bool fill, bool profile, int64_t stage,
-                int64_t maxDim, const std::string &checkpoint, bool verbose) {
+                int64_t maxDim, const std::string &checkpoint, const std::string &onBadCheckpoint,
+                bool verbose) {
         return runBytes(program, name,
                         runArgs(backend, iterations, timeScale, fill, profile, stage, maxDim,
-                                checkpoint, verbose));
+                                checkpoint, onBadCheckpoint, verbose));
       },
       "program"_a, "name"_a = "<memory>", "backend"_a = "host", "iterations"_a = 0,
       "time_scale"_a = 1.0, "fill"_a = true, "profile"_a = false, "stage"_a = -1,
-      "max_dim"_a = 0, "checkpoint"_a = "", "verbose"_a = false,
+      "max_dim"_a = 0, "checkpoint"_a = "", "on_bad_checkpoint"_a = "fail", "verbose"_a = false,
       "Runs a StreamProgram held in memory (binary or text protobuf) through pfrt_run.");
   m.def(
       "run_file",
       [runArgs](const std::string &path, const std::string &backend, int64_t iterations,
                 double timeScale, bool fill, bool profile, int64_t stage, int64_t maxDim,
-                const std::string &checkpoint, bool verbose) {
+                const std::string &checkpoint, const std::string &onBadCheckpoint, bool verbose) {
         return runFile(path, runArgs(backend, iterations, timeScale, fill, profile, stage,
-                                     maxDim, checkpoint, verbose));
+                                     maxDim, checkpoint, onBadCheckpoint, verbose));
       },
       "path"_a, "backend"_a = "host", "iterations"_a = 0, "time_scale"_a = 1.0,
       "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
-      "checkpoint"_a = "", "verbose"_a = false,
+      "checkpoint"_a = "", "on_bad_checkpoint"_a = "fail", "verbose"_a = false,
       "Runs the StreamProgram file at `path` through pfrt_run.");
 }
 

@@ -113,6 +113,11 @@ void registerTasks(nb::class_<Session> &session) {
              int64_t memoryBytes, int64_t maxSteps) {
             if (!PyCallable_Check(runner.ptr()))
               throw nb::type_error("the task runner must be callable");
+            // The C API takes the name as a C string: a NUL would cut it short silently.
+            if (const size_t nul = name.find('\0'); nul != std::string::npos)
+              throw nb::value_error(("the fill task name contains a NUL character (at index " +
+                                     std::to_string(nul) + "): names are C strings")
+                                        .c_str());
             if (memoryBytes < 0)
               throw nb::value_error("memory_bytes must be >= 0");
             if (maxSteps < 0)

@@ -112,6 +112,64 @@ def test_checkpoint_resumes_fill(tiny_plan, tmp_path):
         assert j["samples_completed"] == done_first[j["name"]] + j["samples_this_run"]
 
 
+def test_on_bad_checkpoint(tiny_plan, tmp_path):
+    """run()'s on_bad_checkpoint is pipefill-run's --on-bad-checkpoint (docs/runtime.md 7):
+    a corrupt checkpoint fails by default with a message naming the keyword, "previous"
+    resumes from CHECKPOINT.prev and "restart" moves the bad file aside and starts clean."""
+    ckpt = tmp_path / "fill.ckpt"
+    pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, **FAST)
+    pipefill.run(tiny_plan, iterations=2, checkpoint=ckpt, **FAST)  # the first one is now .prev
+    prev = tmp_path / "fill.ckpt.prev"
+    assert prev.exists()
+    good = ckpt.read_bytes()
+    bad = bytearray(good)
+    bad[len(bad) // 2] ^= 0xFF
+    ckpt.write_bytes(bytes(bad))
+
+    with pytest.raises(pipefill.RunError, match="corrupted") as info:
+        pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, **FAST)
+    assert "on_bad_checkpoint='previous' or 'restart'" in str(info.value)
+    assert "--on-bad-checkpoint" not in str(info.value)
+    assert ckpt.read_bytes() == bytes(bad)  # untouched
+    with pytest.raises(ValueError, match="unknown on_bad_checkpoint 'later'"):
+        pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, on_bad_checkpoint="later", **FAST)
+
+    resumed = pipefill.run(tiny_plan, iterations=2, checkpoint=ckpt, on_bad_checkpoint="previous",
+                           **FAST)
+    assert resumed.stats()["first_iteration"] == 1  # .prev: one iteration done
+
+    ckpt.write_bytes(bytes(bad))
+    clean = pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, on_bad_checkpoint="restart",
+                         **FAST)
+    assert clean.stats()["first_iteration"] == 0
+    assert (tmp_path / "fill.ckpt.bad").read_bytes() == bytes(bad)
+    for j in clean.jobs():
+        assert j["samples_completed"] == j["samples_this_run"]
+
+
+def test_paths_with_a_nul_are_refused(tiny_job, tiny_plan, tmp_path):
+    """A path goes to C as a C string: "x\\0y" would be "x" there (a run wrote its checkpoint
+    to the cut name, compile_file and run read the cut file). Each one raises ValueError."""
+    program = tmp_path / "tiny.pb"
+    tiny_plan.save(program)
+    cut = tmp_path / "fill.ckpt"
+    nul = str(cut) + "\0more"
+    with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+        pipefill.run(tiny_plan, iterations=1, checkpoint=nul, **FAST)
+    with pytest.raises(ValueError, match="the program path contains a NUL character"):
+        pipefill.run(str(program) + "\0x", iterations=1, **FAST)
+    with pytest.raises(ValueError, match="the JobSpec path contains a NUL character"):
+        pipefill.compile_file(str(tiny_job) + "\0x")
+    with pytest.raises(ValueError, match="the profile path contains a NUL character"):
+        pipefill.compile_file(tiny_job, profile=str(tmp_path / "p.json") + "\0x")
+    with pipefill.Session(program, 0) as s:
+        with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+            s.checkpoint_save(nul)
+        with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
+            s.checkpoint_load(nul)
+    assert not cut.exists()
+
+
 def test_backend_queries():
     assert pipefill.backend_compiled("host")
     assert pipefill.cuda_device_count() >= 0

@@ -7,6 +7,7 @@ the same samples and checksums."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -148,8 +149,12 @@ def test_fill_policies_are_named_in_the_report(tiny_plan):
 def test_bad_options_and_inputs(tiny_plan, tmp_path):
     with pytest.raises(ValueError, match="fill_policy"):
         pipefill.Session(tiny_plan, 0, fill_policy="sometimes")
-    with pytest.raises(ValueError, match="time_scale"):
-        pipefill.Session(tiny_plan, 0, time_scale=0)
+    # The value as written, not std::to_string's 0.000000 (1e-9) or 300 digits (1e300).
+    for bad, shown in ((0, "0"), (1e-9, "1e-09"), (1e300, "1e+300"), (float("nan"), "nan"),
+                       (5000.0, "5000")):
+        with pytest.raises(ValueError, match=rf"^time_scale must be from 0\.0001 to 1000, "
+                                             rf"got {re.escape(shown)}$"):
+            pipefill.Session(tiny_plan, 0, time_scale=bad)
     with pytest.raises(ValueError, match="rank must be >= 0"):
         pipefill.Session(tiny_plan, -1)
     with pytest.raises(FileNotFoundError):

@@ -237,6 +237,35 @@ def test_a_step_must_return_an_int(plan):
                 pass
 
 
+@pytest.mark.parametrize("samples", [-3, 2**63, 2**64 + 5])
+def test_a_step_returning_samples_out_of_range_names_the_task_and_the_value(plan, samples):
+    class Huge(pipefill.FillTask):
+        def step(self):
+            return samples
+
+    with session(plan) as s:
+        s.add_task(Huge(), step_us=100, name="huge")
+        with pytest.raises(ValueError, match=rf"fill task 'huge' returned {samples}: samples must "
+                                             r"be >= 0 and <= 2\*\*63 - 1"):
+            with s.unplanned(1e6, wait=True):
+                pass
+        assert s.tasks()[0]["failed"] and s.tasks()[0]["steps"] == 0
+
+
+@pytest.mark.parametrize("samples", [True, np.bool_(True)], ids=["bool", "numpy_bool"])
+def test_a_step_returning_a_bool_is_refused(plan, samples):
+    class Flag(pipefill.FillTask):
+        def step(self):
+            return samples
+
+    with session(plan) as s:
+        s.add_task(Flag(), step_us=100)
+        with pytest.raises(TypeError, match="must return the samples it did as an int, not bool"):
+            with s.unplanned(1e6, wait=True):
+                pass
+        assert s.tasks()[0]["failed"] and s.tasks()[0]["samples"] == 0
+
+
 def test_numpy_int_samples(plan):
     class NpTask(pipefill.FillTask):
         def step(self):
@@ -283,6 +312,54 @@ def test_checkpoint_resume_gives_the_uninterrupted_total(plan, tmp_path):
             s.checkpoint_load(path)
 
 
+def test_a_failed_checkpoint_load_leaves_the_session_as_it_was(plan, tmp_path):
+    class Picky(Counter):
+        """Refuses to load: its load_state_dict raises, after its neighbour has loaded."""
+
+        def load_state_dict(self, state):
+            raise KeyError("picky refuses")
+
+    path = tmp_path / "fill.ckpt"
+    with session(plan) as s:
+        s.add_task(Counter(), step_us=100, max_steps=7, name="first")
+        s.add_task(Counter(), step_us=100, max_steps=5, name="picky")
+        with s.unplanned(2e6, wait=True):
+            pass
+        s.checkpoint_save(path)
+    with session(plan) as s:
+        first, picky = Counter(), Picky()
+        s.add_task(first, step_us=100, max_steps=9, name="first")
+        s.add_task(picky, step_us=100, max_steps=2, name="picky")
+        with s.unplanned(2e6, wait=True):
+            pass
+        progress = [(t["name"], t["steps"], t["samples"]) for t in s.tasks()]
+        assert progress == [("first", 9, 18), ("picky", 2, 4)]
+        assert (first.position, picky.position) == (9, 2)
+        with pytest.raises(KeyError, match="picky refuses") as info:
+            s.checkpoint_load(path)
+        notes = getattr(info.value, "__notes__", [])  # Python 3.11+
+        assert not notes or any("fill task 'picky'" in n for n in notes)
+        assert not notes or any("nothing was loaded" in n for n in notes)
+        # "first" had loaded (position 7) and got its own state back; the counters are the
+        # session's own, not the checkpoint's.
+        assert (first.position, picky.position) == (9, 2)
+        assert [(t["name"], t["steps"], t["samples"]) for t in s.tasks()] == progress
+        # The session goes on from there: max_steps counts the 9 steps "first" did.
+        with s.unplanned(2e6, wait=True) as b:
+            pass
+        assert b.result["task_steps"] == 0
+        # A load that succeeds still loads everything.
+        picky.load_state_dict = Counter.load_state_dict.__get__(picky)
+        s.checkpoint_load(path)
+        assert (first.position, picky.position) == (7, 5)
+        assert [(t["name"], t["steps"]) for t in s.tasks()] == [("first", 7), ("picky", 5)]
+        # Inside a bubble the load is refused under its own name (the copy it keeps first
+        # is a checkpoint_save).
+        with s.unplanned(1000):
+            with pytest.raises(pipefill.RunError, match="pfrt_session_checkpoint_load inside"):
+                s.checkpoint_load(path)
+
+
 def test_the_gil_is_shared_with_the_main_thread(plan):
     # The step computes with numpy and pure Python on the worker thread while the main thread runs
     # Python inside the bubble: both finish, neither deadlocks.
@@ -324,6 +401,10 @@ def test_bad_calls(plan):
             s.add_task(lambda: 1, step_us=100)
         with pytest.raises(ValueError, match="memory_bytes must be >= 0"):
             s.add_task(Counter(), step_us=100, memory_bytes=-1)
+        # A NUL would cut the name short in C ("a"): refused, and nothing is registered.
+        with pytest.raises(ValueError, match=r"name contains a NUL character \(at index 1\)"):
+            s.add_task(Counter(), step_us=100, name="a\0b")
+        assert s.tasks() == []
         s.add_task(Counter(), step_us=100, max_steps=1)
         with pytest.raises(pipefill.RunError, match="a task of that name exists already"):
             s.add_task(Counter(), step_us=100)
