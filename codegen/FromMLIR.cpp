@@ -1,19 +1,23 @@
 //===- FromMLIR.cpp - the MLIR input path of the exports ------------------===//
 //
-// mlir-translate's TranslateFromMLIRRegistration hands the parsed top-level
-// op to the export as it is. The exports register through this instead,
-// which requires a builtin.module, the op every export reads
-// (--no-implicit-module used to hand them any op).
+// mlir-translate's TranslateFromMLIRRegistration parses the input straight
+// away. The exports register through this instead, which first refuses text
+// nested deeper than the parser's stack allows (support/MlirNesting.h) and
+// then requires the parsed top-level op to be a builtin.module, which every
+// export reads (--no-implicit-module used to hand them any op).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/Translate.h"
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
+#include "support/MlirNesting.h"
 
+#include "mlir/Bytecode/BytecodeReader.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/ParseUtilities.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir;
 
@@ -28,6 +32,19 @@ bool implicitModule() {
   return it == options.end() || !static_cast<llvm::cl::opt<bool> *>(it->second)->getValue();
 }
 
+/// Reports the input's first bracket nested too deep, without echoing its
+/// line (support/MlirNesting.h). Bytecode is not text and is not scanned.
+bool nestedTooDeep(const llvm::SourceMgr &sourceMgr) {
+  const llvm::MemoryBuffer *buffer = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
+  if (isBytecode(buffer->getMemBufferRef()))
+    return false;
+  std::optional<TooDeepNesting> tooDeep = findTooDeepNesting(buffer->getBuffer());
+  if (!tooDeep)
+    return false;
+  llvm::errs() << tooDeep->diagnostic(buffer->getBufferIdentifier()) << "\n";
+  return true;
+}
+
 } // namespace
 
 void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
@@ -39,6 +56,8 @@ void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
         DialectRegistry registry;
         registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
         context->appendDialectRegistry(registry);
+        if (nestedTooDeep(*sourceMgr))
+          return failure();
         // The parser verifies what it parsed.
         OwningOpRef<Operation *> op =
             parseSourceFileForTool(sourceMgr, ParserConfig(context), implicitModule());

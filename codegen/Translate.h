@@ -76,8 +76,9 @@ mlir::LogicalResult exportTorchTraceProfile(mlir::ModuleOp module,
 using ExportFunction = std::function<mlir::LogicalResult(mlir::ModuleOp, llvm::raw_ostream &)>;
 /// Registers translation `name` from MLIR, as mlir's
 /// TranslateFromMLIRRegistration with both pipefill dialects does, except
-/// that a top-level op other than a builtin.module (--no-implicit-module) is
-/// an error, not handed to `function`.
+/// that text nested too deep for the parser is refused before parsing
+/// (support/MlirNesting.h) and a top-level op other than a builtin.module
+/// (--no-implicit-module) is an error, not handed to `function`.
 void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
                       ExportFunction function);
 
