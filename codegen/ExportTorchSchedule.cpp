@@ -65,16 +65,10 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
 }
 
 void registerTorchScheduleExport() {
-  static TranslateFromMLIRRegistration toTorch(
-      "to-torch-schedule",
-      "write the compute order as a torch.distributed.pipelining action table "
-      "(compute-only CSV)",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportTorchSchedule(cast<ModuleOp>(op), os);
-      },
-      [](DialectRegistry &registry) {
-        registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
-      });
+  registerFromMLIR("to-torch-schedule",
+                   "write the compute order as a torch.distributed.pipelining action table "
+                   "(compute-only CSV)",
+                   exportTorchSchedule);
 }
 
 } // namespace pipefill

@@ -10,7 +10,8 @@
 //
 // Every instruction is located at its table cell; problems with the table
 // are reported at file:line:col of the cell, problems with the JobSpec at
-// the JobSpec's file:line:col.
+// the JobSpec's file:line:col. The table's shape is checked first, its rank
+// count compared with the job's, and only then its order (the costly part).
 //
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchSchedule.h"
@@ -59,7 +60,7 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
   torchsched::Imported imported;
   torchsched::Diag diag;
   if (!torchsched::parseTable(buffer->getBuffer(), table, diag) ||
-      !torchsched::checkTable(table, imported, diag)) {
+      !torchsched::checkTableShape(table, imported, diag)) {
     emitError(at(diag.loc)) << diag.message;
     return nullptr;
   }
@@ -95,6 +96,14 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
     emitError(pipeline.getLoc())
         << "pipeline.stages = " << pipeline.getNumStages() << " but the action "
         << "table '" << file << "' has " << rows << " rank rows";
+    return nullptr;
+  }
+  // Only now the order: its run to completion costs ranks x actions, too
+  // much to spend on a table of more ranks than the job's. A table that runs
+  // another number of micro-batches is usually off by one somewhere: its
+  // order says where, before the job says how many.
+  if (!torchsched::checkTableOrder(table, imported, diag)) {
+    emitError(at(diag.loc)) << diag.message;
     return nullptr;
   }
   if ((int64_t)pipeline.getNumMicrobatches() != imported.microbatches) {

@@ -284,17 +284,13 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
 
 void registerTorchTraceImport() {
   traceOption();
-  static TranslateFromMLIRRegistration toProfile(
-      "torch-trace-to-profile",
-      "measure a pipeline's instructions from torch profiler traces "
-      "(--torch-trace) and write a text MeasuredProfile",
-      [](Operation *op, llvm::raw_ostream &os) {
-        std::vector<std::string> traces(traceOption().begin(), traceOption().end());
-        return exportTorchTraceProfile(cast<ModuleOp>(op), os, traces);
-      },
-      [](DialectRegistry &registry) {
-        registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
-      });
+  registerFromMLIR("torch-trace-to-profile",
+                   "measure a pipeline's instructions from torch profiler traces "
+                   "(--torch-trace) and write a text MeasuredProfile",
+                   [](ModuleOp module, llvm::raw_ostream &os) {
+                     std::vector<std::string> traces(traceOption().begin(), traceOption().end());
+                     return exportTorchTraceProfile(module, os, traces);
+                   });
 }
 
 } // namespace pipefill

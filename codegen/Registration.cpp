@@ -11,6 +11,10 @@ using namespace mlir;
 namespace pipefill {
 
 void registerTranslations() {
+  static bool registered = false; // the registry refuses a name twice
+  if (registered)
+    return;
+  registered = true;
   static TranslateToMLIRRegistration importJob(
       "import-job", "import a JobSpec (protobuf text format) into the pipefill dialect",
       [](llvm::SourceMgr &sourceMgr, MLIRContext *context) -> OwningOpRef<Operation *> {
@@ -19,51 +23,24 @@ void registerTranslations() {
           return nullptr;
         return OwningOpRef<Operation *>(module.release());
       });
-  auto dialects = [](DialectRegistry &registry) {
-    registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
-  };
-  static TranslateFromMLIRRegistration toReport(
-      "to-report", "write the report JSON of compiled pipefill IR",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportReport(cast<ModuleOp>(op), os);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toSummary(
-      "to-summary", "print a summary table of compiled pipefill IR",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportSummary(cast<ModuleOp>(op), os);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toStreamProgram(
+  registerFromMLIR("to-report", "write the report JSON of compiled pipefill IR", exportReport);
+  registerFromMLIR("to-summary", "print a summary table of compiled pipefill IR", exportSummary);
+  registerFromMLIR(
       "to-stream-program", "write the lowered module as a binary StreamProgram",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportStreamProgram(cast<ModuleOp>(op), os, /*text=*/false);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toStreamProgramText(
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return exportStreamProgram(module, os, /*text=*/false);
+      });
+  registerFromMLIR(
       "to-stream-program-text", "write the lowered module as a text StreamProgram",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportStreamProgram(cast<ModuleOp>(op), os, /*text=*/true);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toCpp(
-      "to-cpp", "write C++ that builds and runs the lowered module with the runtime",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportCpp(cast<ModuleOp>(op), os);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toTrace(
-      "to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportTrace(cast<ModuleOp>(op), os);
-      },
-      dialects);
-  static TranslateFromMLIRRegistration toSvg(
-      "to-svg", "draw the compiled schedule, bubbles and fill as an SVG",
-      [](Operation *op, llvm::raw_ostream &os) {
-        return exportSvg(cast<ModuleOp>(op), os);
-      },
-      dialects);
+      [](ModuleOp module, llvm::raw_ostream &os) {
+        return exportStreamProgram(module, os, /*text=*/true);
+      });
+  registerFromMLIR("to-cpp",
+                   "write C++ that builds and runs the lowered module with the runtime",
+                   exportCpp);
+  registerFromMLIR("to-trace", "write a Chrome trace (Perfetto JSON) of compiled pipefill IR",
+                   exportTrace);
+  registerFromMLIR("to-svg", "draw the compiled schedule, bubbles and fill as an SVG", exportSvg);
   registerTorchScheduleImport();
   registerTorchScheduleExport();
   registerTorchTraceImport();

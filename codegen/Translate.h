@@ -14,6 +14,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
+
 namespace pipefill {
 
 /// Parses a JobSpec in protobuf text format from the main buffer of
@@ -70,6 +72,16 @@ mlir::LogicalResult exportTorchSchedule(mlir::ModuleOp module,
 mlir::LogicalResult exportTorchTraceProfile(mlir::ModuleOp module,
                                             llvm::raw_ostream &os,
                                             llvm::ArrayRef<std::string> traces);
+/// An export of a module to text or bytes.
+using ExportFunction = std::function<mlir::LogicalResult(mlir::ModuleOp, llvm::raw_ostream &)>;
+/// Registers translation `name` from MLIR, as mlir's
+/// TranslateFromMLIRRegistration with both pipefill dialects does, except
+/// that text nested too deep for the parser is refused before parsing
+/// (support/MlirNesting.h) and a top-level op other than a builtin.module
+/// (--no-implicit-module) is an error, not handed to `function`.
+void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
+                      ExportFunction function);
+
 /// Register --import-torch-schedule (with --job), --to-torch-schedule and
 /// --torch-trace-to-profile (with --torch-trace).
 void registerTorchScheduleImport();

@@ -1,6 +1,8 @@
 //===- TorchSchedule.cpp - torch pipelining action tables -----------------===//
 #include "algo/torch/TorchSchedule.h"
 
+#include "support/Limits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -326,7 +328,8 @@ class Checker {
 public:
   Checker(const Table &table, Imported &out, Diag &diag)
       : table(table), out(out), diag(diag) {}
-  bool run();
+  bool runShape();
+  bool runOrder();
 
 private:
   bool fail(Loc loc, const std::string &msg) {
@@ -336,6 +339,7 @@ private:
   Loc rowLoc(int rank) const { return {table.rowLine[rank], 1}; }
   size_t key(int stage, int mb) const { return size_t(stage) * m + mb; }
   bool layout();
+  bool sizes();
   bool pairing();
   bool comms();
   bool simulate();
@@ -344,6 +348,7 @@ private:
   Imported &out;
   Diag &diag;
   int p = 0, S = 0, m = 0;
+  Loc lastMicrobatch; // a cell of micro-batch m - 1
   // Compute records.
   std::vector<Slot> fwd, bwd, inp, wgt; // bwd: B; inp: I; wgt: W
   // Comm records (on the rank that posts them).
@@ -357,6 +362,10 @@ bool Checker::layout() {
   std::vector<Loc> firstSeen;
   std::vector<int> owner;
   auto own = [&](const Action &a, int r) {
+    if (a.microbatch + 1 > m) {
+      m = a.microbatch + 1;
+      lastMicrobatch = a.loc;
+    }
     if (a.stage >= int(owner.size())) {
       owner.resize(size_t(a.stage) + 1, -1);
       firstSeen.resize(size_t(a.stage) + 1);
@@ -382,15 +391,12 @@ bool Checker::layout() {
                                  ") has no actions");
     for (const Action &a : table.ranks[r]) {
       if (a.kind == ActKind::OverlapFB) {
-        for (const Action &s : a.sub) {
+        for (const Action &s : a.sub)
           if (!own(s, r))
             return false;
-          m = std::max(m, s.microbatch + 1);
-        }
       } else if (isCompute(a.kind)) {
         if (!own(a, r))
           return false;
-        m = std::max(m, a.microbatch + 1);
       }
     }
   }
@@ -456,6 +462,26 @@ bool Checker::layout() {
                   : inter  ? Placement::Interleaved
                   : vshape ? Placement::VShape
                            : Placement::Custom;
+  return true;
+}
+
+/// The pipeline limits of support/Limits.h, before pairing() sizes its
+/// records by stages x micro-batches.
+bool Checker::sizes() {
+  if (out.chunksPerRank > kMaxVirtualStages)
+    return fail(rowLoc(0), "every rank runs " + std::to_string(out.chunksPerRank) +
+                               " stages; a rank holds at most " +
+                               std::to_string(kMaxVirtualStages) +
+                               " (pipeline.virtual_stages)");
+  if (m > kMaxMicrobatches)
+    return fail(lastMicrobatch, "micro-batch " + std::to_string(m - 1) +
+                                    " is beyond the " + std::to_string(kMaxMicrobatches) +
+                                    " micro-batches a pipeline runs (pipeline.microbatches)");
+  if (int64_t(S) * m > kMaxPipelineChunks)
+    return fail(rowLoc(0), "the table's " + std::to_string(S) + " stages x " +
+                               std::to_string(m) + " micro-batches exceed the " +
+                               std::to_string(kMaxPipelineChunks) +
+                               " micro-batch chunks a pipeline may expand to");
   return true;
 }
 
@@ -820,19 +846,38 @@ bool Checker::simulate() {
   return true;
 }
 
-bool Checker::run() {
+bool Checker::runShape() {
   out = Imported();
   out.hadComms = table.hasComms;
   if (table.ranks.empty())
     return fail({1, 1}, "the schedule table is empty");
-  return layout() && pairing() && (!table.hasComms || comms()) && simulate();
+  if (table.ranks.size() > size_t(kMaxStages))
+    return fail(rowLoc(int(kMaxStages)),
+                "the table has " + std::to_string(table.ranks.size()) +
+                    " rank rows; a pipeline has at most " + std::to_string(kMaxStages) +
+                    " ranks (pipeline.stages)");
+  return layout() && sizes();
+}
+
+bool Checker::runOrder() {
+  p = out.ranks;
+  S = out.stages;
+  m = out.microbatches;
+  return pairing() && (!table.hasComms || comms()) && simulate();
 }
 
 } // namespace
 
+bool checkTableShape(const Table &table, Imported &out, Diag &diag) {
+  return Checker(table, out, diag).runShape();
+}
+
+bool checkTableOrder(const Table &table, Imported &out, Diag &diag) {
+  return Checker(table, out, diag).runOrder();
+}
+
 bool checkTable(const Table &table, Imported &out, Diag &diag) {
-  Checker checker(table, out, diag);
-  return checker.run();
+  return checkTableShape(table, out, diag) && checkTableOrder(table, out, diag);
 }
 
 void toPipefill(const Imported &imp, const sched::PipelineSpec &spec,

@@ -138,6 +138,16 @@ struct Imported {
 ///    when no rank can move, the first blocked action (in rank order) is
 ///    reported with what it waits for.
 bool checkTable(const Table &table, Imported &out, Diag &diag);
+/// checkTable in two halves. checkTableShape checks the layout and the
+/// placement (the first point above) and fills `out`'s sizes and placement,
+/// refusing tables beyond the pipeline limits of support/Limits.h (1024
+/// ranks, 64 stages per rank, 65536 micro-batches, 2^22 chunks); its cost is
+/// linear in the table. checkTableOrder checks the rest on a table
+/// checkTableShape accepted; its run to completion costs ranks x actions, so
+/// a caller that compares the shape with something else (the importer: with
+/// the job) does that in between.
+bool checkTableShape(const Table &table, Imported &out, Diag &diag);
+bool checkTableOrder(const Table &table, Imported &out, Diag &diag);
 
 /// Per-device costs, one entry per rank (pipefill's convention: the whole
 /// device, all of its chunks together; each chunk costs 1/v of it).

@@ -388,3 +388,80 @@ TEST(Format, RoundTripsThroughTheParser) {
   ASSERT_EQ(t.ranks[0].size(), 3u);
   EXPECT_EQ(t.ranks[0][1].sub.size(), 2u);
 }
+
+namespace {
+
+/// p ranks, each running its own stage's forward and backward of micro-batch 0.
+std::string oneMicrobatchPerRank(int p) {
+  std::string text;
+  for (int r = 0; r < p; ++r)
+    text += std::to_string(r) + "F0," + std::to_string(r) + "B0\n";
+  return text;
+}
+
+} // namespace
+
+// The pipeline limits of support/Limits.h, checked with the shape: the first row past 1024
+// ranks, the cell of the micro-batch past 65536, the rank holding more than 64 stages, and the
+// stage x micro-batch count.
+TEST(Import, ShapeLimits) {
+  struct Case {
+    std::string text;
+    int line, col;
+    const char *needle;
+  };
+  std::string manyStages;
+  for (int s = 0; s < 65; ++s)
+    manyStages += std::to_string(s) + "F0,";
+  for (int s = 64; s >= 0; --s)
+    manyStages += std::to_string(s) + "B0" + (s ? "," : "\n");
+  std::string manyChunks; // 1024 ranks x 4097 micro-batches > 2^22
+  for (int r = 0; r < 1024; ++r)
+    manyChunks += std::to_string(r) + "F0," + std::to_string(r) + "B0" +
+                  (r == 1023 ? ",1023F4096\n" : "\n");
+  const std::vector<Case> cases = {
+      {oneMicrobatchPerRank(1025), 1025, 1,
+       "the table has 1025 rank rows; a pipeline has at most 1024 ranks (pipeline.stages)"},
+      {"0F0,0F65536\n", 1, 5,
+       "micro-batch 65536 is beyond the 65536 micro-batches a pipeline runs"},
+      {manyStages, 1, 1, "every rank runs 65 stages; a rank holds at most 64"},
+      {manyChunks, 1, 1,
+       "the table's 1024 stages x 4097 micro-batches exceed the 4194304 micro-batch chunks"},
+  };
+  for (const Case &c : cases) {
+    Table t;
+    Imported imp;
+    Diag e;
+    ASSERT_TRUE(parseTable(c.text, t, e)) << e.message;
+    EXPECT_FALSE(checkTableShape(t, imp, e));
+    EXPECT_EQ(e.loc.line, c.line) << e.message;
+    EXPECT_EQ(e.loc.col, c.col) << e.message;
+    EXPECT_NE(e.message.find(c.needle), std::string::npos) << e.message;
+  }
+  // At the limits, the shape passes.
+  Table t;
+  Imported imp;
+  Diag e;
+  ASSERT_TRUE(parseTable(oneMicrobatchPerRank(1024), t, e));
+  EXPECT_TRUE(checkTableShape(t, imp, e)) << e.message;
+  EXPECT_EQ(imp.ranks, 1024);
+}
+
+// checkTableShape fills the sizes and placement without looking at the order: a table whose
+// order is wrong passes it, and checkTableOrder (and checkTable) then refuse it.
+TEST(Import, ShapeBeforeOrder) {
+  Table t;
+  Imported imp;
+  Diag e;
+  ASSERT_TRUE(parseTable("0B0,0F0\n1F0,1B0\n", t, e));
+  ASSERT_TRUE(checkTableShape(t, imp, e)) << e.message;
+  EXPECT_EQ(imp.ranks, 2);
+  EXPECT_EQ(imp.stages, 2);
+  EXPECT_EQ(imp.chunksPerRank, 1);
+  EXPECT_EQ(imp.microbatches, 1);
+  EXPECT_EQ(imp.placement, Placement::Single);
+  EXPECT_FALSE(checkTableOrder(t, imp, e));
+  EXPECT_NE(e.message.find("before its forward"), std::string::npos) << e.message;
+  EXPECT_FALSE(checkTable(t, imp, e));
+  EXPECT_NE(e.message.find("before its forward"), std::string::npos) << e.message;
+}
