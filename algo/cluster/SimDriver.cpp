@@ -245,7 +245,10 @@ Parsed parseFillOption(SimArgCursor &c, SimArgs &o) {
   } else if (a == "--gpus-per-job") {
     if (!c.needInt(n, 1))
       return Parsed::Error;
-    o.gpusPerJob = int(std::min<long long>(n, 1 << 24));
+    if (n > (1 << 24)) // more GPUs than any cluster the simulator models: an error, not a clamp
+      return result(c.fail("--gpus-per-job must be at most 16777216 (got " + std::to_string(n) +
+                           ")"));
+    o.gpusPerJob = int(n);
   } else if (a == "--horizon-s") {
     return result(c.needDouble(o.horizonS, true));
   } else if (a == "--aging-s") {
