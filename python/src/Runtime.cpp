@@ -89,6 +89,9 @@ public:
   void saveProfile(const std::filesystem::path &path) const {
     check(pfrt_report_write_profile(report, path.c_str()), "writing the measured profile");
   }
+  void saveTrace(const std::filesystem::path &path) const {
+    check(pfrt_report_write_trace(report, path.c_str()), "writing the run's trace");
+  }
 
 private:
   pfrt_report *report;
@@ -311,7 +314,12 @@ void registerRun(nb::module_ &m) {
       .def("save_json", &RunReport::saveJson, "path"_a, "Writes the run report JSON.")
       .def("save_profile", &RunReport::saveProfile, "path"_a,
            "Writes the measured profile (text format for .pbtxt) that pipefill.compile("
-           "..., profile=path) takes back in.");
+           "..., profile=path) takes back in.")
+      .def("save_trace", &RunReport::saveTrace, "path"_a,
+           "Writes the run's timeline as a Chrome trace (ui.perfetto.dev, chrome://tracing): a "
+           "process per device, a thread per stream and one with the plan; every slice says "
+           "whether its time was measured, modelled, emulated or planned. Timestamps are "
+           "modelled microseconds (real / time_scale). scripts/trace-svg.py draws one device.");
 
   auto runArgs = [](const std::string &backend, int64_t iterations, double timeScale, bool fill,
                     bool profile, int64_t stage, int64_t maxDim, const std::string &checkpoint,

@@ -237,8 +237,28 @@ def test_cuda_without_gpu_is_unavailable(tiny_plan):
     assert info.value.status == "PFRT_ERROR_UNAVAILABLE"
 
 
+def test_save_trace_has_every_device_and_the_plan(tiny_plan, tmp_path):
+    run = pipefill.run(tiny_plan, iterations=2, **FAST)
+    run.save_trace(tmp_path / "run.trace.json")
+    trace = json.loads((tmp_path / "run.trace.json").read_text())
+    report = run.report()
+    processes = {e["pid"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert processes == {d["device"] for d in report["devices"]}
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert {e["args"]["time"] for e in slices} <= {"measured", "modelled", "emulated", "planned"}
+    # One fill slice per chunk the run reports; the plan's computes in both iterations.
+    fill = [e for e in slices if e["cat"] == "fill"]
+    assert len(fill) == sum(j["chunks_run"] for j in report["fill"]["jobs"]) > 0
+    planned = [e for e in slices if e["cat"] == "planned" and not e["name"].startswith("bubble")]
+    computes = [e for e in slices if e["cat"] == "compute"]
+    assert len(planned) == len(computes) > 0
+    assert trace["otherData"]["time_scale"] == FAST["time_scale"]
+
+
 def test_report_writes_to_missing_directory_raise(tiny_plan, tmp_path):
     run = pipefill.run(tiny_plan, iterations=1, **FAST)
+    with pytest.raises(OSError):
+        run.save_trace(tmp_path / "no" / "run.trace.json")
     with pytest.raises(OSError):
         run.save_json(tmp_path / "no" / "run.json")
     with pytest.raises(OSError):
