@@ -2,6 +2,7 @@
 #include "dialect/FillTable.h"
 #include "dialect/PipefillOps.h"
 #include "dialect/TableSupport.h"
+#include "support/Limits.h"
 
 #include "mlir/Bytecode/BytecodeImplementation.h"
 #include "mlir/IR/Builders.h"
@@ -60,6 +61,12 @@ std::string checkFillChunk(const FillChunk &c) {
   else if (c.batch < 1 || c.repeat < 1)
     os << "must have a batch and a repeat count of at least 1 (got " << c.batch << " and "
        << c.repeat << ")";
+  else if (c.batch > pipefill::kMaxFillBatch)
+    os << "has a batch of " << c.batch << " samples; the runtime runs at most "
+       << pipefill::kMaxFillBatch;
+  else if (c.iteration > pipefill::kMaxFillPrefix + pipefill::kMaxFillPeriod)
+    os << "is in iteration " << c.iteration << " of its plan, past any prefix and period ("
+       << pipefill::kMaxFillPrefix + pipefill::kMaxFillPeriod << ")";
   else if (time("time", c.predictedUs) && time("copy", c.copyUs))
     time("offset", c.offsetUs);
   return out;

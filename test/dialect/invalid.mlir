@@ -457,6 +457,34 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{'pipefill.bubble' op fill 0 has a batch of 65537 samples; the runtime runs at most 65536}}
+      @j layers 0 to 1 batch 65537 samples 0 weights resident acts device time 1.0 mem 1
+    ]
+  }
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.bubble warmup start 0.0 duration 10.0 free 50 fills [
+      // expected-error @+1 {{'pipefill.bubble' op fill 0 is in iteration 2000000000 of its plan, past any prefix and period (1001024)}}
+      @j layers 0 to 1 batch 1 samples 0 weights resident acts device time 1.0 mem 1 iteration 2000000000
+    ]
+  }
+}
+
+// -----
+
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // The generic form: the table is an array of dictionaries.
