@@ -13,6 +13,7 @@
 
 #include "support/Json.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -45,9 +46,19 @@ const char *roleName(pfrt_stream_role role) {
 
 class TraceWriter {
 public:
-  TraceWriter(const ReportData &r, const Program &program) : r_(r), program_(program), w_(2) {}
+  TraceWriter(const ReportData &r, const Program &program, uint64_t maxOps)
+      : r_(r), program_(program), maxOps_(maxOps), w_(2) {}
 
   std::string write() {
+    // A long run's trace keeps its last iterations: about a million ops (some 150 MB of JSON)
+    // is what the viewers open, and the string is built in memory.
+    uint64_t perIteration = 0;
+    for (const Device &dev : program_.devices)
+      for (const Stream &st : dev.streams)
+        perIteration += st.ops.size();
+    perIteration = std::max<uint64_t>(perIteration, 1);
+    const uint64_t keep = std::max<uint64_t>(maxOps_ / perIteration, 1);
+    firstK_ = r_.iterations > keep ? r_.iterations - keep : 0;
     w_.beginObject();
     w_.value("displayTimeUnit", "ms");
     w_.beginObject("otherData");
@@ -55,8 +66,11 @@ public:
     w_.value("backend", r_.backend);
     w_.value("time_unit", "modelled us from the run's start (real us / time_scale)");
     w_.value("time_scale", r_.timeScale);
-    w_.value("first_iteration", r_.firstIteration);
-    w_.value("iterations", r_.iterations);
+    w_.value("first_iteration", r_.firstIteration + static_cast<int64_t>(firstK_));
+    w_.value("iterations", static_cast<uint64_t>(r_.iterations - firstK_));
+    if (firstK_)
+      w_.value("note", "the run's first " + std::to_string(firstK_) + " of " +
+                           std::to_string(r_.iterations) + " iterations are left out (size)");
     w_.value("fill", r_.fillEnabled);
     w_.value("fill_policy", !r_.fillBounded ? "unbounded" : r_.fillSplit ? "bounded" : "whole");
     w_.endObject();
@@ -136,7 +150,7 @@ private:
 
   void streamOps(const DeviceReport &d, const Device &dev, uint32_t s, bool hostTimedFill) {
     const Stream &st = dev.streams[s];
-    for (size_t k = 0; k < d.streamOps[s].size(); ++k)
+    for (size_t k = firstK_; k < d.streamOps[s].size(); ++k)
       for (size_t i = 0; i < st.ops.size(); ++i) {
         const Op &op = st.ops[i];
         const OpTime t = d.streamOps[s][k][i];
@@ -194,7 +208,7 @@ private:
 
   void bubbles(const DeviceReport &d) {
     for (const BubbleReport &b : d.bubbles)
-      for (size_t k = 0; k < b.measuredUs.size(); ++k) {
+      for (size_t k = firstK_; k < b.measuredUs.size(); ++k) {
         const double begin = b.beginUs[k];
         if (begin < 0 || b.measuredUs[k] < 0)
           continue;
@@ -213,6 +227,8 @@ private:
       byId[b.bubbleId] = &b;
     const double scale = r_.timeScale > 0 ? r_.timeScale : 1.0;
     for (const RunResult::ChunkRun *c : hostChunks_[d.device]) {
+      if (c->iteration < r_.firstIteration + static_cast<int64_t>(firstK_))
+        continue;
       const double start = c->start / scale, end = c->end / scale;
       beginEvent(jobName(c->job), "fill", d.device, c->stream, start, end - start);
       w_.value("iteration", c->iteration).value("bubble_id", c->bubbleId);
@@ -241,7 +257,7 @@ private:
   // done on this device, before the pipeline's iteration begins).
   void planned(const DeviceReport &d, const Device &dev, uint32_t tid) {
     const Stream &main = dev.streams[d.mainStream];
-    for (size_t k = 0; k < d.mainOps.size(); ++k) {
+    for (size_t k = firstK_; k < d.mainOps.size(); ++k) {
       double origin = -1;
       for (size_t i = 0; i < main.ops.size() && origin < 0; ++i)
         if (main.ops[i].kind == OpKind::Compute && d.mainOps[k][i].start >= 0)
@@ -275,14 +291,16 @@ private:
 
   const ReportData &r_;
   const Program &program_;
+  const uint64_t maxOps_;
   JsonWriter w_;
   std::map<uint32_t, std::vector<const RunResult::ChunkRun *>> hostChunks_;
+  size_t firstK_ = 0; // the first report iteration in the trace
 };
 
 } // namespace
 
-std::string runTraceJson(const ReportData &report, const Program &program) {
-  return TraceWriter(report, program).write();
+std::string runTraceJson(const ReportData &report, const Program &program, uint64_t maxOps) {
+  return TraceWriter(report, program, maxOps).write();
 }
 
 } // namespace pfrt

@@ -9,6 +9,7 @@
 #include "runtime/Program.h"
 #include "runtime/Report.h"
 
+#include <cstdint>
 #include <string>
 
 namespace pfrt {
@@ -16,7 +17,10 @@ namespace pfrt {
 // Timestamps are modelled microseconds from the run's start (real microseconds divided by the
 // time scale; the same unit as the plan and the report), so the plan's track lines up at any
 // --time-scale.
-std::string runTraceJson(const ReportData &report, const Program &program);
+// A long run keeps its last iterations: those whose ops (all devices' streams) add up to at most
+// maxOps (at least one iteration); otherData.note says how many were left out.
+std::string runTraceJson(const ReportData &report, const Program &program,
+                         uint64_t maxOps = 1000000);
 
 } // namespace pfrt
 

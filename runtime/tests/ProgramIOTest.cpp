@@ -1,6 +1,7 @@
 // The interpreter: program files (text/binary, corrupt, missing), round trips, builder-API argument
 // errors, and "interpreter and builder API give the same run".
 #include "runtime/ProgramIO.h"
+#include "runtime/Trace.h"
 #include "runtime/tests/TestUtil.h"
 
 #include <cstdio>
@@ -205,6 +206,29 @@ TEST(ProgramIOTest, TraceOfARun) {
   EXPECT_NE(text.find("\"device 0 (stage 0, host, modelled)\""), std::string::npos) << text.substr(0, 800);
   EXPECT_NE(text.find("\"main (planned)\""), std::string::npos);
   std::remove(path.c_str());
+}
+
+// A long run's trace keeps its last iterations (the string is built in memory and the viewers
+// open some hundreds of MB): with room for 3 iterations of ops, a 10-iteration run's trace holds
+// iterations 7-9 and says what it left out.
+TEST(ProgramIOTest, ALongRunsTraceKeepsItsLastIterations) {
+  ProgramPtr p = buildOk({});
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), hostOptions(10));
+  ASSERT_TRUE(r && r->program);
+  uint64_t ops = 0;
+  for (const Device &d : r->program->devices)
+    for (const Stream &s : d.streams)
+      ops += s.ops.size();
+  const std::string text = runTraceJson(r->data, *r->program, 3 * ops);
+  EXPECT_NE(text.find("\"first_iteration\": 7,"), std::string::npos) << text.substr(0, 600);
+  EXPECT_NE(text.find("\"iterations\": 3,"), std::string::npos);
+  EXPECT_NE(text.find("the run's first 7 of 10 iterations are left out"), std::string::npos);
+  EXPECT_EQ(text.find("\"iteration\": 6,"), std::string::npos) << "iteration 6 is in the trace";
+  EXPECT_NE(text.find("\"iteration\": 7,"), std::string::npos);
+  const std::string whole = runTraceJson(r->data, *r->program);
+  EXPECT_EQ(whole.find("left out"), std::string::npos);
+  EXPECT_NE(whole.find("\"iteration\": 0,"), std::string::npos);
 }
 
 TEST(ProgramIOTest, CudaWithoutGpuIsAClearError) {
