@@ -115,10 +115,7 @@ struct Executor::BubbleClock {
     const double prev = beginUs(t.prev);
     if (prev < 0)
       return -1;
-    double b = std::max(t.begin.us, prev + plannedRealUs(t.prev.first));
-    if (t.end.us >= 0)
-      b = std::min(b, t.end.us);
-    return b;
+    return chainedBubbleBegin(t.begin.us, prev, plannedRealUs(t.prev.first), t.end.us);
   }
   // Where it ends: where the next bubble of its chain begins, else where main resumed (-1: not
   // known yet). Under m.
@@ -297,17 +294,21 @@ double Executor::bubbleDeadline(Backend &backend, uint32_t device, uint32_t bubb
     auto it = bc.times.find(k);
     k = it == bc.times.end() ? BubbleClock::Key{0, -1} : it->second.prev;
   }
-  BubbleClock::Key next;
+  BubbleClock::Key next{0, -1};
   {
     std::lock_guard<std::mutex> lock(bc.m);
-    next = bc.times[key].next;
+    auto it = bc.times.find(key);
+    if (it != bc.times.end())
+      next = it->second.next;
   }
   if (next.second >= 0)
     resolve(next, /*blockBegin=*/false);
   std::lock_guard<std::mutex> lock(bc.m);
   double begin = bc.beginUs(key);
-  if (begin < 0)
-    begin = bc.times[key].begin.us;
+  if (begin < 0) { // an earlier bubble of its chain is not known: its own marker (resolved above)
+    auto it = bc.times.find(key);
+    begin = it != bc.times.end() ? it->second.begin.us : t.begin.us;
+  }
   double deadline = begin + bc.plannedRealUs(bubbleId) * bc.lengthFactor(bubbleId, iteration);
   const double end = bc.endUs(key);
   if (end >= 0) // main already resumed (or the next bubble of its chain began): it is over

@@ -9,6 +9,7 @@
 #include "runtime/FillQueue.h"
 #include "runtime/Transport.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -22,6 +23,17 @@ class FillCheckpoint;
 }
 
 namespace pfrt {
+
+// Where a bubble that follows another one with no main compute between them begins (an
+// iteration's tail bubble and the next iteration's warm-up bubble): nothing runs on the device
+// between their markers, so the boundary is where the plan puts it, the previous bubble's begin
+// plus its planned length, but not before the bubble's own marker, nor after main resumed
+// (resumeAt; negative: not yet). The executor's bound and the report both use this rule.
+inline double chainedBubbleBegin(double marker, double prevBegin, double prevPlanned,
+                                 double resumeAt) {
+  const double b = std::max(marker, prevBegin + prevPlanned);
+  return resumeAt >= 0 ? std::min(b, resumeAt) : b;
+}
 
 // Raw results of a run.
 struct RunResult {

@@ -654,29 +654,27 @@ std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &m
   }
   // The main stream's ops in run order; `chain` holds the bubbles begun since the last compute.
   std::vector<std::pair<BubbleReport *, size_t>> chain; // bubble, iteration
+  // Main resumed at resumeAt (-1: the run ended first): each bubble of the chain ends where the
+  // next one begins, the last one there.
   auto close = [&](double resumeAt) {
-    double begin = -1;
     for (size_t c = 0; c < chain.size(); ++c) {
-      BubbleReport &b = *chain[c].first;
-      const size_t k = chain[c].second;
-      const double marker = dr.mainOps[k][b.opIndex].start;
+      auto &[b, k] = chain[c];
+      const double marker = dr.mainOps[k][b->opIndex].start;
       if (c == 0) {
-        begin = marker;
+        b->beginUs[k] = marker;
       } else {
-        const BubbleReport &prev = *chain[c - 1].first;
-        begin = std::max(marker, begin + prev.plannedUs);
-        if (resumeAt >= 0)
-          begin = std::min(begin, resumeAt);
-        chain[c - 1].first->measuredUs[chain[c - 1].second] =
-            begin - chain[c - 1].first->beginUs[chain[c - 1].second];
+        const auto &[prev, kp] = chain[c - 1];
+        b->beginUs[k] = chainedBubbleBegin(marker, prev->beginUs[kp], prev->plannedUs, resumeAt);
       }
-      b.beginUs[k] = begin;
+      b->idleEndUs[k] = resumeAt;
     }
-    if (!chain.empty() && resumeAt >= 0)
-      chain.back().first->measuredUs[chain.back().second] =
-          resumeAt - chain.back().first->beginUs[chain.back().second];
-    for (auto &[bubble, k] : chain)
-      bubble->idleEndUs[k] = resumeAt;
+    for (size_t c = 0; c < chain.size(); ++c) {
+      auto &[b, k] = chain[c];
+      const double end = c + 1 < chain.size() ? chain[c + 1].first->beginUs[chain[c + 1].second]
+                                              : resumeAt;
+      if (end >= 0)
+        b->measuredUs[k] = end - b->beginUs[k];
+    }
     chain.clear();
   };
   for (size_t k = 0; k < n; ++k)

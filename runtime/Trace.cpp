@@ -91,20 +91,14 @@ private:
         hostChunks_[c.device].push_back(&c);
   }
 
-  void meta(const char *name, uint32_t pid, int64_t tid, const char *key, const std::string &v) {
+  // A metadata event (process or thread name / sort index); tid < 0: the process's.
+  template <typename V>
+  void meta(const char *name, uint32_t pid, int64_t tid, const char *key, const V &v) {
     w_.beginObject();
     w_.value("name", name).value("ph", "M").value("pid", pid);
     if (tid >= 0)
       w_.value("tid", tid);
     w_.beginObject("args").value(key, v).endObject();
-    w_.endObject();
-  }
-  void sortIndex(const char *name, uint32_t pid, int64_t tid, int64_t index) {
-    w_.beginObject();
-    w_.value("name", name).value("ph", "M").value("pid", pid);
-    if (tid >= 0)
-      w_.value("tid", tid);
-    w_.beginObject("args").value("sort_index", index).endObject();
     w_.endObject();
   }
   // Opens a complete event; the caller writes its args and calls endEvent().
@@ -122,15 +116,16 @@ private:
     std::string label = "device " + std::to_string(d.device) + " (stage " +
                         std::to_string(d.stage) + ", " + d.backend + ", " + d.timeSource + ")";
     meta("process_name", d.device, -1, "name", label);
-    sortIndex("process_sort_index", d.device, -1, d.device);
+    meta("process_sort_index", d.device, -1, "sort_index", int64_t(d.device));
     const uint32_t streams = static_cast<uint32_t>(dev.streams.size());
     for (uint32_t s = 0; s < streams; ++s) {
       meta("thread_name", d.device, s, "name",
            dev.streams[s].name + " (" + roleName(dev.streams[s].role) + ")");
-      sortIndex("thread_sort_index", d.device, s, s == d.mainStream ? 0 : s + 2);
+      const int64_t order = s == d.mainStream ? 0 : s + 2; // main, its plan, the others
+      meta("thread_sort_index", d.device, s, "sort_index", order);
     }
     meta("thread_name", d.device, streams, "name", "main (planned)");
-    sortIndex("thread_sort_index", d.device, streams, 1);
+    meta("thread_sort_index", d.device, streams, "sort_index", int64_t(1));
 
     const bool hostTimedFill = hostChunks_.count(d.device) != 0;
     for (uint32_t s = 0; s < streams; ++s)

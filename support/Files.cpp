@@ -1,6 +1,7 @@
 //===- Files.cpp - writing outputs whole, and telling paths apart ---------===//
 #include "support/Files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace pipefill {
 namespace {
@@ -33,6 +35,33 @@ void splitPath(const std::string &path, std::string &dir, std::string &base) {
   const size_t slash = path.find_last_of('/');
   dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   base = slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// `path` made absolute with "." and ".." removed by its text alone (a directory that does not
+// exist cannot be resolved through the file system).
+std::string lexicallyNormal(const std::string &path) {
+  std::string full = path;
+  if (full.empty() || full[0] != '/') {
+    char cwd[PATH_MAX];
+    full = std::string(::getcwd(cwd, sizeof cwd) ? cwd : ".") + "/" + full;
+  }
+  std::vector<std::string> parts;
+  size_t at = 0;
+  while (at <= full.size()) {
+    const size_t slash = std::min(full.find('/', at), full.size());
+    const std::string part = full.substr(at, slash - at);
+    if (part == "..") {
+      if (!parts.empty())
+        parts.pop_back();
+    } else if (!part.empty() && part != ".") {
+      parts.push_back(part);
+    }
+    at = slash + 1;
+  }
+  std::string out;
+  for (const std::string &part : parts)
+    out += "/" + part;
+  return out.empty() ? "/" : out;
 }
 
 } // namespace
@@ -84,16 +113,22 @@ bool samePath(const std::string &a, const std::string &b) {
   const bool ea = ::stat(a.c_str(), &sa) == 0, eb = ::stat(b.c_str(), &sb) == 0;
   if (ea && eb)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  if (ea != eb)
-    return false;
-  // Neither exists yet: compare their resolved directories and names.
-  auto canonical = [](const std::string &p) {
+  // Not both there (a path through a directory that does not exist, "none/../x", is not there
+  // for the file system but names x): compare their resolved directories and names, or, where a
+  // directory does not exist, both paths by their text.
+  auto resolved = [](const std::string &p, std::string &out) {
     std::string dir, base;
     splitPath(p, dir, base);
-    char resolved[PATH_MAX];
-    return (::realpath(dir.c_str(), resolved) ? std::string(resolved) : dir) + "/" + base;
+    char buf[PATH_MAX];
+    if (!::realpath(dir.c_str(), buf))
+      return false;
+    out = std::string(buf) + "/" + base;
+    return true;
   };
-  return canonical(a) == canonical(b);
+  std::string ra, rb;
+  if (resolved(a, ra) && resolved(b, rb))
+    return ra == rb;
+  return lexicallyNormal(a) == lexicallyNormal(b);
 }
 
 } // namespace pipefill

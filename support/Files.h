@@ -22,7 +22,8 @@ namespace pipefill {
 std::string writeFileAtomically(const std::string &path, const std::string &data);
 
 /// True when `a` and `b` name the same file: the same inode when both exist, else the same
-/// absolute path once "." / ".." and symbolic links of their directories are resolved.
+/// absolute path once "." / ".." and symbolic links of their directories are resolved (by the
+/// text alone where a directory does not exist: "none/../x" is x).
 bool samePath(const std::string &a, const std::string &b);
 
 } // namespace pipefill

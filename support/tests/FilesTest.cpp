@@ -68,11 +68,14 @@ TEST_F(FilesTest, ErrorsNameThePath) {
 TEST_F(FilesTest, SamePath) {
   const std::string a = dir + "/a";
   EXPECT_TRUE(pipefill::samePath(a, dir + "/sub/../a")); // neither exists
+  EXPECT_TRUE(pipefill::samePath(dir + "/none/./../a", a)); // a directory that does not exist
+  EXPECT_FALSE(pipefill::samePath(dir + "/none/a", a));
   EXPECT_FALSE(pipefill::samePath(a, dir + "/b"));
   EXPECT_EQ(pipefill::writeFileAtomically(a, "x"), "");
   ASSERT_EQ(::symlink(a.c_str(), (dir + "/link").c_str()), 0);
   EXPECT_TRUE(pipefill::samePath(dir + "/link", a)); // one inode
   EXPECT_FALSE(pipefill::samePath(a, dir + "/b"));   // one exists, one does not
+  EXPECT_TRUE(pipefill::samePath(a, dir + "/none/../a")); // there, and named through no dir
 }
 
 } // namespace

@@ -14,10 +14,9 @@
 #ifndef PIPEFILL_TOOLS_PIPEFILL_COMPILE_OUTPUTFILES_H
 #define PIPEFILL_TOOLS_PIPEFILL_COMPILE_OUTPUTFILES_H
 
+#include "support/Files.h"
+
 #include "mlir/Support/FileUtilities.h"
-#include "llvm/ADT/SmallString.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -35,19 +34,13 @@ namespace pipefill::compile {
 /// False, with a usage error, when two of the (option, path) outputs name
 /// one file, or one names the input: both would write it (take() gives a
 /// path taken twice a second handle), leaving it corrupt, with exit 0.
-/// Paths are compared made absolute without dots, and as files where both
-/// exist. Empty paths and "-" (standard output) are not files.
+/// Paths are compared as pipefill-run compares its files (pipefill::samePath:
+/// one inode, or one resolved path). Empty paths and "-" (standard output)
+/// are not files.
 inline bool checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs,
                              llvm::StringRef input) {
-  auto key = [](llvm::StringRef path) {
-    llvm::SmallString<256> abs(path);
-    (void)llvm::sys::fs::make_absolute(abs);
-    llvm::sys::path::remove_dots(abs, /*remove_dot_dot=*/true);
-    return std::string(abs);
-  };
-  auto same = [&](llvm::StringRef a, llvm::StringRef b) {
-    bool equivalent = false;
-    return key(a) == key(b) || (!llvm::sys::fs::equivalent(a, b, equivalent) && equivalent);
+  auto same = [](llvm::StringRef a, llvm::StringRef b) {
+    return pipefill::samePath(a.str(), b.str());
   };
   auto isFile = [](llvm::StringRef path) { return !path.empty() && path != "-"; };
   for (size_t i = 0; i < outputs.size(); ++i) {
