@@ -5,6 +5,28 @@
 
 namespace pfrt {
 
+void Backlog::push_back(const WorkItem &w) {
+  items_.push_back(w);
+  ++batches_[w.sampleBegin];
+}
+
+void Backlog::push_front(const WorkItem &w) {
+  items_.push_front(w);
+  ++batches_[w.sampleBegin];
+}
+
+void Backlog::pop_front() {
+  auto it = batches_.find(items_.front().sampleBegin);
+  if (--it->second == 0)
+    batches_.erase(it);
+  items_.pop_front();
+}
+
+void Backlog::clear() {
+  items_.clear();
+  batches_.clear();
+}
+
 FillQueue::Own FillQueue::ownWork(const pfrt_fill_chunk_desc &f, int64_t iteration,
                                   const FillJob &job, uint64_t stride, WorkItem &own) const {
   int64_t logical = 0;
@@ -27,10 +49,7 @@ FillQueue::Own FillQueue::ownWork(const pfrt_fill_chunk_desc &f, int64_t iterati
   if (f.layer_begin > 0) {
     // A continuation needs its batch in flight or queued before it; otherwise the batch was begun
     // before a resume without its state (or never): nothing to continue.
-    bool known = flights.count(sb) != 0;
-    for (const WorkItem &w : backlog)
-      known = known || w.sampleBegin == sb;
-    if (!known)
+    if (!flights.count(sb) && !backlog.holds(sb))
       return Own::Skipped;
     auto fl = flights.find(sb);
     if (fl != flights.end() && backlog.empty() && fl->second.next != f.layer_begin)

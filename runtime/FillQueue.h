@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 namespace pfrt {
@@ -32,6 +33,31 @@ struct WorkItem {
   uint64_t peakBytes = 0;
 };
 
+// The work the bubble bound deferred, in plan order. Fill that keeps falling behind its plan (a
+// plan made for a faster machine) makes it long, so it counts the items of each batch: whether a
+// batch is queued (FillQueue::ownWork, for every continuation chunk) costs O(1), not a scan.
+class Backlog {
+public:
+  bool empty() const { return items_.empty(); }
+  size_t size() const { return items_.size(); }
+  const WorkItem &front() const { return items_.front(); }
+  // The front item, to change its passes or planned time (FillQueue::dropHead, pushRest); its
+  // batch (sampleBegin) must stay.
+  WorkItem &front() { return items_.front(); }
+  void push_back(const WorkItem &w);
+  void push_front(const WorkItem &w);
+  void pop_front();
+  void clear();
+  // Some queued item belongs to the batch beginning at `sampleBegin`.
+  bool holds(uint64_t sampleBegin) const { return batches_.count(sampleBegin) != 0; }
+  std::deque<WorkItem>::const_iterator begin() const { return items_.begin(); }
+  std::deque<WorkItem>::const_iterator end() const { return items_.end(); }
+
+private:
+  std::deque<WorkItem> items_;
+  std::unordered_map<uint64_t, uint32_t> batches_; // sampleBegin -> items queued
+};
+
 // A batch between its chunks.
 struct Flight {
   uint32_t next = 0; // the next pass to run
@@ -42,7 +68,7 @@ struct Flight {
 struct FillQueue {
   std::unique_ptr<JobData> data;
   std::map<uint64_t, Flight> flights; // by absolute sample begin
-  std::deque<WorkItem> backlog;       // deferred by the bubble bound, in plan order
+  Backlog backlog;                    // deferred by the bubble bound, in plan order
   ChunkPredictor predictor;
 
   enum class Own {
