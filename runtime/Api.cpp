@@ -146,7 +146,7 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
       for (size_t k = 0; k < parts.size(); ++k)
         names.push_back("rank " + std::to_string(k));
       pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
-      report->data = pfrt::buildReport(pr, info, merged);
+      report->data = pfrt::buildReport(pr, info, std::move(merged));
       report->program = std::make_shared<const pfrt::Program>(pr);
     } else {
       report->data.programName = pr.name;
@@ -609,7 +609,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();
-    report->data = pfrt::buildReport(pr, info, result);
+    report->data = pfrt::buildReport(pr, info, std::move(result));
     report->program = std::make_shared<const pfrt::Program>(pr);
     *out = report;
   });
@@ -779,7 +779,7 @@ pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_
     pfrt::ProgramInfo info = pfrt::validate(pr);
     pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
     auto *report = new pfrt_report();
-    report->data = pfrt::buildReport(pr, info, merged);
+    report->data = pfrt::buildReport(pr, info, std::move(merged));
     report->program = std::make_shared<const pfrt::Program>(pr);
     *out = report;
   });

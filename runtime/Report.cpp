@@ -390,7 +390,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     st->set_min_free_bytes(dr.minFreeKnown ? dr.minFreeBytes : 0);
     st->set_measured(measured);
     std::map<int, std::pair<double, int>> byKind;
-    const size_t n = dr.mainOps.size();
+    const size_t n = dr.iterations();
     const size_t from = n > 1 ? 1 : 0;
     for (size_t i = 0; i < main.ops.size(); ++i) {
       const Op &op = main.ops[i];
@@ -399,7 +399,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       double dur = 0, start = 0;
       int cnt = 0;
       for (size_t k = from; k < n; ++k) {
-        const OpTime &t = dr.mainOps[k][i];
+        const OpTime &t = dr.mainOps()[k][i];
         if (t.start < 0)
           continue;
         dur += t.duration();
@@ -457,7 +457,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
   };
   std::map<std::pair<std::string, uint32_t>, Acc> layers;
   const double scale = run.timeScale > 0 ? run.timeScale : 1.0;
-  for (const RunResult::ChunkRun &c : run.chunkRuns) {
+  for (const RunResult::ChunkRun &c : r.chunkRuns) {
     if (c.start < 0 || c.end < c.start || c.batch == 0)
       continue;
     const RunResult::Job &job = run.jobs[c.job];
@@ -521,7 +521,7 @@ namespace {
 struct ReportInputs {
   const Program &program;
   const ProgramInfo &info;
-  const RunResult &run;
+  RunResult &run; // its slots are released as deviceTimeline converts them
   size_t n;
   double scale;
   OpTime model(const TimeSlot &s) const {
@@ -531,9 +531,6 @@ struct ReportInputs {
     if (s.end >= 0)
       t.end = (s.end - run.runStartUs) / scale;
     return t;
-  }
-  OpTime slot(uint32_t d, uint32_t s, size_t k, size_t i) const {
-    return model(run.slots[d][s][k * program.devices[d].streams[s].ops.size() + i]);
   }
 };
 
@@ -559,10 +556,12 @@ void reportHeader(const ReportInputs &in, ReportData &r) {
   r.checkpointPath = run.checkpointPath;
   r.fillBounded = run.fillBounded;
   r.fillSplit = run.fillSplit;
-  r.chunkRuns = run.chunkRuns;
+  // Relative to the run's start, unknown instants (-1) kept: every host-timed chunk began after
+  // runStartUs, so `start >= 0` still tells them apart.
+  r.chunkRuns = std::move(run.chunkRuns);
   for (auto &c : r.chunkRuns) {
-    c.start -= run.runStartUs;
-    c.end -= run.runStartUs;
+    c.start = c.start >= 0 ? c.start - run.runStartUs : -1;
+    c.end = c.end >= 0 ? c.end - run.runStartUs : -1;
   }
   r.boundedOnHost = run.boundedOnHost;
   r.boundedOnDevice = run.boundedOnDevice;
@@ -592,22 +591,25 @@ DeviceReport deviceTimeline(const ReportInputs &in, uint32_t d) {
   dr.mainStream = m;
   if (run.streamPriority.size() > d)
     dr.streamPriority = run.streamPriority[d];
+  // Each stream's slots become report times, and the run's copy is released at once: the
+  // report never holds more than one stream's timeline twice.
   dr.streamOps.resize(dev.streams.size());
   for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-    const size_t sops = dev.streams[s].ops.size();
-    dr.streamOps[s].assign(n, std::vector<OpTime>(sops));
-    for (size_t k = 0; k < n; ++k)
-      for (size_t i = 0; i < sops; ++i)
-        dr.streamOps[s][k][i] = in.slot(d, s, k, i);
+    StreamTimes &st = dr.streamOps[s];
+    std::vector<TimeSlot> &slots = in.run.slots[d][s];
+    st.ops = dev.streams[s].ops.size();
+    st.iterations = n;
+    st.times.resize(n * st.ops);
+    for (size_t j = 0; j < st.times.size(); ++j)
+      st.times[j] = in.model(slots[j]);
+    std::vector<TimeSlot>().swap(slots);
   }
-  dr.mainOps.assign(n, std::vector<OpTime>(nops));
   dr.iterationStart.assign(n, -1);
   dr.iterationEnd.assign(n, -1);
   std::vector<double> busy(n, 0), devIter(n, -1);
   for (size_t k = 0; k < n; ++k) {
     for (size_t i = 0; i < nops; ++i) {
-      OpTime t = dr.streamOps[m][k][i];
-      dr.mainOps[k][i] = t;
+      const OpTime &t = dr.mainOps()[k][i];
       if (t.start >= 0 && dr.iterationStart[k] < 0)
         dr.iterationStart[k] = t.start;
       if (t.end >= 0)
@@ -659,7 +661,7 @@ std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &m
   auto close = [&](double resumeAt) {
     for (size_t c = 0; c < chain.size(); ++c) {
       auto &[b, k] = chain[c];
-      const double marker = dr.mainOps[k][b->opIndex].start;
+      const double marker = dr.mainOps()[k][b->opIndex].start;
       if (c == 0) {
         b->beginUs[k] = marker;
       } else {
@@ -679,7 +681,7 @@ std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &m
   };
   for (size_t k = 0; k < n; ++k)
     for (size_t i = 0; i < nops; ++i) {
-      const double start = dr.mainOps[k][i].start;
+      const double start = dr.mainOps()[k][i].start;
       if (start < 0)
         continue;
       if (main.ops[i].kind == OpKind::Compute)
@@ -750,7 +752,7 @@ void overrunCauses(const ReportInputs &in, const std::vector<std::map<uint32_t, 
     const DeviceReport &dr = r.devices[c.device];
     auto bi = index[c.device].find(c.bubbleId);
     const int64_t k = c.iteration - in.run.firstIteration;
-    if (bi == index[c.device].end() || k < 0 || k >= int64_t(dr.mainOps.size()))
+    if (bi == index[c.device].end() || k < 0 || k >= int64_t(dr.iterations()))
       continue;
     const BubbleReport &b = dr.bubbles[bi->second];
     const double idleEnd = b.idleEndUs[k];
@@ -867,7 +869,7 @@ void runStatistics(const ReportInputs &in, const std::vector<double> &overruns,
       ++cnt;
     }
   r.realIterationUsMean = cnt ? sum / cnt : 0;
-  for (const RunResult::ChunkRun &c : in.run.chunkRuns)
+  for (const RunResult::ChunkRun &c : r.chunkRuns)
     if (c.start >= 0 && c.end >= c.start)
       r.fillUsRun += (c.end - c.start) / in.scale;
   if (!r.boundedOnHost) // device-timed chunks: their slots
@@ -925,7 +927,7 @@ void writeFillBoundCounts(JsonWriter &w, const ChunkCounts &c, double fillUsRun,
   w.value("overrun_fraction_of_fill", fillUsRun > 0 ? overrunUs / fillUsRun : 0.0);
 }
 
-ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run) {
+ReportData buildReport(const Program &program, const ProgramInfo &info, RunResult &&run) {
   const ReportInputs in{program, info, run, run.iterations,
                         run.timeScale > 0 ? run.timeScale : 1.0};
   ReportData r;

@@ -45,6 +45,15 @@ struct BubbleReport {
   double overrunUs = 0;
 };
 
+// One stream's op times, iteration after iteration: op i of iteration k at times[k * ops + i].
+// Read as [k][i]; size() is the iteration count.
+struct StreamTimes {
+  size_t ops = 0, iterations = 0;
+  std::vector<OpTime> times;
+  size_t size() const { return iterations; }
+  const OpTime *operator[](size_t k) const { return times.data() + k * ops; }
+};
+
 struct DeviceReport {
   uint32_t device = 0, stage = 0;
   std::string backend;
@@ -60,9 +69,12 @@ struct DeviceReport {
   std::vector<BubbleReport> bubbles;
   uint32_t mainStream = 0;
   std::vector<int32_t> streamPriority; // applied by the backend (CUDA), INT32_MIN if none
-  std::vector<std::vector<OpTime>> mainOps; // [iteration][main-stream op]
-  std::vector<std::vector<std::vector<OpTime>>> streamOps; // [stream][iteration][op]
-  std::vector<double> iterationStart, iterationEnd;
+  // Per stream: the report's one copy of the timeline (16 bytes per op and iteration; the run's
+  // slots are released as they are converted).
+  std::vector<StreamTimes> streamOps;
+  std::vector<double> iterationStart, iterationEnd; // per iteration
+  size_t iterations() const { return iterationStart.size(); }
+  const StreamTimes &mainOps() const { return streamOps[mainStream]; }
 };
 
 struct ReportData {
@@ -119,7 +131,8 @@ struct ReportData {
   pipefill::rt::MeasuredProfile profile;
 };
 
-ReportData buildReport(const Program &program, const ProgramInfo &info, const RunResult &run);
+// Consumes the run: its timeline moves into the report (one copy of it is held at any time).
+ReportData buildReport(const Program &program, const ProgramInfo &info, RunResult &&run);
 
 // Fill chunks run, deferred (left for a later bubble), skipped, pending (still queued) and split
 // (ran a head of their passes, the rest deferred).

@@ -252,11 +252,11 @@ private:
   // done on this device, before the pipeline's iteration begins).
   void planned(const DeviceReport &d, const Device &dev, uint32_t tid) {
     const Stream &main = dev.streams[d.mainStream];
-    for (size_t k = firstK_; k < d.mainOps.size(); ++k) {
+    for (size_t k = firstK_; k < d.iterations(); ++k) {
       double origin = -1;
       for (size_t i = 0; i < main.ops.size() && origin < 0; ++i)
-        if (main.ops[i].kind == OpKind::Compute && d.mainOps[k][i].start >= 0)
-          origin = d.mainOps[k][i].start - main.ops[i].plannedStartUs;
+        if (main.ops[i].kind == OpKind::Compute && d.mainOps()[k][i].start >= 0)
+          origin = d.mainOps()[k][i].start - main.ops[i].plannedStartUs;
       if (origin < 0)
         continue;
       const int64_t iteration = r_.firstIteration + static_cast<int64_t>(k);

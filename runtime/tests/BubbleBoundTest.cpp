@@ -303,7 +303,7 @@ TEST(BubbleBoundTest, ATailBubbleFollowedByTheNextWarmupKeepsItsPlannedShare) {
     EXPECT_NEAR(warmup.measuredUs[k + 1], kF, 50) << "iteration " << k + 1;
     // Together they are the whole idle stretch: from the tail's marker to the next forward.
     EXPECT_NEAR(tail.measuredUs[k] + warmup.measuredUs[k + 1],
-                d1.mainOps[k + 1][2].start - d1.mainOps[k][6].start, 1)
+                d1.mainOps()[k + 1][2].start - d1.mainOps()[k][6].start, 1)
         << "iteration " << k;
   }
   const RunResult::Job &j = r->data.jobs[0];

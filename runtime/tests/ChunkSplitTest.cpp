@@ -206,7 +206,7 @@ TEST(ChunkSplitTest, AChunkLongerThanPredictedStopsBetweenPasses) {
   auto overrunOfIteration0 = [](const ReportData &d) {
     const BubbleReport &b = d.devices[0].bubbles[0];
     const RunResult::ChunkRun &c = d.chunkRuns[0];
-    return c.end - (d.devices[0].mainOps[0][b.opIndex].start + b.measuredUs[0]);
+    return c.end - (d.devices[0].mainOps()[0][b.opIndex].start + b.measuredUs[0]);
   };
   EXPECT_NEAR(overrunOfIteration0(r->data), 500, 50);
   EXPECT_NEAR(overrunOfIteration0(whole->data), 1500, 50);

@@ -329,9 +329,9 @@ TEST_F(CudaBackendTest, MainComputeIsCalibratedToPlannedTime) {
   const double planned[3] = {3000, 6000, 500};
   for (size_t i = 0; i < 3; ++i) {
     double sum = 0;
-    for (size_t k = 1; k < d.mainOps.size(); ++k)
-      sum += d.mainOps[k][i].duration();
-    double mean = sum / (d.mainOps.size() - 1);
+    for (size_t k = 1; k < d.mainOps().size(); ++k)
+      sum += d.mainOps()[k][i].duration();
+    double mean = sum / (d.mainOps().size() - 1);
     EXPECT_NEAR(mean, planned[i], 0.15 * planned[i] + 50) << "compute op " << i;
   }
   EXPECT_NEAR(r->data.iterationUsMean, 9500, 0.15 * 9500);
@@ -348,8 +348,8 @@ TEST_F(CudaBackendTest, LongFillChunkDoesNotBlockMain) {
   ReportPtr r = runOk(p.get(), cudaOptions(3));
   ASSERT_TRUE(r);
   const DeviceReport &d = r->data.devices[0];
-  for (size_t k = 0; k < d.mainOps.size(); ++k) {
-    const OpTime &nextCompute = d.mainOps[k][3];
+  for (size_t k = 0; k < d.mainOps().size(); ++k) {
+    const OpTime &nextCompute = d.mainOps()[k][3];
     const OpTime &chunk = d.streamOps[1][k][1];
     ASSERT_GE(chunk.start, 0);
     EXPECT_LT(nextCompute.start, chunk.end) << "iteration " << k << ": main waited for fill";

@@ -70,7 +70,7 @@ TEST(FillTimingTest, LongFillChunkDoesNotDelayMainAndIsCountedAsOverrun) {
   const DeviceReport &dev = d.devices[0];
   const double tolerance = 1500; // wake-up jitter on a loaded 2-core machine
   for (size_t k = 0; k < iterations; ++k) {
-    const std::vector<OpTime> &ops = dev.mainOps[k];
+    const OpTime *ops = dev.mainOps()[k];
     const double t0 = ops[0].start;
     // Main ops start at their planned offsets and stay in program order.
     EXPECT_NEAR(ops[3].start - t0, 8000, tolerance) << "iteration " << k;

@@ -31,16 +31,16 @@ TEST(SendRecvTest, RecvCompletesAfterTheTransfer) {
   ReportPtr r = runOk(p.get(), hostOptions(iterations));
   ASSERT_TRUE(r);
   for (size_t k = 0; k < iterations; ++k) {
-    const OpTime &send = r->data.devices[0].mainOps[k][1];
-    const OpTime &recv = r->data.devices[1].mainOps[k][0];
-    const OpTime &compute = r->data.devices[1].mainOps[k][1];
+    const OpTime &send = r->data.devices[0].mainOps()[k][1];
+    const OpTime &recv = r->data.devices[1].mainOps()[k][0];
+    const OpTime &compute = r->data.devices[1].mainOps()[k][1];
     // Sends are asynchronous: the sender goes on at once, the data arrives
     // planned_us (1000) after the send started.
     EXPECT_LT(send.end - send.start, 300) << "iteration " << k;
     EXPECT_GE(recv.end, send.start + 1000 - 50) << "iteration " << k;
     EXPECT_GE(compute.start, send.start + 1000 - 50) << "iteration " << k;
     // Device 1 is released by device 0's iteration k send, not an earlier one.
-    EXPECT_NEAR(compute.start - r->data.devices[0].mainOps[k][0].start, 3000, 800)
+    EXPECT_NEAR(compute.start - r->data.devices[0].mainOps()[k][0].start, 3000, 800)
         << "iteration " << k;
   }
 }
