@@ -98,6 +98,18 @@ struct Executor::BubbleClock {
   std::map<uint32_t, int64_t> chainedAfter;
   double timeScale = 1;
 
+  // Drops every bubble's iterations before `iteration`. The map is ordered by bubble id first
+  // (lengthFactor walks one bubble's past iterations), so each bubble's range goes on its own.
+  void dropBefore(int64_t iteration) {
+    for (auto it = times.begin(); it != times.end();) {
+      const uint32_t id = it->first.first;
+      it = times.erase(it, times.lower_bound({id, iteration}));
+      if (id == UINT32_MAX)
+        break;
+      it = times.lower_bound({id + 1, INT64_MIN});
+    }
+  }
+
   double plannedRealUs(uint32_t bubbleId) const {
     auto it = plannedUs.find(bubbleId);
     return it == plannedUs.end() ? 0 : it->second * timeScale;
@@ -210,7 +222,7 @@ void Executor::bubbleBegins(StreamCtx &ctx, Backend &backend, uint32_t bubbleId)
     constexpr int64_t kKeep = 64;
     if (ctx.iteration - kKeep > bc.droppedBelow) {
       bc.droppedBelow = ctx.iteration - kKeep;
-      bc.times.erase(bc.times.begin(), bc.times.lower_bound({0, bc.droppedBelow}));
+      bc.dropBefore(bc.droppedBelow);
     }
   }
   bc.cv.notify_all();
