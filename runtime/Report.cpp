@@ -776,10 +776,16 @@ void overrunCauses(const ReportInputs &in, const std::vector<std::map<uint32_t, 
 void switchLatencies(const ReportInputs &in, uint32_t d, DeviceReport &dr,
                      std::vector<double> &all, std::vector<double> &idle) {
   const Device &dev = in.program.devices[d];
-  // Fill slots per stream (all iterations), sorted by start: was the stream busy at an instant?
+  // Fill slots per stream (all iterations), sorted by start, with the latest end so far: was the
+  // stream busy at an instant? And each bubble's fill ops (stream, op), found once.
   std::vector<std::vector<std::pair<double, double>>> busyFill(dev.streams.size());
+  std::vector<std::vector<double>> maxEndUpTo(dev.streams.size());
+  std::map<uint32_t, std::vector<std::pair<uint32_t, size_t>>> fillOpsOf;
   for (uint32_t s = 0; s < dev.streams.size(); ++s) {
     const Stream &st = dev.streams[s];
+    for (size_t i = 0; i < st.ops.size(); ++i)
+      if (st.ops[i].kind == OpKind::Fill)
+        fillOpsOf[st.ops[i].fill.bubble_id].push_back({s, i});
     for (size_t k = 0; k < in.n; ++k)
       for (size_t i = 0; i < st.ops.size(); ++i)
         if (st.ops[i].kind == OpKind::Fill) {
@@ -788,34 +794,34 @@ void switchLatencies(const ReportInputs &in, uint32_t d, DeviceReport &dr,
             busyFill[s].push_back({t.start, t.end});
         }
     std::sort(busyFill[s].begin(), busyFill[s].end());
+    double maxEnd = -1;
+    for (const auto &iv : busyFill[s])
+      maxEndUpTo[s].push_back(maxEnd = std::max(maxEnd, iv.second));
   }
+  // Some slot that started before `at` was still running at `at`.
   auto busyAt = [&](uint32_t stream, double at) {
-    for (const auto &iv : busyFill[stream]) {
-      if (iv.first >= at)
-        break;
-      if (iv.second > at)
-        return true;
-    }
-    return false;
+    const auto &iv = busyFill[stream];
+    const size_t before =
+        std::lower_bound(iv.begin(), iv.end(), at,
+                         [](const std::pair<double, double> &x, double a) { return x.first < a; }) -
+        iv.begin();
+    return before > 0 && maxEndUpTo[stream][before - 1] > at;
   };
+  static const std::vector<std::pair<uint32_t, size_t>> kNone;
   for (BubbleReport &b : dr.bubbles) {
+    auto found = fillOpsOf.find(b.bubbleId);
+    const auto &fillOps = found == fillOpsOf.end() ? kNone : found->second;
     double sum = 0;
     int cnt = 0;
     for (size_t k = 0; k < in.n; ++k) {
       double begin = b.beginUs[k];
       double first = -1;
       uint32_t firstStream = 0;
-      for (uint32_t s = 0; s < dev.streams.size(); ++s) {
-        const Stream &st = dev.streams[s];
-        for (size_t i = 0; i < st.ops.size(); ++i) {
-          const Op &op = st.ops[i];
-          if (op.kind != OpKind::Fill || op.fill.bubble_id != b.bubbleId)
-            continue;
-          OpTime t = dr.streamOps[s][k][i];
-          if (t.start >= 0 && (first < 0 || t.start < first)) {
-            first = t.start;
-            firstStream = s;
-          }
+      for (const auto &[s, i] : fillOps) {
+        OpTime t = dr.streamOps[s][k][i];
+        if (t.start >= 0 && (first < 0 || t.start < first)) {
+          first = t.start;
+          firstStream = s;
         }
       }
       if (begin >= 0 && first >= 0) {
