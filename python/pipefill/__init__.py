@@ -40,7 +40,8 @@ import os
 from typing import Optional, Union
 
 from ._errors import CompileError, RunError
-from ._native import Plan, native as _ext, native_path as _native_path
+from ._native import Plan, native as _ext, native_option as _native_option
+from ._native import native_path as _native_path
 from ._native import require_compiler as _require_compiler
 from ._session import BubbleScope, Session
 from ._tasks import FillTask
@@ -161,7 +162,8 @@ def run(
     ``"restart"`` moves the bad file to ``CHECKPOINT.bad`` and starts clean. Both
     print a warning on stderr; states are never mixed.
 
-    Raises :class:`ValueError` for bad options, :class:`OSError` for files that
+    Raises :class:`ValueError` for bad option values, :class:`TypeError` naming the
+    option for one of the wrong type (numpy scalars are fine), :class:`OSError` for files that
     cannot be read and :class:`RunError` when the runtime refuses the program or
     fails while running it. The GIL is released while the program runs. Ctrl-C
     (a signal whose handler raises) stops the run at its next iteration boundary
@@ -169,19 +171,19 @@ def run(
     raises :class:`KeyboardInterrupt`.
     """
     args = dict(
-        backend=backend,
-        iterations=iterations,
-        time_scale=time_scale,
-        fill=fill,
-        profile=profile,
-        stage=stage,
-        max_dim=max_dim,
+        backend=_native_option(backend, "str", "backend"),
+        iterations=_native_option(iterations, "int", "iterations"),
+        time_scale=_native_option(time_scale, "number", "time_scale"),
+        fill=_native_option(fill, "bool", "fill"),
+        profile=_native_option(profile, "bool", "profile"),
+        stage=_native_option(stage, "int", "stage"),
+        max_dim=_native_option(max_dim, "int", "max_dim"),
         checkpoint="" if checkpoint is None else _native_path(checkpoint, "the checkpoint path"),
-        on_bad_checkpoint=on_bad_checkpoint,
-        verbose=verbose,
+        on_bad_checkpoint=_native_option(on_bad_checkpoint, "str", "on_bad_checkpoint"),
+        verbose=_native_option(verbose, "bool", "verbose"),
     )
     if isinstance(program, Plan):
-        data = program.stream_program(iterations=max(iterations, 1))
+        data = program.stream_program(iterations=max(args["iterations"], 1))
         return _ext.run_bytes(data, f"<plan {program.name}>", **args)
     if isinstance(program, (bytes, bytearray, memoryview)):
         return _ext.run_bytes(bytes(program), "<memory>", **args)

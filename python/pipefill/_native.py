@@ -13,10 +13,12 @@ back to ``_rt``, where the compiler's entry points raise
 from __future__ import annotations
 
 import importlib.util
+import numbers
+import operator
 import os
 from typing import Any
 
-__all__ = ["HAVE_COMPILER", "Plan", "native", "native_path", "require_compiler"]
+__all__ = ["HAVE_COMPILER", "Plan", "native", "native_option", "native_path", "require_compiler"]
 
 _PACKAGE = __name__.rpartition(".")[0]
 
@@ -42,6 +44,34 @@ def native_path(path: Any, what: str) -> Any:
     if ("\0" if isinstance(path, str) else b"\0") in path:
         raise ValueError(f"{what} contains a NUL character: {path!r}")
     return path
+
+
+def native_option(value: Any, kind: str, what: str) -> Any:
+    """``value`` as the plain Python type the native module takes for an option of ``kind``
+    (``"int"``, ``"number"``, ``"bool"`` or ``"str"``; numpy scalars are fine), or
+    :class:`TypeError` naming the option ``what``: nanobind's own refusal only says that
+    the whole call's arguments are incompatible."""
+    if kind == "int":
+        if isinstance(value, numbers.Integral) and not _is_bool(value):
+            return operator.index(value)
+    elif kind == "number":
+        if isinstance(value, numbers.Real) and not _is_bool(value):
+            return float(value)
+    elif kind == "bool":
+        if _is_bool(value):
+            return bool(value)
+    elif kind == "str":
+        if isinstance(value, str):
+            return value
+    else:
+        raise AssertionError(f"native_option: unknown kind {kind!r}")
+    article = "an" if kind == "int" else "a"
+    raise TypeError(f"{what} must be {article} {kind}, not {type(value).__name__}")
+
+
+def _is_bool(value: Any) -> bool:
+    t = type(value)  # numpy.bool_ (named numpy.bool since numpy 2) is not a bool subclass
+    return isinstance(value, bool) or (t.__module__ == "numpy" and t.__name__ in ("bool_", "bool"))
 
 
 # find_spec, not try/except ImportError: a _core that is installed but fails to load (a missing

@@ -28,7 +28,7 @@ import tempfile
 import weakref
 from typing import Any, Callable, Iterator, Optional, Union
 
-from ._native import Plan, native, native_path
+from ._native import Plan, native, native_option, native_path
 from ._errors import RunError
 from ._tasks import FillTask, _TaskRunner
 
@@ -114,7 +114,8 @@ class Session:
     Every misuse (unknown bubble, a bubble begun twice, ``iteration_end`` inside a
     bubble, a rank outside the plan, ...) raises :class:`pipefill.RunError` with
     the runtime's message (``.status`` is e.g. ``PFRT_ERROR_INVALID_ARGUMENT``);
-    bad option values raise :class:`ValueError`.
+    bad option values raise :class:`ValueError`, options of the wrong type
+    :class:`TypeError` naming the option (numpy scalars are fine).
     """
 
     def __init__(
@@ -147,12 +148,12 @@ class Session:
             data,
             name,
             rank,
-            world_size,
-            time_scale,
-            max_dim,
-            fill_policy,
-            fill_idle_priority,
-            backend,
+            native_option(world_size, "int", "world_size"),
+            native_option(time_scale, "number", "time_scale"),
+            native_option(max_dim, "int", "max_dim"),
+            native_option(fill_policy, "str", "fill_policy"),
+            native_option(fill_idle_priority, "bool", "fill_idle_priority"),
+            native_option(backend, "str", "backend"),
         )
         self._runners: list[_TaskRunner] = []
         self._backend = backend
@@ -199,8 +200,10 @@ class Session:
         bubble follows, a ``torch.cuda.Stream`` (anything with ``cuda_stream``) or
         a ``cudaStream_t`` as an int; ``None``: the legacy default stream. A host
         session refuses a stream."""
+        bubble = native_option(bubble, "int", "bubble")
         scope = BubbleScope(bubble)
-        self._s.begin(bubble, duration_us, _stream_handle(stream))
+        self._s.begin(bubble, native_option(duration_us, "number", "duration_us"),
+                      _stream_handle(stream))
         try:
             yield scope
         except BaseException as e:
@@ -216,7 +219,8 @@ class Session:
         runs deferred work, then pulls this iteration's planned chunks forward.
         ``stream``: as for :meth:`bubble`."""
         scope = BubbleScope(None)
-        self._s.begin_unplanned(duration_us, _stream_handle(stream))
+        self._s.begin_unplanned(native_option(duration_us, "number", "duration_us"),
+                                _stream_handle(stream))
         try:
             yield scope
         except BaseException as e:
@@ -328,7 +332,15 @@ class Session:
             raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
         name = name or task.name or type(task).__name__
         runner = _TaskRunner(task, name, _weak_step_context(self))
-        tid = int(self._s.task_add(name, runner, float(step_us), int(memory_bytes), int(max_steps)))
+        tid = int(
+            self._s.task_add(
+                name,
+                runner,
+                native_option(step_us, "number", "step_us"),
+                native_option(memory_bytes, "int", "memory_bytes"),
+                native_option(max_steps, "int", "max_steps"),
+            )
+        )
         while len(self._runners) <= tid:
             self._runners.append(runner)
         self._runners[tid] = runner
@@ -345,10 +357,12 @@ class Session:
     def begin(self, bubble: int, duration_us: float = 0.0, *, stream: Any = None) -> None:
         """pfrt_session_bubble_begin (prefer ``with session.bubble(k)``); ``stream`` as for
         :meth:`bubble`."""
-        self._s.begin(bubble, duration_us, _stream_handle(stream))
+        self._s.begin(native_option(bubble, "int", "bubble"),
+                      native_option(duration_us, "number", "duration_us"), _stream_handle(stream))
 
     def end(self, bubble: int) -> dict[str, Any]:
         """pfrt_session_bubble_end; ``bubble`` -1 ends an unplanned one."""
+        bubble = native_option(bubble, "int", "bubble")
         try:
             return self._s.end(bubble)
         except RunError as e:
@@ -375,7 +389,13 @@ class Session:
         path = native_path(path, "the checkpoint path")
         for tid, runner in enumerate(self._runners):
             state = runner.task.state_dict()
-            self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
+            try:
+                self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
+            except RunError as e:
+                # Refused for the state the session is in (a bubble open, a task's step): the
+                # save is refused for the same reason; say so under the save's name.
+                raise RunError(str(e).replace("task_state_set", "checkpoint_save"),
+                               e.status) from None
         self._s.save_checkpoint(path)
 
     def checkpoint_load(self, path: Union[str, "os.PathLike[str]"]) -> None:

@@ -193,6 +193,33 @@ def test_bad_options_raise_value_error(tiny_plan):
         pipefill.run(42)
 
 
+# An option of the wrong type names itself (nanobind alone only says that run_bytes()'s
+# arguments are incompatible, or a str iterations fails on a comparison); numpy scalars work.
+@pytest.mark.parametrize("option, value, message", [
+    ("time_scale", "x", "time_scale must be a number, not str"),
+    ("iterations", "2", "iterations must be an int, not str"),
+    ("iterations", 2.0, "iterations must be an int, not float"),
+    ("stage", True, "stage must be an int, not bool"),
+    ("max_dim", None, "max_dim must be an int, not NoneType"),
+    ("fill", 1, "fill must be a bool, not int"),
+    ("backend", None, "backend must be a str, not NoneType"),
+    ("on_bad_checkpoint", 0, "on_bad_checkpoint must be a str, not int"),
+])
+def test_option_of_the_wrong_type_names_itself(tiny_plan, option, value, message):
+    for program in (tiny_plan, tiny_plan.stream_program()):
+        with pytest.raises(TypeError, match=f"^{message}$"):
+            pipefill.run(program, **{option: value})
+
+
+def test_numpy_scalars_are_options_too(tiny_plan):
+    import numpy as np
+
+    args = dict(FAST, iterations=np.int32(2), fill=np.bool_(False), max_dim=np.int64(8))
+    args["time_scale"] = np.float32(args["time_scale"])
+    r = pipefill.run(tiny_plan, **args)
+    assert r.report()["iterations"] == 2 and r.report()["fill_enabled"] is False
+
+
 def test_replay_of_a_device_that_does_not_exist(tiny_plan):
     with pytest.raises(pipefill.RunError) as info:
         pipefill.run(tiny_plan, stage=7, **FAST)

@@ -161,7 +161,28 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
         pipefill.Session(tmp_path / "missing.pb", 0)
     with pytest.raises(TypeError):
         pipefill.Session(42, 0)
+    # Options and arguments of the wrong type name themselves (nanobind alone only says that
+    # open_session()'s arguments are incompatible, and "8" used to pass as max_dim 8).
+    for option, value, message in (
+        ("time_scale", "x", "time_scale must be a number, not str"),
+        ("max_dim", "8", "max_dim must be an int, not str"),
+        ("world_size", True, "world_size must be an int, not bool"),
+        ("fill_policy", 3, "fill_policy must be a str, not int"),
+        ("fill_idle_priority", "yes", "fill_idle_priority must be a bool, not str"),
+        ("backend", None, "backend must be a str, not NoneType"),
+    ):
+        with pytest.raises(TypeError, match=f"^{message}$"):
+            pipefill.Session(tiny_plan, 0, **{option: value})
     s = pipefill.Session(tiny_plan, 0)
+    for call, message in (
+        (lambda: s.begin("0"), "bubble must be an int, not str"),
+        (lambda: s.begin(0, "5"), "duration_us must be a number, not str"),
+        (lambda: s.end(0.0), "bubble must be an int, not float"),
+        (lambda: s.bubble(None).__enter__(), "bubble must be an int, not NoneType"),
+        (lambda: s.unplanned("1000").__enter__(), "duration_us must be a number, not str"),
+    ):
+        with pytest.raises(TypeError, match=f"^{message}$"):
+            call()
     with pytest.raises(pipefill.RunError, match="unplanned bubble needs its duration"):
         with s.unplanned(0):
             pass

@@ -399,6 +399,13 @@ def test_bad_calls(plan):
             assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
         with pytest.raises(TypeError, match="takes a pipefill.FillTask"):
             s.add_task(lambda: 1, step_us=100)
+        # "100" used to pass (float("100")); now every option's type is checked, by name.
+        for kw, message in ((dict(step_us="100"), "step_us must be a number, not str"),
+                            (dict(step_us=100, memory_bytes=1.5),
+                             "memory_bytes must be an int, not float"),
+                            (dict(step_us=100, max_steps="3"), "max_steps must be an int, not str")):
+            with pytest.raises(TypeError, match=f"^{message}$"):
+                s.add_task(Counter(), **kw)
         with pytest.raises(ValueError, match="memory_bytes must be >= 0"):
             s.add_task(Counter(), step_us=100, memory_bytes=-1)
         # A NUL would cut the name short in C ("a"): refused, and nothing is registered.
@@ -411,6 +418,12 @@ def test_bad_calls(plan):
         with s.unplanned(1000):
             with pytest.raises(pipefill.RunError, match="pfrt_session_task_add inside a bubble"):
                 s.add_task(Counter(), step_us=100, name="late")
+            # The save is refused under its own name, not under the task-state call it makes
+            # first for each task.
+            with pytest.raises(pipefill.RunError,
+                               match="pfrt_session_checkpoint_save inside a bubble") as e:
+                s.checkpoint_save(os.devnull)
+            assert "task_state_set" not in str(e.value)
         with pytest.raises(pipefill.RunError, match="task 7 does not exist") as e:
             s._s.task_get(7)
         assert e.value.status == "PFRT_ERROR_INVALID_ARGUMENT"
