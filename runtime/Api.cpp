@@ -138,14 +138,14 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
     auto report = std::make_unique<pfrt_report>();
     report->rank = transport->rank();
     report->world = transport->world();
-    report->rankJson =
-        pfrt::rankResultJson(pr, result, report->rank, report->world, transport->name());
+    report->rankJson = pfrt::rankResultJson(pr, std::move(result), report->rank, report->world,
+                                            transport->name());
     std::vector<std::string> parts = transport->gather(report->rankJson);
     if (report->rank == 0) {
       std::vector<std::string> names;
       for (size_t k = 0; k < parts.size(); ++k)
         names.push_back("rank " + std::to_string(k));
-      pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
+      pfrt::RunResult merged = pfrt::mergeRankResults(pr, std::move(parts), names);
       report->data = pfrt::buildReport(pr, info, std::move(merged));
       report->program = std::make_shared<const pfrt::Program>(pr);
     } else {
@@ -777,7 +777,7 @@ pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_
     }
     pfrt::Program &pr = prog(p);
     pfrt::ProgramInfo info = pfrt::validate(pr);
-    pfrt::RunResult merged = pfrt::mergeRankResults(pr, parts, names);
+    pfrt::RunResult merged = pfrt::mergeRankResults(pr, std::move(parts), names);
     auto *report = new pfrt_report();
     report->data = pfrt::buildReport(pr, info, std::move(merged));
     report->program = std::make_shared<const pfrt::Program>(pr);

@@ -22,7 +22,7 @@ double relative(double t, double origin) { return t >= 0 ? t - origin : -1; }
 
 } // namespace
 
-std::string rankResultJson(const Program &program, const RunResult &run, int rank, int world,
+std::string rankResultJson(const Program &program, RunResult &&run, int rank, int world,
                            const std::string &transport) {
   pipefill::rt::RankResult r;
   r.set_format(kFormat);
@@ -59,10 +59,14 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
     dev->set_fill(run.deviceFill[d]);
     for (uint32_t s = 0; s < run.slots[d].size(); ++s) {
       pipefill::rt::RankStream *st = dev->add_streams();
-      for (const TimeSlot &t : run.slots[d][s]) {
+      std::vector<TimeSlot> &slots = run.slots[d][s];
+      st->mutable_start()->Reserve(static_cast<int>(slots.size()));
+      st->mutable_end()->Reserve(static_cast<int>(slots.size()));
+      for (const TimeSlot &t : slots) {
         st->add_start(relative(t.start, run.runStartUs));
         st->add_end(relative(t.end, run.runStartUs));
       }
+      std::vector<TimeSlot>().swap(slots); // one copy of the timeline at a time
       int32_t prio = d < run.streamPriority.size() && s < run.streamPriority[d].size()
                          ? run.streamPriority[d][s]
                          : INT32_MIN;
@@ -112,7 +116,9 @@ std::string rankResultJson(const Program &program, const RunResult &run, int ran
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
+  // Compact: a part is mostly op times, and rank 0 holds every rank's (one number per line
+  // made their op times 2.1 times larger; tools read parts with any JSON parser).
+  options.add_whitespace = false;
   options.always_print_primitive_fields = true;
   options.preserve_proto_field_names = true;
   auto status = google::protobuf::util::MessageToJsonString(r, &json, options);
@@ -348,14 +354,16 @@ std::string embeddedProgram(const std::string &part, const std::string &name) {
   return r.program_proto();
 }
 
-RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
+RunResult mergeRankResults(const Program &program, std::vector<std::string> &&parts,
                            const std::vector<std::string> &names) {
   const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
   if (parts.empty())
     throw Error(PFRT_ERROR_INVALID_ARGUMENT, "no rank reports to merge");
   std::vector<pipefill::rt::RankResult> ranks(parts.size());
-  for (size_t i = 0; i < parts.size(); ++i)
+  for (size_t i = 0; i < parts.size(); ++i) {
     parseRankPart(parts[i], names[i], ranks[i]);
+    std::string().swap(parts[i]); // parsed: the text is no longer needed
+  }
   const std::vector<int> byRank = checkRankParts(program, ranks, names);
 
   RunResult run = mergedRunSettings(ranks[0], numDevices);
@@ -366,7 +374,7 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
     run.boundedOnHost = run.boundedOnHost && r.bounded_on_host();
     run.boundedOnDevice = run.boundedOnDevice && r.bounded_on_device();
     run.hostLagUs = std::max(run.hostLagUs, r.host_lag_us());
-    for (const pipefill::rt::RankDevice &dev : r.devices()) {
+    for (pipefill::rt::RankDevice &dev : *ranks[i].mutable_devices()) {
       const uint32_t d = dev.device();
       if (d >= numDevices)
         mismatch(names[i] + " has device " + std::to_string(d) + "; the program has " +
@@ -376,6 +384,8 @@ RunResult mergeRankResults(const Program &program, const std::vector<std::string
                  names[static_cast<size_t>(owner[d])]);
       owner[d] = static_cast<int>(i);
       mergeDevice(program, dev, names[i], run);
+      // Its op times are in `run` now: free them (clear_streams would keep the storage).
+      google::protobuf::RepeatedPtrField<pipefill::rt::RankStream>().Swap(dev.mutable_streams());
     }
   }
   for (uint32_t k = 0; k < byRank.size(); ++k) {

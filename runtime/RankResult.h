@@ -11,9 +11,9 @@
 
 namespace pfrt {
 
-// This rank's devices of `run` (RunResult::local) as RankResult JSON; times relative to the run's
-// start.
-std::string rankResultJson(const Program &program, const RunResult &run, int rank, int world,
+// This rank's devices of `run` (RunResult::local) as compact RankResult JSON; times relative to
+// the run's start. Consumes the run's timeline (its slots are released as they are written).
+std::string rankResultJson(const Program &program, RunResult &&run, int rank, int world,
                            const std::string &transport);
 
 // The binary StreamProgram a part carries (for merging without the program file).
@@ -22,8 +22,9 @@ std::string embeddedProgram(const std::string &part, const std::string &name);
 // Merges the parts of ranks 0..world-1 (any order; `names` name them in messages). Throws
 // Error(PFRT_ERROR_PARSE) for a part that is not RankResult JSON and
 // Error(PFRT_ERROR_INVALID_ARGUMENT) for parts that do not belong together (another program, other
-// settings, a rank missing or twice, a device missing).
-RunResult mergeRankResults(const Program &program, const std::vector<std::string> &parts,
+// settings, a rank missing or twice, a device missing). Consumes the parts: each one's text is
+// released once parsed, and its op times once merged.
+RunResult mergeRankResults(const Program &program, std::vector<std::string> &&parts,
                            const std::vector<std::string> &names);
 
 } // namespace pfrt
