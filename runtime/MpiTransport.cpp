@@ -16,7 +16,10 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -28,6 +31,8 @@ namespace pfrt {
 namespace {
 
 std::atomic<bool> gFailed{false};
+// Bytes per rank in one round of a gather (MpiTransport::collect); mpiSetGatherChunkForTesting.
+std::atomic<uint64_t> gChunkBytes{uint64_t(64) << 20};
 bool gInitializedByUs = false;
 
 void atExit() {
@@ -264,43 +269,57 @@ private:
     int64_t next = 0;
   };
 
-  // Every rank's bytes on rank 0 (gather) or on every rank (allGather): the sizes first, then the
-  // bytes, both nonblocking and polled with the peer timeout.
+  // Every rank's bytes on rank 0 (gather) or on every rank (allGather): the sizes first (64-bit,
+  // to every rank), then the bytes in rounds of at most gChunkBytes per rank, so that MPI's int
+  // counts and displacements hold however large the parts are (a long run's timelines pass 2 GiB)
+  // and the receive buffer stays one round's size. Nonblocking, polled with the peer timeout.
   std::vector<std::string> collect(const std::string &mine, bool everyone) {
     const char *what = everyone ? "exchanging setup data between the ranks"
                                 : "gathering the ranks' results on rank 0";
-    int size = static_cast<int>(mine.size());
-    std::vector<int> sizes(everyone || rank_ == 0 ? world_ : 0);
+    const uint64_t size = mine.size();
+    std::vector<uint64_t> sizes(static_cast<size_t>(world_));
     MPI_Request request;
     {
       std::lock_guard<std::mutex> lock(mpi_);
-      if (everyone)
-        MPI_Iallgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, comm_, &request);
-      else
-        MPI_Igather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_, &request);
+      MPI_Iallgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_, &request);
     }
     wait(request, what);
-    std::vector<int> displs(sizes.size(), 0);
-    int total = 0;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      displs[i] = total;
-      total += sizes[i];
+    const bool receives = everyone || rank_ == 0;
+    std::vector<std::string> out(receives ? sizes.size() : 0);
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i].resize(sizes[i]);
+    const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+    const uint64_t chunk = std::max<uint64_t>(
+        1, std::min<uint64_t>(gChunkBytes.load(), INT_MAX / static_cast<uint64_t>(world_)));
+    std::vector<int> counts(sizes.size()), displs(sizes.size());
+    std::string buffer;
+    for (uint64_t offset = 0; offset < largest; offset += chunk) {
+      int total = 0;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        counts[i] = static_cast<int>(sizes[i] > offset ? std::min(chunk, sizes[i] - offset) : 0);
+        displs[i] = total;
+        total += counts[i];
+      }
+      if (receives)
+        buffer.resize(static_cast<size_t>(total));
+      const int myCount = counts[static_cast<size_t>(rank_)];
+      const char *send = myCount ? mine.data() + offset : nullptr;
+      char *recv = receives && total ? &buffer[0] : nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        if (everyone)
+          MPI_Iallgatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE,
+                          comm_, &request);
+        else
+          MPI_Igatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, 0,
+                       comm_, &request);
+      }
+      wait(request, what);
+      for (size_t i = 0; i < out.size(); ++i)
+        if (counts[i])
+          std::memcpy(&out[i][offset], buffer.data() + displs[i],
+                      static_cast<size_t>(counts[i]));
     }
-    std::string all(static_cast<size_t>(total), '\0');
-    char *buffer = total ? &all[0] : nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mpi_);
-      if (everyone)
-        MPI_Iallgatherv(mine.data(), size, MPI_BYTE, buffer, sizes.data(), displs.data(),
-                        MPI_BYTE, comm_, &request);
-      else
-        MPI_Igatherv(mine.data(), size, MPI_BYTE, buffer, sizes.data(), displs.data(), MPI_BYTE,
-                     0, comm_, &request);
-    }
-    wait(request, what);
-    std::vector<std::string> out;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(sizes[i])));
     return out;
   }
 
@@ -370,5 +389,7 @@ std::unique_ptr<Transport> createMpiTransport(int rank, int world, double timeou
 bool mpiTransportCompiled() { return true; }
 
 void mpiMarkFailed() { gFailed = true; }
+
+void mpiSetGatherChunkForTesting(uint64_t bytes) { gChunkBytes = bytes ? bytes : uint64_t(64) << 20; }
 
 } // namespace pfrt

@@ -14,4 +14,6 @@ bool mpiTransportCompiled() { return false; }
 
 void mpiMarkFailed() {}
 
+void mpiSetGatherChunkForTesting(uint64_t) {}
+
 } // namespace pfrt

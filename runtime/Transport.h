@@ -100,6 +100,9 @@ bool mpiTransportCompiled();
 bool launcherRank(int &rank, int &world);
 // Marks the run as failed: at exit MPI is aborted (so mpirun stops the peers) instead of finalised.
 void mpiMarkFailed();
+// Tests: bytes per rank in one round of a gather (0: the default, 64 MiB), so that tests can
+// cover parts that take many rounds without gigabytes of data.
+void mpiSetGatherChunkForTesting(uint64_t bytes);
 
 } // namespace pfrt
 

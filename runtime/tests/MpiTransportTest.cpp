@@ -1,6 +1,8 @@
 // The MPI transport's collectives under mpirun (ctest mpi.transport, 3 ranks): gather (rank 0
 // gets every rank's bytes, in rank order) and allGather (every rank does), with parts of different
-// sizes, an empty one and bytes that are not text. allGather is what the NCCL setup exchanges its
+// sizes, an empty one and bytes that are not text; then again in rounds of 16 bytes per rank (a
+// long run's parts pass MPI's 2 GiB int counts and go in rounds of 64 MiB), so parts end inside,
+// at and after a round. allGather is what the NCCL setup exchanges its
 // communicator ids with, which otherwise runs only on machines with two GPUs.
 #include "runtime/Transport.h"
 
@@ -51,6 +53,18 @@ int main() {
     checkParts(t->allGather(partOf(rank)), world, rank, "allGather");
     // Twice: collectives in a row must not mix their messages.
     checkParts(t->allGather(partOf(rank)), world, rank, "second allGather");
+    // Parts of 0, 37 and 74 bytes in rounds of 16 and of 37 bytes (3 and 2 rounds).
+    for (uint64_t chunk : {16u, 37u}) {
+      pfrt::mpiSetGatherChunkForTesting(chunk);
+      const std::string how = " in rounds of " + std::to_string(chunk) + " bytes";
+      gathered = t->gather(partOf(rank));
+      if (rank == 0)
+        checkParts(gathered, world, rank, ("gather" + how).c_str());
+      else
+        check(gathered.empty(), rank, "gather" + how + ": a rank other than 0 got parts");
+      checkParts(t->allGather(partOf(rank)), world, rank, ("allGather" + how).c_str());
+    }
+    pfrt::mpiSetGatherChunkForTesting(0);
     std::printf("rank %d of %d: %s\n", rank, world, failures ? "FAILED" : "ok");
     if (failures)
       pfrt::mpiMarkFailed();
