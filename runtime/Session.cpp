@@ -28,7 +28,9 @@
 #include "runtime/Report.h"
 #include "runtime/pfrt.h"
 #include "proto/stream_program.pb.h"
+#include "support/Checked.h"
 #include "support/Json.h"
+#include "support/Limits.h"
 
 #include <algorithm>
 #include <cxxabi.h>
@@ -1190,15 +1192,23 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
   task.result.task_us += us;
   const bool destroyed = destroyRefused_; // the step called pfrt_session_destroy (refused)
   destroyRefused_ = false;
-  if (st != PFRT_OK || !thrown.empty() || destroyed) {
+  // A C step may report any count; a task's total stays within what a checkpoint holds.
+  constexpr uint64_t kMaxSamples = static_cast<uint64_t>(pipefill::kMaxCheckpointCount);
+  const uint64_t before = std::min(pipefill::satAddU(ts.baseSamples, ts.samples), kMaxSamples);
+  const bool tooMany = st == PFRT_OK && thrown.empty() && samples > kMaxSamples - before;
+  if (st != PFRT_OK || !thrown.empty() || destroyed || tooMany) {
     ts.failed = true;
     const bool known = st >= PFRT_ERROR_INVALID_ARGUMENT && st <= PFRT_ERROR_INTERNAL;
-    ts.errorStatus = destroyed            ? PFRT_ERROR_INVALID_ARGUMENT
+    ts.errorStatus = destroyed || tooMany      ? PFRT_ERROR_INVALID_ARGUMENT
                      : known && thrown.empty() ? st
                                                : PFRT_ERROR_INTERNAL;
     std::string why = destroyed ? std::string("its step called pfrt_session_destroy on its own "
                                               "session, which was refused (the session's worker "
                                               "thread cannot destroy it)")
+                      : tooMany ? "its step reported " + std::to_string(samples) +
+                                      " samples, which takes the task past 10^15 samples in all "
+                                      "(the most a checkpoint counts; it has " +
+                                      std::to_string(before) + ")"
                       : !thrown.empty() ? "its step threw a C++ exception: " + thrown
                       : known           ? std::string("its step returned ") + pfrt_status_name(st)
                                         : "its step returned an unknown status " +
@@ -1216,7 +1226,7 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
     return;
   }
   ++ts.steps;
-  ts.samples += samples;
+  ts.samples += samples; // <= 10^15 in all (tooMany above)
   ts.predictor.add(us);
   ts.measuredMax = std::max(ts.measuredMax, us);
   ts.measuredSum += us;
@@ -1502,7 +1512,8 @@ pfrt_session_stats Session::stats() const {
   s.tasks = static_cast<uint32_t>(tasks_.size());
   for (const TaskState &ts : tasks_) {
     s.task_steps += ts.totalSteps();
-    s.task_samples += ts.baseSamples + ts.samples;
+    s.task_samples =
+        pipefill::satAddU(s.task_samples, pipefill::satAddU(ts.baseSamples, ts.samples));
     s.task_us += ts.taskUs;
     s.task_overrun_count += ts.overruns;
     s.task_overrun_us += ts.overrunUs;

@@ -36,6 +36,7 @@ struct CountLimit {
 constexpr double kMaxBytes = 1125899906842624.0; // 2^50
 constexpr double kMaxUs = 1e9;                   // 1000 s for one op or per-sample cost
 constexpr double kMaxClockUs = 1e15;             // ~31 years: absolute start / arrival times
+constexpr double kMaxCheckpointCount = 1e15;     // samples or steps one fill checkpoint counts
 
 /// The pipeline's shape. The JobSpec reader checks them through the table
 /// (pipefill.Pipeline.*), the pipefill.pipeline verifier on MLIR written by

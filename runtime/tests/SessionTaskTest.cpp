@@ -424,6 +424,42 @@ TEST(SessionTaskTest, MaxStepsAndCheckpointResume) {
       << pfrt_last_error();
 }
 
+// A C step may report any sample count, but a task's total stays within what a checkpoint counts
+// (10^15): the step that would pass it disables the task with an error that says so, and what was
+// done before it is kept and checkpoints (not wrapped, not refused on load).
+TEST(SessionTaskTest, SampleCountsPastTheCheckpointLimitAreRefused) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  const std::string path = tempPath("huge.ckpt");
+  FakeTask t;
+  t.samples = 400000000000000; // 4 x 10^14: the third step would make 1.2 x 10^15
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  const uint32_t id = addOk(s.get(), "huge", t, 100);
+  PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 1e6, nullptr));
+  expectError(pfrt_session_bubble_wait(s.get()), PFRT_ERROR_INVALID_ARGUMENT,
+              "fill task 'huge' (task 0) failed at step 2: its step reported 400000000000000 "
+              "samples, which takes the task past 10^15 samples in all (the most a checkpoint "
+              "counts; it has 800000000000000); the task is disabled");
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, nullptr));
+  pfrt_session_task_stats st = statsOf(s.get(), id);
+  EXPECT_EQ(st.steps, 2u);
+  EXPECT_EQ(st.samples, 800000000000000u);
+  EXPECT_EQ(st.failed, 1);
+  PFRT_ASSERT_OK(pfrt_session_checkpoint_save(s.get(), path.c_str()));
+  FakeTask u;
+  u.samples = std::numeric_limits<uint64_t>::max(); // refused at once, whatever was done
+  SessionPtr resumed = sessionOk(p.get(), 0, options());
+  const uint32_t rid = addOk(resumed.get(), "huge", u, 100);
+  PFRT_ASSERT_OK(pfrt_session_checkpoint_load(resumed.get(), path.c_str()));
+  EXPECT_EQ(statsOf(resumed.get(), rid).samples, 800000000000000u);
+  PFRT_ASSERT_OK(pfrt_session_unplanned_begin(resumed.get(), 1e6, nullptr));
+  expectError(pfrt_session_bubble_wait(resumed.get()), PFRT_ERROR_INVALID_ARGUMENT,
+              "its step reported 18446744073709551615 samples");
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(resumed.get(), PFRT_SESSION_UNPLANNED, nullptr));
+  EXPECT_EQ(statsOf(resumed.get(), rid).samples, 800000000000000u);
+  EXPECT_EQ(statsOf(resumed.get(), rid).samples_this_run, 0u);
+}
+
 // A failing step disables its task; the error names it and comes back from the next bubble_wait or
 // bubble_end; other tasks go on.
 TEST(SessionTaskTest, AFailingStepDisablesItsTask) {
