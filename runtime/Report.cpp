@@ -341,6 +341,18 @@ void writeSummary(ReportData &r) {
                                     : std::string("bubble-bound on the device")) +
               ")");
   }
+  {
+    // More than two iterations' worth of planned chunks still waiting: the plan asks more of the
+    // bubbles than this machine does in them, and the backlog grows every iteration.
+    const uint64_t pending = jobTotals(r.jobs).chunks.pending;
+    if (r.fillEnabled && r.fillBounded && r.plannedChunksPerIteration > 0 &&
+        static_cast<double>(pending) >= 2 * r.plannedChunksPerIteration)
+      os << "  note: fill fell behind its plan: " << pending << " chunks wait, "
+         << fmt("%.1f", static_cast<double>(pending) / r.plannedChunksPerIteration)
+         << " iterations' worth; the plan asks more of the bubbles than this machine does in "
+            "them. A profile round fits it: --profile-out P --profile-with-fill, then "
+            "--pipefill-compile=profile=P\n";
+  }
   if (r.switchIdleCount)
     row("bubble switch latency (us)", "-", fmt("p50 %.1f", r.switchIdleP50Us),
         fmt("p99 %.1f", r.switchIdleP99Us) + ", " + std::to_string(r.switchIdleCount) +
@@ -722,8 +734,10 @@ void fillInBubbles(const ReportInputs &in, uint32_t d,
       const double perIteration =
           op.fill.planned_us / static_cast<double>(op.fill.period ? op.fill.period : 1);
       b.plannedFillUs += perIteration;
-      if (dr.timeSource != "emulated") // replay: fill runs only where main does (as samples)
+      if (dr.timeSource != "emulated") { // replay: fill runs only where main does (as samples)
         r.plannedFillUsPerIteration += perIteration;
+        r.plannedChunksPerIteration += 1.0 / (op.fill.period ? op.fill.period : 1);
+      }
       for (size_t k = 0; k < in.n; ++k) {
         OpTime t = dr.streamOps[s][k][i];
         if (t.start < 0)

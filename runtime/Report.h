@@ -93,6 +93,7 @@ struct ReportData {
   std::vector<double> iterationUs;
   double iterationUsMean = 0;
   double plannedBubbleUsPerIteration = 0, plannedFillUsPerIteration = 0;
+  double plannedChunksPerIteration = 0; // fill chunks the plan runs per iteration where fill runs
   double bubbleUsPerIteration = 0, fillUsPerIteration = 0;
   uint64_t overrunCount = 0;
   double overrunUs = 0, overrunMaxUs = 0;

@@ -131,6 +131,19 @@ TEST(ChunkSplitTest, WholeChunksOnlyRunNothingInTooShortBubbles) {
   EXPECT_EQ(j.samplesCompleted, 0u);
   EXPECT_EQ(j.chunksPending, kIterations);
   EXPECT_EQ(j.samplesPending, uint64_t(kBatch) * kIterations);
+  // The summary says that fill fell behind (one chunk per iteration planned, six waiting) and
+  // what fits the plan to the machine; a plan whose chunks fit says nothing of the kind.
+  EXPECT_NE(r->data.summary.find("note: fill fell behind its plan: 6 chunks wait, 6.0 "
+                                 "iterations' worth"),
+            std::string::npos)
+      << r->data.summary;
+  EXPECT_NE(r->data.summary.find("--profile-with-fill"), std::string::npos);
+  ProgramPtr fits = overCommitted(kIterations, kUsPerSample / 4); // 1 ms chunks, 2.5 ms bubbles
+  ASSERT_TRUE(fits);
+  ReportPtr ok = runOk(fits.get(), bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->data.jobs[0].chunksPending, 0u);
+  EXPECT_EQ(ok->data.summary.find("fell behind"), std::string::npos) << ok->data.summary;
 }
 
 // A checkpoint taken between a head and the rest of its chunk: the rest is deferred work in the
