@@ -42,6 +42,23 @@ std::string dirOf(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// A checkpoint path that exists must be a regular file (or a link to one): opening a FIFO for
+// reading blocks, and replacing a device node or a FIFO with a file would destroy it. Not a
+// damaged checkpoint either (no --on-bad-checkpoint recovery moves it aside): the path is wrong.
+void requireRegularFile(const std::string &path, const struct stat &st) {
+  if (S_ISREG(st.st_mode))
+    return;
+  const char *what = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+              "checkpoint " + path + " is " + what +
+                  ", not a checkpoint file: give the path of a regular file (it is created if "
+                  "missing)");
+}
+
 void writeAll(int fd, const std::string &data, const std::string &path, const std::string &tmp) {
   size_t done = 0;
   while (done < data.size()) {
@@ -82,6 +99,9 @@ void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckp
   putU64(data, fnv1a64(payload.data(), payload.size()));
   data += payload;
 
+  struct stat existing;
+  if (::stat(path.c_str(), &existing) == 0)
+    requireRegularFile(path, existing);
   std::string tmp = path + ".tmp.XXXXXX";
   std::vector<char> name(tmp.begin(), tmp.end());
   name.push_back('\0');
@@ -155,6 +175,7 @@ CheckpointStatus readCheckpointFile(const std::string &path, uint64_t fingerprin
   struct stat st;
   if (::stat(path.c_str(), &st) != 0)
     return CheckpointStatus::Missing;
+  requireRegularFile(path, st);
   if (static_cast<uint64_t>(st.st_size) > pipefill::kMaxInputBytes * 16ull) {
     problem = "is " + std::to_string(st.st_size) + " bytes, larger than any checkpoint";
     return CheckpointStatus::Bad;
@@ -268,9 +289,9 @@ void checkOutputPath(const std::string &path, const std::string &what) {
     return;
   struct stat st;
   const bool existed = ::stat(path.c_str(), &st) == 0;
-  if (existed && S_ISDIR(st.st_mode))
-    throw Error(PFRT_ERROR_IO, what + " " + path + ": is a directory");
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (existed)
+    requireRegularFile(path, st); // a FIFO would block the open below; a device is no checkpoint
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, 0644);
   if (fd < 0)
     throw Error(PFRT_ERROR_IO, what + " " + path + ": cannot be written: " + std::strerror(errno) +
                                    " (checked before the run starts)");

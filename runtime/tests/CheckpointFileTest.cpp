@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <dirent.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace pfrt {
 namespace test {
@@ -85,6 +87,48 @@ TEST(CheckpointFileTest, FailedWriteKeepsThePreviousCheckpoint) {
   EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
   // The half-written temporary file is gone too.
   EXPECT_EQ(tempFilesOf(path), std::vector<std::string>{});
+}
+
+// A checkpoint path that exists but is not a regular file is refused at once, by the run and by
+// sessions, for reading (a FIFO used to block open() for ever) and for writing (a FIFO or device
+// node used to be replaced by a regular file, the original left as PATH.prev); it stays as it was.
+TEST(CheckpointFileTest, APathThatIsNotARegularFileIsRefused) {
+  ProgramPtr p = spanning();
+  const std::string fifo = tempPath("ckpt.fifo"), dir = tempPath("ckpt.dir");
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  for (const auto &[path, what] : {std::pair<std::string, std::string>{fifo, "a FIFO"},
+                                   {dir, "a directory"},
+                                   {"/dev/null", "a device"}}) {
+    pfrt_options o = hostOptions(1);
+    o.checkpoint_path = path.c_str();
+    pfrt_report *r = nullptr;
+    EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << path;
+    EXPECT_NE(std::string(pfrt_last_error()).find("checkpoint " + path + " is " + what),
+              std::string::npos)
+        << pfrt_last_error();
+    pfrt_report_destroy(r);
+    pfrt_session_options so;
+    pfrt_session_options_init(&so);
+    so.backend = PFRT_BACKEND_HOST;
+    pfrt_session *s = nullptr;
+    ASSERT_EQ(pfrt_session_create(p.get(), 0, &so, &s), PFRT_OK) << pfrt_last_error();
+    EXPECT_EQ(pfrt_session_checkpoint_save(s, path.c_str()), PFRT_ERROR_INVALID_ARGUMENT) << path;
+    EXPECT_NE(std::string(pfrt_last_error()).find("is " + what), std::string::npos);
+    EXPECT_EQ(pfrt_session_checkpoint_load(s, path.c_str()), PFRT_ERROR_INVALID_ARGUMENT) << path;
+    pfrt_session_destroy(s);
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_NE(::access((fifo + ".prev").c_str(), F_OK), 0);
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(tempFilesOf(fifo), std::vector<std::string>{});
+  std::remove(fifo.c_str());
+  ::rmdir(dir.c_str());
 }
 
 // A writer killed mid-write leaves PATH.tmp.XXXXXX; the next run removes it (and nothing else).
