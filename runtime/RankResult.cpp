@@ -3,10 +3,12 @@
 #include "runtime/ProgramIO.h"
 #include "proto/rank_result.pb.h"
 #include "proto/stream_program.pb.h"
+#include "support/Limits.h"
 
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace pfrt {
@@ -149,13 +151,28 @@ std::vector<int> checkRankParts(const Program &program,
                                 const std::vector<std::string> &names) {
   const uint64_t fingerprint = programFingerprint(program);
   const pipefill::rt::RankResult &first = ranks[0];
-  std::vector<int> byRank(first.world(), -1);
+  // The values that size or scale the merge, checked before anything is sized by them.
   for (size_t i = 0; i < ranks.size(); ++i) {
     const pipefill::rt::RankResult &r = ranks[i];
     if (r.program_fingerprint() != fingerprint || r.program() != program.name)
       mismatch(names[i] + " is of program '" + r.program() + "' (fingerprint " +
                std::to_string(r.program_fingerprint()) + "), not of the given program '" +
                program.name + "' (fingerprint " + std::to_string(fingerprint) + ")");
+    if (r.world() != program.devices.size())
+      mismatch(names[i] + " is from a world of " + std::to_string(r.world()) +
+               " ranks; the program has " + std::to_string(program.devices.size()) +
+               " devices (one rank per device)");
+    if (r.first_iteration() < 0 || r.first_iteration() > pipefill::kMaxIterations ||
+        r.iterations() > pipefill::kMaxIterations)
+      mismatch(names[i] + " has iterations " + std::to_string(r.first_iteration()) + " + " +
+               std::to_string(r.iterations()) + "; a run has at most 10^6 of each");
+    if (!(r.time_scale() >= 1e-4 && r.time_scale() <= 1000))
+      mismatch(names[i] + " has time scale " + pipefill::formatBound(r.time_scale()) +
+               "; runs use 0.0001 to 1000");
+  }
+  std::vector<int> byRank(first.world(), -1);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const pipefill::rt::RankResult &r = ranks[i];
     auto same = [&](bool equal, const char *what) {
       if (!equal)
         mismatch(names[i] + " and " + names[0] + " differ in " + what);
@@ -220,6 +237,9 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
 
 /// One device of part `name`: its backend, memory and every stream's op
 /// times, checked against the program's streams.
+// An instant of a part: microseconds from the run's start, or -1 (did not happen).
+bool validInstant(double t) { return t == -1 || (t >= 0 && t <= pipefill::kMaxClockUs); }
+
 void mergeDevice(const Program &program, const pipefill::rt::RankDevice &dev,
                  const std::string &name, RunResult &run) {
   const uint32_t d = dev.device();
@@ -245,6 +265,12 @@ void mergeDevice(const Program &program, const pipefill::rt::RankDevice &dev,
     for (size_t n = 0; n < slots; ++n) {
       times[n].start = st.start(static_cast<int>(n));
       times[n].end = st.end(static_cast<int>(n));
+      if (!validInstant(times[n].start) || !validInstant(times[n].end))
+        mismatch(name + ": device " + std::to_string(d) + " stream " + std::to_string(s) +
+                 " has op time " + pipefill::formatBound(validInstant(times[n].start)
+                                                             ? times[n].end
+                                                             : times[n].start) +
+                 " (times are microseconds >= 0 from the run's start, or -1: not run)");
     }
     run.slots[d].push_back(std::move(times));
     run.streamPriority[d].push_back(st.has_priority() ? st.priority() : INT32_MIN);
@@ -301,6 +327,13 @@ void checkChunkRun(const Program &program, const RunResult::ChunkRun &c, bool ow
     mismatch(what + "runs passes [" + std::to_string(c.passBegin) + ", " +
              std::to_string(c.passEnd) + ") of job '" + program.jobs[c.job].name + "', which has " +
              std::to_string(passes));
+  if (!validInstant(c.start) || !validInstant(c.end) || !std::isfinite(c.plannedUs) ||
+      c.plannedUs < 0 || !std::isfinite(c.predictedUs))
+    mismatch(what + "has start " + pipefill::formatBound(c.start) + ", end " +
+             pipefill::formatBound(c.end) + ", planned " + pipefill::formatBound(c.plannedUs) +
+             " us, predicted " + pipefill::formatBound(c.predictedUs) +
+             " us: not times of a run");
+  // firstIteration <= 10^6 (checkRankParts): no overflow.
   if (c.iteration < firstIteration || c.iteration >= firstIteration + int64_t(iterations))
     mismatch(what + "is in iteration " + std::to_string(c.iteration) + ", outside the run's " +
              std::to_string(firstIteration) + " to " +
@@ -331,6 +364,12 @@ void mergeJob(const Program &program, uint32_t j,
     out.samplesThisRun += rj.samples_this_run();
     out.samplesCompleted += rj.samples_completed();
     out.steps += rj.steps();
+    if (!std::isfinite(rj.checksum()) || !std::isfinite(rj.loss_sum()) ||
+        !std::isfinite(rj.weights_checksum()))
+      mismatch(names[i] + ": fill job '" + out.name + "' has checksum " +
+               pipefill::formatBound(rj.checksum()) + ", loss sum " +
+               pipefill::formatBound(rj.loss_sum()) + ", weights checksum " +
+               pipefill::formatBound(rj.weights_checksum()) + " (not finite)");
     out.checksum += rj.checksum();
     out.lossSum += rj.loss_sum();
     out.weightsChecksum += rj.weights_checksum();

@@ -224,6 +224,31 @@ def main():
             expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
                          ["do not belong together", message],
                          f"--merge of a part whose chunk run has {key} {value}")
+        # Values that size or scale the merge, and times and sums that are not numbers of a run:
+        # each used to pass (a world of 2^32 - 1 sized a 16 GiB table; a time scale of 0, NaN op
+        # times or checksums printed impossible reports with exit 0; a first iteration near
+        # 2^63 overflowed).
+        def mutate(bad, path, value):
+            node = bad
+            for k in path[:-1]:
+                node = node[k]
+            node[path[-1]] = value
+
+        for name, path, value, message in [
+                ("world", ["world"], 4294967295, "is from a world of 4294967295 ranks"),
+                ("first", ["first_iteration"], str(2**63 - 3), "a run has at most 10^6"),
+                ("scale0", ["time_scale"], 0, "has time scale 0; runs use 0.0001 to 1000"),
+                ("scaleinf", ["time_scale"], "Infinity", "has time scale inf"),
+                ("optime", ["devices", 0, "streams", 0, "start", 0], "NaN", "has op time nan"),
+                ("checksum", ["jobs", 0, "checksum"], "NaN", "has checksum nan"),
+                ("chunkstart", ["chunk_runs", 0, "start"], "-Infinity", "not times of a run")]:
+            bad = json.load(open(parts[1]))
+            mutate(bad, path, value)
+            bad_part = os.path.join(work, f"four.bad-{name}.rank1.json")
+            json.dump(bad, open(bad_part, "w"))
+            expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
+                         ["do not belong together", bad_part, message],
+                         f"--merge of a part with {'.'.join(map(str, path))} = {value}")
         expect_error([exe, "--merge", *parts[:3]], ["rank 3 of 4 is missing"],
                      "--merge with a rank missing")
         expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],
