@@ -249,6 +249,17 @@ def main():
             expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
                          ["do not belong together", bad_part, message],
                          f"--merge of a part with {'.'.join(map(str, path))} = {value}")
+        # An output over an input part or the program, or two outputs at one path: refused before
+        # anything is written (a part may be the only copy of a rank's times).
+        before = open(parts[0], "rb").read()
+        for extra, message in [(["--report", parts[0]], "PART and --report are the same file"),
+                               (["--trace", four], "PROGRAM and --trace are the same file"),
+                               (["--report", os.path.join(work, "o.json"), "--profile-out",
+                                 os.path.join(work, ".", "o.json")],
+                                "--report and --profile-out are the same file")]:
+            expect_error([exe, four, "--merge", *parts, *extra], [message],
+                         f"--merge writing {' '.join(extra)}")
+        check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
         expect_error([exe, "--merge", *parts[:3]], ["rank 3 of 4 is missing"],
                      "--merge with a rank missing")
         expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],

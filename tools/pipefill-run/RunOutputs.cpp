@@ -10,6 +10,7 @@
 
 #include "support/Files.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -63,6 +64,21 @@ bool startsWithJsonObject(const std::string &path) {
   return c == '{';
 }
 
+// No two of `files` (option, path) are one file (an output over an input destroys it; two outputs
+// at one path keep the last one written); else prints which and returns false. Files before
+// `firstOutput` are inputs, which may repeat (the reader says what is wrong with that).
+bool distinctFiles(const std::vector<std::pair<std::string, std::string>> &files,
+                   size_t firstOutput = 0) {
+  for (size_t i = 0; i < files.size(); ++i)
+    for (size_t j = std::max(i + 1, firstOutput); j < files.size(); ++j)
+      if (pipefill::samePath(files[i].second, files[j].second)) {
+        std::fprintf(stderr, "pipefill-run: error: %s and %s are the same file (%s)\n",
+                     files[i].first.c_str(), files[j].first.c_str(), files[j].second.c_str());
+        return false;
+      }
+  return true;
+}
+
 // Writes --report, --profile-out and --trace; 1 if a write failed (printed), else 0.
 int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
   int rc = 0;
@@ -105,13 +121,8 @@ int checkOutputsWritable(const RunArgs &args) {
     add("--checkpoint (its previous copy)", args.checkpointPath + ".prev");
   if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty())
     add("--report (this rank's part)", rankPartPath(args.reportPath, args.options.rank));
-  for (size_t i = 0; i < files.size(); ++i)
-    for (size_t j = i + 1; j < files.size(); ++j)
-      if (pipefill::samePath(files[i].second, files[j].second)) {
-        std::fprintf(stderr, "pipefill-run: error: %s and %s are the same file (%s)\n",
-                     files[i].first.c_str(), files[j].first.c_str(), files[j].second.c_str());
-        return 2;
-      }
+  if (!distinctFiles(files))
+    return 2;
   for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath,
                                  &args.compareJson})
     if (!checkWritable(*out, when))
@@ -149,6 +160,21 @@ int runMerge(const RunArgs &args) {
   }
   if (parts.empty())
     return usageError("--merge expects the rank parts to merge (run.rank0.json ...)");
+  // The outputs must not overwrite an input (a part may be the only copy of a rank's times).
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!programPath.empty())
+    files.push_back({"PROGRAM", programPath});
+  for (const std::string &part : parts)
+    files.push_back({"PART", part});
+  const size_t firstOutput = files.size();
+  for (const auto &[option, path] : {std::pair<const char *, const std::string *>{
+                                         "--report", &args.reportPath},
+                                     {"--profile-out", &args.profilePath},
+                                     {"--trace", &args.tracePath}})
+    if (!path->empty())
+      files.push_back({option, *path});
+  if (!distinctFiles(files, firstOutput))
+    return 2;
   for (const std::string *out : {&args.reportPath, &args.profilePath, &args.tracePath})
     if (!checkWritable(*out, ""))
       return 1;
