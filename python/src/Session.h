@@ -206,10 +206,18 @@ public:
   }
 
   // mainStream: the framework's cudaStream_t as an integer (CUDA sessions; 0 on the host).
-  void begin(uint32_t bubble, double durationUs, uintptr_t mainStream) {
+  // int64_t, not uint32_t: nanobind's refusal of -1 or 2**32 would be a TypeError about types.
+  void begin(int64_t bubble, double durationUs, uintptr_t mainStream) {
     pfrt_session *s = get();
+    if (bubble == -1)
+      throw std::invalid_argument("bubble -1 is the unplanned bubble: begin it with "
+                                  "unplanned(duration_us)");
+    if (bubble < 0 || bubble >= static_cast<int64_t>(PFRT_SESSION_UNPLANNED))
+      throw std::invalid_argument("bubble must be a bubble id (>= 0 and < 2**32 - 1), got " +
+                                  std::to_string(bubble));
+    const uint32_t id = static_cast<uint32_t>(bubble);
     void *stream = reinterpret_cast<void *>(mainStream);
-    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, bubble, stream, durationUs); },
+    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, id, stream, durationUs); },
                     "bubble_begin");
   }
   void beginUnplanned(double durationUs, uintptr_t mainStream) {

@@ -245,6 +245,15 @@ def test_integers_out_of_range_are_refused_not_truncated(tiny_plan):
             with pytest.raises(ValueError, match="bubble must be a bubble id"):
                 s.end(bad)
         s.end(k)
+        # begin too (it was nanobind's TypeError "incompatible function arguments"), and -1,
+        # the unplanned bubble's id for end, points to unplanned().
+        for bad in (2**32 + k, 2**32 - 1, -5):
+            with pytest.raises(ValueError, match=rf"bubble must be a bubble id .* got {bad}$"):
+                s.begin(bad)
+        with pytest.raises(ValueError, match=r"bubble -1 is the unplanned bubble: begin it with "
+                                             r"unplanned\(duration_us\)"):
+            with s.bubble(-1):
+                pass
     for option, value in (("world_size", 2**32 + 2), ("max_dim", 2**33)):
         with pytest.raises(ValueError, match=f"{option} must be >= 0 and < 2\\*\\*32"):
             pipefill.Session(tiny_plan, 0, **{option: value})
