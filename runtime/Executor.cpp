@@ -553,7 +553,8 @@ std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoin
     const FillJob &job = program_.jobs[j];
     const std::string where = "job " + std::to_string(j) + " ('" + job.name + "')";
     if (jc.name() != job.name)
-      return "names " + where + " '" + jc.name() + "'";
+      return "names job " + std::to_string(j) + " '" + jc.name() + "', the program '" + job.name +
+             "'";
     if (job.samples && jc.samples_done() > job.samples)
       return where + " has " + std::to_string(jc.samples_done()) + " samples done of " +
              std::to_string(job.samples);
@@ -574,6 +575,18 @@ std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoin
             return where + " weight tensor " + std::to_string(k) + " has " +
                    std::to_string(ds.weights(k).values_size()) + " values, expected " +
                    std::to_string(weightSizes[k]);
+      }
+      // Deferred chunks (FillQueue::restore refuses the same; checked here so that
+      // --on-bad-checkpoint previous/restart apply to them too).
+      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
+        if (dc.batch() == 0)
+          return where + " has a deferred chunk of batch 0 at sample " +
+                 std::to_string(dc.sample_begin());
+        if (dc.layer_end() <= dc.layer_begin() || dc.layer_end() > job.passes())
+          return where + " has a deferred chunk of passes [" + std::to_string(dc.layer_begin()) +
+                 ", " + std::to_string(dc.layer_end()) + ") at sample " +
+                 std::to_string(dc.sample_begin()) + "; the job has " +
+                 std::to_string(job.passes());
       }
       for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
         std::string bad = checkInFlightShape(shape, b);

@@ -131,6 +131,57 @@ TEST(CheckpointFileTest, APathThatIsNotARegularFileIsRefused) {
   ::rmdir(dir.c_str());
 }
 
+// A checkpoint intact on disk (checksum, program) whose deferred chunk cannot run (batch 0, or
+// passes outside the job) is a bad checkpoint like any other: the error names the chunk, and
+// --on-bad-checkpoint previous / restart recover from it (they did not: the check ran only while
+// restoring, after the policy had accepted the file).
+TEST(CheckpointFileTest, ADeferredChunkThatCannotRunIsABadCheckpoint) {
+  ProgramPtr p = spanning();
+  const uint64_t fp = programFingerprint(p->program);
+  for (const bool batchZero : {true, false}) {
+    const std::string path = tempPath(batchZero ? "deferred0.ckpt" : "deferred-passes.ckpt");
+    for (const std::string &f : {path, path + ".prev", path + ".bad"})
+      std::remove(f.c_str());
+    pfrt_options o = hostOptions(2);
+    o.checkpoint_path = path.c_str();
+    o.time_scale = 0.1;
+    ASSERT_TRUE(runOk(p.get(), o));
+    pipefill::rt::FillCheckpoint cp = readOk(path, fp);
+    ASSERT_GT(cp.jobs_size(), 0);
+    ASSERT_GT(cp.jobs(0).devices_size(), 0);
+    pipefill::rt::DeferredChunk *dc = cp.mutable_jobs(0)->mutable_devices(0)->add_deferred();
+    dc->set_sample_begin(4096);
+    dc->set_batch(batchZero ? 0 : 2);
+    dc->set_layer_begin(0);
+    dc->set_layer_end(batchZero ? 1 : 1000);
+    writeCheckpointFile(path, cp, fp); // the good one becomes PATH.prev
+    const std::string expected =
+        batchZero ? "has a deferred chunk of batch 0 at sample 4096"
+                  : "has a deferred chunk of passes [0, 1000) at sample 4096; the job has";
+    o.iterations = 3;
+    pfrt_report *r = nullptr;
+    EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_PARSE);
+    EXPECT_NE(std::string(pfrt_last_error()).find(expected), std::string::npos)
+        << pfrt_last_error();
+    EXPECT_NE(std::string(pfrt_last_error()).find("--on-bad-checkpoint previous|restart"),
+              std::string::npos);
+    pfrt_report_destroy(r);
+    // previous: resumes from PATH.prev, the good checkpoint of iteration 2.
+    o.checkpoint_recovery = PFRT_CHECKPOINT_PREVIOUS;
+    ReportPtr prev = runOk(p.get(), o);
+    ASSERT_TRUE(prev);
+    EXPECT_TRUE(prev->data.resumed);
+    EXPECT_EQ(prev->data.firstIteration, 2);
+    // restart: the bad file is moved aside and the run starts clean.
+    writeCheckpointFile(path, cp, fp);
+    o.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
+    ReportPtr clean = runOk(p.get(), o);
+    ASSERT_TRUE(clean);
+    EXPECT_FALSE(clean->data.resumed);
+    EXPECT_EQ(::access((path + ".bad").c_str(), F_OK), 0);
+  }
+}
+
 // A writer killed mid-write leaves PATH.tmp.XXXXXX; the next run removes it (and nothing else).
 TEST(CheckpointFileTest, NextRunRemovesStaleTemporaryFiles) {
   ProgramPtr p = spanning();
