@@ -159,6 +159,65 @@ def expect_error(cmd, regex_parts, what, timeout=120):
         print(text[-3000:])
 
 
+def merge_errors(exe, four, parts, work):
+    """--merge of parts that are damaged or do not belong together, and outputs over inputs."""
+    # --merge of parts that do not belong together.
+    expect_error([exe, "--merge", parts[0], parts[0], parts[2], parts[3]],
+                 ["are both rank 0"], "--merge with a rank twice")
+    # A part whose fill chunk runs name what the program does not have (the report indexed
+    # past them and crashed: SIGSEGV).
+    for key, value, message in [("job", 99, "names fill job 99; the program has"),
+                                ("pass_end", 1000, "runs passes [0, 1000)"),
+                                ("device", 0, "is on device 0, which this part did not run"),
+                                ("bubble_id", 999, "names bubble 999"),
+                                ("iteration", 99999, "is in iteration 99999, outside")]:
+        bad = json.load(open(parts[1]))
+        bad["chunk_runs"][0][key] = value
+        if key == "pass_end":
+            bad["chunk_runs"][0]["pass_begin"] = 0
+        bad_part = os.path.join(work, f"four.bad-{key}.rank1.json")
+        json.dump(bad, open(bad_part, "w"))
+        expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
+                     ["do not belong together", message],
+                     f"--merge of a part whose chunk run has {key} {value}")
+    # Values that size or scale the merge, and times and sums that are not numbers of a run:
+    # each used to pass (a world of 2^32 - 1 sized a 16 GiB table; a time scale of 0, NaN op
+    # times or checksums printed impossible reports with exit 0; a first iteration near
+    # 2^63 overflowed).
+    def mutate(bad, path, value):
+        node = bad
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+
+    for name, path, value, message in [
+            ("world", ["world"], 4294967295, "is from a world of 4294967295 ranks"),
+            ("first", ["first_iteration"], str(2**63 - 3), "a run has at most 10^6"),
+            ("scale0", ["time_scale"], 0, "has time scale 0; runs use 0.0001 to 1000"),
+            ("scaleinf", ["time_scale"], "Infinity", "has time scale inf"),
+            ("optime", ["devices", 0, "streams", 0, "start", 0], "NaN", "has op time nan"),
+            ("checksum", ["jobs", 0, "checksum"], "NaN", "has checksum nan"),
+            ("chunkstart", ["chunk_runs", 0, "start"], "-Infinity", "not times of a run")]:
+        bad = json.load(open(parts[1]))
+        mutate(bad, path, value)
+        bad_part = os.path.join(work, f"four.bad-{name}.rank1.json")
+        json.dump(bad, open(bad_part, "w"))
+        expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
+                     ["do not belong together", bad_part, message],
+                     f"--merge of a part with {'.'.join(map(str, path))} = {value}")
+    # An output over an input part or the program, or two outputs at one path: refused before
+    # anything is written (a part may be the only copy of a rank's times).
+    before = open(parts[0], "rb").read()
+    for extra, message in [(["--report", parts[0]], "PART and --report are the same file"),
+                           (["--trace", four], "PROGRAM and --trace are the same file"),
+                           (["--report", os.path.join(work, "o.json"), "--profile-out",
+                             os.path.join(work, ".", "o.json")],
+                            "--report and --profile-out are the same file")]:
+        expect_error([exe, four, "--merge", *parts, *extra], [message],
+                     f"--merge writing {' '.join(extra)}")
+    check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
+
+
 def main():
     bin_dir, four_pbtxt, tiny_pbtxt, example_pb, work = sys.argv[1:6]
     os.makedirs(work, exist_ok=True)
@@ -205,61 +264,7 @@ def main():
               json.load(open(merged)) == json.load(open(multi)),
               "--merge of parts named without .json, likewise")
 
-        # --merge of parts that do not belong together.
-        expect_error([exe, "--merge", parts[0], parts[0], parts[2], parts[3]],
-                     ["are both rank 0"], "--merge with a rank twice")
-        # A part whose fill chunk runs name what the program does not have (the report indexed
-        # past them and crashed: SIGSEGV).
-        for key, value, message in [("job", 99, "names fill job 99; the program has"),
-                                    ("pass_end", 1000, "runs passes [0, 1000)"),
-                                    ("device", 0, "is on device 0, which this part did not run"),
-                                    ("bubble_id", 999, "names bubble 999"),
-                                    ("iteration", 99999, "is in iteration 99999, outside")]:
-            bad = json.load(open(parts[1]))
-            bad["chunk_runs"][0][key] = value
-            if key == "pass_end":
-                bad["chunk_runs"][0]["pass_begin"] = 0
-            bad_part = os.path.join(work, f"four.bad-{key}.rank1.json")
-            json.dump(bad, open(bad_part, "w"))
-            expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
-                         ["do not belong together", message],
-                         f"--merge of a part whose chunk run has {key} {value}")
-        # Values that size or scale the merge, and times and sums that are not numbers of a run:
-        # each used to pass (a world of 2^32 - 1 sized a 16 GiB table; a time scale of 0, NaN op
-        # times or checksums printed impossible reports with exit 0; a first iteration near
-        # 2^63 overflowed).
-        def mutate(bad, path, value):
-            node = bad
-            for k in path[:-1]:
-                node = node[k]
-            node[path[-1]] = value
-
-        for name, path, value, message in [
-                ("world", ["world"], 4294967295, "is from a world of 4294967295 ranks"),
-                ("first", ["first_iteration"], str(2**63 - 3), "a run has at most 10^6"),
-                ("scale0", ["time_scale"], 0, "has time scale 0; runs use 0.0001 to 1000"),
-                ("scaleinf", ["time_scale"], "Infinity", "has time scale inf"),
-                ("optime", ["devices", 0, "streams", 0, "start", 0], "NaN", "has op time nan"),
-                ("checksum", ["jobs", 0, "checksum"], "NaN", "has checksum nan"),
-                ("chunkstart", ["chunk_runs", 0, "start"], "-Infinity", "not times of a run")]:
-            bad = json.load(open(parts[1]))
-            mutate(bad, path, value)
-            bad_part = os.path.join(work, f"four.bad-{name}.rank1.json")
-            json.dump(bad, open(bad_part, "w"))
-            expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
-                         ["do not belong together", bad_part, message],
-                         f"--merge of a part with {'.'.join(map(str, path))} = {value}")
-        # An output over an input part or the program, or two outputs at one path: refused before
-        # anything is written (a part may be the only copy of a rank's times).
-        before = open(parts[0], "rb").read()
-        for extra, message in [(["--report", parts[0]], "PART and --report are the same file"),
-                               (["--trace", four], "PROGRAM and --trace are the same file"),
-                               (["--report", os.path.join(work, "o.json"), "--profile-out",
-                                 os.path.join(work, ".", "o.json")],
-                                "--report and --profile-out are the same file")]:
-            expect_error([exe, four, "--merge", *parts, *extra], [message],
-                         f"--merge writing {' '.join(extra)}")
-        check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
+        merge_errors(exe, four, parts, work)
         expect_error([exe, "--merge", *parts[:3]], ["rank 3 of 4 is missing"],
                      "--merge with a rank missing")
         expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],
