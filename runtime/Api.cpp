@@ -118,6 +118,8 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
   if (o.peer_timeout_s < 0)
     invalid("peer_timeout_s must be >= 0");
 
+  if (!(o.peer_timeout_s <= 1e6) || o.peer_timeout_s < 0)
+    invalid("peer_timeout_s must be from 0 (the default, 120 s) to 1000000 seconds");
   const double timeout = o.peer_timeout_s > 0 ? o.peer_timeout_s : 120.0;
   std::unique_ptr<pfrt::Transport> transport;
   if (devices == 1 && o.world <= 1 && o.rank <= 0 && !std::getenv("OMPI_COMM_WORLD_SIZE"))

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -34,6 +35,13 @@ std::atomic<bool> gFailed{false};
 // Bytes per rank in one round of a gather (MpiTransport::collect); mpiSetGatherChunkForTesting.
 std::atomic<uint64_t> gChunkBytes{uint64_t(64) << 20};
 bool gInitializedByUs = false;
+
+// A timeout as printed: 0.5 s is not "0 s".
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
 
 void atExit() {
   int finalized = 0;
@@ -194,7 +202,7 @@ public:
                     "no message from rank " + std::to_string(peer) + " (device " +
                         std::to_string(key.src) + ", tag " + std::to_string(key.tag) +
                         ") for iteration " + std::to_string(gen) + " after " +
-                        std::to_string(static_cast<int>(timeoutS_)) +
+                        seconds(timeoutS_) +
                         " s: the peer exited, hung, or runs other options "
                         "(--peer-timeout sets the limit)");
       }
@@ -239,7 +247,7 @@ public:
       if (elapsedS(start) > timeoutS_)
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     std::to_string(sends_.size()) + " message(s) to other ranks not delivered after " +
-                        std::to_string(static_cast<int>(timeoutS_)) + " s: a peer exited or hung");
+                        seconds(timeoutS_) + " s: a peer exited or hung");
       backoff(spin);
     }
   }
@@ -362,7 +370,7 @@ private:
       if (elapsedS(start) > timeoutS_)
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
-                        std::to_string(static_cast<int>(timeoutS_)) +
+                        seconds(timeoutS_) +
                         " s: a peer exited, hung, or runs other options");
       backoff(spin);
     }

@@ -418,6 +418,8 @@ RunResult mergeRankResults(const Program &program, std::vector<std::string> &&pa
       if (d >= numDevices)
         mismatch(names[i] + " has device " + std::to_string(d) + "; the program has " +
                  std::to_string(numDevices));
+      if (owner[d] == static_cast<int>(i))
+        mismatch(names[i] + " lists device " + std::to_string(d) + " twice");
       if (owner[d] >= 0)
         mismatch("device " + std::to_string(d) + " is in " + names[i] + " and in " +
                  names[static_cast<size_t>(owner[d])]);

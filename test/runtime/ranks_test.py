@@ -197,9 +197,14 @@ def merge_errors(exe, four, parts, work):
             ("scaleinf", ["time_scale"], "Infinity", "has time scale inf"),
             ("optime", ["devices", 0, "streams", 0, "start", 0], "NaN", "has op time nan"),
             ("checksum", ["jobs", 0, "checksum"], "NaN", "has checksum nan"),
-            ("chunkstart", ["chunk_runs", 0, "start"], "-Infinity", "not times of a run")]:
+            ("chunkstart", ["chunk_runs", 0, "start"], "-Infinity", "not times of a run"),
+            # A part that lists its device twice (it said "device 1 is in P and in P").
+            ("twice", ["devices"], None, "lists device 1 twice")]:
         bad = json.load(open(parts[1]))
-        mutate(bad, path, value)
+        if value is None:  # the whole list, twice
+            bad[path[0]] = bad[path[0]] * 2
+        else:
+            mutate(bad, path, value)
         bad_part = os.path.join(work, f"four.bad-{name}.rank1.json")
         json.dump(bad, open(bad_part, "w"))
         expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],

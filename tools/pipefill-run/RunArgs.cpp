@@ -80,8 +80,8 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
                         v + "'");
     (arg == "--rank" ? options.rank : options.world) = static_cast<int32_t>(n);
   } else if (arg == "--peer-timeout") {
-    if (!c.nextPositive(v, x))
-      return usageError("--peer-timeout expects seconds > 0, got '" + v + "'");
+    if (!c.nextPositive(v, x) || x > 1e6)
+      return usageError("--peer-timeout expects seconds > 0 and <= 1000000, got '" + v + "'");
     options.peer_timeout_s = x;
   } else if (arg == "--rank-transfer") {
     if (!c.nextChoice(v, {"auto", "nccl", "modelled"}))
