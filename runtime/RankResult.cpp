@@ -5,6 +5,7 @@
 #include "proto/stream_program.pb.h"
 #include "support/Limits.h"
 
+#include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
@@ -136,9 +137,24 @@ void parseRankPart(const std::string &part, const std::string &name,
                    pipefill::rt::RankResult &r) {
   google::protobuf::util::JsonParseOptions options;
   auto status = google::protobuf::util::JsonStringToMessage(part, &r, options);
-  if (!status.ok())
+  if (!status.ok()) {
+    // Say what it is when it is JSON of another kind (a merged run report given as a part):
+    // protobuf's message alone names the first unknown field ("checkpoint: Cannot find field.").
+    google::protobuf::Struct any;
+    if (google::protobuf::util::JsonStringToMessage(part, &any).ok()) {
+      auto format = any.fields().find("format");
+      const bool report = any.fields().count("program") && any.fields().count("fill_bound");
+      if (format == any.fields().end())
+        throw Error(PFRT_ERROR_PARSE,
+                    name + ": not a rank report: a JSON object without \"format\": \"" +
+                        kFormat + "\"" +
+                        (report ? " (it is a merged run report: give the rank parts, "
+                                  "RUN.rank0.json ...)"
+                                : ""));
+    }
     throw Error(PFRT_ERROR_PARSE,
                 name + ": not a rank report (" + std::string(status.message()) + ")");
+  }
   if (r.format() != kFormat)
     throw Error(PFRT_ERROR_PARSE, name + ": not a rank report (format '" + r.format() +
                                       "', expected '" + kFormat + "')");

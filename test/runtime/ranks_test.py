@@ -275,7 +275,8 @@ def main():
         expect_error([exe, tiny, "--merge", *parts], ["not of the given program"],
                      "--merge with another program")
         expect_error([exe, "--merge", os.path.join(work, "four.single.json"), *parts[1:]],
-                     ["not a rank report"], "--merge of a whole report")
+                     ["not a rank report", "it is a merged run report: give the rank parts"],
+                     "--merge of a whole report")
         other = os.path.join(work, "other.json")
         run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--report", other])
         other_part = os.path.join(work, "other.rank3.json")
