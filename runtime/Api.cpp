@@ -774,12 +774,13 @@ pfrt_status pfrt_report_merge(pfrt_program *p, const char *const *paths, uint32_
                                                                      pfrt_program_destroy);
     if (!p) {
       embedded.reset(pfrt::loadProgram(pfrt::embeddedProgram(parts[0], names[0]),
-                                       names[0] + " (its program).pb"));
+                                       names[0] + " (the program it carries)"));
       p = embedded.get();
     }
     pfrt::Program &pr = prog(p);
     pfrt::ProgramInfo info = pfrt::validate(pr);
-    pfrt::RunResult merged = pfrt::mergeRankResults(pr, std::move(parts), names);
+    pfrt::RunResult merged =
+        pfrt::mergeRankResults(pr, std::move(parts), names, /*programGiven=*/!embedded);
     auto *report = new pfrt_report();
     report->data = pfrt::buildReport(pr, info, std::move(merged));
     report->program = std::make_shared<const pfrt::Program>(pr);

@@ -334,8 +334,15 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
   google::protobuf::TextFormat::ParseInfoTree tree;
   bool haveTree = false;
   if (text) {
-    if (!parseText(data, &proto, &error, &tree))
-      throw Error(PFRT_ERROR_PARSE, source + ":" + error);
+    if (!parseText(data, &proto, &error, &tree)) {
+      const size_t first = data.find_first_not_of(" \t\r\n");
+      throw Error(PFRT_ERROR_PARSE,
+                  source + ":" + error +
+                      (first != std::string::npos && data[first] == '{'
+                           ? " (this is JSON: a program is a binary (.pb) or text-format "
+                             "(.pbtxt) StreamProgram; rank parts and reports are not programs)"
+                           : ""));
+    }
     haveTree = true;
   } else {
     google::protobuf::io::ArrayInputStream raw(data.data(), static_cast<int>(data.size()));
@@ -347,8 +354,9 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
       haveTree = looksLikeText(data) && parseText(data, &proto, &textError, &tree);
       if (!haveTree)
         throw Error(PFRT_ERROR_PARSE,
-                    source + ": not a valid binary StreamProgram (protobuf parse failed; a "
-                             "text-format program needs a .pbtxt extension)");
+                    source + ": not a valid binary StreamProgram (protobuf parse failed" +
+                        (isBinaryPath(source) ? "; a text-format program needs a .pbtxt extension)"
+                                              : ")"));
     }
   }
   checkProgramLimits(proto, source, haveTree ? &tree : nullptr);

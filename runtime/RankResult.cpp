@@ -164,7 +164,7 @@ void parseRankPart(const std::string &part, const std::string &name,
 /// once. Returns the part index of each rank.
 std::vector<int> checkRankParts(const Program &program,
                                 const std::vector<pipefill::rt::RankResult> &ranks,
-                                const std::vector<std::string> &names) {
+                                const std::vector<std::string> &names, bool programGiven) {
   const uint64_t fingerprint = programFingerprint(program);
   const pipefill::rt::RankResult &first = ranks[0];
   // The values that size or scale the merge, checked before anything is sized by them.
@@ -172,8 +172,9 @@ std::vector<int> checkRankParts(const Program &program,
     const pipefill::rt::RankResult &r = ranks[i];
     if (r.program_fingerprint() != fingerprint || r.program() != program.name)
       mismatch(names[i] + " is of program '" + r.program() + "' (fingerprint " +
-               std::to_string(r.program_fingerprint()) + "), not of the given program '" +
-               program.name + "' (fingerprint " + std::to_string(fingerprint) + ")");
+               std::to_string(r.program_fingerprint()) + "), not of " +
+               (programGiven ? "the given program" : "the program " + names[0] + " carries") +
+               " '" + program.name + "' (fingerprint " + std::to_string(fingerprint) + ")");
     if (r.world() != program.devices.size())
       mismatch(names[i] + " is from a world of " + std::to_string(r.world()) +
                " ranks; the program has " + std::to_string(program.devices.size()) +
@@ -410,7 +411,7 @@ std::string embeddedProgram(const std::string &part, const std::string &name) {
 }
 
 RunResult mergeRankResults(const Program &program, std::vector<std::string> &&parts,
-                           const std::vector<std::string> &names) {
+                           const std::vector<std::string> &names, bool programGiven) {
   const uint32_t numDevices = static_cast<uint32_t>(program.devices.size());
   if (parts.empty())
     throw Error(PFRT_ERROR_INVALID_ARGUMENT, "no rank reports to merge");
@@ -419,7 +420,7 @@ RunResult mergeRankResults(const Program &program, std::vector<std::string> &&pa
     parseRankPart(parts[i], names[i], ranks[i]);
     std::string().swap(parts[i]); // parsed: the text is no longer needed
   }
-  const std::vector<int> byRank = checkRankParts(program, ranks, names);
+  const std::vector<int> byRank = checkRankParts(program, ranks, names, programGiven);
 
   RunResult run = mergedRunSettings(ranks[0], numDevices);
   std::vector<int> owner(numDevices, -1);

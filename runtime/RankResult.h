@@ -24,8 +24,9 @@ std::string embeddedProgram(const std::string &part, const std::string &name);
 // Error(PFRT_ERROR_INVALID_ARGUMENT) for parts that do not belong together (another program, other
 // settings, a rank missing or twice, a device missing). Consumes the parts: each one's text is
 // released once parsed, and its op times once merged.
+// `programGiven`: false when `program` is the one the first part carries (messages say so).
 RunResult mergeRankResults(const Program &program, std::vector<std::string> &&parts,
-                           const std::vector<std::string> &names);
+                           const std::vector<std::string> &names, bool programGiven = true);
 
 } // namespace pfrt
 

@@ -67,6 +67,25 @@ TEST(ProgramIOTest, CorruptBinaryIsNamed) {
   EXPECT_NE(e.find("corrupt.pb: not a valid binary StreamProgram"), std::string::npos) << e;
 }
 
+// The hints fit the input: the .pbtxt hint only for a file named .pb (bytes from memory have no
+// extension), and a JSON file (a rank part, a report) is said to be one.
+TEST(ProgramIOTest, HintsFitTheInput) {
+  std::string e = loadError(dataPath("corrupt.pb"), PFRT_ERROR_PARSE);
+  EXPECT_NE(e.find("a text-format program needs a .pbtxt extension"), std::string::npos) << e;
+  const std::string junk("\x00\x01\xff\xfe junk", 10);
+  pfrt_program *p = nullptr;
+  EXPECT_EQ(pfrt_program_load_memory(junk.data(), junk.size(), "<memory>", &p), PFRT_ERROR_PARSE);
+  e = pfrt_last_error();
+  EXPECT_NE(e.find("<memory>: not a valid binary StreamProgram"), std::string::npos) << e;
+  EXPECT_EQ(e.find(".pbtxt"), std::string::npos) << e;
+  const std::string path = writeTemp("part.json", "{\"format\": \"pipefill.rank_result.v1\"}\n");
+  e = loadError(path, PFRT_ERROR_PARSE);
+  EXPECT_NE(e.find("part.json:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("this is JSON: a program is a binary (.pb) or text-format (.pbtxt)"),
+            std::string::npos)
+      << e;
+}
+
 TEST(ProgramIOTest, EmptyFileIsAnError) {
   std::string path = writeTemp("empty.pb", "");
   std::string e = loadError(path, PFRT_ERROR_PARSE);

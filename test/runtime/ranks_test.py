@@ -210,6 +210,18 @@ def merge_errors(exe, four, parts, work):
         expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
                      ["do not belong together", bad_part, message],
                      f"--merge of a part with {'.'.join(map(str, path))} = {value}")
+    # Without PROGRAM the first part's embedded program is the program: messages say so (they
+    # spoke of "the given program", and of a .pbtxt extension for its bytes).
+    for name, key, value, message in [
+            ("fingerprint", "program_fingerprint", "1", "the program {} carries"),
+            ("proto", "program_proto", "AAEC/w==", "{} (the program it carries): not a valid "
+                                                   "binary StreamProgram (protobuf parse failed)")]:
+        bad = json.load(open(parts[0]))
+        bad[key] = value
+        bad_part = os.path.join(work, f"four.bad-{name}.rank0.json")
+        json.dump(bad, open(bad_part, "w"))
+        expect_error([exe, "--merge", bad_part, *parts[1:]], [message.format(bad_part)],
+                     f"--merge whose first part carries a bad {key}")
     # An output over an input part or the program, or two outputs at one path: refused before
     # anything is written (a part may be the only copy of a rank's times).
     before = open(parts[0], "rb").read()
