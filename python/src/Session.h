@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,10 +33,37 @@ struct RunFailure : std::runtime_error {
   std::string status;
 };
 
+/// The runtime's message with the C session calls it names replaced by the Session methods a
+/// Python user called (pfrt_session_bubble_end(PFRT_SESSION_UNPLANNED) -> Session.end(-1)).
+inline std::string pythonNames(std::string text) {
+  static const std::pair<const char *, const char *> kNames[] = {
+      {"pfrt_session_bubble_end(PFRT_SESSION_UNPLANNED)", "Session.end(-1)"},
+      {"pfrt_session_bubble_begin", "Session.begin"},
+      {"pfrt_session_bubble_end", "Session.end"},
+      {"pfrt_session_bubble_wait", "Session.wait"},
+      {"pfrt_session_unplanned_begin", "Session.unplanned"},
+      {"pfrt_session_iteration_end", "Session.iteration_end"},
+      {"pfrt_session_checkpoint_save", "Session.checkpoint_save"},
+      {"pfrt_session_checkpoint_load", "Session.checkpoint_load"},
+      {"pfrt_session_task_add", "Session.add_task"},
+      {"pfrt_session_task_get", "Session.tasks"},
+      {"pfrt_session_task_state_set", "Session.task_state_set"},
+      {"pfrt_session_report_json", "Session.report"},
+      {"pfrt_session_get_job", "Session.jobs"},
+      {"pfrt_session_fill_stream", "Session.fill_stream"},
+      {"pfrt_session_destroy", "Session.close"},
+      {"PFRT_SESSION_UNPLANNED", "-1 (the unplanned bubble)"},
+  };
+  for (const auto &[c, py] : kNames)
+    for (size_t at = text.find(c); at != std::string::npos; at = text.find(c, at))
+      text.replace(at, std::strlen(c), py);
+  return text;
+}
+
 /// Throws the error of a failed pfrt call: `what` is the call, `error` pfrt_last_error()'s text.
 [[noreturn]] inline void fail(pfrt_status status, const std::string &what,
                               const std::string &error) {
-  std::string message = what + ": " + error;
+  std::string message = what + ": " + pythonNames(error);
   if (status == PFRT_ERROR_IO)
     throw pipefill::embed::FileError(message, "", 0);
   throw RunFailure(message, pfrt_status_name(status));

@@ -188,6 +188,25 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
             pass
 
 
+def test_errors_name_the_python_methods(tiny_plan):
+    # The runtime's messages name its C calls; a Python user called Session methods.
+    with pipefill.Session(tiny_plan, 0) as s:
+        k = s.bubbles()[0]["bubble_id"]
+        for call, message in (
+            (lambda: s.end(k), rf"Session.end\({k}\) without an open bubble \(call Session.begin"),
+            (lambda: s.end(-1), r"Session.end\(-1\) without an open bubble"),
+        ):
+            with pytest.raises(pipefill.RunError, match=message) as e:
+                call()
+            assert "pfrt_session" not in str(e.value) and "PFRT_SESSION" not in str(e.value)
+        with s.bubble(k):
+            with pytest.raises(pipefill.RunError,
+                               match=r"Session.iteration_end inside a bubble: bubble \d+ is open; "
+                                     r"call Session.end first") as e:
+                s.iteration_end()
+            assert "pfrt_session" not in str(e.value)
+
+
 def test_backends_and_streams(tiny_plan):
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         pipefill.Session(tiny_plan, 0, backend="tpu")

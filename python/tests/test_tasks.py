@@ -356,7 +356,7 @@ def test_a_failed_checkpoint_load_leaves_the_session_as_it_was(plan, tmp_path):
         # Inside a bubble the load is refused under its own name (the copy it keeps first
         # is a checkpoint_save).
         with s.unplanned(1000):
-            with pytest.raises(pipefill.RunError, match="pfrt_session_checkpoint_load inside"):
+            with pytest.raises(pipefill.RunError, match="Session.checkpoint_load inside"):
                 s.checkpoint_load(path)
 
 
@@ -416,12 +416,12 @@ def test_bad_calls(plan):
         with pytest.raises(pipefill.RunError, match="a task of that name exists already"):
             s.add_task(Counter(), step_us=100)
         with s.unplanned(1000):
-            with pytest.raises(pipefill.RunError, match="pfrt_session_task_add inside a bubble"):
+            with pytest.raises(pipefill.RunError, match="Session.add_task inside a bubble"):
                 s.add_task(Counter(), step_us=100, name="late")
             # The save is refused under its own name, not under the task-state call it makes
             # first for each task.
             with pytest.raises(pipefill.RunError,
-                               match="pfrt_session_checkpoint_save inside a bubble") as e:
+                               match="Session.checkpoint_save inside a bubble") as e:
                 s.checkpoint_save(os.devnull)
             assert "task_state_set" not in str(e.value)
         with pytest.raises(pipefill.RunError, match="task 7 does not exist") as e:
