@@ -576,17 +576,12 @@ std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoin
                    std::to_string(ds.weights(k).values_size()) + " values, expected " +
                    std::to_string(weightSizes[k]);
       }
-      // Deferred chunks (FillQueue::restore refuses the same; checked here so that
-      // --on-bad-checkpoint previous/restart apply to them too).
+      // Checked here, not only by FillQueue::restore, so that --on-bad-checkpoint previous and
+      // restart apply to deferred chunks too.
       for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
-        if (dc.batch() == 0)
-          return where + " has a deferred chunk of batch 0 at sample " +
-                 std::to_string(dc.sample_begin());
-        if (dc.layer_end() <= dc.layer_begin() || dc.layer_end() > job.passes())
-          return where + " has a deferred chunk of passes [" + std::to_string(dc.layer_begin()) +
-                 ", " + std::to_string(dc.layer_end()) + ") at sample " +
-                 std::to_string(dc.sample_begin()) + "; the job has " +
-                 std::to_string(job.passes());
+        const std::string bad = FillQueue::deferredChunkProblem(dc, job.passes());
+        if (!bad.empty())
+          return where + " has " + bad;
       }
       for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
         std::string bad = checkInFlightShape(shape, b);

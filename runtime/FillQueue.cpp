@@ -223,6 +223,17 @@ void FillQueue::save(pipefill::rt::FillDeviceState &ds, bool training) const {
   }
 }
 
+std::string FillQueue::deferredChunkProblem(const pipefill::rt::DeferredChunk &dc,
+                                            uint32_t passes) {
+  if (dc.batch() == 0)
+    return "a deferred chunk of batch 0 at sample " + std::to_string(dc.sample_begin());
+  if (dc.layer_end() <= dc.layer_begin() || dc.layer_end() > passes)
+    return "a deferred chunk of passes [" + std::to_string(dc.layer_begin()) + ", " +
+           std::to_string(dc.layer_end()) + ") at sample " + std::to_string(dc.sample_begin()) +
+           "; the job has " + std::to_string(passes);
+  return "";
+}
+
 std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes) {
   auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
     std::vector<std::vector<float>> out;
@@ -249,8 +260,9 @@ std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t
     w.weightsStreamed = dc.weights_streamed();
     w.activationsHost = dc.activations_on_host();
     w.peakBytes = dc.peak_bytes();
-    if (w.passEnd <= w.passBegin || w.passEnd > passes || w.batch == 0)
-      return "has a deferred chunk outside the job's passes";
+    const std::string bad = deferredChunkProblem(dc, passes);
+    if (!bad.empty())
+      return "has " + bad;
     backlog.push_back(w);
   }
   return "";

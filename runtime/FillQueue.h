@@ -134,6 +134,11 @@ struct FillQueue {
   // `passes` or of no samples: it returns what is wrong (empty when restored).
   void save(pipefill::rt::FillDeviceState &ds, bool training) const;
   std::string restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes);
+  // What makes a checkpoint's deferred chunk impossible to run for a job of `passes` passes
+  // (batch 0, passes outside the job), as "a deferred chunk of ..."; empty when it can run.
+  // restore() refuses the same; checkpoint readers check it before restoring anything.
+  static std::string deferredChunkProblem(const pipefill::rt::DeferredChunk &dc,
+                                          uint32_t passes);
 };
 
 } // namespace pfrt

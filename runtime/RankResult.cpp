@@ -252,11 +252,11 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
   return run;
 }
 
-/// One device of part `name`: its backend, memory and every stream's op
-/// times, checked against the program's streams.
 // An instant of a part: microseconds from the run's start, or -1 (did not happen).
 bool validInstant(double t) { return t == -1 || (t >= 0 && t <= pipefill::kMaxClockUs); }
 
+/// One device of part `name`: its backend, memory and every stream's op
+/// times, checked against the program's streams.
 void mergeDevice(const Program &program, const pipefill::rt::RankDevice &dev,
                  const std::string &name, RunResult &run) {
   const uint32_t d = dev.device();

@@ -1436,11 +1436,11 @@ void Session::loadCheckpoint(const std::string &path) {
           throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' batch at sample " +
                                             std::to_string(b.sample_begin()) + ": " + bad);
       }
-      for (const pipefill::rt::DeferredChunk &dc : ds.deferred())
-        if (dc.layer_end() <= dc.layer_begin() || dc.layer_end() > jobs_[j].passes ||
-            dc.batch() == 0)
-          throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() +
-                                            "' has a deferred chunk outside the job's passes");
+      for (const pipefill::rt::DeferredChunk &dc : ds.deferred()) {
+        const std::string bad = FillQueue::deferredChunkProblem(dc, jobs_[j].passes);
+        if (!bad.empty())
+          throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' has " + bad);
+      }
     }
   }
   std::vector<const pipefill::rt::FillTaskCheckpoint *> taskCps(tasks_.size(), nullptr);

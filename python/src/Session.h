@@ -14,10 +14,10 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
