@@ -697,6 +697,8 @@ pfrt_status pfrt_report_get_job(const pfrt_report *r, uint32_t job, pfrt_report_
     out->checksum = j.checksum;
     out->steps = j.steps;
     out->weights_checksum = j.weightsChecksum;
+    out->iterations_held = j.iterationsHeld;
+    out->samples_held = j.samplesHeld;
   });
 }
 

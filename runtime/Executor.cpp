@@ -456,7 +456,9 @@ void Executor::setupJobs() {
       uint32_t d = ds.first;
       if (!fillOn_[d])
         continue;
-      jr->devices[d].data = backendOf_[d]->createJob(d, j, jr->shape);
+      FillQueue &q = jr->devices[d];
+      q.data = backendOf_[d]->createJob(d, j, jr->shape);
+      q.holdAt = FillQueue::holdThreshold(program_.devices[d].streams[ds.second], j);
     }
     jobs_.push_back(std::move(jr));
   }
@@ -476,18 +478,9 @@ void Executor::planSamples() {
         continue;
       const Stream &st = program_.devices[ds.first].streams[ds.second];
       for (int64_t it = first_; it < end_; ++it)
-        for (const Op &op : st.ops) {
-          if (op.kind != OpKind::Fill || op.fill.job != j || op.fill.layer_end != ji.passes)
-            continue;
-          int64_t logical = 0;
-          if (!chunkRunsIn(op.fill, it, &logical) || logical < 0)
-            continue;
-          uint64_t sb = op.fill.sample_begin + static_cast<uint64_t>(logical) * ji.stride;
-          if (job.samples && sb >= job.samples)
-            continue;
-          planned += job.samples ? std::min<uint64_t>(op.fill.batch, job.samples - sb)
-                                 : op.fill.batch;
-        }
+        for (const Op &op : st.ops)
+          if (op.kind == OpKind::Fill && op.fill.job == j)
+            planned += samplesCompletedBy(op.fill, it, ji.passes, ji.stride, job.samples);
     }
     result_.jobs[j].samplesPlanned = planned;
   }
@@ -583,6 +576,9 @@ std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoin
         if (!bad.empty())
           return where + " has " + bad;
       }
+      const std::string held = FillQueue::heldProblem(ds, cp.iterations_done());
+      if (!held.empty())
+        return where + " has " + held;
       for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
         std::string bad = checkInFlightShape(shape, b);
         if (!bad.empty())
@@ -620,6 +616,7 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
           if (d.layer_begin() == 0)
             c.samplesPending += d.batch();
         }
+        c.iterationsHeld += static_cast<uint64_t>(ds.iterations_held());
         continue;
       }
       const std::string bad = it->second.restore(ds, info_.jobs[j].passes);
@@ -718,6 +715,7 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
     return; // not this iteration's part of a periodic plan
   if (kind == FillQueue::Own::Skipped)
     ++jr.chunksSkipped;
+  // Held: fill is two iterations behind; the deferred work runs, nothing new begins.
   const bool hasOwn = kind == FillQueue::Own::Ready;
   if (!hasOwn && dj.backlog.empty())
     return;
@@ -1193,6 +1191,7 @@ void Executor::collectResults(uint32_t numDevices) {
     if (j < carried_.size()) {
       out.chunksPending += carried_[j].chunksPending;
       out.samplesPending += carried_[j].samplesPending;
+      out.iterationsHeld += carried_[j].iterationsHeld;
     }
     for (auto &dj : jr.devices) {
       out.chunksPending += dj.second.backlog.size();
@@ -1201,6 +1200,12 @@ void Executor::collectResults(uint32_t numDevices) {
       for (const WorkItem &w : dj.second.backlog)
         if (w.passBegin == 0)
           out.samplesPending += w.batch;
+      const FillQueue &q = dj.second;
+      out.iterationsHeld += static_cast<uint64_t>(q.held);
+      out.samplesHeld +=
+          q.heldSamples(program_.devices[dj.first].streams[info_.jobs[j].streamOnDevice.at(dj.first)],
+                        j, info_.jobs[j].passes, info_.jobs[j].stride, program_.jobs[j].samples,
+                        q.loopEnd(first_));
     }
     for (auto &dj : jr.devices) {
       JobData::Accum a = dj.second.data->accumulators();

@@ -78,6 +78,10 @@ struct RunResult {
     // Chunks the device stopped (CUDA, DeviceGate.h): at a later pass (also counted in
     // chunksRun) or before their first (not run: deferred, first in line).
     uint64_t chunksStoppedOnDevice = 0;
+    // Backpressure (FillQueue::planIteration): loop iterations in which the job began nothing
+    // new because two iterations of its work were deferred (summed over devices, since the job
+    // began), and the samples the plan completes in those iterations: planned, not yet begun.
+    uint64_t iterationsHeld = 0, samplesHeld = 0;
   };
   std::vector<Job> jobs;
   bool resumed = false;
@@ -200,7 +204,7 @@ private:
   // so a later run on them continues their batches; and what of it is pending.
   struct Carried {
     std::vector<std::string> states;
-    uint64_t samplesPending = 0, chunksPending = 0;
+    uint64_t samplesPending = 0, chunksPending = 0, iterationsHeld = 0;
   };
   std::vector<Carried> carried_;
   std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes

@@ -1,6 +1,7 @@
 #include "runtime/FillQueue.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace pfrt {
@@ -27,11 +28,54 @@ void Backlog::clear() {
   batches_.clear();
 }
 
-FillQueue::Own FillQueue::ownWork(const pfrt_fill_chunk_desc &f, int64_t iteration,
-                                  const FillJob &job, uint64_t stride, WorkItem &own) const {
+uint64_t samplesCompletedBy(const pfrt_fill_chunk_desc &f, int64_t planIt, uint32_t passes,
+                            uint64_t stride, uint64_t total) {
   int64_t logical = 0;
-  if (!chunkRunsIn(f, iteration, &logical))
+  if (f.layer_end != passes || !chunkRunsIn(f, planIt, &logical) || logical < 0)
+    return 0;
+  const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * stride;
+  if (total && sb >= total)
+    return 0;
+  return total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
+}
+
+bool FillQueue::planIteration(int64_t iteration, int64_t *planIt) {
+  if (iteration != decidedFor_) {
+    decidedFor_ = iteration;
+    holding_ = holdAt > 0 && backlog.size() >= holdAt;
+    if (holding_)
+      ++held;
+  }
+  *planIt = iteration - held;
+  return !holding_;
+}
+
+size_t FillQueue::holdThreshold(const Stream &st, uint32_t job) {
+  double perIteration = 0;
+  for (const Op &op : st.ops)
+    if (op.kind == OpKind::Fill && op.fill.job == job)
+      perIteration += 1.0 / (op.fill.period ? op.fill.period : 1);
+  return std::max<size_t>(2, static_cast<size_t>(std::ceil(2 * perIteration)));
+}
+
+uint64_t FillQueue::heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
+                                uint64_t total, int64_t loopEnd) const {
+  uint64_t n = 0;
+  for (int64_t it = std::max<int64_t>(0, loopEnd - held); it < loopEnd; ++it)
+    for (const Op &op : st.ops)
+      if (op.kind == OpKind::Fill && op.fill.job == job)
+        n += samplesCompletedBy(op.fill, it, passes, stride, total);
+  return n;
+}
+
+FillQueue::Own FillQueue::ownWork(const pfrt_fill_chunk_desc &f, int64_t iteration,
+                                  const FillJob &job, uint64_t stride, WorkItem &own) {
+  int64_t planIt = 0, logical = 0;
+  const bool begins = planIteration(iteration, &planIt);
+  if (!chunkRunsIn(f, planIt, &logical))
     return Own::NotThisIteration;
+  if (!begins)
+    return Own::Held;
   if (logical < 0)
     return Own::Skipped;
   const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * stride;
@@ -210,6 +254,7 @@ void FillQueue::save(pipefill::rt::FillDeviceState &ds, bool training) const {
       for (const auto &t : fl.second.data->save())
         b->add_tensors()->mutable_values()->Add(t.begin(), t.end());
   }
+  ds.set_iterations_held(held);
   for (const WorkItem &w : backlog) {
     pipefill::rt::DeferredChunk *dc = ds.add_deferred();
     dc->set_sample_begin(w.sampleBegin);
@@ -234,6 +279,15 @@ std::string FillQueue::deferredChunkProblem(const pipefill::rt::DeferredChunk &d
   return "";
 }
 
+std::string FillQueue::heldProblem(const pipefill::rt::FillDeviceState &ds,
+                                   uint64_t iterationsDone) {
+  const int64_t held = ds.iterations_held();
+  if (held >= 0 && static_cast<uint64_t>(held) <= iterationsDone)
+    return "";
+  return std::to_string(held) + " iterations held after " + std::to_string(iterationsDone) +
+         " iterations";
+}
+
 std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes) {
   auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
     std::vector<std::vector<float>> out;
@@ -241,6 +295,10 @@ std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t
       out.emplace_back(t.values().begin(), t.values().end());
     return out;
   };
+  if (ds.iterations_held() < 0)
+    return "has " + std::to_string(ds.iterations_held()) + " iterations held";
+  resetPlan();
+  held = ds.iterations_held();
   if (ds.weights_size())
     data->loadWeights(toVectors(ds.weights()));
   for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {

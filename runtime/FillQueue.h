@@ -14,6 +14,7 @@
 #include "runtime/Workload.h"
 #include "proto/stream_program.pb.h"
 
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -65,20 +66,57 @@ struct Flight {
   std::unique_ptr<BatchData> data;
 };
 
+// The samples chunk `f` completes in plan iteration `planIt` (it runs the job's last pass): its
+// batch, cut at the job's `total` samples (0: unbounded); 0 when it completes nothing then.
+uint64_t samplesCompletedBy(const pfrt_fill_chunk_desc &f, int64_t planIt, uint32_t passes,
+                            uint64_t stride, uint64_t total);
+
 struct FillQueue {
   std::unique_ptr<JobData> data;
   std::map<uint64_t, Flight> flights; // by absolute sample begin
   Backlog backlog;                    // deferred by the bubble bound, in plan order
   ChunkPredictor predictor;
 
+  // Backpressure. Fill that keeps falling behind its plan (bubbles shorter, chunks slower than
+  // planned) would grow the backlog, the batches in flight and every checkpoint without bound.
+  // So a loop iteration that finds `holdAt` items or more deferred begins no work of the plan:
+  // the queue's plan iteration stays where it is while the backlog drains in the job's bubbles,
+  // and resumes with the next iteration that finds less. Each held iteration moves the rest of
+  // the job's plan on this device one iteration later: its samples are begun later, none skipped,
+  // none twice. `holdAt` is two iterations of the job's planned chunks on this device (holdAt());
+  // 0 never holds. `held` counts the iterations held since the job began (checkpointed).
+  size_t holdAt = 0;
+  int64_t held = 0;
+  // The job's plan iteration in loop iteration `iteration`; false when the queue holds it. The
+  // first call in each loop iteration decides (loop iterations only increase).
+  bool planIteration(int64_t iteration, int64_t *planIt);
+  // A fresh plan: no iteration held or decided (a new run, a checkpoint restore).
+  void resetPlan() {
+    held = 0;
+    decidedFor_ = INT64_MIN;
+    holding_ = false;
+  }
+  // Two iterations of the chunks of job `job` that stream `st` plans (at least 2).
+  static size_t holdThreshold(const Stream &st, uint32_t job);
+  // The samples the plan completes in the iterations this queue has held by loop iteration
+  // `loopEnd` (exclusive): plan iterations [loopEnd - held, loopEnd) of the job's chunks on `st`.
+  uint64_t heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
+                       uint64_t total, int64_t loopEnd) const;
+  // The loop iteration after the last one planIteration decided; `otherwise` when none was.
+  int64_t loopEnd(int64_t otherwise) const {
+    return decidedFor_ == INT64_MIN ? otherwise : decidedFor_ + 1;
+  }
+
   enum class Own {
     NotThisIteration, // not this iteration's part of a periodic plan (not a skip)
     Skipped,          // nothing to run: past the job's samples, or a continuation without its batch
+    Held,             // the queue holds this iteration (planIteration): deferred work still runs
     Ready             // `own` holds the chunk's work
   };
-  // The work of planned chunk `f` in loop iteration `iteration`.
+  // The work of planned chunk `f` in loop iteration `iteration`. While the queue holds the
+  // iteration (planIteration), a chunk of the plan iteration last begun is Held.
   Own ownWork(const pfrt_fill_chunk_desc &f, int64_t iteration, const FillJob &job,
-              uint64_t stride, WorkItem &own) const;
+              uint64_t stride, WorkItem &own);
 
   // Where `item` runs: its batch's flight, created for a first pass. Null when it cannot run (a
   // continuation whose batch is not at its first pass: skipped). *begunTwice is set (and null
@@ -139,6 +177,14 @@ struct FillQueue {
   // restore() refuses the same; checkpoint readers check it before restoring anything.
   static std::string deferredChunkProblem(const pipefill::rt::DeferredChunk &dc,
                                           uint32_t passes);
+
+  // What is wrong with a checkpoint's count of held iterations after `iterationsDone` loop
+  // iterations (negative, or more than were run), as "N iterations held ..."; empty when fine.
+  static std::string heldProblem(const pipefill::rt::FillDeviceState &ds, uint64_t iterationsDone);
+
+private:
+  int64_t decidedFor_ = INT64_MIN; // the loop iteration planIteration last decided
+  bool holding_ = false;
 };
 
 } // namespace pfrt

@@ -97,6 +97,8 @@ std::string rankResultJson(const Program &program, RunResult &&run, int rank, in
     out->set_chunks_stopped_on_device(j.chunksStoppedOnDevice);
     out->set_chunks_pending(j.chunksPending);
     out->set_samples_pending(j.samplesPending);
+    out->set_iterations_held(j.iterationsHeld);
+    out->set_samples_held(j.samplesHeld);
   }
   for (const RunResult::ChunkRun &c : run.chunkRuns) {
     pipefill::rt::RankChunkRun *out = r.add_chunk_runs();
@@ -397,6 +399,8 @@ void mergeJob(const Program &program, uint32_t j,
     out.chunksStoppedOnDevice += rj.chunks_stopped_on_device();
     out.chunksPending += rj.chunks_pending();
     out.samplesPending += rj.samples_pending();
+    out.iterationsHeld += rj.iterations_held();
+    out.samplesHeld += rj.samples_held();
   }
 }
 

@@ -133,6 +133,8 @@ void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
     writeChunkCounts(w, {job.chunksRun, job.chunksDeferred, job.chunksSkipped, job.chunksPending,
                          job.chunksSplit, job.chunksStoppedOnDevice});
     w.value("samples_pending", job.samplesPending);
+    w.value("iterations_held", job.iterationsHeld);
+    w.value("samples_held", job.samplesHeld);
     w.value("divisor", job.shape.divisor);
     w.endObject();
   }
@@ -231,6 +233,26 @@ void writeJson(ReportData &r, const Program &program) {
   w.endObject();
   w.endObject();
   r.json = w.str();
+}
+
+// Two iterations' worth of planned chunks still waiting, or iterations held (the backlog reached
+// that, FillQueue::planIteration): the plan asks more of the bubbles than this machine does in
+// them, and the summary says so and what fits the plan to the machine.
+void writeFellBehindNote(std::ostream &os, const ReportData &r) {
+  const JobTotals t = jobTotals(r.jobs);
+  const uint64_t pending = t.chunks.pending;
+  if (!r.fillEnabled || !r.fillBounded || !(r.plannedChunksPerIteration > 0) ||
+      (t.iterationsHeld == 0 && static_cast<double>(pending) < 2 * r.plannedChunksPerIteration))
+    return;
+  os << "  note: fill fell behind its plan: " << pending << " chunks wait, "
+     << fmt("%.1f", static_cast<double>(pending) / r.plannedChunksPerIteration)
+     << " iterations' worth";
+  if (t.iterationsHeld)
+    os << "; jobs began no new work in " << t.iterationsHeld << " iteration(s) (summed over"
+       << " jobs and devices) while it drained, " << t.samplesHeld
+       << " planned samples not begun yet";
+  os << ". The plan asks more of the bubbles than this machine does in them. A profile round "
+        "fits it: --profile-out P --profile-with-fill, then --pipefill-compile=profile=P\n";
 }
 
 void writeSummary(ReportData &r) {
@@ -341,18 +363,7 @@ void writeSummary(ReportData &r) {
                                     : std::string("bubble-bound on the device")) +
               ")");
   }
-  {
-    // More than two iterations' worth of planned chunks still waiting: the plan asks more of the
-    // bubbles than this machine does in them, and the backlog grows every iteration.
-    const uint64_t pending = jobTotals(r.jobs).chunks.pending;
-    if (r.fillEnabled && r.fillBounded && r.plannedChunksPerIteration > 0 &&
-        static_cast<double>(pending) >= 2 * r.plannedChunksPerIteration)
-      os << "  note: fill fell behind its plan: " << pending << " chunks wait, "
-         << fmt("%.1f", static_cast<double>(pending) / r.plannedChunksPerIteration)
-         << " iterations' worth; the plan asks more of the bubbles than this machine does in "
-            "them. A profile round fits it: --profile-out P --profile-with-fill, then "
-            "--pipefill-compile=profile=P\n";
-  }
+  writeFellBehindNote(os, r);
   if (r.switchIdleCount)
     row("bubble switch latency (us)", "-", fmt("p50 %.1f", r.switchIdleP50Us),
         fmt("p99 %.1f", r.switchIdleP99Us) + ", " + std::to_string(r.switchIdleCount) +
@@ -926,6 +937,8 @@ JobTotals jobTotals(const std::vector<RunResult::Job> &jobs) {
     t.chunks.stoppedOnDevice += j.chunksStoppedOnDevice;
     t.samplesThisRun += j.samplesThisRun;
     t.samplesPlanned += j.samplesPlanned;
+    t.iterationsHeld += j.iterationsHeld;
+    t.samplesHeld += j.samplesHeld;
   }
   return t;
 }

@@ -146,6 +146,7 @@ struct ChunkCounts {
 struct JobTotals {
   ChunkCounts chunks;
   uint64_t samplesThisRun = 0, samplesPlanned = 0;
+  uint64_t iterationsHeld = 0, samplesHeld = 0;
 };
 JobTotals jobTotals(const std::vector<RunResult::Job> &jobs);
 

@@ -354,6 +354,9 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
     js.passes = info_.jobs[j].passes;
     js.stride = info_.jobs[j].stride;
     js.onRank = info_.jobs[j].streamOnDevice.count(rank_) != 0;
+    if (js.onRank)
+      js.holdAt = FillQueue::holdThreshold(
+          program_.devices[rank_].streams[info_.jobs[j].streamOnDevice.at(rank_)], j);
   }
   {
     std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
@@ -503,6 +506,7 @@ void Session::createJobData() {
     JobState &js = jobs_[j];
     js.flights.clear();
     js.backlog.clear();
+    js.resetPlan();
     js.data = js.onRank ? backend_->createJob(rank_, j, js.shape) : nullptr;
   }
 }
@@ -960,7 +964,8 @@ void Session::runChunks(BubbleTask &task) {
 bool Session::ownWork(const pfrt_fill_chunk_desc &f, JobState &js, WorkItem &own) {
   switch (js.ownWork(f, iteration_, program_.jobs[f.job], js.stride, own)) {
   case FillQueue::Own::NotThisIteration:
-    return false; // not a skip
+  case FillQueue::Own::Held: // fill is two iterations behind: deferred work only
+    return false;            // not a skip
   case FillQueue::Own::Skipped:
     ++js.chunksSkipped;
     return false;
@@ -1347,14 +1352,8 @@ void Session::advanceIteration() {
     const pfrt_fill_chunk_desc &f =
         program_.devices[rank_].streams[slot.stream].ops[slot.op].fill;
     JobState &js = jobs_[f.job];
-    int64_t logical = 0;
-    if (f.layer_end != js.passes || !chunkRunsIn(f, iteration_, &logical) || logical < 0)
-      continue;
-    const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * js.stride;
-    const uint64_t total = program_.jobs[f.job].samples;
-    if (total && sb >= total)
-      continue;
-    js.samplesPlanned += total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
+    js.samplesPlanned +=
+        samplesCompletedBy(f, iteration_, js.passes, js.stride, program_.jobs[f.job].samples);
   }
   slotDone_.assign(slots_.size(), false);
   ++iteration_;
@@ -1441,6 +1440,9 @@ void Session::loadCheckpoint(const std::string &path) {
         if (!bad.empty())
           throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' has " + bad);
       }
+      const std::string held = FillQueue::heldProblem(ds, cp.iterations_done());
+      if (!held.empty())
+        throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' has " + held);
     }
   }
   std::vector<const pipefill::rt::FillTaskCheckpoint *> taskCps(tasks_.size(), nullptr);
@@ -1540,6 +1542,11 @@ pfrt_report_job Session::job(uint32_t j) const {
   out.weights_checksum = js.data && out.kind == PFRT_FILL_TRAINING
                              ? tensorsChecksum(js.data->saveWeights())
                              : 0;
+  out.iterations_held = static_cast<uint64_t>(js.held);
+  if (js.onRank)
+    out.samples_held = js.heldSamples(
+        program_.devices[rank_].streams[info_.jobs[j].streamOnDevice.at(rank_)], j, js.passes,
+        js.stride, program_.jobs[j].samples, js.loopEnd(iteration_));
   return out;
 }
 
@@ -1581,6 +1588,8 @@ const std::string &Session::reportJson() {
     w.value("steps", rj.steps);
     writeChunkCounts(w, {js.chunksRun, js.chunksDeferred, js.chunksSkipped, js.backlog.size(),
                          js.chunksSplit, js.chunksStoppedOnDevice});
+    w.value("iterations_held", rj.iterations_held);
+    w.value("samples_held", rj.samples_held);
     w.beginArray("chunk_shapes");
     for (const auto &kv : js.shapes) {
       w.beginObject();

@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 9
+#define PFRT_API_VERSION 10
 
 /* The range of time_scale (real us per planned us) that runs and sessions accept. */
 #define PFRT_MIN_TIME_SCALE 1e-4
@@ -401,6 +401,12 @@ typedef struct pfrt_report_job {
   double checksum;            /* inference: sum of |out| weighted by position; training: losses */
   uint64_t steps;             /* training steps completed */
   double weights_checksum;    /* training: checksum of the final weights */
+  /* Appended in API version 10. Backpressure: loop iterations in which the job began no new
+   * work because two iterations of its chunks were deferred (summed over devices, since the job
+   * began; each moves the rest of its plan one iteration later), and the samples the plan
+   * completes in them (planned, not yet begun). */
+  uint64_t iterations_held;
+  uint64_t samples_held;
 } pfrt_report_job;
 
 pfrt_status pfrt_report_get_stats(const pfrt_report *report, pfrt_report_stats *out_stats);

@@ -181,6 +181,8 @@ constexpr FieldLimit kFieldLimits[] = {
     {"pipefill.rt.FillTaskCheckpoint.steps_done", 0, kMaxCheckpointCount, false, "10^15 steps"},
     {"pipefill.rt.FillTaskCheckpoint.samples_done", 0, kMaxCheckpointCount, false, "10^15 samples"},
     {"pipefill.rt.FillDeviceState.device", 0, 4095, false, "device index"},
+    {"pipefill.rt.FillDeviceState.iterations_held", 0, U32, false,
+     "32-bit counter (at most iterations_done)"},
     {"pipefill.rt.InFlightBatch.sample_begin", 0, B, false, "sample indices below 2^50"},
     {"pipefill.rt.InFlightBatch.batch", 0, 65536, false, "fill batch up to 65536 samples"},
     {"pipefill.rt.InFlightBatch.next_layer", 0, 8192, false, "passes per job"},

@@ -78,6 +78,8 @@ public:
       d["checksum"] = job.checksum;
       d["steps"] = job.steps;
       d["weights_checksum"] = job.weights_checksum;
+      d["iterations_held"] = job.iterations_held;
+      d["samples_held"] = job.samples_held;
       out.append(d);
     }
     return out;
@@ -301,7 +303,9 @@ void registerRun(nb::module_ &m) {
            "The headline numbers (pfrt_report_get_stats) as a dict.")
       .def("jobs", &RunReport::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
            "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
-           "checksums, training steps.")
+           "checksums, training steps, and iterations_held / samples_held: iterations in "
+           "which the job began nothing new because it was two iterations behind, and the "
+           "planned samples not begun because of that.")
       .def(
           "iteration_us",
           [](const RunReport &r) {

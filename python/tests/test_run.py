@@ -48,6 +48,10 @@ def test_run_plan_on_host(tiny_plan):
     done = sum(j["samples_this_run"] for j in jobs)
     assert done == pytest.approx(2 * sum(per_iteration.values()))
     assert all(j["samples_completed"] == j["samples_planned"] for j in jobs)
+    # ... so no job fell behind and held an iteration; the dict matches the JSON report's.
+    assert all(j["iterations_held"] == 0 and j["samples_held"] == 0 for j in jobs)
+    held = {j["name"]: (j["iterations_held"], j["samples_held"]) for j in report["fill"]["jobs"]}
+    assert held == {j["name"]: (j["iterations_held"], j["samples_held"]) for j in jobs}
     assert "iteration" in run.summary()
 
 

@@ -7,7 +7,11 @@
 // Whole chunks never fit, so with whole chunks nothing ever runs; with heads, half a batch runs in
 // every bubble. The expected counts follow from that arithmetic; the reference for the outputs is
 // an unbounded run of the batches that the bounded run completes.
+#include "runtime/CheckpointFile.h"
+#include "runtime/ProgramIO.h"
 #include "runtime/tests/TestUtil.h"
+
+#include "proto/stream_program.pb.h"
 
 #include <cmath>
 
@@ -101,9 +105,11 @@ TEST(ChunkSplitTest, HeadsOfChunksFillBubblesWholeChunksNeverFit) {
   EXPECT_EQ(j.chunksSplit, kIterations / 2);
   EXPECT_EQ(j.chunksRun, kIterations);
   EXPECT_EQ(j.samplesCompleted, uint64_t(kBatch) * kIterations / 2);
-  // Nothing lost, nothing twice: what the plan began is done or pending.
-  EXPECT_EQ(j.samplesCompleted + j.samplesPending, uint64_t(kBatch) * kIterations);
-  EXPECT_EQ(j.chunksPending, kIterations / 2);
+  // Nothing lost, nothing twice: what the plan scheduled is done, pending (begun or queued) or
+  // held (not begun: the backlog reached two iterations' worth, FillQueue::planIteration).
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            uint64_t(kBatch) * kIterations);
+  EXPECT_LE(j.chunksPending, 2u);
   EXPECT_EQ(r->data.overrunCount, 0u);
   ASSERT_EQ(r->data.chunkRuns.size(), size_t(kIterations));
   for (const auto &c : r->data.chunkRuns) {
@@ -129,12 +135,16 @@ TEST(ChunkSplitTest, WholeChunksOnlyRunNothingInTooShortBubbles) {
   EXPECT_EQ(j.chunksRun, 0u);
   EXPECT_EQ(j.chunksSplit, 0u);
   EXPECT_EQ(j.samplesCompleted, 0u);
-  EXPECT_EQ(j.chunksPending, kIterations);
-  EXPECT_EQ(j.samplesPending, uint64_t(kBatch) * kIterations);
-  // The summary says that fill fell behind (one chunk per iteration planned, six waiting) and
-  // what fits the plan to the machine; a plan whose chunks fit says nothing of the kind.
-  EXPECT_NE(r->data.summary.find("note: fill fell behind its plan: 6 chunks wait, 6.0 "
-                                 "iterations' worth"),
+  // Two iterations' worth queue (one chunk per iteration planned); then the job begins nothing
+  // new while they wait, and the plan's later batches are held, not queued.
+  EXPECT_EQ(j.chunksPending, 2u);
+  EXPECT_EQ(j.samplesPending, 2u * kBatch);
+  EXPECT_EQ(j.iterationsHeld, kIterations - 2);
+  EXPECT_EQ(j.samplesHeld, uint64_t(kBatch) * (kIterations - 2));
+  // The summary says that fill fell behind and what fits the plan to the machine; a plan whose
+  // chunks fit says nothing of the kind.
+  EXPECT_NE(r->data.summary.find("note: fill fell behind its plan: 2 chunks wait, 2.0 "
+                                 "iterations' worth; jobs began no new work in 4 iteration(s)"),
             std::string::npos)
       << r->data.summary;
   EXPECT_NE(r->data.summary.find("--profile-with-fill"), std::string::npos);
@@ -143,7 +153,72 @@ TEST(ChunkSplitTest, WholeChunksOnlyRunNothingInTooShortBubbles) {
   ReportPtr ok = runOk(fits.get(), bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->data.jobs[0].chunksPending, 0u);
+  EXPECT_EQ(ok->data.jobs[0].iterationsHeld, 0u);
   EXPECT_EQ(ok->data.summary.find("fell behind"), std::string::npos) << ok->data.summary;
+}
+
+// Fill that never catches up keeps a bounded backlog: over 40 iterations in which no chunk ever
+// fits, two chunks wait (in the report and in the checkpoint, which is written every iteration)
+// and the other 38 iterations' batches are held, counted, not queued. Before the hold, the
+// backlog, the checkpoint and the run's memory grew by a chunk every iteration.
+TEST(ChunkSplitTest, ABacklogThatNeverDrainsStaysTwoIterationsLong) {
+  constexpr uint32_t kIterations = 40;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample);
+  ASSERT_TRUE(p);
+  const std::string path = tempPath("held.ckpt");
+  pfrt_options o = bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE);
+  o.checkpoint_path = path.c_str();
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  EXPECT_EQ(j.chunksPending, 2u);
+  EXPECT_EQ(j.iterationsHeld, kIterations - 2);
+  EXPECT_EQ(j.samplesPending + j.samplesHeld, uint64_t(kBatch) * kIterations);
+  pipefill::rt::FillCheckpoint cp;
+  std::string problem;
+  ASSERT_EQ(readCheckpointFile(path, programFingerprint(p->program), cp, problem),
+            CheckpointStatus::Ok)
+      << problem;
+  ASSERT_EQ(cp.jobs(0).devices_size(), 1);
+  EXPECT_EQ(cp.jobs(0).devices(0).deferred_size(), 2);
+  EXPECT_EQ(cp.jobs(0).devices(0).iterations_held(), int64_t(kIterations - 2));
+  // A checkpoint that claims more held iterations than were run is refused at load.
+  cp.mutable_jobs(0)->mutable_devices(0)->set_iterations_held(kIterations + 1);
+  writeCheckpointFile(path, cp, programFingerprint(p->program));
+  o.iterations = kIterations + 1;
+  pfrt_report *bad = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &bad), PFRT_ERROR_PARSE);
+  EXPECT_NE(std::string(pfrt_last_error()).find("41 iterations held after 40 iterations"),
+            std::string::npos)
+      << pfrt_last_error();
+  pfrt_report_destroy(bad);
+}
+
+// Held iterations are part of the checkpoint: a run stopped and resumed begins the same batches
+// as one run straight through (the same samples done, held and pending, the same outputs).
+// Without them, the resumed plan would jump ahead of the held batches and never begin them.
+TEST(ChunkSplitTest, HeldIterationsSurviveCheckpointAndResume) {
+  constexpr uint32_t kIterations = 12;
+  ProgramPtr p = overCommitted(kIterations, kUsPerSample);
+  ASSERT_TRUE(p);
+  ReportPtr straight = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(straight);
+  const std::string path = tempPath("held-resume.ckpt");
+  pfrt_options o = bounded(5, PFRT_FILL_BOUNDED);
+  o.checkpoint_path = path.c_str();
+  ReportPtr first = runOk(p.get(), o);
+  ASSERT_TRUE(first);
+  ASSERT_GT(first->data.jobs[0].iterationsHeld, 0u) << "the plan must hold before the stop";
+  o.iterations = kIterations;
+  ReportPtr rest = runOk(p.get(), o);
+  ASSERT_TRUE(rest);
+  const RunResult::Job &a = straight->data.jobs[0], &b = rest->data.jobs[0];
+  ASSERT_GT(a.iterationsHeld, first->data.jobs[0].iterationsHeld);
+  EXPECT_EQ(b.iterationsHeld, a.iterationsHeld);
+  EXPECT_EQ(b.samplesHeld, a.samplesHeld);
+  EXPECT_EQ(b.samplesCompleted, a.samplesCompleted);
+  EXPECT_EQ(b.samplesPending, a.samplesPending);
+  EXPECT_NEAR(b.checksum, a.checksum, 1e-9 * std::abs(a.checksum));
 }
 
 // A checkpoint taken between a head and the rest of its chunk: the rest is deferred work in the
@@ -225,7 +300,8 @@ TEST(ChunkSplitTest, AChunkLongerThanPredictedStopsBetweenPasses) {
   EXPECT_NEAR(overrunOfIteration0(whole->data), 1500, 50);
   // Nothing lost, nothing twice; the outputs of the batches it completed are an unbounded run's.
   const RunResult::Job &j = r->data.jobs[0];
-  EXPECT_EQ(j.samplesCompleted + j.samplesPending, uint64_t(kBatch) * kIterations);
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            uint64_t(kBatch) * kIterations);
   ASSERT_GT(j.samplesCompleted, 0u);
   ReportPtr ref = runOk(p.get(), hostOptions(uint32_t(j.samplesCompleted / kBatch)));
   ASSERT_TRUE(ref);
@@ -287,6 +363,27 @@ TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
   EXPECT_GE(completed[0], kBatch);
   EXPECT_EQ(run[1], 0u);
   EXPECT_EQ(completed[1], 0u);
+}
+
+// Sessions hold too: whole chunks that never fit leave two of them waiting, and the job's later
+// iterations held (the session's job and its JSON report say how many).
+TEST(ChunkSplitTest, SessionsHoldAJobTwoIterationsBehind) {
+  constexpr uint32_t kIterations = 8;
+  ProgramPtr p = overCommitted(kIterations, 5000.0 / kBatch, /*layers=*/8);
+  ASSERT_TRUE(p);
+  SessionPtr s = driveSession(p.get(), PFRT_FILL_BOUNDED_WHOLE, kIterations, 25000);
+  ASSERT_TRUE(s);
+  pfrt_session_stats st{};
+  ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK);
+  EXPECT_EQ(st.chunks_pending, 2u);
+  pfrt_report_job j{};
+  ASSERT_EQ(pfrt_session_get_job(s.get(), 0, &j), PFRT_OK);
+  EXPECT_EQ(j.iterations_held, kIterations - 2);
+  EXPECT_EQ(j.samples_held, uint64_t(kBatch) * (kIterations - 2));
+  EXPECT_EQ(j.samples_planned, uint64_t(kBatch) * kIterations);
+  const char *json = pfrt_session_report_json(s.get());
+  ASSERT_NE(json, nullptr) << pfrt_last_error();
+  EXPECT_NE(std::string(json).find("\"iterations_held\": 6"), std::string::npos) << json;
 }
 
 // Sessions stop chunks between passes too. On the real clock: 4 layers of 5 ms planned at 4 ms in

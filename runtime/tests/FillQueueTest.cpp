@@ -105,6 +105,65 @@ TEST(FillQueueTest, ContinuationNeedsItsBatchInFlightOrQueued) {
   EXPECT_EQ(q.ownWork(f, 3, job, stride, own), FillQueue::Own::Skipped);
 }
 
+// Backpressure (FillQueue::planIteration): a loop iteration that finds `holdAt` items deferred
+// begins no work of the plan; the plan iteration waits, so the next iteration that does begin
+// work gets the samples the held one would have had (none skipped), and the samples planned in
+// held iterations are counted from the plan.
+TEST(FillQueueTest, HeldIterationsShiftThePlanAndCountItsSamples) {
+  Stream st;
+  Op wait; // not a fill op
+  wait.kind = OpKind::Wait;
+  st.ops.push_back(wait);
+  auto fillOp = [](uint32_t job, uint32_t begin, uint32_t end, uint32_t period) {
+    Op op;
+    op.kind = OpKind::Fill;
+    op.fill.job = job;
+    op.fill.layer_begin = begin;
+    op.fill.layer_end = end;
+    op.fill.batch = 4;
+    op.fill.period = period;
+    return op;
+  };
+  st.ops.push_back(fillOp(0, 0, 2, 1));
+  st.ops.push_back(fillOp(0, 2, 4, 1));
+  st.ops.push_back(fillOp(1, 0, 4, 1));
+  // Two iterations of job 0's two chunks; at least 2 for job 2 (no chunk here).
+  EXPECT_EQ(FillQueue::holdThreshold(st, 0), 4u);
+  EXPECT_EQ(FillQueue::holdThreshold(st, 2), 2u);
+  st.ops.push_back(fillOp(0, 0, 4, 2)); // every other iteration: half a chunk per iteration
+  EXPECT_EQ(FillQueue::holdThreshold(st, 0), 5u);
+  st.ops.pop_back();
+
+  FillJob job;
+  job.samples = 10;
+  const uint64_t stride = 4;
+  const pfrt_fill_chunk_desc &first = st.ops[1].fill;
+  FillQueue q;
+  q.holdAt = 2;
+  WorkItem own;
+  ASSERT_EQ(q.ownWork(first, 0, job, stride, own), FillQueue::Own::Ready);
+  EXPECT_EQ(own.sampleBegin, 0u);
+  q.backlog.push_back(item(0, 0, 2));
+  q.backlog.push_back(item(0, 2, 4));
+  // Iteration 1 finds two items: held, and decided once for the whole iteration.
+  EXPECT_EQ(q.ownWork(first, 1, job, stride, own), FillQueue::Own::Held);
+  q.backlog.clear();
+  EXPECT_EQ(q.ownWork(first, 1, job, stride, own), FillQueue::Own::Held);
+  EXPECT_EQ(q.held, 1);
+  // Iteration 2 begins plan iteration 1: samples [4, 8), the ones iteration 1 would have begun.
+  ASSERT_EQ(q.ownWork(first, 2, job, stride, own), FillQueue::Own::Ready);
+  EXPECT_EQ(own.sampleBegin, 4u);
+  EXPECT_EQ(q.loopEnd(0), 3);
+  // By loop iteration 3 the plan has scheduled plan iterations 0..2; plan iteration 2 (samples
+  // [8, 10): the job has 10) is the one not begun. Only chunks that complete a batch count.
+  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, job.samples, 3), 2u);
+  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, 0, 3), 4u);       // unbounded job: the whole batch
+  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, job.samples, 4), 0u); // plan iteration 3: none left
+  q.resetPlan();
+  EXPECT_EQ(q.held, 0);
+  EXPECT_EQ(q.loopEnd(7), 7);
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt
