@@ -20,11 +20,19 @@ real compute is far longer than its scaled bubble, so the bubble bound defers
 nearly everything and the backlog of deferred chunks grows every iteration
 (the case of a plan made for a faster machine).
 
+With --checkpoint, every run also writes a fill checkpoint after each
+iteration (pipefill-run --checkpoint, into a fresh temporary directory) and the
+table adds the final checkpoint's size: with fill falling behind, it shows
+what the backlog of deferred chunks costs (each job is held at two iterations
+of deferred work since 2026-12-03; before, the backlog and every checkpoint
+grew with the run).
+
 Every number printed is measured; the machine is shared, so read ratios.
 
 Usage:
   bench/run_scaling.py [--bin build/bin/pipefill-run ...] [--program FILE]
                        [--iterations 250,1000] [--repeat 2] [--time-scale X]
+                       [--checkpoint]
 """
 import argparse
 import math
@@ -32,14 +40,18 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
-def run_once(binary, program, iterations, time_scale, fill):
+def run_once(binary, program, iterations, time_scale, fill, checkpoint):
     cmd = [binary, program, "--backend", "host", "--time-model", "modelled",
            "--time-scale", str(time_scale), "--iterations", str(iterations), "--quiet"]
     if not fill:
         cmd.append("--no-fill")
+    tmp = tempfile.TemporaryDirectory(prefix="run-scaling-") if checkpoint else None
+    if tmp:
+        cmd += ["--checkpoint", os.path.join(tmp.name, "fill.ckpt")]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -49,7 +61,11 @@ def run_once(binary, program, iterations, time_scale, fill):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         sys.exit(f"run_scaling: {' '.join(cmd)} failed ({proc.returncode}):\n{err}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+    ckpt_kib = 0.0
+    if tmp:
+        ckpt_kib = os.path.getsize(os.path.join(tmp.name, "fill.ckpt")) / 1024.0
+        tmp.cleanup()
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, ckpt_kib
 
 
 def main():
@@ -59,6 +75,8 @@ def main():
     ap.add_argument("--iterations", default="250,1000")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--time-scale", type=float, default=0.0001)
+    ap.add_argument("--checkpoint", action="store_true",
+                    help="write a checkpoint every iteration and report its final size")
     args = ap.parse_args()
     bins = args.bin or ["build/bin/pipefill-run"]
     counts = sorted(int(x) for x in args.iterations.split(","))
@@ -75,18 +93,20 @@ def main():
         for n in counts:
             for fill in (True, False):
                 for b in bins:
-                    res = run_once(b, args.program, n, args.time_scale, fill)
+                    res = run_once(b, args.program, n, args.time_scale, fill, args.checkpoint)
                     results.setdefault((b, fill, n), []).append(res)
                     print(f"  run {r + 1}/{args.repeat}: {b} {'fill' if fill else 'no-fill'} "
                           f"{n} iterations: {res[0]:.2f} s wall, {res[1]:.2f} s CPU, "
                           f"{res[2]:.0f} MiB", file=sys.stderr)
-    print(f"{'binary':<40} {'mode':<8} {'iters':>6} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}")
+    ckpt_col = f" {'ckpt KiB':>9}" if args.checkpoint else ""
+    print(f"{'binary':<40} {'mode':<8} {'iters':>6} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9}"
+          + ckpt_col)
     med = {}
     for (b, fill, n), rs in sorted(results.items()):
-        m = tuple(statistics.median(x[i] for x in rs) for i in range(3))
+        m = tuple(statistics.median(x[i] for x in rs) for i in range(4))
         med[(b, fill, n)] = m
         print(f"{b:<40} {'fill' if fill else 'no-fill':<8} {n:>6} {m[0]:>8.2f} {m[1]:>8.2f} "
-              f"{m[2]:>9.0f}")
+              f"{m[2]:>9.0f}" + (f" {m[3]:>9.0f}" if args.checkpoint else ""))
     lo, hi = counts[0], counts[-1]
     if hi > lo:
         print(f"\ngrowth from {lo} to {hi} iterations (medians):")

@@ -59,8 +59,13 @@ python3 - "$OUT" "$STAGE" <<'PY'
 import json, os, sys
 out, stage = sys.argv[1], int(sys.argv[2])
 print(f"closed loop for fill costs, stage {stage} real (replay), results in {out}")
+# The throughput ratio is samples per second: (done / planned) / (iteration measured / planned).
+# The last two columns are those two factors, so a run whose main job ran slower or faster than
+# its plan (the replayed pipeline, and its bubbles, stretch with it) can be told from one whose
+# fill did less than its plan.
 print(f"{'round':>6} {'fill thr. meas/plan':>20} {'planned fill/bubble':>20} {'overrun/fill':>13} "
-      f"{'chunks run/deferred/pending':>28} {'of overrun: waiting/fill':>24}")
+      f"{'chunks run/deferred/pending':>28} {'of overrun: waiting/fill':>24} "
+      f"{'samples done/planned':>21} {'iteration meas/plan':>20}")
 for tag in ("round0", "round1"):
     run = json.load(open(os.path.join(out, tag + ".run.json")))
     rep = json.load(open(os.path.join(out, tag + ".report.json")))
@@ -80,5 +85,6 @@ for tag in ("round0", "round1"):
     waiting = run["overruns"].get("fill_thread_waiting_us", 0.0)
     wait = waiting / fb["fill_us_run"] if fb["fill_us_run"] else 0.0
     print(f"{tag:>6} {ratio:>20.3f} {fill_us / bubble_us if bubble_us else 0:>20.3f} {over:>13.4f} "
-          f"{fb['chunks_run']:>12}/{fb['chunks_deferred']}/{fb['chunks_pending']} {wait:>24.4f}")
+          f"{fb['chunks_run']:>12}/{fb['chunks_deferred']}/{fb['chunks_pending']} {wait:>24.4f} "
+          f"{done / planned if planned else 0:>21.3f} {it_meas / it_plan if it_plan else 0:>20.3f}")
 PY
