@@ -616,7 +616,7 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
           if (d.layer_begin() == 0)
             c.samplesPending += d.batch();
         }
-        c.iterationsHeld += static_cast<uint64_t>(ds.iterations_held());
+        c.held.emplace_back(ds.device(), ds.iterations_held());
         continue;
       }
       const std::string bad = it->second.restore(ds, info_.jobs[j].passes);
@@ -653,8 +653,11 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
       dj.second.save(*ds, program_.jobs[j].kind == PFRT_FILL_TRAINING);
     }
     if (j < carried_.size())
-      for (const std::string &state : carried_[j].states)
-        jc->add_devices()->ParseFromString(state);
+      for (size_t k = 0; k < carried_[j].states.size(); ++k) {
+        pipefill::rt::FillDeviceState *ds = jc->add_devices();
+        ds->ParseFromString(carried_[j].states[k]);
+        ds->set_iterations_held(carried_[j].held[k].second + (iterationsDone - first_));
+      }
   }
   writeCheckpointFile(path, cp, cp.program_fingerprint());
 }
@@ -1191,7 +1194,15 @@ void Executor::collectResults(uint32_t numDevices) {
     if (j < carried_.size()) {
       out.chunksPending += carried_[j].chunksPending;
       out.samplesPending += carried_[j].samplesPending;
-      out.iterationsHeld += carried_[j].iterationsHeld;
+      for (const auto &dh : carried_[j].held) {
+        const int64_t held = dh.second + (end_ - first_);
+        out.iterationsHeld += static_cast<uint64_t>(held);
+        auto st = info_.jobs[j].streamOnDevice.find(dh.first);
+        if (st != info_.jobs[j].streamOnDevice.end())
+          out.samplesHeld += FillQueue::heldSamples(
+              program_.devices[dh.first].streams[st->second], j, info_.jobs[j].passes,
+              info_.jobs[j].stride, program_.jobs[j].samples, held, end_);
+      }
     }
     for (auto &dj : jr.devices) {
       out.chunksPending += dj.second.backlog.size();
@@ -1202,10 +1213,10 @@ void Executor::collectResults(uint32_t numDevices) {
           out.samplesPending += w.batch;
       const FillQueue &q = dj.second;
       out.iterationsHeld += static_cast<uint64_t>(q.held);
-      out.samplesHeld +=
-          q.heldSamples(program_.devices[dj.first].streams[info_.jobs[j].streamOnDevice.at(dj.first)],
-                        j, info_.jobs[j].passes, info_.jobs[j].stride, program_.jobs[j].samples,
-                        q.loopEnd(first_));
+      out.samplesHeld += FillQueue::heldSamples(
+          program_.devices[dj.first].streams[info_.jobs[j].streamOnDevice.at(dj.first)], j,
+          info_.jobs[j].passes, info_.jobs[j].stride, program_.jobs[j].samples, q.held,
+          q.loopEnd(first_));
     }
     for (auto &dj : jr.devices) {
       JobData::Accum a = dj.second.data->accumulators();

@@ -204,7 +204,11 @@ private:
   // so a later run on them continues their batches; and what of it is pending.
   struct Carried {
     std::vector<std::string> states;
-    uint64_t samplesPending = 0, chunksPending = 0, iterationsHeld = 0;
+    uint64_t samplesPending = 0, chunksPending = 0;
+    // Per state: its device and the iterations it had held. A device that runs no fill begins
+    // no work of its plan, so each iteration of this run is one more held iteration: its plan
+    // resumes where it stopped, with the continuation of a kept batch first.
+    std::vector<std::pair<uint32_t, int64_t>> held;
   };
   std::vector<Carried> carried_;
   std::vector<std::map<uint32_t, uint64_t>> bufferBytes_; // per device: buffer id -> bytes

@@ -59,7 +59,7 @@ size_t FillQueue::holdThreshold(const Stream &st, uint32_t job) {
 }
 
 uint64_t FillQueue::heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
-                                uint64_t total, int64_t loopEnd) const {
+                                uint64_t total, int64_t held, int64_t loopEnd) {
   uint64_t n = 0;
   for (int64_t it = std::max<int64_t>(0, loopEnd - held); it < loopEnd; ++it)
     for (const Op &op : st.ops)

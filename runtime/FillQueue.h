@@ -98,10 +98,10 @@ struct FillQueue {
   }
   // Two iterations of the chunks of job `job` that stream `st` plans (at least 2).
   static size_t holdThreshold(const Stream &st, uint32_t job);
-  // The samples the plan completes in the iterations this queue has held by loop iteration
-  // `loopEnd` (exclusive): plan iterations [loopEnd - held, loopEnd) of the job's chunks on `st`.
-  uint64_t heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
-                       uint64_t total, int64_t loopEnd) const;
+  // The samples the plan completes in `held` iterations held by loop iteration `loopEnd`
+  // (exclusive): plan iterations [loopEnd - held, loopEnd) of the job's chunks on `st`.
+  static uint64_t heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
+                              uint64_t total, int64_t held, int64_t loopEnd);
   // The loop iteration after the last one planIteration decided; `otherwise` when none was.
   int64_t loopEnd(int64_t otherwise) const {
     return decidedFor_ == INT64_MIN ? otherwise : decidedFor_ + 1;

@@ -1544,9 +1544,9 @@ pfrt_report_job Session::job(uint32_t j) const {
                              : 0;
   out.iterations_held = static_cast<uint64_t>(js.held);
   if (js.onRank)
-    out.samples_held = js.heldSamples(
+    out.samples_held = FillQueue::heldSamples(
         program_.devices[rank_].streams[info_.jobs[j].streamOnDevice.at(rank_)], j, js.passes,
-        js.stride, program_.jobs[j].samples, js.loopEnd(iteration_));
+        js.stride, program_.jobs[j].samples, js.held, js.loopEnd(iteration_));
   return out;
 }
 

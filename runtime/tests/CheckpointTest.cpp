@@ -114,7 +114,8 @@ void resumeKeepsWork(pfrt_fill_kind kind, double tolerance) {
 
 // A resume that does not run fill (--no-fill; with --stage, a device another run had real) keeps
 // the batch in flight in its checkpoint and counts it as pending; it used to drop it, and its
-// samples were then neither completed, pending nor skipped. The next run with fill finds it there.
+// samples were then neither completed, pending nor skipped. The next run with fill finds it there
+// and, since the iterations without fill count as held, continues it where the plan stopped.
 TEST(CheckpointTest, AResumeWithoutFillKeepsTheBatchInFlight) {
   ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
   std::string cp = tempPath("nofill.ckpt");
@@ -131,6 +132,10 @@ TEST(CheckpointTest, AResumeWithoutFillKeepsTheBatchInFlight) {
   ASSERT_TRUE(second);
   EXPECT_EQ(second->data.jobs[0].samplesCompleted, a.samplesCompleted);
   EXPECT_EQ(second->data.jobs[0].samplesPending, a.samplesPending) << "the batch was dropped";
+  // The device began no work of its plan in that iteration: it counts as held (§4b), and the
+  // plan waits instead of running on without its batch.
+  EXPECT_EQ(second->data.jobs[0].iterationsHeld, 1u);
+  EXPECT_EQ(second->data.jobs[0].samplesHeld, 3u);
   o.iterations = 5;
   o.enable_fill = 1;
   ReportPtr third = runOk(p.get(), o);
@@ -138,6 +143,12 @@ TEST(CheckpointTest, AResumeWithoutFillKeepsTheBatchInFlight) {
   EXPECT_EQ(third->data.jobs[0].samplesCompleted + third->data.jobs[0].samplesPending,
             a.samplesCompleted + a.samplesPending + 3)
       << "the kept batch and the new one (iteration 4's) are each completed or pending";
+  // The plan resumed where it stopped: the kept batch's continuation came first and completed
+  // it (before, it was planned in the iteration run without fill and stayed pending for good),
+  // and loop iteration 4 began plan iteration 3's batch.
+  EXPECT_EQ(third->data.jobs[0].samplesCompleted, a.samplesCompleted + 3);
+  EXPECT_EQ(third->data.jobs[0].samplesPending, 3u);
+  EXPECT_EQ(third->data.jobs[0].iterationsHeld, 1u);
   std::remove(cp.c_str());
   std::remove((cp + ".prev").c_str());
 }

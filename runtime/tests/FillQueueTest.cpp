@@ -156,9 +156,9 @@ TEST(FillQueueTest, HeldIterationsShiftThePlanAndCountItsSamples) {
   EXPECT_EQ(q.loopEnd(0), 3);
   // By loop iteration 3 the plan has scheduled plan iterations 0..2; plan iteration 2 (samples
   // [8, 10): the job has 10) is the one not begun. Only chunks that complete a batch count.
-  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, job.samples, 3), 2u);
-  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, 0, 3), 4u);       // unbounded job: the whole batch
-  EXPECT_EQ(q.heldSamples(st, 0, 4, stride, job.samples, 4), 0u); // plan iteration 3: none left
+  EXPECT_EQ(FillQueue::heldSamples(st, 0, 4, stride, job.samples, q.held, 3), 2u);
+  EXPECT_EQ(FillQueue::heldSamples(st, 0, 4, stride, 0, q.held, 3), 4u);       // unbounded job: the whole batch
+  EXPECT_EQ(FillQueue::heldSamples(st, 0, 4, stride, job.samples, q.held, 4), 0u); // plan iteration 3: none left
   q.resetPlan();
   EXPECT_EQ(q.held, 0);
   EXPECT_EQ(q.loopEnd(7), 7);
