@@ -484,6 +484,10 @@ class Session:
         return self._s.report()
 
     def jobs(self) -> list[dict[str, Any]]:
+        """One dict per fill job: samples, checksum, chunk counts, ``iterations_held`` and
+        ``samples_held`` (iterations in which the job began nothing new because two
+        iterations of its work were deferred, and the planned samples not begun because of
+        that), and the measured chunk shapes."""
         return self._s.jobs()
 
     def chunks(self) -> list[dict[str, Any]]:

@@ -421,7 +421,8 @@ void registerSession(nb::module_ &m) {
       .def("report", &Session::report, nb::sig("def report(self) -> dict[str, typing.Any]"),
            "The session report (pfrt_session_report_json) as a dict.")
       .def("jobs", &Session::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
-           "One dict per fill job: samples, checksum, chunk counts, measured chunk shapes.")
+           "One dict per fill job: samples, checksum, chunk counts, iterations_held / "
+           "samples_held (the job two iterations behind its plan), measured chunk shapes.")
       .def("fill_stream", &Session::fillStream,
            nb::sig("def fill_stream(self) -> tuple[int, int]"),
            "pfrt_session_fill_stream: (the cudaStream_t the worker runs fill on, as an integer; "

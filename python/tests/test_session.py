@@ -76,6 +76,27 @@ def test_a_too_short_bubble_defers_and_the_result_says_so(tiny_plan):
     assert all(c["end_us"] >= c["start_us"] for c in s.chunks())
 
 
+def test_a_job_two_iterations_behind_is_held_not_queued(tiny_plan):
+    # 1-us bubbles: nothing ever fits. Two iterations of chunks queue; after that the job
+    # begins nothing new (held) and the queue stops growing. A long unplanned bubble drains it
+    # and the job runs again, its plan resumed where it was held.
+    s = pipefill.Session(tiny_plan, 0)
+    drive(s, 2, duration_us=1.0)
+    queued = s.report()["chunks_pending"]
+    assert queued > 0 and s.jobs()[0]["iterations_held"] == 0
+    drive(s, 4, duration_us=1.0)
+    job = s.jobs()[0]
+    assert s.report()["chunks_pending"] == queued
+    assert job["iterations_held"] == 4 and job["samples_held"] > 0
+    assert job["samples_completed"] == 0
+    with s.unplanned(10e6, wait=True):
+        pass
+    assert s.report()["chunks_pending"] == 0
+    drive(s, 1)
+    job = s.jobs()[0]
+    assert job["samples_completed"] > 0 and job["iterations_held"] == 4
+
+
 def test_checkpoint_round_trip(tiny_plan, tmp_path):
     path = tmp_path / "rank1.ckpt"
     a = pipefill.Session(tiny_plan, 1)
