@@ -83,8 +83,9 @@ struct FillQueue {
   // the queue's plan iteration stays where it is while the backlog drains in the job's bubbles,
   // and resumes with the next iteration that finds less. Each held iteration moves the rest of
   // the job's plan on this device one iteration later: its samples are begun later, none skipped,
-  // none twice. `holdAt` is two iterations of the job's planned chunks on this device (holdAt());
-  // 0 never holds. `held` counts the iterations held since the job began (checkpointed).
+  // none twice. `holdAt` is two iterations of the job's planned chunks on this device
+  // (holdThreshold()); 0 never holds. `held` counts the iterations held since the job began
+  // (checkpointed).
   size_t holdAt = 0;
   int64_t held = 0;
   // The job's plan iteration in loop iteration `iteration`; false when the queue holds it. The
