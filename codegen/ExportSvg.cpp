@@ -10,6 +10,7 @@
 #include "codegen/IRQueries.h"
 #include "codegen/Translate.h"
 #include "support/Format.h"
+#include "support/Xml.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -44,19 +45,7 @@ Style styleOf(InstrKind kind) {
   return {nullptr, nullptr};
 }
 
-std::string escape(StringRef s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '&': out += "&amp;"; break;
-    case '"': out += "&quot;"; break;
-    default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(StringRef s) { return pipefill::xmlEscape(std::string_view(s.data(), s.size())); }
 
 /// A "nice" tick step (1, 2 or 5 x 10^k) giving about `target` ticks.
 double niceStep(double span, int target) {

@@ -17,6 +17,7 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/ScheduleIR.h"
 #include "proto/profile.pb.h"
+#include "support/JsonNesting.h"
 
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
@@ -66,6 +67,13 @@ bool readTrace(MLIRContext *ctx, const std::string &path,
     return false;
   }
   StringRef text = (*buffer)->getBuffer();
+  // llvm::json::parse recurses per level, without a limit: refuse deep nesting first.
+  if (auto deep = pipefill::findTooDeepJson(std::string_view(text.data(), text.size()))) {
+    emitError(fileLoc(int(deep->line), int(deep->column)))
+        << "malformed JSON in the torch trace: " << deep->message()
+        << " (a torch.profiler trace nests 3)";
+    return false;
+  }
   llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
   if (!parsed) {
     std::string message;

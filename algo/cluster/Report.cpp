@@ -3,6 +3,7 @@
 #include "algo/cluster/Report.h"
 
 #include "support/Json.h"
+#include "support/Xml.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,22 +113,6 @@ std::string textTable(const std::vector<std::vector<std::string>> &rows) {
 std::string pct(double v) { return fmt("%.1f%%", 100 * v); }
 std::string hours(double s) { return fmt("%.2f h", s / 3600); }
 
-std::string xmlEscape(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else if (c == '"')
-      out += "&quot;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 /// A "nice" axis maximum >= v (1, 2, 2.5, 5 x 10^k).
 double niceMax(double v) {
