@@ -32,6 +32,16 @@ bool implicitModule() {
   return it == options.end() || !static_cast<llvm::cl::opt<bool> *>(it->second)->getValue();
 }
 
+/// --mlir-print-op-on-diagnostic as given (pipefill-translate turns it off
+/// unless asked, tools/DiagnosticDefaults.h). mlirTranslateMain sets its
+/// context's flag itself (to !verify-diagnostics), so the exports apply the
+/// option again on the context they are handed.
+bool printOpOnDiagnostic() {
+  llvm::StringMap<llvm::cl::Option *> &options = llvm::cl::getRegisteredOptions();
+  auto it = options.find("mlir-print-op-on-diagnostic");
+  return it != options.end() && static_cast<llvm::cl::opt<bool> *>(it->second)->getValue();
+}
+
 /// Reports the input's first bracket nested too deep, without echoing its
 /// line (support/MlirNesting.h). Bytecode is not text and is not scanned.
 bool nestedTooDeep(const llvm::SourceMgr &sourceMgr) {
@@ -56,6 +66,8 @@ void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
         DialectRegistry registry;
         registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
         context->appendDialectRegistry(registry);
+        if (!printOpOnDiagnostic())
+          context->printOpOnDiagnostic(false);
         if (nestedTooDeep(*sourceMgr))
           return failure();
         // The parser verifies what it parsed.

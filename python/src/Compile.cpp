@@ -80,6 +80,8 @@ compileBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer, const CompileOptions &
   // pool per plan would cost more than it saves.
   impl->context = std::make_unique<MLIRContext>(MLIRContext::Threading::DISABLED);
   impl->context->loadDialect<PipefillDialect, pfstream::PfstreamDialect>();
+  // A diagnostic on the module would carry the whole IR (tools/DiagnosticDefaults.h).
+  impl->context->printOpOnDiagnostic(false);
   impl->sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
 
   CapturingHandler diagnostics(impl->sourceMgr, impl->context.get());

@@ -4,6 +4,7 @@
 #include "passes/Passes.h"
 #include "support/MlirNesting.h"
 
+#include "tools/DiagnosticDefaults.h"
 #include "tools/HideLLVMOptions.h"
 
 #include "mlir/Bytecode/BytecodeReader.h"
@@ -43,8 +44,10 @@ int main(int argc, char **argv) {
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();
+  std::vector<char *> args = pipefill::withDiagnosticDefaults(argc, argv);
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
-      argc, argv, "pipefill compiler: schedules, bubbles and fill plans\n", registry);
+      static_cast<int>(args.size()), args.data(),
+      "pipefill compiler: schedules, bubbles and fill plans\n", registry);
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects())
     return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));

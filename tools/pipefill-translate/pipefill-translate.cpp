@@ -1,6 +1,7 @@
 //===- pipefill-translate.cpp - import and export -------------------------===//
 #include "codegen/Translate.h"
 
+#include "tools/DiagnosticDefaults.h"
 #include "tools/HideLLVMOptions.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
@@ -14,7 +15,7 @@ int main(int argc, char **argv) {
   // An imported job keeps the JobSpec's file:line:col locations in its IR, so
   // later diagnostics (pipefill-opt's warnings and errors) point at the
   // JobSpec rather than at the intermediate IR.
-  std::vector<char *> args(argv, argv + argc);
+  std::vector<char *> args = pipefill::withDiagnosticDefaults(argc, argv);
   bool importing = false, debugInfoChosen = false;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef arg(argv[i]);
