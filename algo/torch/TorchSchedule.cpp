@@ -677,7 +677,12 @@ bool Checker::comms() {
           return false;
       }
     }
-  // A WAIT_SEND follows its SEND.
+  // A WAIT_SEND follows its SEND and waits for it once; a table that waits
+  // for its sends waits for every one. torch's runtime refuses a table that
+  // waits twice or not at all (_validate_send_waits, torch 2.15); a table
+  // with no WAIT_SEND (the comms format of earlier releases) is accepted.
+  std::vector<const Action *> waitF(n, nullptr), waitB(n, nullptr);
+  bool anyWait = false;
   for (int r = 0; r < p; ++r) {
     int pos = 0;
     for (const Action &a : table.ranks[r]) {
@@ -693,10 +698,27 @@ bool Checker::comms() {
                                  std::to_string(a.microbatch) +
                                  ", which does not come before it on rank " +
                                  std::to_string(r));
+        const Action *&first = (f ? waitF : waitB)[key(a.stage, a.microbatch)];
+        if (first)
+          return fail(a.loc, name(a) + " waits for the same send again (first at " +
+                                 at(first->loc) + ")");
+        first = &a;
+        anyWait = true;
       }
       ++pos;
     }
   }
+  for (int s = 0; anyWait && s < S; ++s)
+    for (int mb = 0; mb < m; ++mb)
+      for (bool f : {true, false}) {
+        const Slot &send = (f ? sendF : sendB)[key(s, mb)];
+        if (send.rank >= 0 && !(f ? waitF : waitB)[key(s, mb)])
+          return fail(send.loc, std::to_string(s) + (f ? "SEND_F" : "SEND_B") +
+                                    std::to_string(mb) + " has no " + std::to_string(s) +
+                                    (f ? "WAIT_SEND_F" : "WAIT_SEND_B") + std::to_string(mb) +
+                                    " after it on rank " + std::to_string(send.rank) +
+                                    " (torch's runtime needs one wait per send)");
+      }
   return true;
 }
 

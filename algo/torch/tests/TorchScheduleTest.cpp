@@ -276,9 +276,10 @@ TEST(Import, CommsDeadlockOnWaitSend) {
   // Rank 0 waits for its first send to be received (WAIT_SEND_F) before it
   // sends micro-batch 1; rank 1 computes micro-batch 1 before it posts the
   // receive of micro-batch 0: each waits for the other.
-  const char *dead = "0F0,0SEND_F0,0WAIT_SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,"
-                     "0RECV_B1,0B1\n"
-                     "1RECV_F1,1F1,1RECV_F0,1F0,1B0,1SEND_B0,1B1,1SEND_B1\n";
+  const char *dead = "0F0,0SEND_F0,0WAIT_SEND_F0,0F1,0SEND_F1,0WAIT_SEND_F1,0RECV_B0,"
+                     "0B0,0RECV_B1,0B1\n"
+                     "1RECV_F1,1F1,1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0,1B1,1SEND_B1,"
+                     "1WAIT_SEND_B1\n";
   Imported imp;
   Diag d;
   EXPECT_FALSE(importText(dead, imp, d));
