@@ -104,6 +104,28 @@ const std::pair<const char *, ActKind> kTypes[] = {
 
 constexpr int kMaxDigits = 7; // indices below 10^7
 
+/// The index written by `digits` (all decimal digits), or false when it has
+/// more than kMaxDigits significant ones: leading zeros do not count, as for
+/// torch's int() ("0F007" is micro-batch 7).
+bool parseIndex(std::string_view digits, int *out) {
+  while (digits.size() > 1 && digits.front() == '0')
+    digits.remove_prefix(1);
+  if (digits.size() > size_t(kMaxDigits))
+    return false;
+  *out = std::stoi(std::string(digits));
+  return true;
+}
+
+/// An action's text for a message: at most 48 bytes of it (a 10 MB cell used
+/// to make a 20 MB message).
+std::string quoted(std::string_view text) {
+  constexpr size_t kShown = 48;
+  if (text.size() <= kShown)
+    return std::string(text);
+  return std::string(text.substr(0, kShown)) + "... (" + std::to_string(text.size()) +
+         " bytes)";
+}
+
 /// Parses `<stage><TYPE>[<mb>]` filling `a`; `col` is the column of text[0].
 bool parseSimple(std::string_view text, int line, int col, Action &a,
                  Diag &diag) {
@@ -117,12 +139,11 @@ bool parseSimple(std::string_view text, int line, int col, Action &a,
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])))
     ++i;
   if (i == 0)
-    return fail("action '" + std::string(text) +
+    return fail("action '" + quoted(text) +
                 "' does not start with a stage index; expected "
                 "<stage><type>[<micro-batch>], e.g. 2F0 or 1SEND_B3");
-  if (i > size_t(kMaxDigits))
-    return fail("stage index in '" + std::string(text) + "' is too large");
-  a.stage = std::stoi(std::string(text.substr(0, i)));
+  if (!parseIndex(text.substr(0, i), &a.stage))
+    return fail("stage index in '" + quoted(text) + "' is too large");
   std::string_view rest = text.substr(i);
   bool found = false;
   for (const auto &[spelling, kind] : kTypes) {
@@ -135,18 +156,15 @@ bool parseSimple(std::string_view text, int line, int col, Action &a,
     }
   }
   if (!found)
-    return fail("action '" + std::string(text) +
+    return fail("action '" + quoted(text) +
                 "' has an unknown type; expected one of F, I, B, W, SEND_F, "
                 "RECV_F, SEND_B, RECV_B, WAIT_SEND_F, WAIT_SEND_B, UNSHARD, "
                 "RESHARD, REDUCE_GRAD, WAIT_REDUCE_GRAD");
   size_t j = 0;
   while (j < rest.size() && std::isdigit(static_cast<unsigned char>(rest[j])))
     ++j;
-  if (j > size_t(kMaxDigits))
-    return fail("micro-batch index in '" + std::string(text) +
-                "' is too large");
-  if (j > 0)
-    a.microbatch = std::stoi(std::string(rest.substr(0, j)));
+  if (j > 0 && !parseIndex(rest.substr(0, j), &a.microbatch))
+    return fail("micro-batch index in '" + quoted(text) + "' is too large");
   if (j != rest.size())
     return fail("action '" + std::string(text) + "' has trailing text '" +
                 std::string(rest.substr(j)) + "'");
@@ -247,7 +265,9 @@ bool parseTable(std::string_view text, Table &table, Diag &diag) {
     std::string_view l = lines[ln];
     int line = int(ln) + 1;
     std::vector<Action> row;
-    size_t i = 0;
+    // A UTF-8 byte-order mark (editors on Windows write one) is skipped like
+    // blank space, so columns stay those of the file.
+    size_t i = ln == 0 && l.substr(0, 3) == "\xEF\xBB\xBF" ? 3 : 0;
     while (true) {
       // One cell starts at i.
       size_t start = i;
