@@ -94,8 +94,18 @@ bool readTrace(MLIRContext *ctx, const std::string &path,
   if (const llvm::json::Object *top = parsed->getAsObject()) {
     events = top->getArray("traceEvents");
     if (const llvm::json::Object *info = top->getObject("distributedInfo"))
-      if (auto rank = info->getInteger("rank"))
+      if (const llvm::json::Value *value = info->get("rank")) {
+        // Present but not a rank (-1, 0.5, "1", 1e30) is an error, not "no rank".
+        std::optional<int64_t> rank = value->getAsInteger();
+        if (!rank || *rank < 0 || *rank > (1 << 20)) {
+          std::string text;
+          llvm::raw_string_ostream(text) << *value;
+          emitError(fileLoc(1)) << "the torch trace's distributedInfo.rank is " << text
+                                << "; expected a rank, an integer from 0";
+          return false;
+        }
         out.rank = int(*rank);
+      }
   }
   if (!events) {
     emitError(fileLoc(1)) << "the torch trace has no 'traceEvents' array; "
@@ -177,6 +187,10 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
   if (traces.empty())
     return pipeline.emitError()
            << "--torch-trace-to-profile needs --torch-trace=FILE[,FILE...]";
+  for (size_t i = 0; i < traces.size(); ++i)
+    if (traces[i].empty())
+      return pipeline.emitError() << "--torch-trace lists an empty file name (entry " << i + 1
+                                  << " of " << traces.size() << "); expected FILE[,FILE...]";
   MLIRContext *ctx = module.getContext();
   int64_t p = pipeline.getNumStages(), v = pipeline.getVirtualStages();
   torchsched::StagePlacement placement;
