@@ -41,6 +41,7 @@ from typing import Optional, Union
 
 from ._errors import CompileError, RunError
 from ._native import Plan, native as _ext, native_option as _native_option
+from ._native import native_name as _native_name
 from ._native import native_path as _native_path
 from ._native import require_compiler as _require_compiler
 from ._session import BubbleScope, Session
@@ -77,7 +78,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def _profile_arg(profile: Optional[PathLike]) -> str:
     if profile is None:
         return ""
-    path = _native_path(profile, "the profile path")
+    path = os.fsdecode(_native_path(profile, "the profile path"))
     if not path:
         raise ValueError("profile must be a non-empty path (or None)")
     return path
@@ -122,7 +123,7 @@ def compile(
             f"compile() takes JobSpec text (str/bytes) or a path (os.PathLike), "
             f"not {type(job).__name__}"
         )
-    return _ext.compile_text(job, name, _profile_arg(profile))
+    return _ext.compile_text(job, _native_name(name, "name"), _profile_arg(profile))
 
 
 def run(

@@ -18,7 +18,15 @@ import operator
 import os
 from typing import Any
 
-__all__ = ["HAVE_COMPILER", "Plan", "native", "native_option", "native_path", "require_compiler"]
+__all__ = [
+    "HAVE_COMPILER",
+    "Plan",
+    "native",
+    "native_name",
+    "native_option",
+    "native_path",
+    "require_compiler",
+]
 
 _PACKAGE = __name__.rpartition(".")[0]
 
@@ -44,6 +52,21 @@ def native_path(path: Any, what: str) -> Any:
     if ("\0" if isinstance(path, str) else b"\0") in path:
         raise ValueError(f"{what} contains a NUL character: {path!r}")
     return path
+
+
+def native_name(value: Any, what: str) -> str:
+    """A name the native module prints in diagnostics (``name=`` of the compile calls): a
+    ``str`` (else :class:`TypeError` naming ``what``; nanobind's own refusal only lists the
+    call's overloads), without NUL (C would print it cut short there) and encodable as
+    UTF-8 (a lone surrogate is not), else :class:`ValueError`."""
+    value = native_option(value, "str", what)
+    if "\0" in value:
+        raise ValueError(f"{what} contains a NUL character: {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} is not valid text ({e.reason}): {value!r}") from None
+    return value
 
 
 def native_option(value: Any, kind: str, what: str) -> Any:

@@ -11,7 +11,8 @@ import os
 import tempfile
 from typing import Optional, Union
 
-from ._native import Plan, native, native_path, require_compiler
+from ._errors import CompileError
+from ._native import Plan, native, native_name, native_path, require_compiler
 
 __all__ = ["compile_torch_schedule"]
 
@@ -50,13 +51,13 @@ def compile_torch_schedule(
             text, source = f.read(), path
     elif isinstance(table, (str, bytes)):
         text = table.decode("utf-8") if isinstance(table, bytes) else table
-        source = name or "<torch-schedule>"
+        source = native_name(name, "name") if name is not None else "<torch-schedule>"
     else:
         raise TypeError(
             f"compile_torch_schedule() takes the table as text (str/bytes) or a path "
             f"(os.PathLike), not {type(table).__name__}"
         )
-    profile_path = "" if profile is None else native_path(profile, "the profile path")
+    profile_path = "" if profile is None else os.fsdecode(native_path(profile, "the profile path"))
     if isinstance(job, os.PathLike):
         job_path = native_path(job, "the JobSpec path")
         if not os.path.exists(job_path):
@@ -68,10 +69,17 @@ def compile_torch_schedule(
         raise TypeError(
             f"job must be JobSpec text (str/bytes) or a path (os.PathLike), not {type(job).__name__}"
         )
-    # The importer reads the JobSpec from a file: text goes through a temporary one
-    # (its diagnostics name that file).
+    # The importer reads the JobSpec from a file: text goes through a temporary one. Its
+    # diagnostics would name that file, deleted by the time they are read: they name the
+    # JobSpec "<job>" instead.
     with tempfile.TemporaryDirectory(prefix="pipefill-job-") as tmp:
         job_path = os.path.join(tmp, "job.pbtxt")
         with open(job_path, "w", encoding="utf-8") as f:
             f.write(job)
-        return native.compile_torch_schedule(text, source, job_path, profile_path)
+        try:
+            return native.compile_torch_schedule(text, source, job_path, profile_path)
+        except CompileError as e:
+            raise CompileError(
+                str(e).replace(job_path, "<job>"),
+                [d.replace(job_path, "<job>") for d in e.diagnostics],
+            ) from None

@@ -209,6 +209,19 @@ def test_directory_is_not_a_job(tmp_path):
         pipefill.compile_file(tmp_path)
 
 
+def test_bad_names_are_refused_by_name():
+    # nanobind's own refusal listed the call's overloads; a NUL cut the message short in C.
+    with pytest.raises(TypeError, match="name must be a str, not NoneType"):
+        pipefill.compile(job_text(2, 2), name=None)
+    with pytest.raises(ValueError, match="name contains a NUL character"):
+        pipefill.compile(job_text(2, 2), name="a\0b")
+    with pytest.raises(ValueError, match="name is not valid text"):
+        pipefill.compile(job_text(2, 2), name="\udc80")
+    # A profile path given as bytes is a path like any other.
+    with pytest.raises(pipefill.CompileError, match="cannot read profile '/nonexistent/p'"):
+        pipefill.compile(job_text(2, 2), profile=b"/nonexistent/p")
+
+
 def test_missing_profile_is_a_compile_error(tmp_path):
     with pytest.raises(pipefill.CompileError, match=r"cannot read profile '.*absent\.pbtxt'") as e:
         pipefill.compile(job_text(2, 2), profile=tmp_path / "absent.pbtxt")

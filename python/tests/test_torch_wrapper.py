@@ -461,6 +461,14 @@ def test_compile_torch_schedule_errors(tmp_path):
         pipefill.compile_torch_schedule("0F0\n", job=tmp_path / "missing.pbtxt")
     with pytest.raises(TypeError):
         pipefill.compile_torch_schedule(42, job=job("ONE_F_ONE_B"))
+    with pytest.raises(TypeError, match="name must be a str, not int"):
+        pipefill.compile_torch_schedule("0F0\n", job=job("ONE_F_ONE_B"), name=3)
+    # JobSpec text goes through a temporary file; its errors name the JobSpec "<job>", not
+    # that file (deleted by the time anyone reads them).
+    with pytest.raises(pipefill.CompileError, match=r"<job>:1:1: error: pipeline.schedule") as e:
+        pipefill.compile_torch_schedule("0F0,0B0\n", job="pipeline { stages: 1 microbatches: 1 }")
+    assert "pipefill-job-" not in str(e.value)
+    assert all("pipefill-job-" not in d for d in e.value.diagnostics)
 
 
 def test_failing_fill_task_is_raised_after_the_step():
