@@ -1549,6 +1549,24 @@ private:
           }
         }
     }
+    // The item counts of every step, in one pass: a step that took an item
+    // has the counts of the step it came from plus that item; one that took
+    // none (-2) has those of the step before. Walking back from each point
+    // instead cost a step per grid step below it, O(kGrid^2) per frontier,
+    // minutes on long bubbles (kGrid at its cap, thousands of points).
+    std::vector<int> from(kGrid + 1, 0); // the step whose counts g has
+    std::vector<int64_t> table(size_t(kGrid + 1) * ni, 0);
+    for (int g = 1; g <= kGrid; ++g) {
+      ++readBack;
+      if (last[g] < 0) {
+        from[g] = from[g - 1];
+        continue;
+      }
+      from[g] = g;
+      const int64_t *prev = &table[size_t(from[g - size[last[g]]]) * ni];
+      std::copy(prev, prev + ni, &table[size_t(g) * ni]);
+      ++table[size_t(g) * ni + last[g]];
+    }
     f.time = {0};
     f.value = {0};
     f.counts = {std::vector<int64_t>(ni, 0)};
@@ -1560,20 +1578,11 @@ private:
     for (auto &[t, g] : points) {
       if (!(best[g] > f.value.back() * (1 + 1e-12)))
         continue;
-      std::vector<int64_t> counts(ni, 0);
-      for (int h = g; h > 0;) {
-        if (last[h] == -2) {
-          --h;
-          continue;
-        }
-        if (last[h] < 0)
-          break;
-        ++counts[last[h]];
-        h -= size[last[h]];
-      }
+      ++readBack;
+      const int64_t *counts = &table[size_t(g) * ni];
       f.time.push_back(t);
       f.value.push_back(best[g]);
-      f.counts.push_back(counts);
+      f.counts.emplace_back(counts, counts + ni);
     }
   }
 
@@ -1763,6 +1772,7 @@ private:
 
 public:
   double work = 0; // knapsack candidates and grid steps, counted as built
+  double readBack = 0; // see JointResult::readBackSteps
 };
 
 } // namespace
@@ -1806,6 +1816,7 @@ JointResult jointPack(const std::vector<JointMember> &members, double ctx,
   JointPacker packer(members, ctx, budget, mem, frontier, persistent);
   JointResult r = packer.run(out, stage, bubbleIds);
   r.work = JointPacker::cost(members, budget.size()) + packer.work;
+  r.readBackSteps = packer.readBack;
   return r;
 }
 

@@ -311,6 +311,10 @@ struct JointResult {
   std::vector<double> tailUsefulPeriod, tailValuePeriod;
   std::vector<double> filledPeriod; // main stream and tails
   double work = 0; // what the packing took (see jointPackCost)
+  /// Steps taken to read the item counts of the grid knapsack's points back:
+  /// at most one per grid step and one per point, whatever the bubble's
+  /// length. Kept out of `work`, on which the work limits were sized.
+  double readBackSteps = 0;
 };
 
 /// Work of jointPack() for these members on `bubbles` bubbles.
