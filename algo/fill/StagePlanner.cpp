@@ -879,6 +879,12 @@ private:
         dfs(i + 1, left - double(n) * it.time, value + double(n) * it.value);
         if (nodes > 20000)
           break;
+        // Past the last item every n is a leaf, uncounted by the node
+        // budget, worth no more than n = most (values are not negative):
+        // none can beat it. Trying them all took left / time leaves, minutes
+        // for a bubble that holds millions of short items.
+        if (i + 1 == usable.size() && it.value >= 0)
+          break;
       }
       cur[i] = 0;
     };
