@@ -8,22 +8,14 @@
 
 using namespace pipefill;
 
-namespace {
-
-std::string repeat(const std::string &s, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i)
-    out += s;
-  return out;
-}
-
-} // namespace
-
 // Exactly `limit` levels pass; one more is refused at the bracket that opens it.
 TEST(JsonNesting, TheLimitIsInclusive) {
-  EXPECT_FALSE(findTooDeepJson(repeat("[", 256) + repeat("]", 256)));
-  EXPECT_FALSE(findTooDeepJson(repeat("{\"a\":", 256) + "1" + repeat("}", 256)));
-  auto err = findTooDeepJson(" " + repeat("[", 257));
+  EXPECT_FALSE(findTooDeepJson(std::string(256, '[') + std::string(256, ']')));
+  std::string objects;
+  for (int i = 0; i < 256; ++i)
+    objects += "{\"a\":";
+  EXPECT_FALSE(findTooDeepJson(objects + "1" + std::string(256, '}')));
+  auto err = findTooDeepJson(" " + std::string(257, '['));
   ASSERT_TRUE(err);
   EXPECT_EQ(err->offset, 257u);
   EXPECT_EQ(err->line, 1u);
@@ -31,11 +23,14 @@ TEST(JsonNesting, TheLimitIsInclusive) {
   EXPECT_EQ(err->bracket, '[');
   EXPECT_EQ(err->message(), "'[' nested deeper than 256 levels");
   // Siblings do not add up: 1000 arrays side by side are one level deep.
-  EXPECT_FALSE(findTooDeepJson("[" + repeat("[1],", 1000) + "[2]]"));
+  std::string siblings = "[";
+  for (int i = 0; i < 1000; ++i)
+    siblings += "[1],";
+  EXPECT_FALSE(findTooDeepJson(siblings + "[2]]"));
 }
 
 TEST(JsonNesting, LinesAndColumnsCountFromTheLastNewline) {
-  auto err = findTooDeepJson("{\n  \"x\":\n" + repeat("[", 3), 3);
+  auto err = findTooDeepJson("{\n  \"x\":\n" + std::string(3, '['), 3);
   ASSERT_TRUE(err);
   EXPECT_EQ(err->line, 3u);
   EXPECT_EQ(err->column, 3u);
@@ -44,9 +39,9 @@ TEST(JsonNesting, LinesAndColumnsCountFromTheLastNewline) {
 
 // Brackets in strings, escaped quotes included, are text; so is a string left open.
 TEST(JsonNesting, StringsAreNotBrackets) {
-  EXPECT_FALSE(findTooDeepJson("[\"" + repeat("[", 1000) + "\"]"));
-  EXPECT_FALSE(findTooDeepJson("[\"a\\\"" + repeat("{", 1000) + "\"]"));
-  EXPECT_FALSE(findTooDeepJson("[\"" + repeat("[", 1000)));
+  EXPECT_FALSE(findTooDeepJson("[\"" + std::string(1000, '[') + "\"]"));
+  EXPECT_FALSE(findTooDeepJson("[\"a\\\"" + std::string(1000, '{') + "\"]"));
+  EXPECT_FALSE(findTooDeepJson("[\"" + std::string(1000, '[')));
   // After the string closes, brackets count again.
-  EXPECT_TRUE(findTooDeepJson("\"[\"" + repeat("[", 257)));
+  EXPECT_TRUE(findTooDeepJson("\"[\"" + std::string(257, '[')));
 }
