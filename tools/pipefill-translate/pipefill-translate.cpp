@@ -5,13 +5,72 @@
 #include "tools/HideLLVMOptions.h"
 
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/raw_ostream.h"
 
+#include <string>
 #include <vector>
+
+namespace {
+
+/// An option that is never registered: it only owns the TranslationParser
+/// that lists the registered translations. (With an argument string of its
+/// own, the parser's literal values are not added to the command line.)
+class TranslationNames final : public llvm::cl::Option {
+public:
+  TranslationNames() : Option(llvm::cl::ZeroOrMore, llvm::cl::ReallyHidden) {
+    setArgStr("pipefill-translation-names");
+  }
+  bool handleOccurrence(unsigned, llvm::StringRef, llvm::StringRef) override { return true; }
+  size_t getOptionWidth() const override { return 0; }
+  void printOptionInfo(size_t) const override {}
+  void printOptionValue(size_t, bool) const override {}
+  void setDefault() override {}
+};
+
+/// mlir-translate registers the translation list once per translation name,
+/// so a command line without one gets "must be specified at least once!"
+/// once per name (eleven lines). Returns true, after one line that lists
+/// them, when no argument names a translation and none asks for help or
+/// the version.
+bool noTranslationChosen(int argc, char **argv) {
+  TranslationNames owner;
+  mlir::TranslationParser parser(owner);
+  parser.initialize();
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (arg == "--")
+      break;
+    if (!arg.consume_front("-"))
+      continue;
+    arg.consume_front("-");
+    if (arg.starts_with("help") || arg.starts_with("version") || arg.starts_with("print-"))
+      return false;
+    for (unsigned n = 0, e = parser.getNumOptions(); n < e; ++n)
+      if (arg == parser.getOption(n))
+        return false;
+  }
+  std::vector<std::string> sorted;
+  for (unsigned n = 0, e = parser.getNumOptions(); n < e; ++n)
+    sorted.push_back("--" + parser.getOption(n).str());
+  llvm::sort(sorted);
+  std::string names = llvm::join(sorted, ", ");
+  llvm::errs() << (argc > 0 ? argv[0] : "pipefill-translate")
+               << ": no translation chosen; pass one of " << names << " (see --help)\n";
+  return true;
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   pipefill::hideLLVMBackendOptions();
   pipefill::registerTranslations();
+  if (noTranslationChosen(argc, argv))
+    return 1;
   // An imported job keeps the JobSpec's file:line:col locations in its IR, so
   // later diagnostics (pipefill-opt's warnings and errors) point at the
   // JobSpec rather than at the intermediate IR.
