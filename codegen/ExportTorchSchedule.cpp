@@ -9,6 +9,12 @@
 // imported table; compute ops tagged with the same `torch_overlap` group
 // are written back as one OVERLAP_F_B cell.
 //
+// The table is checked as --import-torch-schedule checks it before it is
+// written (torchsched::checkTableShape and checkTableOrder), so what is
+// exported imports again and torch can run it. The dialect verifier accepts
+// orders that torch cannot (a stage missing a micro-batch that another
+// stage runs): the export names the operation at the refused cell.
+//
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchSchedule.h"
 #include "codegen/IRQueries.h"
@@ -24,6 +30,39 @@
 using namespace mlir;
 
 namespace pipefill {
+
+/// Checks `text` as the importer would; on a refusal, the error is emitted on
+/// the operation of the refused cell (`cellOps[rank][cell]`), on the stage
+/// of a refused row, or on the pipeline.
+static LogicalResult checkAsImported(PipelineOp pipeline, const std::string &text,
+                                     llvm::ArrayRef<std::vector<Operation *>> cellOps) {
+  torchsched::Table table;
+  torchsched::Imported imported;
+  torchsched::Diag diag;
+  if (torchsched::parseTable(text, table, diag) &&
+      torchsched::checkTableShape(table, imported, diag) &&
+      torchsched::checkTableOrder(table, imported, diag))
+    return success();
+  Operation *at = pipeline;
+  auto stages = pipeline.getStages();
+  for (size_t r = 0; r < table.rowLine.size(); ++r)
+    if (diag.loc.col == 0 && diag.loc.line == table.rowLine[r])
+      for (StageOp stage : stages)
+        if (stage.getIndex() == r)
+          at = stage;
+  for (size_t r = 0; r < table.ranks.size() && r < cellOps.size(); ++r)
+    for (size_t k = 0; k < table.ranks[r].size() && k < cellOps[r].size(); ++k) {
+      const torchsched::Action &cell = table.ranks[r][k];
+      bool here = cell.loc.line == diag.loc.line && cell.loc.col == diag.loc.col;
+      for (const torchsched::Action &sub : cell.sub)
+        here |= sub.loc.line == diag.loc.line && sub.loc.col == diag.loc.col;
+      if (here)
+        at = cellOps[r][k];
+    }
+  at->emitError() << "cannot be written as a torch action table that torch can run: "
+                  << diag.message;
+  return failure();
+}
 
 LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
   PipelineOp pipeline = findPipeline(module);
@@ -41,9 +80,11 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
   for (int64_t s = 0; s < p * v; ++s)
     stageOf[placement.deviceOfStage[s] * v + placement.chunkOfStage[s]] = s;
   std::vector<std::vector<torchsched::ExportOp>> rows;
+  std::vector<std::vector<Operation *>> cellOps; // [rank][cell] -> its first op
   for (StageOp stage : pipeline.getStages()) {
     int64_t d = stage.getIndex();
     auto &row = rows.emplace_back();
+    auto &cells = cellOps.emplace_back();
     for (Operation &op : stage.getBody().front()) {
       auto instr = dyn_cast<InstructionOpInterface>(op);
       torchsched::ExportOp out;
@@ -57,10 +98,15 @@ LogicalResult exportTorchSchedule(ModuleOp module, llvm::raw_ostream &os) {
         continue;
       if (auto g = op.getAttrOfType<IntegerAttr>("torch_overlap"))
         out.overlapGroup = g.getInt();
+      if (out.overlapGroup < 0 || row.empty() || row.back().overlapGroup != out.overlapGroup)
+        cells.push_back(&op);
       row.push_back(out);
     }
   }
-  os << torchsched::formatTable(rows);
+  std::string text = torchsched::formatTable(rows);
+  if (failed(checkAsImported(pipeline, text, cellOps)))
+    return failure();
+  os << text;
   return success();
 }
 

@@ -356,7 +356,7 @@ private:
     diag = {loc, msg};
     return false;
   }
-  Loc rowLoc(int rank) const { return {table.rowLine[rank], 1}; }
+  Loc rowLoc(int rank) const { return {table.rowLine[rank], 0}; }
   size_t key(int stage, int mb) const { return size_t(stage) * m + mb; }
   bool layout();
   bool sizes();

@@ -49,7 +49,8 @@ enum class ActKind {
 const char *toString(ActKind kind); ///< torch's spelling ("F", "SEND_F", ...)
 bool isCompute(ActKind kind);       ///< F, B, I, W
 
-/// Where a cell sits in the file (1-based).
+/// Where a cell sits in the file (1-based). A problem with a row as a whole
+/// (an action missing from it) is located at its line, column 0.
 struct Loc {
   int line = 0, col = 0;
 };
@@ -70,7 +71,8 @@ struct Table {
   bool hasComms = false;    ///< any SEND/RECV/WAIT_SEND action
 };
 
-/// A problem with the table, located at a cell (or at line 1 col 1).
+/// A problem with the table, located at a cell, a row (column 0) or at
+/// line 1 col 1.
 struct Diag {
   Loc loc;
   std::string message;

@@ -1,5 +1,6 @@
 // RUN: pipefill-opt --pipefill-expand-schedule %s --split-input-file --verify-diagnostics
 // RUN: pipefill-translate --to-torch-schedule %S/Inputs/bad-torch-stages.mlir --verify-diagnostics --split-input-file
+// RUN: pipefill-translate --to-torch-schedule %S/Inputs/unrunnable-orders.mlir --verify-diagnostics --split-input-file
 // RUN: pipefill-translate --torch-trace-to-profile --torch-trace=%S/Inputs/trace-1f1b-rank0.json %S/Inputs/bad-torch-stages.mlir --verify-diagnostics --split-input-file
 
 // An imported pipeline whose instructions are gone cannot be expanded again.

@@ -299,14 +299,14 @@ TEST(Import, CommsDeadlockOnWaitSend) {
 TEST(Check, RejectsIncompleteAndMisorderedTables) {
   struct Case {
     const char *text;
-    int line, col;
+    int line, col; ///< col 0: the row as a whole
     const char *needle;
   } cases[] = {
       // Missing forward of stage 1 micro-batch 1 (row of rank 1).
       {"0F0,0F1,0B0,0B1\n1F0,1B0,1B1\n", 2, 9, "before its forward"},
-      {"0F0,0F1,0B0,0B1\n1F0,1B0\n", 2, 1, "no forward (1F1)"},
+      {"0F0,0F1,0B0,0B1\n1F0,1B0\n", 2, 0, "no forward (1F1)"},
       // Missing backward.
-      {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", 1, 1, "no backward (0B1"},
+      {"0F0,0F1,0B0\n1F0,1B0,1F1,1B1\n", 1, 0, "no backward (0B1"},
       // I without W.
       {"0F0,0I0\n1F0,1B0\n", 1, 5, "no weight gradient (0W0)"},
       // W before I, and W after a full B.
@@ -317,10 +317,10 @@ TEST(Check, RejectsIncompleteAndMisorderedTables) {
       {"0F0,0B0,0I0,0W0\n1F0,1B0\n", 1, 9, "repeats the backward"},
       // A stage on two ranks; uneven stage counts; a gap in stage numbers.
       {"0F0,0B0\n0F1,1F0,1B0\n", 2, 1, "runs on rank 0"},
-      {"0F0,2F0,2B0,0B0\n1F0,1B0\n", 2, 1, "runs 1 stage(s) but rank 0 runs 2"},
+      {"0F0,2F0,2B0,0B0\n1F0,1B0\n", 2, 0, "runs 1 stage(s) but rank 0 runs 2"},
       {"0F0,0B0\n2F0,2B0\n", 2, 1, "stage 1 never runs"},
       // An empty row.
-      {"0F0,0B0\n\n1F0,1B0\n", 2, 1, "no actions"},
+      {"0F0,0B0\n\n1F0,1B0\n", 2, 0, "no actions"},
       // A non-compute action naming a foreign stage.
       {"0F0,0B0,1UNSHARD\n1F0,1B0\n", 1, 9, "runs on rank 1"},
   };
@@ -403,7 +403,7 @@ std::string oneMicrobatchPerRank(int p) {
 } // namespace
 
 // The pipeline limits of support/Limits.h, checked with the shape: the first row past 1024
-// ranks, the cell of the micro-batch past 65536, the rank holding more than 64 stages, and the
+// ranks (column 0: the row), the cell of the micro-batch past 65536, the rank holding more than 64 stages, and the
 // stage x micro-batch count.
 TEST(Import, ShapeLimits) {
   struct Case {
@@ -421,12 +421,12 @@ TEST(Import, ShapeLimits) {
     manyChunks += std::to_string(r) + "F0," + std::to_string(r) + "B0" +
                   (r == 1023 ? ",1023F4096\n" : "\n");
   const std::vector<Case> cases = {
-      {oneMicrobatchPerRank(1025), 1025, 1,
+      {oneMicrobatchPerRank(1025), 1025, 0,
        "the table has 1025 rank rows; a pipeline has at most 1024 ranks (pipeline.stages)"},
       {"0F0,0F65536\n", 1, 5,
        "micro-batch 65536 is beyond the 65536 micro-batches a pipeline runs"},
-      {manyStages, 1, 1, "every rank runs 65 stages; a rank holds at most 64"},
-      {manyChunks, 1, 1,
+      {manyStages, 1, 0, "every rank runs 65 stages; a rank holds at most 64"},
+      {manyChunks, 1, 0,
        "the table's 1024 stages x 4097 micro-batches exceed the 4194304 micro-batch chunks"},
   };
   for (const Case &c : cases) {
