@@ -14,6 +14,7 @@
 #include "passes/StageLowering.h"
 #include "proto/stream_program.pb.h"
 #include "support/Limits.h"
+#include "support/ProtoText.h"
 
 #include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
@@ -28,6 +29,7 @@
 
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/text_format.h>
 
 using namespace mlir;
@@ -483,6 +485,9 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
 /// fill job is unknown.
 bool startProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out,
                   std::vector<JobInstances> &instanceOf) {
+  if (failed(checkIterationFitsRuntime(src.anchor ? src.anchor : module.getOperation(),
+                                       src.plannedIterationUs)))
+    return false;
   out.set_version(1);
   out.set_name(src.name);
   out.set_iterations(src.iterations);
@@ -511,6 +516,101 @@ LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::Stream
   return success();
 }
 
+/// What pipefill-run and pfrt_program_load refuse to read, refused while the
+/// program is written, where the plan can still change: a program file over
+/// kMaxInputBytes (support/ProtoText.h), a stream over its op count
+/// (pipefill.rt.ProgramStream.ops, support/Limits.cpp). Fill plans reach
+/// both when bubbles are far longer than the chunks cut into them (a
+/// 6000 s bubble of 6 ms chunks: 10^7 ops, 340 MB).
+class ProgramFit {
+public:
+  ProgramFit(Operation *anchor, bool text) : anchor(anchor), text(text) {}
+
+  /// Counts `n` more bytes of the program.
+  LogicalResult addBytes(size_t n) {
+    bytes += n;
+    if (bytes <= kMaxInputBytes)
+      return success();
+    return anchor->emitError()
+           << "the StreamProgram would be " << (text ? "over " : "") << bytes << " bytes"
+           << (text ? " in text format" : "") << " by the end of device " << devices
+           << "; pipefill-run reads at most " << kMaxInputBytes
+           << (fillOps >= kManyChunks ? " (device " + std::to_string(fillDevice) + " runs " +
+                                            std::to_string(fillOps) +
+                                            " fill chunks per iteration on one stream)" +
+                                            kFewerChunks
+                                      : std::string());
+  }
+  /// Checks device `i`'s streams, from its serialized message: an op takes at
+  /// least 2 bytes, so only a message of 2 x the op limit can hold a stream
+  /// over it, and only such a message is parsed back.
+  LogicalResult addDevice(size_t i, const std::string &encoded) {
+    devices = i;
+    if (encoded.size() < 2 * maxOps() && (size_t)bytes + encoded.size() <= kMaxInputBytes)
+      return addBytes(encoded.size());
+    google::protobuf::Arena arena;
+    auto *d = google::protobuf::Arena::CreateMessage<rt::DeviceProgram>(&arena);
+    if (!d->ParseFromString(encoded))
+      return anchor->emitError() << "could not re-read device " << i << "'s StreamProgram";
+    return failure(failed(addDevice(i, *d)) || failed(addBytes(encoded.size())));
+  }
+  /// Checks device `i`'s streams; notes its fill ops for the messages.
+  LogicalResult addDevice(size_t i, const rt::DeviceProgram &d) {
+    devices = i;
+    for (const rt::ProgramStream &stream : d.streams()) {
+      size_t fill = 0;
+      for (const rt::StreamOp &op : stream.ops())
+        fill += op.has_fill();
+      if (fill > fillOps)
+        fillOps = fill, fillDevice = i;
+      if ((size_t)stream.ops_size() > maxOps())
+        return anchor->emitError()
+               << "device " << i << "'s stream '" << stream.name() << "' would hold "
+               << stream.ops_size() << " ops per iteration (" << fill
+               << " of them fill chunks); pipefill-run runs at most " << maxOps()
+               << " per stream" << (fill >= kManyChunks ? kFewerChunks : "");
+    }
+    return success();
+  }
+
+private:
+  static size_t maxOps() {
+    static const size_t max = size_t(findCountLimit("pipefill.rt.ProgramStream.ops")->max);
+    return max;
+  }
+  /// Past this many fill chunks on one stream, the messages blame the plan.
+  static constexpr size_t kManyChunks = 65536;
+  static constexpr const char *kFewerChunks =
+      ": the bubbles are cut into far more chunks than a runtime can hold; larger fill "
+      "batches (planner.batch_sizes) make fewer, longer chunks";
+
+  Operation *anchor;
+  bool text;
+  size_t bytes = 0, devices = 0, fillOps = 0, fillDevice = 0;
+};
+
+/// A string output stream that refuses to grow past `limit` bytes, so the
+/// text printer stops there instead of printing gigabytes that are refused.
+class BoundedStringStream final : public google::protobuf::io::ZeroCopyOutputStream {
+public:
+  BoundedStringStream(std::string *target, size_t limit) : inner(target), limit(limit) {}
+  bool Next(void **data, int *size) override {
+    if ((size_t)inner.ByteCount() > limit) {
+      over = true;
+      return false;
+    }
+    return inner.Next(data, size);
+  }
+  void BackUp(int count) override { inner.BackUp(count); }
+  int64_t ByteCount() const override { return inner.ByteCount(); }
+  bool overflowed() const { return over; }
+
+private:
+  google::protobuf::io::StringOutputStream inner;
+  size_t limit;
+  bool over = false;
+};
+
 /// The binary StreamProgram, written while it is built: the fields before
 /// `devices` (1-3), each device's message as soon as it is built (a batch of
 /// devices at a time, on MLIR's threads), then the fields after it (5-7).
@@ -535,6 +635,9 @@ LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
   std::string bytes;
   if (!head.SerializeToString(&bytes))
     return module.emitError() << "could not serialize the StreamProgram";
+  ProgramFit fit(src.anchor ? src.anchor : module.getOperation(), /*text=*/false);
+  if (failed(fit.addBytes(bytes.size())))
+    return failure();
   os << bytes;
 
   MLIRContext *ctx = module.getContext();
@@ -565,6 +668,8 @@ LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
       uint8_t prefix[10]; // two varints of at most 5 bytes each
       uint8_t *end = CodedOutputStream::WriteVarint32ToArray(kDevicesTag, prefix);
       end = CodedOutputStream::WriteVarint32ToArray(uint32_t(messages[k].size()), end);
+      if (failed(fit.addBytes(end - prefix)) || failed(fit.addDevice(begin + k, messages[k])))
+        return failure();
       os.write(reinterpret_cast<const char *>(prefix), end - prefix);
       os << messages[k];
     }
@@ -587,9 +692,23 @@ LogicalResult writeProgram(ModuleOp module, const ProgramSource &src, llvm::raw_
       *google::protobuf::Arena::CreateMessage<rt::StreamProgram>(&arena);
   if (failed(buildProgram(module, src, program)))
     return failure();
+  // Text is never shorter than the binary encoding: a program whose binary
+  // form is already too large is refused before it is printed, and the
+  // printer stops at the limit.
+  ProgramFit fit(src.anchor ? src.anchor : module.getOperation(), /*text=*/true);
+  for (int i = 0; i < program.devices_size(); ++i)
+    if (failed(fit.addDevice(i, program.devices(i))))
+      return failure();
+  if (program.ByteSizeLong() > kMaxInputBytes)
+    return fit.addBytes(program.ByteSizeLong());
   std::string bytes;
-  if (!google::protobuf::TextFormat::PrintToString(program, &bytes))
+  BoundedStringStream out(&bytes, kMaxInputBytes);
+  const bool printed = google::protobuf::TextFormat::Print(program, &out);
+  if (out.overflowed())
+    return fit.addBytes(out.ByteCount());
+  if (!printed)
     return module.emitError() << "could not print the StreamProgram";
+  bytes.resize(out.ByteCount());
   os << bytes;
   return success();
 }

@@ -146,6 +146,8 @@ struct LowerToStreamPass : public impl::LowerToStreamBase<LowerToStreamPass> {
       return pipeline.emitError()
              << "has no simulated timeline to lower; run pipefill-simulate "
                 "(or --pipefill-compile) first";
+    if (failed(checkIterationFitsRuntime(pipeline, f64(*pipeline.getIterationUs()))))
+      return failure();
     // The runtime rejects an order that deadlocks; so does the compiler,
     // with the same rule, before handing the program on. The instruction
     // lists read for the check are also what the stages are lowered from.

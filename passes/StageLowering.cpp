@@ -1,8 +1,10 @@
 //===- StageLowering.cpp - one stage's lowering to streams ----------------===//
 #include "passes/StageLowering.h"
 #include "passes/ScheduleIR.h"
+#include "support/Limits.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <limits>
@@ -10,6 +12,17 @@
 using namespace mlir;
 
 namespace pipefill {
+
+mlir::LogicalResult checkIterationFitsRuntime(mlir::Operation *anchor, double iterationUs) {
+  if (iterationUs <= kMaxUs)
+    return mlir::success();
+  return anchor->emitError() << "the planned iteration takes "
+                             << llvm::formatv("{0:F1}", iterationUs / 1e6).str()
+                             << " s; pipefill-run runs iterations (and ops, bubbles and fill "
+                                "chunks) of at most "
+                             << llvm::formatv("{0:F0}", kMaxUs / 1e6).str() << " s";
+}
+
 namespace ps = pfstream;
 
 StreamSink::~StreamSink() = default;

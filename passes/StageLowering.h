@@ -65,6 +65,12 @@ struct PipelineFacts {
   int64_t v = 1, m = 1;
 };
 
+/// The runtime refuses any duration over kMaxUs (support/Limits.cpp: one op,
+/// bubble, fill chunk or iteration). Every op, bubble and chunk lies within
+/// the planned iteration, so checking the iteration checks them all: an
+/// error on `anchor` when `iterationUs` is over it.
+mlir::LogicalResult checkIterationFitsRuntime(mlir::Operation *anchor, double iterationUs);
+
 pfstream::ComputeKind toStreamKind(InstrKind kind);
 pfstream::BubbleKind toStreamKind(BubbleKind kind);
 
