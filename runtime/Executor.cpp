@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sys/stat.h>
 #include <thread>
 
@@ -595,6 +596,7 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   first_ = cp.iterations_done();
   result_.resumed = true;
   carried_.assign(program_.jobs.size(), Carried{});
+  std::set<uint32_t> restored; // devices of job j the checkpoint names
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
     const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
     JobRun &jr = *jobs_[j];
@@ -623,7 +625,20 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
       if (!bad.empty())
         throw Error(PFRT_ERROR_PARSE,
                     "checkpoint " + path + ": job '" + program_.jobs[j].name + "' " + bad);
+      restored.insert(ds.device());
     }
+    // Every run that fills a device saves its state, so a device the checkpoint does not name
+    // ran no fill in the iterations it counts (--no-fill, --stage, a session of another rank):
+    // its plan has not begun. Those iterations count as held, and it starts at the plan's first
+    // iteration, as a device carried through such a run does (documented in docs/runtime.md).
+    for (auto &[device, queue] : jr.devices)
+      if (!restored.count(device)) {
+        pipefill::rt::FillDeviceState never;
+        never.set_device(device);
+        never.set_iterations_held(static_cast<int64_t>(cp.iterations_done()));
+        queue.restore(never, info_.jobs[j].passes);
+      }
+    restored.clear();
   }
 }
 

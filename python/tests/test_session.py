@@ -110,6 +110,24 @@ def test_checkpoint_round_trip(tiny_plan, tmp_path):
     assert b.jobs()[0]["checksum"] == pytest.approx(a.jobs()[0]["checksum"], rel=1e-9)
 
 
+def test_a_checkpoint_without_fill_holds_the_plan(tiny_plan, tmp_path):
+    """A checkpoint that pipefill.run wrote without fill names no device state: the session
+    that loads it starts its plan at the beginning (the iterations count as held), so it
+    fills what a fresh session fills. It used to start at the checkpoint's iteration."""
+    path = tmp_path / "nofill.ckpt"
+    pipefill.run(tiny_plan, iterations=2, fill=False, checkpoint=path, time_scale=0.05)
+    fresh = pipefill.Session(tiny_plan, 1)
+    drive(fresh, 2)
+    resumed = pipefill.Session(tiny_plan, 1)
+    resumed.load_checkpoint(path)
+    drive(resumed, 2)
+    [a] = [j for j in fresh.jobs() if j["on_rank"]]
+    [b] = [j for j in resumed.jobs() if j["on_rank"]]
+    assert b["iterations_held"] == 2
+    assert b["samples_completed"] == a["samples_completed"] > 0
+    assert b["checksum"] == pytest.approx(a["checksum"], rel=1e-9)
+
+
 # ---- every bad call raises, with the runtime's message ----
 
 def test_unknown_bubble(tiny_plan):

@@ -153,6 +153,39 @@ TEST(CheckpointTest, AResumeWithoutFillKeepsTheBatchInFlight) {
   std::remove((cp + ".prev").c_str());
 }
 
+// A checkpoint first written by a run without fill names no state for the device. The resume
+// with fill used to start the device's plan at the checkpoint's iteration, so the batches of the
+// iterations run without fill were never begun (a different sample range, and no sign of it).
+// Those iterations count as held: the resumed run does what a fresh run would have done.
+TEST(CheckpointTest, AResumeOfACheckpointWithoutFillStartsThePlanAtItsBeginning) {
+  for (pfrt_fill_kind kind : {PFRT_FILL_INFERENCE, PFRT_FILL_TRAINING}) {
+    ProgramPtr p = spanningProgram(kind);
+    ReportPtr fresh = runOk(p.get(), hostOptions(3));
+    ASSERT_TRUE(fresh);
+    std::string cp = tempPath("neverfilled.ckpt");
+    std::remove(cp.c_str());
+    pfrt_options o = hostOptions(3);
+    o.checkpoint_path = cp.c_str();
+    o.enable_fill = 0;
+    ReportPtr idle = runOk(p.get(), o);
+    ASSERT_TRUE(idle);
+    EXPECT_EQ(idle->data.jobs[0].samplesCompleted, 0u);
+    o.iterations = 6;
+    o.enable_fill = 1;
+    ReportPtr resumed = runOk(p.get(), o);
+    ASSERT_TRUE(resumed);
+    EXPECT_EQ(resumed->data.firstIteration, 3);
+    const RunResult::Job &a = fresh->data.jobs[0], &b = resumed->data.jobs[0];
+    EXPECT_EQ(b.iterationsHeld, 3u);
+    EXPECT_EQ(b.samplesCompleted, a.samplesCompleted);
+    EXPECT_EQ(b.samplesPending, a.samplesPending);
+    EXPECT_EQ(b.steps, a.steps);
+    EXPECT_NEAR(b.checksum, a.checksum, 1e-9 * a.checksum) << "another sample range was filled";
+    std::remove(cp.c_str());
+    std::remove((cp + ".prev").c_str());
+  }
+}
+
 TEST(CheckpointTest, InferenceResumeKeepsCompletedSamples) {
   resumeKeepsWork(PFRT_FILL_INFERENCE, 1e-9);
 }
