@@ -94,7 +94,10 @@ void writeDeviceJson(JsonWriter &w, const DeviceReport &d, const Program &progra
     w.value("planned_us", b.plannedUs);
     w.value("free_bytes", b.freeBytes);
     // The main-stream gap, in the device's time_source.
-    w.value("gap_us_mean", b.measuredMeanUs);
+    if (b.measuredMeanUs >= 0)
+      w.value("gap_us_mean", b.measuredMeanUs);
+    else
+      w.null("gap_us_mean"); // no iteration of the run closed it
     w.numbers("gap_us", b.measuredUs);
     w.value("start_us_mean", b.startMeanUs);
     w.value("planned_fill_us", b.plannedFillUs);
@@ -192,6 +195,7 @@ void writeJson(ReportData &r, const Program &program) {
                                       : 0.0);
   w.value("planned_bubble_us_per_iteration", r.plannedBubbleUsPerIteration);
   observed("bubble_us_per_iteration", r.bubbleUsPerIteration);
+  w.value("bubbles_unobserved", r.bubblesUnobserved);
   w.value("planned_fill_us_per_iteration", r.plannedFillUsPerIteration);
   observed("fill_us_per_iteration", r.fillUsPerIteration);
   w.beginObject("overruns");
@@ -317,9 +321,14 @@ void writeSummary(ReportData &r) {
         "main stream of the device that ran for real");
   row("bubble time / iteration (us)", fmt("%.1f", r.plannedBubbleUsPerIteration),
       fmt("%.1f", r.bubbleUsPerIteration),
-      emulated ? "main-stream gaps, all devices (the " + std::to_string(emulated) +
-                     " emulated ones modelled)"
-               : std::string("main-stream gaps, all devices"));
+      (emulated ? "main-stream gaps, all devices (the " + std::to_string(emulated) +
+                      " emulated ones modelled)"
+                : std::string("main-stream gaps, all devices")) +
+          (r.bubblesUnobserved
+               ? "; " + std::to_string(r.bubblesUnobserved) +
+                     " tail bubble(s) no iteration closed left out (" +
+                     fmt("%.1f", r.unobservedPlannedUs) + " us planned): run 2+ iterations"
+               : std::string()));
   {
     // Scaled-down fill layers (max_dim) do less work than the plan's: say so beside the times.
     bool scaled = false;
@@ -463,8 +472,11 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       mb->set_bubble_id(b.bubbleId);
       mb->set_kind(static_cast<pipefill::rt::BubbleOp::Kind>(b.kind));
       mb->set_planned_us(b.plannedUs);
-      mb->set_measured(measured);
-      if (measured)
+      // A gap no iteration closed has no time at all: neither measured nor modelled.
+      mb->set_measured(measured && b.measuredMeanUs >= 0);
+      if (b.measuredMeanUs < 0)
+        ;
+      else if (measured)
         mb->set_measured_us(b.measuredMeanUs);
       else
         mb->set_modelled_us(b.measuredMeanUs);
@@ -718,7 +730,9 @@ std::map<uint32_t, size_t> deviceBubbles(const ReportInputs &in, const Stream &m
     for (size_t k = 0; k < n; ++k)
       if (b.beginUs[k] >= 0 && dr.iterationStart[k] >= 0)
         starts[k] = b.beginUs[k] - dr.iterationStart[k];
-    b.measuredMeanUs = steadyMean(b.measuredUs);
+    const bool closed = std::any_of(b.measuredUs.begin(), b.measuredUs.end(),
+                                    [](double v) { return v >= 0; });
+    b.measuredMeanUs = closed ? steadyMean(b.measuredUs) : -1;
     b.startMeanUs = steadyMean(starts);
   }
   return bubbleIndex;
@@ -869,7 +883,12 @@ void runStatistics(const ReportInputs &in, const std::vector<double> &overruns,
                    ReportData &r) {
   for (const DeviceReport &dr : r.devices)
     for (const BubbleReport &b : dr.bubbles) {
-      r.bubbleUsPerIteration += b.measuredMeanUs;
+      if (b.measuredMeanUs >= 0) {
+        r.bubbleUsPerIteration += b.measuredMeanUs;
+      } else {
+        ++r.bubblesUnobserved;
+        r.unobservedPlannedUs += b.plannedUs;
+      }
       r.fillUsPerIteration += b.fillUsMean;
       r.overrunCount += b.overruns;
       r.overrunUs += b.overrunUs;

@@ -36,7 +36,7 @@ struct BubbleReport {
   // Per iteration, where main resumed compute after it (-1: not known): its end, or for a bubble of
   // such a chain the end of the chain's idle stretch. Fill still running then is an overrun.
   std::vector<double> idleEndUs;
-  double measuredMeanUs = 0;      // over measurable iterations
+  double measuredMeanUs = 0;      // over measurable iterations; -1 when no iteration closed it
   double startMeanUs = 0;         // relative to the device's iteration start
   double plannedFillUs = 0;       // planned_us of its chunks per iteration (periodic: / period)
   double fillUsMean = 0;          // measured fill-chunk time per iteration
@@ -95,6 +95,10 @@ struct ReportData {
   double plannedBubbleUsPerIteration = 0, plannedFillUsPerIteration = 0;
   double plannedChunksPerIteration = 0; // fill chunks the plan runs per iteration where fill runs
   double bubbleUsPerIteration = 0, fillUsPerIteration = 0;
+  // Bubbles whose gap no iteration of the run closed (a one-iteration run's tail bubbles: their
+  // gap ends in the next iteration): left out of bubbleUsPerIteration; their planned time.
+  uint64_t bubblesUnobserved = 0;
+  double unobservedPlannedUs = 0;
   uint64_t overrunCount = 0;
   double overrunUs = 0, overrunMaxUs = 0;
   // Chunk by chunk (a bubble's slot may run several): chunks that ended past their bubble's
