@@ -1137,12 +1137,58 @@ void Executor::setupRunState(uint32_t numDevices) {
           ++cpParticipants_;
 }
 
+// Ranks that run another program, other iterations or other options disagree on the messages
+// between them (a rank waits for a generation its peer never sends) or on what the merged report
+// adds up: they used to wait out --peer-timeout (120 s) and fail with a generic message, or merge
+// silently. One allGather before the start barrier compares what must agree and names it.
+void Executor::checkRanksAgree() {
+  auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  const std::vector<std::pair<std::string, std::string>> mine = {
+      {"the program (its fingerprint)", std::to_string(programFingerprint(program_))},
+      {"the run's first iteration (from its checkpoint)", std::to_string(first_)},
+      {"--iterations", std::to_string(config_.iterations)},
+      {"fill (--no-fill)", config_.fill ? "on" : "off"},
+      {"profile mode", config_.profile ? "on" : "off"},
+      {"--time-model", config_.modelledTime ? "modelled" : "measured"},
+      {"--time-scale", number(config_.timeScale)},
+      {"--fill-policy", !config_.fillBounded ? "unbounded"
+                        : config_.fillSplit  ? "bounded"
+                                             : "bounded-whole"},
+      {"--max-dim (effective)", std::to_string(config_.maxDim)},
+  };
+  std::string encoded;
+  for (const auto &kv : mine)
+    encoded += kv.second + '\n';
+  const std::vector<std::string> parts = transport_->allGather(encoded);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    if (parts[r] == encoded)
+      continue;
+    std::vector<std::string> theirs;
+    size_t at = 0;
+    for (size_t nl; (nl = parts[r].find('\n', at)) != std::string::npos; at = nl + 1)
+      theirs.push_back(parts[r].substr(at, nl - at));
+    for (size_t k = 0; k < mine.size(); ++k)
+      if (k >= theirs.size() || theirs[k] != mine[k].second)
+        throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                    "rank " + std::to_string(r) + " runs with " + mine[k].first + " " +
+                        (k < theirs.size() ? theirs[k] : "?") + ", this rank (" +
+                        std::to_string(config_.rank) + ") with " + mine[k].second +
+                        ": every rank must run the same program with the same options");
+  }
+}
+
 // Starts the clocks together and runs one thread per local stream.
 void Executor::runThreads(uint32_t numDevices) {
   // One process per rank: every rank starts its clock together (the modelled times of messages
   // between ranks are relative to this common start).
-  if (config_.rank >= 0)
+  if (config_.rank >= 0) {
+    checkRanksAgree();
     transport_->barrier();
+  }
   result_.runStartUs = hostNowUs();
   // Threads take a little while to start; the modelled clock starts when they all could have.
   size_t streams = 0;

@@ -144,6 +144,8 @@ private:
   void setupBubbleClocks(uint32_t numDevices);
   void setupRunState(uint32_t numDevices);
   void runThreads(uint32_t numDevices);
+  // Rank mode: every rank runs the same program with the same run options, or all fail at once.
+  void checkRanksAgree();
   void collectResults(uint32_t numDevices);
   void setupJobs();
   void loadCheckpoint();

@@ -8,8 +8,9 @@
    samples completed, chunks run/deferred/skipped/pending, checksums).
 2. `pipefill-run --merge` of the rank parts gives the report rank 0 gathered over MPI.
 3. The bundled example (16 stages) as 16 ranks against one process, likewise.
-4. Errors: world != device count, rank out of range, a rank that stops early (the others fail
-   with a timeout naming the silent rank, no hang), --merge of parts that do not belong together.
+4. Errors: world != device count, rank out of range, ranks started with other options (all fail
+   at the start, naming the option), a rank that hangs (the others fail with a timeout naming
+   the silent rank, no hang), --merge of parts that do not belong together.
 
 Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
 MPI.
@@ -20,6 +21,7 @@ usage: python3 ranks_test.py BIN_DIR FOUR_STAGE_PBTXT TINY_PBTXT EXAMPLE_PB WORK
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -337,14 +339,28 @@ def main():
                  "world != device count (mpirun -n 2)")
     expect_error([exe, four, *RUN, "--rank", "4", "--world", "4"],
                  ["rank 4 is out of range", "ranks 0 to 3"], "rank out of range")
-    # Rank 3 runs one iteration where the others run three: it stops sending early. The others
-    # must fail with a timeout naming the silent peer instead of waiting forever.
+    # Ranks started with other options disagree on their messages (rank 3 running one iteration
+    # stops sending early) or on what the merge adds up (--no-fill): every rank fails at once,
+    # naming the option (whichever rank prints first: mpirun stops the others). They used to wait
+    # out --peer-timeout (120 s by default), or merge.
+    for what, theirs, needle in (
+            ("--iterations", ["--iterations", "1"], "runs with --iterations "),
+            ("--no-fill", ["--iterations", "3", "--no-fill"], "runs with fill (--no-fill) o")):
+        start = time.monotonic()
+        cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", ":",
+                               "-n", "1", exe, four, *RUN, *theirs]
+        expect_error(cmd, [needle, "every rank must run the same program with the same options"],
+                     f"ranks with another {what}: all fail at the start", timeout=120)
+        check(time.monotonic() - start < 30, f"the {what} mismatch was found at the start, not by a timeout")
+    # A rank that hangs mid-run (stopped with SIGSTOP): the others fail with a timeout naming the
+    # silent rank instead of waiting forever, and mpirun stops the job.
     start = time.monotonic()
-    cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", "--peer-timeout", "3", ":",
-                           "-n", "1", exe, four, *RUN, "--iterations", "1", "--peer-timeout", "3"]
-    expect_error(cmd, ["no message from rank", "--peer-timeout"],
-                 "a rank that stops early: the others time out", timeout=120)
-    check(time.monotonic() - start < 100, "the missing peer was detected well before the hang limit")
+    many = [exe, four, *RUN, "--iterations", "400", "--peer-timeout", "3"]
+    cmd = mpirun_cmd(3) + many + [":", "-n", "1", "sh", "-c",
+                                  shlex.join(many) + " & p=$!; sleep 1.5; kill -STOP $p; wait $p"]
+    expect_error(cmd, ["no message from rank 3", "--peer-timeout"],
+                 "a rank that hangs: the others time out", timeout=120)
+    check(time.monotonic() - start < 100, "the hung peer was detected well before the hang limit")
 
     if failures:
         print(f"{len(failures)} check(s) failed")
