@@ -528,8 +528,12 @@ void Executor::loadCheckpoint() {
     throw Error(PFRT_ERROR_PARSE, what + "; the previous one (" + prev + ") " +
                                       (st == CheckpointStatus::Missing ? "does not exist" : why));
   }
-  const bool foreign = status == CheckpointStatus::Foreign ||
-                       (status == CheckpointStatus::Ok && cp.max_dim() != config_.maxDim);
+  // A checkpoint of another workload cap is good: the cap it names resumes it. Moving it aside
+  // (restart) would throw its work away.
+  if (status == CheckpointStatus::Ok && cp.max_dim() != config_.maxDim)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                what + " (run with --max-dim " + std::to_string(cp.max_dim()) + " to resume it)");
+  const bool foreign = status == CheckpointStatus::Foreign;
   throw Error(foreign ? PFRT_ERROR_INVALID_ARGUMENT : PFRT_ERROR_PARSE,
               what + " (resume from the previous checkpoint or start clean with "
                      "--on-bad-checkpoint previous|restart)");

@@ -91,6 +91,9 @@ std::string readFile(const std::string &path) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
     throw Error(PFRT_ERROR_IO, path + ": is a device, not a file");
+  // A directory opens and reads as empty ("file is empty" was the message).
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw Error(PFRT_ERROR_IO, path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw Error(PFRT_ERROR_IO, path + ": cannot open: " + std::strerror(errno));

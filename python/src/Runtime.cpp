@@ -109,12 +109,15 @@ pfrt_backend parseBackend(const std::string &name) {
   throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
 }
 
-/// The runtime's message for a Python caller: a bad checkpoint's names pipefill-run's flag, which is
-/// run()'s on_bad_checkpoint.
+/// The runtime's message for a Python caller: a bad checkpoint's names pipefill-run's flags, which
+/// are run()'s on_bad_checkpoint and max_dim.
 std::string forPython(std::string error) {
   const std::string flag = "--on-bad-checkpoint previous|restart";
   if (const size_t at = error.find(flag); at != std::string::npos)
     error.replace(at, flag.size(), "on_bad_checkpoint='previous' or 'restart'");
+  const std::string maxDim = "run with --max-dim ";
+  if (const size_t at = error.find(maxDim); at != std::string::npos)
+    error.replace(at, maxDim.size(), "run with max_dim=");
   return error;
 }
 

@@ -116,6 +116,15 @@ def test_checkpoint_resumes_fill(tiny_plan, tmp_path):
         assert j["samples_completed"] == done_first[j["name"]] + j["samples_this_run"]
 
 
+def test_checkpoint_of_another_max_dim_names_it(tiny_plan, tmp_path):
+    ckpt = tmp_path / "fill.ckpt"
+    pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, max_dim=16, time_scale=0.05)
+    with pytest.raises(pipefill.RunError, match=r"cap 16 but this run uses 32 \(run with max_dim=16 to resume it\)"):
+        pipefill.run(tiny_plan, iterations=2, checkpoint=ckpt, **FAST)
+    resumed = pipefill.run(tiny_plan, iterations=2, checkpoint=ckpt, max_dim=16, time_scale=0.05)
+    assert resumed.stats()["first_iteration"] == 1
+
+
 def test_on_bad_checkpoint(tiny_plan, tmp_path):
     """run()'s on_bad_checkpoint is pipefill-run's --on-bad-checkpoint (docs/runtime.md 7):
     a corrupt checkpoint fails by default with a message naming the keyword, "previous"
