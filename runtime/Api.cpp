@@ -22,6 +22,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <unistd.h>
 
 using pfrt::Error;
 
@@ -565,6 +566,18 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
               std::to_string(pfrt::kMaxTimeScale) + "], got " + std::to_string(o.time_scale));
     if (o.stage < -1)
       invalid("stage must be -1 (all devices) or a device index");
+    // Fields that were ignored when out of range (world -3 ran one process; cpu 999 in
+    // modelled time pinned nothing and said nothing).
+    if (o.rank < -1)
+      invalid("rank must be -1 (every device in this process) or a rank, got " +
+              std::to_string(o.rank));
+    if (o.world < 0)
+      invalid("world must be >= 1 (0: the launcher's), got " + std::to_string(o.world));
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    for (auto [name, cpu] : {std::pair<const char *, int32_t>{"cpu", o.cpu}, {"fill_cpu", o.fill_cpu}})
+      if (cpu < -1 || (cpus > 0 && cpu >= cpus))
+        invalid(std::string(name) + " must be -1 (not pinned) or a CPU of this machine (0 to " +
+                std::to_string(cpus - 1) + "), got " + std::to_string(cpu));
     if (o.time_model != PFRT_TIME_MEASURED && o.time_model != PFRT_TIME_MODELLED)
       invalid("unknown time_model " + std::to_string(static_cast<int>(o.time_model)));
     if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED &&

@@ -53,8 +53,10 @@ std::string fmt(const char *format, double v) {
 
 pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &options,
                                uint32_t repetitions) {
-  if (repetitions == 0)
-    throw Error(PFRT_ERROR_INVALID_ARGUMENT, "compare needs at least one ABBA repetition");
+  if (repetitions == 0 || repetitions > PFRT_COMPARE_MAX_REPETITIONS)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "compare runs 1 to " + std::to_string(PFRT_COMPARE_MAX_REPETITIONS) +
+                    " ABBA repetitions, got " + std::to_string(repetitions));
   if (options.checkpoint_path && *options.checkpoint_path)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "compare runs the program many times: it cannot use a checkpoint");

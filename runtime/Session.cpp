@@ -1315,6 +1315,11 @@ void Session::setTaskState(uint32_t t, const void *data, size_t size) {
   sync();
   if (!data && size)
     invalid("pfrt_session_task_state_set: data is NULL");
+  // The state goes into the checkpoint, which is read back whole (at most 16 x 256 MiB).
+  if (size > pipefill::kMaxInputBytes)
+    invalid("pfrt_session_task_state_set: " + std::to_string(size) +
+            " bytes of state; a task's state is at most " +
+            std::to_string(pipefill::kMaxInputBytes) + " bytes (it is saved in the checkpoint)");
   tasks_[t].state.assign(static_cast<const char *>(data), size);
 }
 

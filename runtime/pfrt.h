@@ -468,7 +468,9 @@ typedef struct pfrt_compare_result {
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in
  * the order A A (A B B A)^repetitions and fills *out. On the host backend with measured time and
  * no `cpu` given, the threads of the real device(s) are pinned to one CPU so main and fill share
- * it (fill at the lowest priority). `checkpoint_path` must be NULL. */
+ * it (fill at the lowest priority). `checkpoint_path` must be NULL; `repetitions`: 1 to
+ * PFRT_COMPARE_MAX_REPETITIONS. */
+#define PFRT_COMPARE_MAX_REPETITIONS 1000u
 pfrt_status pfrt_compare(pfrt_program *program, const pfrt_options *options, uint32_t repetitions,
                          pfrt_compare_result *out);
 /* The result as a text table (json = 0) or a JSON object (json = 1); the string stays valid until

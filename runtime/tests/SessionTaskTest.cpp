@@ -627,6 +627,11 @@ TEST(SessionTaskErrorTest, UnknownTaskAndReadsInsideABubble) {
               "out_stats is NULL");
   expectError(pfrt_session_task_state_set(s.get(), id, nullptr, 4), PFRT_ERROR_INVALID_ARGUMENT,
               "data is NULL");
+  // A size no checkpoint holds is refused before a byte is read (it was an internal error from
+  // std::string, "basic_string::_M_replace").
+  expectError(pfrt_session_task_state_set(s.get(), id, "x", size_t(1) << 62),
+              PFRT_ERROR_INVALID_ARGUMENT,
+              "4611686018427387904 bytes of state; a task's state is at most 268435456 bytes");
   PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 100, nullptr));
   expectError(pfrt_session_task_get(s.get(), id, &st), PFRT_ERROR_INVALID_ARGUMENT,
               "pfrt_session_task_get inside a bubble");

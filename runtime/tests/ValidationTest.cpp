@@ -214,7 +214,8 @@ TEST(ValidationTest, StructureRules) {
 } // namespace test
 } // namespace pfrt
 
-// pfrt_run refuses option values outside their enums (a C caller can pass any int) by name.
+// pfrt_run refuses option values outside their enums or ranges (a C caller can pass any int) by
+// name.
 TEST(RunOptionsTest, OutOfRangeEnumValuesAreRefusedByName) {
   pfrt::test::ProgramPtr p = pfrt::test::buildOk(pfrt::samples::PipelineSpec{});
   ASSERT_TRUE(p);
@@ -227,6 +228,16 @@ TEST(RunOptionsTest, OutOfRangeEnumValuesAreRefusedByName) {
       {"unknown fill_policy 7", [](pfrt_options &o) { o.fill_policy = static_cast<pfrt_fill_policy>(7); }},
       {"unknown rank_transfer 7",
        [](pfrt_options &o) { o.rank_transfer = static_cast<pfrt_rank_transfer>(7); }},
+      // Ignored before, whatever the value.
+      {"rank must be -1 (every device in this process) or a rank, got -2",
+       [](pfrt_options &o) { o.rank = -2; }},
+      {"world must be >= 1 (0: the launcher's), got -3", [](pfrt_options &o) { o.world = -3; }},
+      {"fill_cpu must be -1 (not pinned) or a CPU of this machine",
+       [](pfrt_options &o) { o.fill_cpu = -7; }},
+      {"cpu must be -1 (not pinned) or a CPU of this machine", [](pfrt_options &o) {
+         o.cpu = 999999;
+         o.time_model = PFRT_TIME_MODELLED; // the modelled model pins nothing, but said nothing
+       }},
   };
   for (const Case &c : cases) {
     pfrt_options o = pfrt::test::hostOptions(1);

@@ -140,7 +140,7 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
       return usageError("--on-bad-checkpoint expects fail, previous or restart, got '" + v + "'");
   } else if (arg == "--compare") {
     std::string v;
-    if (!c.nextUnsigned(1000, v, a.compare) || a.compare == 0)
+    if (!c.nextUnsigned(PFRT_COMPARE_MAX_REPETITIONS, v, a.compare) || a.compare == 0)
       return usageError("--compare expects a number of ABBA blocks (1-1000), got '" + v + "'");
   } else if (arg == "--compare-json") {
     if (!c.next(a.compareJson) || a.compareJson.empty())
@@ -230,6 +230,8 @@ int finishRunArgs(RunArgs &args) {
   if (args.profileWithFill) {
     if (args.profilePath.empty())
       return usageError("--profile-with-fill needs --profile-out FILE");
+    if (!options.enable_fill)
+      return usageError("--profile-with-fill runs with fill; it does not take --no-fill");
     options.profile = 0;
     options.enable_fill = 1;
   }
