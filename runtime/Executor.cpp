@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <sys/stat.h>
 #include <thread>
@@ -1167,9 +1168,19 @@ void Executor::checkRanksAgree() {
   std::string encoded;
   for (const auto &kv : mine)
     encoded += kv.second + '\n';
-  const std::vector<std::string> parts = transport_->allGather(encoded);
+  // Last, this rank's random number: rank 0's names the run in every rank's part (--merge checks
+  // that the parts share it).
+  std::random_device entropy;
+  const uint64_t nonce = (uint64_t(entropy()) << 32 | entropy()) | 1;
+  const std::vector<std::string> parts =
+      transport_->allGather(encoded + std::to_string(nonce) + '\n');
+  if (!parts.empty()) {
+    const size_t last = parts[0].rfind('\n', parts[0].size() - 2);
+    result_.runId = std::strtoull(parts[0].c_str() + (last == std::string::npos ? 0 : last + 1),
+                                  nullptr, 10);
+  }
   for (size_t r = 0; r < parts.size(); ++r) {
-    if (parts[r] == encoded)
+    if (parts[r].compare(0, encoded.size(), encoded) == 0)
       continue;
     std::vector<std::string> theirs;
     size_t at = 0;

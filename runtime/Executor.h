@@ -41,6 +41,8 @@ struct RunResult {
   // Rank mode on CUDA: "nccl" (sends to other ranks move their bytes) or "modelled" (they take
   // the planned time); empty otherwise.
   std::string rankTransfer;
+  // Rank mode: the run's identity (rank 0's random number, received by every rank); 0 otherwise.
+  uint64_t runId = 0;
   bool measuredTime = false;    // CUDA: device-measured times
   double timeScale = 1.0;       // real us per modelled us (1 for CUDA)
   int32_t replayDevice = -1;    // device that ran on the GPU in replay mode

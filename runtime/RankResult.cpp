@@ -36,6 +36,7 @@ std::string rankResultJson(const Program &program, RunResult &&run, int rank, in
   r.set_transport(transport);
   r.set_backend(run.backend);
   r.set_rank_transfer(run.rankTransfer);
+  r.set_run_id(run.runId);
   r.set_measured_time(run.measuredTime);
   r.set_time_scale(run.timeScale);
   r.set_fill_enabled(run.fillEnabled);
@@ -206,6 +207,11 @@ std::vector<int> checkRankParts(const Program &program,
     same(r.first_iteration() == first.first_iteration(), "first iteration");
     same(r.iterations() == first.iterations(), "iterations");
     same(r.fill_bounded() == first.fill_bounded(), "fill policy");
+    // Parts of two runs with the same settings would merge into numbers of neither.
+    same(r.run_id() == first.run_id(),
+         ("run: they are parts of two runs (run_id " + std::to_string(r.run_id()) + " and " +
+          std::to_string(first.run_id()) + ")")
+             .c_str());
     if (r.rank() >= first.world())
       mismatch(names[i] + " is rank " + std::to_string(r.rank()) + " of a world of " +
                std::to_string(first.world()));

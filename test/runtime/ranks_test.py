@@ -10,7 +10,8 @@
 3. The bundled example (16 stages) as 16 ranks against one process, likewise.
 4. Errors: world != device count, rank out of range, ranks started with other options (all fail
    at the start, naming the option), a rank that hangs (the others fail with a timeout naming
-   the silent rank, no hang), --merge of parts that do not belong together.
+   the silent rank, no hang), --merge of parts that do not belong together (other program,
+   settings, a rank missing, or two runs with the same settings).
 
 Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
 MPI.
@@ -296,6 +297,14 @@ def main():
         other_part = os.path.join(work, "other.rank3.json")
         expect_error([exe, "--merge", *parts[:3], other_part], ["differ in iterations"],
                      "--merge of ranks of two runs with other iterations")
+        # Two runs with the same settings: their parts merged without a word into numbers of
+        # neither. Every part carries its run's id (rank 0's random number).
+        again = os.path.join(work, "again.json")
+        run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "3", "--report", again])
+        again_part = os.path.join(work, "again.rank2.json")
+        expect_error([exe, "--merge", parts[0], parts[1], again_part, parts[3]],
+                     ["again.rank2.json and", "differ in run: they are parts of two runs (run_id"],
+                     "--merge of ranks of two runs with the same settings")
 
         # Measured time model: every rank runs its device's main compute for real and times it;
         # the plan's numbers equal a single-process run's of the same iterations.
