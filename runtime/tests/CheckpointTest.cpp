@@ -186,6 +186,25 @@ TEST(CheckpointTest, AResumeOfACheckpointWithoutFillStartsThePlanAtItsBeginning)
   }
 }
 
+// docs/runtime.md §4b: completed + pending + held is what the plan completes in the run's
+// iterations plus the batch the plan itself has in flight at the end. Closed form for the spanning
+// program: a batch of 3 begins in every cool-down bubble and completes in the next warm-up one;
+// iteration 0's warm-up has nothing to complete. Over n iterations the plan completes 3 (n - 1)
+// samples and has the batch begun in iteration n - 1 in flight.
+TEST(CheckpointTest, TheSamplesIdentityCountsThePlansOwnBatchInFlight) {
+  ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
+  for (uint32_t n : {1u, 3u, 5u}) {
+    ReportPtr r = runOk(p.get(), hostOptions(n));
+    ASSERT_TRUE(r);
+    const RunResult::Job &j = r->data.jobs[0];
+    EXPECT_EQ(j.samplesPlanned, 3u * (n - 1)) << n;
+    EXPECT_EQ(j.samplesCompleted, 3u * (n - 1)) << n;
+    EXPECT_EQ(j.samplesPending, 3u) << n;
+    EXPECT_EQ(j.samplesHeld, 0u) << n;
+    EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld, j.samplesPlanned + 3) << n;
+  }
+}
+
 TEST(CheckpointTest, InferenceResumeKeepsCompletedSamples) {
   resumeKeepsWork(PFRT_FILL_INFERENCE, 1e-9);
 }
