@@ -133,6 +133,12 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
               " processes but the program has " + std::to_string(devices) + " devices" +
               perDevice);
     cfg.rank = transport->rank();
+    // Each rank saves its own devices' fill progress: CHECKPOINT.rankR.
+    if (!cfg.checkpointPath.empty()) {
+      cfg.checkpointPath += ".rank" + std::to_string(cfg.rank);
+      pfrt::checkOutputPath(cfg.checkpointPath, "checkpoint");
+      pfrt::removeStaleCheckpointTemps(cfg.checkpointPath);
+    }
     cfg.transport = transport.get();
     cfg.peerTimeoutS = timeout;
     cfg.rankTransfer = o.rank_transfer;

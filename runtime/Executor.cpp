@@ -647,6 +647,48 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   }
 }
 
+// Each rank writes its own checkpoint after its own iterations, so a run that was killed can
+// leave them one iteration apart: a rank that finished iteration k + 1 while its peer was still in
+// it. Every rank keeps its previous checkpoint (CHECKPOINT.prev), so all resume at the earliest
+// rank's iteration: a rank past it goes back to its previous checkpoint, which must be at that
+// iteration. Ranks further apart fail, naming them.
+void Executor::agreeOnCheckpointIteration() {
+  const std::vector<std::string> parts = transport_->allGather(std::to_string(first_));
+  int64_t target = first_;
+  int earliest = config_.rank;
+  for (size_t r = 0; r < parts.size(); ++r) {
+    const int64_t theirs = std::strtoll(parts[r].c_str(), nullptr, 10);
+    if (theirs < target) {
+      target = theirs;
+      earliest = static_cast<int>(r);
+    }
+  }
+  if (target == first_)
+    return;
+  const std::string prev = config_.checkpointPath + ".prev";
+  const std::string why = "rank " + std::to_string(earliest) + "'s checkpoint is at iteration " +
+                          std::to_string(target) + ", this rank's (" +
+                          std::to_string(config_.rank) + ") at " + std::to_string(first_);
+  pipefill::rt::FillCheckpoint older;
+  std::string problem;
+  CheckpointStatus st = readCheckpointFile(prev, programFingerprint(program_), older, problem);
+  if (st == CheckpointStatus::Ok)
+    problem = checkpointContentProblem(older);
+  if (st != CheckpointStatus::Ok || !problem.empty() ||
+      static_cast<int64_t>(older.iterations_done()) != target)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                why + ", and its previous checkpoint " + prev +
+                    (st == CheckpointStatus::Missing ? " does not exist"
+                     : !problem.empty()              ? " " + problem
+                                                     : " is at iteration " +
+                                                           std::to_string(older.iterations_done())) +
+                    ": the ranks cannot resume at one iteration");
+  std::fprintf(stderr, "pipefill-run: %s; resuming from %s\n", why.c_str(), prev.c_str());
+  // The newer checkpoint's state is in the queues: start them again, then restore the older one.
+  setupJobs();
+  restoreCheckpoint(older);
+}
+
 void Executor::writeCheckpoint(int64_t iterationsDone) {
   const std::string &path = config_.checkpointPath;
   pipefill::rt::FillCheckpoint cp;
@@ -1035,9 +1077,6 @@ void Executor::checkRankOptions(uint32_t numDevices) const {
   if (config_.stage >= 0)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "stage (replay) and one process per rank exclude each other");
-  if (!config_.checkpointPath.empty())
-    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                "checkpoints are not supported with one process per rank yet");
 }
 
 // Backends prepare the devices this process runs; true when one of them is on CUDA.
@@ -1154,7 +1193,7 @@ void Executor::checkRanksAgree() {
   };
   const std::vector<std::pair<std::string, std::string>> mine = {
       {"the program (its fingerprint)", std::to_string(programFingerprint(program_))},
-      {"the run's first iteration (from its checkpoint)", std::to_string(first_)},
+      {"--checkpoint", config_.checkpointPath.empty() ? "none" : "given"},
       {"--iterations", std::to_string(config_.iterations)},
       {"fill (--no-fill)", config_.fill ? "on" : "off"},
       {"profile mode", config_.profile ? "on" : "off"},
@@ -1200,10 +1239,8 @@ void Executor::checkRanksAgree() {
 void Executor::runThreads(uint32_t numDevices) {
   // One process per rank: every rank starts its clock together (the modelled times of messages
   // between ranks are relative to this common start).
-  if (config_.rank >= 0) {
-    checkRanksAgree();
+  if (config_.rank >= 0)
     transport_->barrier();
-  }
   result_.runStartUs = hostNowUs();
   // Threads take a little while to start; the modelled clock starts when they all could have.
   size_t streams = 0;
@@ -1326,7 +1363,13 @@ RunResult Executor::run() {
   setupBubbleClocks(numDevices);
   first_ = 0;
   end_ = config_.iterations;
+  // Rank mode: the options first (a rank without --checkpoint would not take part in the
+  // checkpoint's agreement below), then each rank's own checkpoint, at one iteration for all.
+  if (config_.rank >= 0)
+    checkRanksAgree();
   loadCheckpoint();
+  if (config_.rank >= 0 && !config_.checkpointPath.empty())
+    agreeOnCheckpointIteration();
   // A checkpoint at or past the target: nothing to run, and the checkpoint stays as it is.
   const bool nothingToDo = first_ >= end_;
   result_.firstIteration = first_;

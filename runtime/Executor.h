@@ -151,6 +151,8 @@ private:
   void collectResults(uint32_t numDevices);
   void setupJobs();
   void loadCheckpoint();
+  // Rank mode: every rank resumes at the same iteration (each has its own checkpoint file).
+  void agreeOnCheckpointIteration();
   // Why a checkpoint read intact cannot be restored into this run (shapes, counts); empty if fine.
   std::string checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const;
   void restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp);

@@ -37,6 +37,8 @@ std::string rankResultJson(const Program &program, RunResult &&run, int rank, in
   r.set_backend(run.backend);
   r.set_rank_transfer(run.rankTransfer);
   r.set_run_id(run.runId);
+  r.set_checkpoint_path(run.checkpointPath);
+  r.set_resumed(run.resumed);
   r.set_measured_time(run.measuredTime);
   r.set_time_scale(run.timeScale);
   r.set_fill_enabled(run.fillEnabled);
@@ -244,6 +246,13 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
   run.maxDim = first.max_dim();
   run.firstIteration = first.first_iteration();
   run.iterations = first.iterations();
+  // Every rank has its own checkpoint, CHECKPOINT.rankR: the merged report names them so.
+  run.checkpointPath = first.checkpoint_path();
+  const std::string rank0 = ".rank" + std::to_string(first.rank());
+  if (run.checkpointPath.size() > rank0.size() &&
+      run.checkpointPath.compare(run.checkpointPath.size() - rank0.size(), rank0.size(), rank0) == 0)
+    run.checkpointPath.replace(run.checkpointPath.size() - rank0.size(), rank0.size(), ".rankR");
+  run.resumed = first.resumed(); // every rank resumes at one iteration (Executor)
   run.runStartUs = 0;
   run.fillBounded = first.fill_bounded();
   run.fillSplit = first.fill_split();

@@ -12,6 +12,8 @@
    at the start, naming the option), a rank that hangs (the others fail with a timeout naming
    the silent rank, no hang), --merge of parts that do not belong together (other program,
    settings, a rank missing, or two runs with the same settings).
+5. --checkpoint with ranks: one file per rank, a resume equals a straight run, ranks one
+   iteration apart resume together, further apart they fail.
 
 Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
 MPI.
@@ -238,6 +240,48 @@ def merge_errors(exe, four, parts, work):
     check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
 
 
+def rank_checkpoints(exe, four, work):
+    """--checkpoint with ranks: each rank its own CHECKPOINT.rankR. 2 iterations, then a resume
+    to 4, give a straight 4-iteration run's samples and checksums; ranks whose checkpoints are one
+    iteration apart (a run killed between two ranks' writes, made here by giving rank 1 its
+    previous checkpoint back) resume together from the earliest; further apart, they fail."""
+    def jobs(path):
+        return [(j["name"], j["samples_completed"], round(j["checksum"], 6))
+                for j in json.load(open(path))["fill"]["jobs"]]
+    straight, resumed = os.path.join(work, "ck.straight.json"), os.path.join(work, "ck.resumed.json")
+    ck = os.path.join(work, "fill.ckpt")
+    for f in glob.glob(ck + "*"):
+        os.remove(f)
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--report", straight])
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--checkpoint", ck])
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--checkpoint", ck,
+                                  "--report", resumed])
+    ok = out is not None and out.returncode == 0 and os.path.exists(resumed)
+    r = json.load(open(resumed)) if ok else {}
+    check(ok and sorted(os.path.basename(f) for f in glob.glob(ck + ".rank?")) ==
+          [f"fill.ckpt.rank{k}" for k in range(4)] and r["first_iteration"] == 2 and
+          r["checkpoint"] == {"path": ck + ".rankR", "resumed": True} and
+          jobs(resumed) == jobs(straight),
+          "ranks with --checkpoint: one file per rank, a resume equals a straight run")
+    # One iteration apart: every rank at 3 but rank 1, back at 2.
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--checkpoint", ck + "2"])
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "3", "--checkpoint", ck + "2"])
+    shutil.copyfile(ck + "2.rank1.prev", ck + "2.rank1")
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--checkpoint", ck + "2",
+                                  "--report", resumed])
+    ok = out is not None and out.returncode == 0
+    check(ok and "rank 1's checkpoint is at iteration 2, this rank's (0) at 3; resuming from" in
+          out.stderr and json.load(open(resumed))["first_iteration"] == 2 and
+          jobs(resumed) == jobs(straight),
+          "ranks whose checkpoints are one iteration apart resume together from the earliest")
+    # Further apart: rank 1 has no checkpoint at all (its plan would start at 0, the others at 3).
+    for f in glob.glob(ck + "2.rank1*"):
+        os.remove(f)
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "5", "--checkpoint", ck + "2"],
+                 ["rank 1's checkpoint is at iteration 0", "the ranks cannot resume at one iteration"],
+                 "ranks whose checkpoints are further apart fail, naming them")
+
+
 def main():
     bin_dir, four_pbtxt, tiny_pbtxt, example_pb, work = sys.argv[1:6]
     os.makedirs(work, exist_ok=True)
@@ -305,6 +349,8 @@ def main():
         expect_error([exe, "--merge", parts[0], parts[1], again_part, parts[3]],
                      ["again.rank2.json and", "differ in run: they are parts of two runs (run_id"],
                      "--merge of ranks of two runs with the same settings")
+
+        rank_checkpoints(exe, four, work)
 
         # Measured time model: every rank runs its device's main compute for real and times it;
         # the plan's numbers equal a single-process run's of the same iterations.

@@ -23,6 +23,7 @@ const char *const kRunUsage =
     "                            (rank mode: rank 0 writes every rank's)\n"
     "  --no-fill                 run the main job only\n"
     "  --checkpoint FILE         save fill progress after every iteration; resume from it\n"
+    "                            (rank mode: each rank its own, FILE.rankR)\n"
     "  --on-bad-checkpoint M     when FILE is truncated, corrupted, of another program or of the\n"
     "                            wrong shape: fail (default), previous (resume from FILE.prev,\n"
     "                            the last good one) or restart (move it to FILE.bad, start clean)\n"
