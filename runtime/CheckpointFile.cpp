@@ -4,6 +4,7 @@
 #include "support/Limits.h"
 #include "support/ProtoText.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
@@ -147,6 +148,52 @@ void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckp
     }
     ::close(dfd);
   }
+}
+
+namespace {
+
+// PATH.itN files next to `path`: (N, full path).
+std::vector<std::pair<uint32_t, std::string>> historyFiles(const std::string &path) {
+  const std::string dir = dirOf(path);
+  const size_t slash = path.rfind('/');
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".it";
+  std::vector<std::pair<uint32_t, std::string>> out;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return out;
+  while (const dirent *e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 ||
+        name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    out.emplace_back(static_cast<uint32_t>(std::stoul(digits)), dir + "/" + name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace
+
+void keepCheckpointHistory(const std::string &path, uint32_t iterationsDone, uint32_t keep) {
+  for (const auto &[n, file] : historyFiles(path))
+    if (n + keep <= iterationsDone || n > iterationsDone)
+      ::unlink(file.c_str());
+  const std::string link = path + ".it" + std::to_string(iterationsDone);
+  ::unlink(link.c_str());
+  if (::link(path.c_str(), link.c_str()) != 0) {
+    // Not fatal (a file system without hard links): only the ranks' common fallback is lost.
+  }
+}
+
+std::vector<uint32_t> checkpointHistory(const std::string &path) {
+  std::vector<uint32_t> out;
+  for (const auto &entry : historyFiles(path))
+    out.push_back(entry.first);
+  return out;
 }
 
 int removeStaleCheckpointTemps(const std::string &path) {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pipefill::rt {
 class FillCheckpoint;
@@ -50,6 +51,14 @@ void checkOutputPath(const std::string &path, const std::string &what);
 // to the checkpoint. Called before a run starts (one writer per checkpoint path). Returns how many
 // were removed.
 int removeStaleCheckpointTemps(const std::string &path);
+
+// Rank mode: the checkpoint of iteration N stays reachable as PATH.itN (a hard link to the file
+// writeCheckpointFile just wrote: no copy) for the last `keep` iterations, so ranks that stopped
+// some iterations apart can resume at one that all of them have. Links older than N - keep + 1,
+// and any past N (left by an earlier, longer run), are removed. Not fatal when links fail.
+void keepCheckpointHistory(const std::string &path, uint32_t iterationsDone, uint32_t keep);
+// The iterations N for which PATH.itN exists, ascending.
+std::vector<uint32_t> checkpointHistory(const std::string &path);
 
 // 64-bit FNV-1a.
 uint64_t fnv1a64(const void *data, size_t size);

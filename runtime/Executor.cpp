@@ -647,46 +647,76 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   }
 }
 
-// Each rank writes its own checkpoint after its own iterations, so a run that was killed can
-// leave them one iteration apart: a rank that finished iteration k + 1 while its peer was still in
-// it. Every rank keeps its previous checkpoint (CHECKPOINT.prev), so all resume at the earliest
-// rank's iteration: a rank past it goes back to its previous checkpoint, which must be at that
-// iteration. Ranks further apart fail, naming them.
+// Each rank writes its own checkpoint after its own iterations, so ranks that were stopped (a
+// kill, Ctrl-C) can be some iterations apart: fill streams run behind main by different amounts
+// (after a SIGINT to four.pb's four ranks: iterations 62 to 68). Each rank keeps its last
+// kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest iteration every rank
+// has (0: none, a clean start, only when no rank has a checkpoint). Ranks with none in common
+// fail, naming them.
 void Executor::agreeOnCheckpointIteration() {
-  const std::vector<std::string> parts = transport_->allGather(std::to_string(first_));
-  int64_t target = first_;
-  int earliest = config_.rank;
+  const std::string &path = config_.checkpointPath;
+  std::vector<uint32_t> mine = checkpointHistory(path);
+  if (first_ > 0 && std::find(mine.begin(), mine.end(), first_) == mine.end())
+    mine.push_back(static_cast<uint32_t>(first_));
+  std::string encoded;
+  for (uint32_t n : mine)
+    encoded += std::to_string(n) + ' ';
+  const std::vector<std::string> parts = transport_->allGather(encoded);
+  std::vector<std::vector<uint32_t>> have(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {
-    const int64_t theirs = std::strtoll(parts[r].c_str(), nullptr, 10);
-    if (theirs < target) {
-      target = theirs;
-      earliest = static_cast<int>(r);
-    }
+    size_t at = 0;
+    for (size_t sp; (sp = parts[r].find(' ', at)) != std::string::npos; at = sp + 1)
+      have[r].push_back(static_cast<uint32_t>(std::stoul(parts[r].substr(at, sp - at))));
   }
-  if (target == first_)
+  // The latest iteration every rank has; a rank with no checkpoint has only 0, the clean start.
+  int64_t target = -1;
+  for (uint32_t n : have.empty() ? std::vector<uint32_t>{} : have[0]) {
+    bool everywhere = true;
+    for (const std::vector<uint32_t> &h : have)
+      everywhere &= std::find(h.begin(), h.end(), n) != h.end();
+    if (everywhere)
+      target = std::max<int64_t>(target, n);
+  }
+  bool anyCheckpoint = false;
+  for (const std::vector<uint32_t> &h : have)
+    anyCheckpoint |= !h.empty();
+  if (!anyCheckpoint || target == first_)
     return;
-  const std::string prev = config_.checkpointPath + ".prev";
-  const std::string why = "rank " + std::to_string(earliest) + "'s checkpoint is at iteration " +
+  if (target < 0) {
+    std::string list;
+    for (size_t r = 0; r < have.size(); ++r) {
+      list += (r ? "; rank " : "rank ") + std::to_string(r) + ": ";
+      if (have[r].empty())
+        list += "none";
+      for (size_t k = 0; k < have[r].size(); ++k)
+        list += (k ? "," : "") + std::to_string(have[r][k]);
+    }
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "the ranks' checkpoints have no iteration in common (" + list +
+                    "): the ranks cannot resume at one iteration (move the checkpoints away "
+                    "to start clean)");
+  }
+  const std::string older = path + ".it" + std::to_string(target);
+  const std::string why = "the ranks' latest common checkpoint is at iteration " +
                           std::to_string(target) + ", this rank's (" +
                           std::to_string(config_.rank) + ") at " + std::to_string(first_);
-  pipefill::rt::FillCheckpoint older;
+  pipefill::rt::FillCheckpoint cp;
   std::string problem;
-  CheckpointStatus st = readCheckpointFile(prev, programFingerprint(program_), older, problem);
+  CheckpointStatus st = readCheckpointFile(older, programFingerprint(program_), cp, problem);
   if (st == CheckpointStatus::Ok)
-    problem = checkpointContentProblem(older);
+    problem = checkpointContentProblem(cp);
   if (st != CheckpointStatus::Ok || !problem.empty() ||
-      static_cast<int64_t>(older.iterations_done()) != target)
+      static_cast<int64_t>(cp.iterations_done()) != target)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                why + ", and its previous checkpoint " + prev +
+                why + ", but " + older +
                     (st == CheckpointStatus::Missing ? " does not exist"
                      : !problem.empty()              ? " " + problem
                                                      : " is at iteration " +
-                                                           std::to_string(older.iterations_done())) +
-                    ": the ranks cannot resume at one iteration");
-  std::fprintf(stderr, "pipefill-run: %s; resuming from %s\n", why.c_str(), prev.c_str());
+                                                           std::to_string(cp.iterations_done())));
+  std::fprintf(stderr, "pipefill-run: %s; resuming from %s\n", why.c_str(), older.c_str());
   // The newer checkpoint's state is in the queues: start them again, then restore the older one.
   setupJobs();
-  restoreCheckpoint(older);
+  restoreCheckpoint(cp);
 }
 
 void Executor::writeCheckpoint(int64_t iterationsDone) {
@@ -722,6 +752,8 @@ void Executor::writeCheckpoint(int64_t iterationsDone) {
       }
   }
   writeCheckpointFile(path, cp, cp.program_fingerprint());
+  if (config_.rank >= 0)
+    keepCheckpointHistory(path, static_cast<uint32_t>(iterationsDone), kCheckpointHistory);
 }
 
 void Executor::checkpointBarrier(StreamCtx &ctx, Backend &backend) {

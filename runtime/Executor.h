@@ -151,8 +151,10 @@ private:
   void collectResults(uint32_t numDevices);
   void setupJobs();
   void loadCheckpoint();
-  // Rank mode: every rank resumes at the same iteration (each has its own checkpoint file).
+  // Rank mode: every rank resumes at the same iteration (each has its own checkpoint file and
+  // keeps its last kCheckpointHistory ones).
   void agreeOnCheckpointIteration();
+  static constexpr uint32_t kCheckpointHistory = 32;
   // Why a checkpoint read intact cannot be restored into this run (shapes, counts); empty if fine.
   std::string checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const;
   void restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp);

@@ -12,8 +12,8 @@
    at the start, naming the option), a rank that hangs (the others fail with a timeout naming
    the silent rank, no hang), --merge of parts that do not belong together (other program,
    settings, a rank missing, or two runs with the same settings).
-5. --checkpoint with ranks: one file per rank, a resume equals a straight run, ranks one
-   iteration apart resume together, further apart they fail.
+5. --checkpoint with ranks: one file per rank, a resume equals a straight run, ranks stopped
+   iterations apart (by hand, and by a SIGINT) resume together, with nothing in common they fail.
 
 Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
 MPI.
@@ -241,18 +241,25 @@ def merge_errors(exe, four, parts, work):
 
 
 def rank_checkpoints(exe, four, work):
-    """--checkpoint with ranks: each rank its own CHECKPOINT.rankR. 2 iterations, then a resume
-    to 4, give a straight 4-iteration run's samples and checksums; ranks whose checkpoints are one
-    iteration apart (a run killed between two ranks' writes, made here by giving rank 1 its
-    previous checkpoint back) resume together from the earliest; further apart, they fail."""
+    """--checkpoint with ranks: each rank its own CHECKPOINT.rankR and its last checkpoints as
+    CHECKPOINT.rankR.itN. 2 iterations, then a resume to 4, give a straight 4-iteration run's
+    samples and checksums. Ranks stopped apart (their fill streams lag main by different amounts:
+    after a SIGINT they were 62 to 68 iterations in) resume together at the latest iteration all
+    have: made here by taking ranks 1 and 2 back to iterations 2 and 3, and for real with a SIGINT
+    to mpirun. Ranks with no iteration in common fail, naming what each has."""
     def jobs(path):
         return [(j["name"], j["samples_completed"], round(j["checksum"], 6))
                 for j in json.load(open(path))["fill"]["jobs"]]
-    straight, resumed = os.path.join(work, "ck.straight.json"), os.path.join(work, "ck.resumed.json")
+
+    def straight_run(n):
+        path = os.path.join(work, f"ck.straight{n}.json")
+        run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n), "--report", path])
+        return jobs(path)
+
+    resumed = os.path.join(work, "ck.resumed.json")
     ck = os.path.join(work, "fill.ckpt")
-    for f in glob.glob(ck + "*"):
+    for f in glob.glob(os.path.join(work, "fill.ckpt*")):
         os.remove(f)
-    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--report", straight])
     run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--checkpoint", ck])
     out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--checkpoint", ck,
                                   "--report", resumed])
@@ -261,25 +268,50 @@ def rank_checkpoints(exe, four, work):
     check(ok and sorted(os.path.basename(f) for f in glob.glob(ck + ".rank?")) ==
           [f"fill.ckpt.rank{k}" for k in range(4)] and r["first_iteration"] == 2 and
           r["checkpoint"] == {"path": ck + ".rankR", "resumed": True} and
-          jobs(resumed) == jobs(straight),
+          jobs(resumed) == straight_run(4),
           "ranks with --checkpoint: one file per rank, a resume equals a straight run")
-    # One iteration apart: every rank at 3 but rank 1, back at 2.
-    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "2", "--checkpoint", ck + "2"])
-    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "3", "--checkpoint", ck + "2"])
-    shutil.copyfile(ck + "2.rank1.prev", ck + "2.rank1")
-    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--checkpoint", ck + "2",
+    # Apart: ranks 0 and 3 at 4, rank 2 back at 3, rank 1 at 2 (what they would have written had
+    # they stopped there).
+    for rank, at in ((1, 2), (2, 3)):
+        for n in range(at + 1, 5):
+            os.remove(f"{ck}.rank{rank}.it{n}")
+        shutil.copyfile(f"{ck}.rank{rank}.it{at}", f"{ck}.rank{rank}")
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "6", "--checkpoint", ck,
                                   "--report", resumed])
     ok = out is not None and out.returncode == 0
-    check(ok and "rank 1's checkpoint is at iteration 2, this rank's (0) at 3; resuming from" in
-          out.stderr and json.load(open(resumed))["first_iteration"] == 2 and
-          jobs(resumed) == jobs(straight),
-          "ranks whose checkpoints are one iteration apart resume together from the earliest")
-    # Further apart: rank 1 has no checkpoint at all (its plan would start at 0, the others at 3).
-    for f in glob.glob(ck + "2.rank1*"):
+    check(ok and "the ranks' latest common checkpoint is at iteration 2, this rank's (0) at 4; "
+          "resuming from" in out.stderr and json.load(open(resumed))["first_iteration"] == 2 and
+          jobs(resumed) == straight_run(6),
+          "ranks whose checkpoints are iterations apart resume together at the latest common one")
+    # For real: a SIGINT to mpirun stops the ranks wherever each is; the resume to past the
+    # furthest rank equals a straight run of as many iterations.
+    ck2 = os.path.join(work, "fill.ckpt2")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "100000",
+                                             "--checkpoint", ck2],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    time.sleep(4)
+    proc.send_signal(subprocess.signal.SIGINT)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        check(False, "mpirun stopped by SIGINT within 120 s")
+    reached = [max([int(f.rsplit(".it", 1)[1]) for f in glob.glob(f"{ck2}.rank{k}.it*")] or [0])
+               for k in range(4)]
+    n = max(reached) + 5
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n), "--checkpoint", ck2,
+                                  "--report", resumed])
+    ok = out is not None and out.returncode == 0 and min(reached) > 0
+    check(ok and jobs(resumed) == straight_run(n),
+          f"ranks stopped by SIGINT at iterations {reached} resume to {n} as a straight run")
+    # Nothing in common: rank 1 has no checkpoint at all.
+    for f in glob.glob(ck2 + ".rank1*"):
         os.remove(f)
-    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "5", "--checkpoint", ck + "2"],
-                 ["rank 1's checkpoint is at iteration 0", "the ranks cannot resume at one iteration"],
-                 "ranks whose checkpoints are further apart fail, naming them")
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n + 5), "--checkpoint", ck2],
+                 ["the ranks' checkpoints have no iteration in common (rank 0: ", "rank 1: none",
+                  "the ranks cannot resume at one iteration"],
+                 "ranks whose checkpoints have no iteration in common fail, naming what each has")
 
 
 def main():
