@@ -18,6 +18,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <sys/stat.h>
 #include <thread>
 
@@ -651,50 +652,81 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
 // kill, Ctrl-C) can be some iterations apart: fill streams run behind main by different amounts
 // (after a SIGINT to four.pb's four ranks: iterations 62 to 68). Each rank keeps its last
 // kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest iteration every rank
-// has (0: none, a clean start, only when no rank has a checkpoint). Ranks with none in common
-// fail, naming them.
+// has. Ranks with none in common fail, listing what each has.
 void Executor::agreeOnCheckpointIteration() {
   const std::string &path = config_.checkpointPath;
+  // A rank whose devices run no fill has no state to restore: it resumes at any iteration (it
+  // writes only at the end of a run, so it has no history to offer).
+  bool stateless = true;
+  for (uint32_t d = 0; d < program_.devices.size(); ++d)
+    for (uint32_t st = 0; st < program_.devices[d].streams.size(); ++st)
+      stateless &= !(isLocal(d) && fillOn_[d] && info_.devices[d].streamHasFill[st]);
   std::vector<uint32_t> mine = checkpointHistory(path);
   if (first_ > 0 && std::find(mine.begin(), mine.end(), first_) == mine.end())
     mine.push_back(static_cast<uint32_t>(first_));
-  std::string encoded;
+  // "<s|f> <first> <iterations...>"
+  std::string encoded = std::string(stateless ? "s " : "f ") + std::to_string(first_) + ' ';
   for (uint32_t n : mine)
     encoded += std::to_string(n) + ' ';
   const std::vector<std::string> parts = transport_->allGather(encoded);
-  std::vector<std::vector<uint32_t>> have(parts.size());
+  struct Rank {
+    bool stateless = false;
+    int64_t first = 0;
+    std::vector<uint32_t> have;
+  };
+  std::vector<Rank> ranks(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {
-    size_t at = 0;
-    for (size_t sp; (sp = parts[r].find(' ', at)) != std::string::npos; at = sp + 1)
-      have[r].push_back(static_cast<uint32_t>(std::stoul(parts[r].substr(at, sp - at))));
+    std::istringstream in(parts[r]);
+    std::string kind;
+    in >> kind >> ranks[r].first;
+    ranks[r].stateless = kind == "s";
+    for (uint32_t n; in >> n;)
+      ranks[r].have.push_back(n);
   }
-  // The latest iteration every rank has; a rank with no checkpoint has only 0, the clean start.
+  // The latest iteration every rank with fill state has. When none of them has a checkpoint they
+  // start clean (0); a clean start for some of them only would throw the others' progress away.
   int64_t target = -1;
-  for (uint32_t n : have.empty() ? std::vector<uint32_t>{} : have[0]) {
-    bool everywhere = true;
-    for (const std::vector<uint32_t> &h : have)
-      everywhere &= std::find(h.begin(), h.end(), n) != h.end();
-    if (everywhere)
-      target = std::max<int64_t>(target, n);
+  bool anyState = false, anyStateful = false;
+  for (const Rank &r : ranks) {
+    anyStateful |= !r.stateless;
+    anyState |= !r.stateless && !r.have.empty();
   }
-  bool anyCheckpoint = false;
-  for (const std::vector<uint32_t> &h : have)
-    anyCheckpoint |= !h.empty();
-  if (!anyCheckpoint || target == first_)
+  if (!anyStateful) {
+    for (const Rank &r : ranks) // no rank has state: any common iteration will do
+      target = std::max(target, r.first);
+  } else if (!anyState) {
+    target = 0;
+  } else {
+    for (const Rank &r : ranks)
+      for (uint32_t n : r.stateless ? std::vector<uint32_t>{} : r.have) {
+        bool everywhere = true;
+        for (const Rank &q : ranks)
+          everywhere &= q.stateless || std::find(q.have.begin(), q.have.end(), n) != q.have.end();
+        if (everywhere)
+          target = std::max<int64_t>(target, n);
+      }
+  }
+  if (target == first_)
     return;
   if (target < 0) {
     std::string list;
-    for (size_t r = 0; r < have.size(); ++r) {
+    for (size_t r = 0; r < ranks.size(); ++r) {
       list += (r ? "; rank " : "rank ") + std::to_string(r) + ": ";
-      if (have[r].empty())
+      if (ranks[r].stateless)
+        list += "any (no fill state)";
+      else if (ranks[r].have.empty())
         list += "none";
-      for (size_t k = 0; k < have[r].size(); ++k)
-        list += (k ? "," : "") + std::to_string(have[r][k]);
+      for (size_t k = 0; k < ranks[r].have.size() && !ranks[r].stateless; ++k)
+        list += (k ? "," : "") + std::to_string(ranks[r].have[k]);
     }
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "the ranks' checkpoints have no iteration in common (" + list +
                     "): the ranks cannot resume at one iteration (move the checkpoints away "
                     "to start clean)");
+  }
+  if (stateless) {
+    first_ = target; // nothing to restore: the iteration is all it has to agree on
+    return;
   }
   const std::string older = path + ".it" + std::to_string(target);
   const std::string why = "the ranks' latest common checkpoint is at iteration " +

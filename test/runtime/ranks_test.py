@@ -305,6 +305,18 @@ def rank_checkpoints(exe, four, work):
     ok = out is not None and out.returncode == 0 and min(reached) > 0
     check(ok and jobs(resumed) == straight_run(n),
           f"ranks stopped by SIGINT at iterations {reached} resume to {n} as a straight run")
+    # Ranks without fill state (--no-fill) have nothing to restore: they resume together at the
+    # furthest iteration, here 3 although rank 0 was taken back to 2.
+    nf = os.path.join(work, "nofill.ckpt")
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--no-fill", "--iterations", "2", "--checkpoint", nf])
+    shutil.copyfile(nf + ".rank0", nf + ".saved")
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--no-fill", "--iterations", "3", "--checkpoint", nf])
+    shutil.copyfile(nf + ".saved", nf + ".rank0")
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--no-fill", "--iterations", "5",
+                                  "--checkpoint", nf, "--report", resumed])
+    check(out is not None and out.returncode == 0 and
+          json.load(open(resumed))["first_iteration"] == 3,
+          "ranks without fill state resume together at the furthest iteration")
     # Nothing in common: rank 1 has no checkpoint at all.
     for f in glob.glob(ck2 + ".rank1*"):
         os.remove(f)
