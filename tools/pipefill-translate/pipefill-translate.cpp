@@ -61,6 +61,19 @@ bool noTranslationChosen(int argc, char **argv) {
   std::string names = llvm::join(sorted, ", ");
   llvm::errs() << (argc > 0 ? argv[0] : "pipefill-translate")
                << ": no translation chosen; pass one of " << names << " (see --help)\n";
+  // A misspelled translation (--to-sumary) is the likely cause: name the closest.
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (!arg.consume_front("-"))
+      continue;
+    arg.consume_front("-");
+    arg = arg.split('=').first;
+    for (const std::string &name : sorted)
+      if (arg.size() > 2 && llvm::StringRef(name).drop_front(2).edit_distance(arg) <= 2) {
+        llvm::errs() << "  " << argv[i] << ": did you mean " << name << "?\n";
+        break;
+      }
+  }
   return true;
 }
 
