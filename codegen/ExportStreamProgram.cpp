@@ -699,8 +699,8 @@ LogicalResult writeProgram(ModuleOp module, const ProgramSource &src, llvm::raw_
   for (int i = 0; i < program.devices_size(); ++i)
     if (failed(fit.addDevice(i, program.devices(i))))
       return failure();
-  if (program.ByteSizeLong() > kMaxInputBytes)
-    return fit.addBytes(program.ByteSizeLong());
+  if (const size_t binary = program.ByteSizeLong(); binary > kMaxInputBytes)
+    return fit.addBytes(binary);
   std::string bytes;
   BoundedStringStream out(&bytes, kMaxInputBytes);
   const bool printed = google::protobuf::TextFormat::Print(program, &out);

@@ -152,26 +152,32 @@ void writeCheckpointFile(const std::string &path, const pipefill::rt::FillCheckp
 
 namespace {
 
-// PATH.itN files next to `path`: (N, full path).
-std::vector<std::pair<uint32_t, std::string>> historyFiles(const std::string &path) {
+// The files next to `path` whose names are its own followed by `suffix`: (the rest of the name,
+// full path).
+std::vector<std::pair<std::string, std::string>> siblings(const std::string &path,
+                                                           const std::string &suffix) {
   const std::string dir = dirOf(path);
   const size_t slash = path.rfind('/');
-  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".it";
-  std::vector<std::pair<uint32_t, std::string>> out;
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + suffix;
+  std::vector<std::pair<std::string, std::string>> out;
   DIR *d = ::opendir(dir.c_str());
   if (!d)
     return out;
   while (const dirent *e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 ||
-        name.compare(0, prefix.size(), prefix) != 0)
-      continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    out.emplace_back(static_cast<uint32_t>(std::stoul(digits)), dir + "/" + name);
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0)
+      out.emplace_back(name.substr(prefix.size()), dir + "/" + name);
   }
   ::closedir(d);
+  return out;
+}
+
+// PATH.itN files: (N, full path), ascending.
+std::vector<std::pair<uint32_t, std::string>> historyFiles(const std::string &path) {
+  std::vector<std::pair<uint32_t, std::string>> out;
+  for (const auto &[rest, file] : siblings(path, ".it"))
+    if (rest.size() <= 9 && rest.find_first_not_of("0123456789") == std::string::npos)
+      out.emplace_back(static_cast<uint32_t>(std::stoul(rest)), file);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -197,23 +203,10 @@ std::vector<uint32_t> checkpointHistory(const std::string &path) {
 }
 
 int removeStaleCheckpointTemps(const std::string &path) {
-  const std::string dir = dirOf(path);
-  size_t slash = path.rfind('/');
-  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
-  DIR *d = ::opendir(dir.c_str());
-  if (!d)
-    return 0;
-  std::vector<std::string> stale;
-  while (const dirent *e = ::readdir(d)) {
-    std::string name = e->d_name;
-    // Exactly the mkstemp pattern: the prefix and six more characters.
-    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0)
-      stale.push_back(dir + "/" + name);
-  }
-  ::closedir(d);
   int removed = 0;
-  for (const std::string &f : stale)
-    removed += ::unlink(f.c_str()) == 0;
+  // Exactly the mkstemp pattern: the prefix and six more characters.
+  for (const auto &[rest, file] : siblings(path, ".tmp."))
+    removed += rest.size() == 6 && ::unlink(file.c_str()) == 0;
   return removed;
 }
 

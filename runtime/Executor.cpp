@@ -633,17 +633,12 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
                     "checkpoint " + path + ": job '" + program_.jobs[j].name + "' " + bad);
       restored.insert(ds.device());
     }
-    // Every run that fills a device saves its state, so a device the checkpoint does not name
-    // ran no fill in the iterations it counts (--no-fill, --stage, a session of another rank):
-    // its plan has not begun. Those iterations count as held, and it starts at the plan's first
-    // iteration, as a device carried through such a run does (documented in docs/runtime.md).
+    // A device the checkpoint does not name ran no fill (--no-fill, --stage, a session of another
+    // rank): it starts at the plan's first iteration, as a device carried through such a run does
+    // (documented in docs/runtime.md).
     for (auto &[device, queue] : jr.devices)
-      if (!restored.count(device)) {
-        pipefill::rt::FillDeviceState never;
-        never.set_device(device);
-        never.set_iterations_held(static_cast<int64_t>(cp.iterations_done()));
-        queue.restore(never, info_.jobs[j].passes);
-      }
+      if (!restored.count(device))
+        queue.restoreUnfilled(device, cp.iterations_done(), info_.jobs[j].passes);
     restored.clear();
   }
 }
@@ -657,10 +652,7 @@ void Executor::agreeOnCheckpointIteration() {
   const std::string &path = config_.checkpointPath;
   // A rank whose devices run no fill has no state to restore: it resumes at any iteration (it
   // writes only at the end of a run, so it has no history to offer).
-  bool stateless = true;
-  for (uint32_t d = 0; d < program_.devices.size(); ++d)
-    for (uint32_t st = 0; st < program_.devices[d].streams.size(); ++st)
-      stateless &= !(isLocal(d) && fillOn_[d] && info_.devices[d].streamHasFill[st]);
+  const bool stateless = fillStreams() == 0;
   std::vector<uint32_t> mine = checkpointHistory(path);
   if (first_ > 0 && std::find(mine.begin(), mine.end(), first_) == mine.end())
     mine.push_back(static_cast<uint32_t>(first_));
@@ -1237,12 +1229,15 @@ void Executor::setupRunState(uint32_t numDevices) {
     for (const Stream &st : program_.devices[d].streams)
       result_.slots[d].emplace_back(isLocal(d) ? st.ops.size() * result_.iterations : 0);
 
-  cpParticipants_ = 0;
-  if (!config_.checkpointPath.empty())
-    for (uint32_t d = 0; d < numDevices; ++d)
-      for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
-        if (fillOn_[d] && info_.devices[d].streamHasFill[s])
-          ++cpParticipants_;
+  cpParticipants_ = config_.checkpointPath.empty() ? 0 : fillStreams();
+}
+
+uint32_t Executor::fillStreams() const {
+  uint32_t n = 0;
+  for (uint32_t d = 0; d < program_.devices.size(); ++d)
+    for (uint32_t s = 0; s < program_.devices[d].streams.size(); ++s)
+      n += fillOn_[d] && info_.devices[d].streamHasFill[s];
+  return n;
 }
 
 // Ranks that run another program, other iterations or other options disagree on the messages

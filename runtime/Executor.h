@@ -145,6 +145,9 @@ private:
   bool prepareBackends(uint32_t numDevices);
   void setupBubbleClocks(uint32_t numDevices);
   void setupRunState(uint32_t numDevices);
+  // Streams with fill work on the devices that run fill in this process (they take part in the
+  // checkpoint barrier).
+  uint32_t fillStreams() const;
   void runThreads(uint32_t numDevices);
   // Rank mode: every rank runs the same program with the same run options, or all fail at once.
   void checkRanksAgree();

@@ -293,6 +293,13 @@ std::string FillQueue::heldProblem(const pipefill::rt::FillDeviceState &ds,
          " iterations";
 }
 
+void FillQueue::restoreUnfilled(uint32_t device, uint64_t iterationsDone, uint32_t passes) {
+  pipefill::rt::FillDeviceState never;
+  never.set_device(device);
+  never.set_iterations_held(static_cast<int64_t>(iterationsDone));
+  restore(never, passes); // nothing in it can be refused
+}
+
 std::string FillQueue::restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes) {
   auto toVectors = [](const google::protobuf::RepeatedPtrField<pipefill::rt::FloatTensor> &ts) {
     std::vector<std::vector<float>> out;

@@ -173,6 +173,10 @@ struct FillQueue {
   // `passes` or of no samples: it returns what is wrong (empty when restored).
   void save(pipefill::rt::FillDeviceState &ds, bool training) const;
   std::string restore(const pipefill::rt::FillDeviceState &ds, uint32_t passes);
+  // The state of a device a checkpoint of `iterationsDone` iterations does not name: every run
+  // that fills a device saves its state, so it ran no fill in them. Its plan has not begun, and
+  // those iterations count as held.
+  void restoreUnfilled(uint32_t device, uint64_t iterationsDone, uint32_t passes);
   // What makes a checkpoint's deferred chunk impossible to run for a job of `passes` passes
   // (batch 0, passes outside the job), as "a deferred chunk of ..."; empty when it can run.
   // restore() refuses the same; checkpoint readers check it before restoring anything.

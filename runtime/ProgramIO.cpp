@@ -88,11 +88,12 @@ bool isTextFormatPath(const std::string &path) {
 std::string readFile(const std::string &path) {
   // A device would be read until memory runs out (/dev/zero) or block on a terminal; files,
   // pipes (/dev/stdin from a pipe) and sockets are read to their end.
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
-    throw Error(PFRT_ERROR_IO, path + ": is a device, not a file");
   // A directory opens and reads as empty ("file is empty" was the message).
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+  struct stat st;
+  const bool known = ::stat(path.c_str(), &st) == 0;
+  if (known && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    throw Error(PFRT_ERROR_IO, path + ": is a device, not a file");
+  if (known && S_ISDIR(st.st_mode))
     throw Error(PFRT_ERROR_IO, path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)

@@ -474,12 +474,8 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       mb->set_planned_us(b.plannedUs);
       // A gap no iteration closed has no time at all: neither measured nor modelled.
       mb->set_measured(measured && b.measuredMeanUs >= 0);
-      if (b.measuredMeanUs < 0)
-        ;
-      else if (measured)
-        mb->set_measured_us(b.measuredMeanUs);
-      else
-        mb->set_modelled_us(b.measuredMeanUs);
+      if (b.measuredMeanUs >= 0)
+        (measured ? mb->set_measured_us(b.measuredMeanUs) : mb->set_modelled_us(b.measuredMeanUs));
       mb->set_start_us(b.startMeanUs);
       mb->set_planned_free_bytes(b.freeBytes);
     }

@@ -1489,12 +1489,8 @@ void Session::loadCheckpoint(const std::string &path) {
     }
     // A checkpoint without this rank's state (one pipefill-run wrote with --no-fill) ran no
     // fill here: the plan has not begun, and its iterations count as held (as in pfrt_run).
-    if (js.onRank && jc.devices().empty()) {
-      pipefill::rt::FillDeviceState never;
-      never.set_device(rank_);
-      never.set_iterations_held(static_cast<int64_t>(cp.iterations_done()));
-      js.restore(never, js.passes);
-    }
+    if (js.onRank && jc.devices().empty())
+      js.restoreUnfilled(rank_, cp.iterations_done(), js.passes);
   }
   iteration_ = loopIteration_ = cp.iterations_done();
   nextBubble_ = 0;

@@ -37,17 +37,25 @@ public:
 /// once per name (eleven lines). Returns true, after one line that lists
 /// them, when no argument names a translation and none asks for help or
 /// the version.
+/// The name of a flag argument ("--to-report=x" -> "to-report"); empty for
+/// anything else.
+llvm::StringRef flagName(llvm::StringRef arg) {
+  if (!arg.consume_front("-"))
+    return {};
+  arg.consume_front("-");
+  return arg.split('=').first;
+}
+
 bool noTranslationChosen(int argc, char **argv) {
   TranslationNames owner;
   mlir::TranslationParser parser(owner);
   parser.initialize();
   for (int i = 1; i < argc; ++i) {
-    llvm::StringRef arg(argv[i]);
-    if (arg == "--")
+    if (llvm::StringRef(argv[i]) == "--")
       break;
-    if (!arg.consume_front("-"))
+    llvm::StringRef arg = flagName(argv[i]);
+    if (arg.empty())
       continue;
-    arg.consume_front("-");
     if (arg.starts_with("help") || arg.starts_with("version") || arg.starts_with("print-"))
       return false;
     for (unsigned n = 0, e = parser.getNumOptions(); n < e; ++n)
@@ -63,11 +71,7 @@ bool noTranslationChosen(int argc, char **argv) {
                << ": no translation chosen; pass one of " << names << " (see --help)\n";
   // A misspelled translation (--to-sumary) is the likely cause: name the closest.
   for (int i = 1; i < argc; ++i) {
-    llvm::StringRef arg(argv[i]);
-    if (!arg.consume_front("-"))
-      continue;
-    arg.consume_front("-");
-    arg = arg.split('=').first;
+    llvm::StringRef arg = flagName(argv[i]);
     for (const std::string &name : sorted)
       if (arg.size() > 2 && llvm::StringRef(name).drop_front(2).edit_distance(arg) <= 2) {
         llvm::errs() << "  " << argv[i] << ": did you mean " << name << "?\n";
