@@ -102,13 +102,36 @@ if [ "${PIPEFILL_SKIP_TORCH:-0}" != 1 ]; then
     echo "setup: creating the Python virtual environment $PIPEFILL_TORCH_VENV"
     /usr/bin/python3 -m venv "$PIPEFILL_TORCH_VENV"
   fi
+  # The wheel and the CUDA libraries it pulls take about 5.5 GB installed, and pip unpacks them
+  # first: with less free than PIPEFILL_TORCH_MIN_FREE_GB (default 9) on the venv's or pip's
+  # temporary filesystem, torch is left out rather than filling the disk that the build and the
+  # tests need.
+  torch_min_gb=${PIPEFILL_TORCH_MIN_FREE_GB:-9}
+  free_gb() { df -Pk "$1" 2>/dev/null | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+  venv_free=$(free_gb "$PIPEFILL_TORCH_VENV")
+  tmp_free=$(free_gb "${TMPDIR:-/tmp}")
   if "$PIPEFILL_TORCH_VENV/bin/python" -c 'import torch, numpy' 2>/dev/null; then
     echo "setup: torch present in $PIPEFILL_TORCH_VENV"
+  elif [ "${venv_free:-0}" -lt "$torch_min_gb" ] || [ "${tmp_free:-0}" -lt "$torch_min_gb" ]; then
+    echo "setup: warning: only ${venv_free:-?} GiB free for $PIPEFILL_TORCH_VENV and ${tmp_free:-?} GiB" \
+         "for ${TMPDIR:-/tmp}, under the ${torch_min_gb} GiB torch needs; torch is left out and" \
+         "the torch tests will be skipped" >&2
   else
     echo "setup: pip installing ${PIPEFILL_TORCH_PINS[*]} into $PIPEFILL_TORCH_VENV (large download)"
-    # A failed download does not stop the build: the torch tests then show as UNSUPPORTED.
-    if ! "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check "${PIPEFILL_TORCH_PINS[@]}"; then
+    # A failed download does not stop the build: the torch tests then show as UNSUPPORTED, and
+    # whatever pip had installed before it failed (CUDA libraries of several GB) is removed.
+    torch_before=$("$PIPEFILL_TORCH_VENV/bin/python" -m pip freeze --all 2>/dev/null | sort)
+    if ! "$PIPEFILL_TORCH_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+         --no-cache-dir "${PIPEFILL_TORCH_PINS[@]}"; then
       echo "setup: warning: could not install ${PIPEFILL_TORCH_PINS[*]}; the torch tests will be skipped" >&2
+      torch_added=$(comm -13 <(echo "$torch_before") \
+                      <("$PIPEFILL_TORCH_VENV/bin/python" -m pip freeze --all 2>/dev/null | sort) |
+                    sed 's/[=@ ].*//')
+      if [ -n "$torch_added" ]; then
+        echo "setup: removing what the failed install left: $(echo $torch_added)" >&2
+        # shellcheck disable=SC2086
+        "$PIPEFILL_TORCH_VENV/bin/python" -m pip uninstall -q -y $torch_added || true
+      fi
     fi
   fi
 fi

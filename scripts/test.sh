@@ -4,7 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+# Free disk, before and after the install: a full disk fails tests far from its cause
+# ("No space left on device" inside one of them); the log then says where the space went.
+disk_note() { df -Ph . | awk -v when="$1" 'NR == 2 { print "test: " $4 " free on " $6 " " when }'; }
+disk_note "before setup and build"
 bash scripts/build.sh
+disk_note "after setup and build (torch alone takes about 5.5 GB)"
 
 # --- Python package: `pip install .` into the project venv (scripts/setup.sh made it) ---------
 # scikit-build-core and nanobind come from the venv (--no-build-isolation) and numpy is already
