@@ -147,6 +147,11 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
     auto report = std::make_unique<pfrt_report>();
     report->rank = transport->rank();
     report->world = transport->world();
+    // Every rank knows where the run ended (the ranks agree on a stop): the stats and
+    // pfrt_report_incomplete say so on each, not only in rank 0's merged report.
+    report->data.stopped = result.stopped;
+    report->data.firstIteration = result.firstIteration;
+    report->data.iterations = result.iterations;
     report->rankJson = pfrt::rankResultJson(pr, std::move(result), report->rank, report->world,
                                             transport->name());
     std::vector<std::string> parts = transport->gather(report->rankJson);
@@ -620,11 +625,11 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.cpu = o.cpu;
     cfg.fillCpu = o.fill_cpu;
     cfg.gpu = o.gpu < 0 ? -1 : o.gpu; // kGpuCurrent (-2) is the sessions' own
+    cfg.stopRequest = &gStopRequest;
     if (o.rank >= 0 || o.world > 0) {
       *out = runRank(pr, info, cfg, o);
       return;
     }
-    cfg.stopRequest = &gStopRequest;
     cfg.progressFn = o.progress;
     cfg.progressUser = o.progress_user;
     pfrt::Executor exec(pr, info, cfg);

@@ -195,6 +195,10 @@ void Executor::fail(const Error &error) {
     std::lock_guard<std::mutex> lock(cpMutex_);
     cpCv_.notify_all();
   }
+  {
+    std::lock_guard<std::mutex> lock(stopMutex_);
+    stopCv_.notify_all();
+  }
   for (auto &bc : bubbleClocks_)
     if (bc) {
       std::lock_guard<std::mutex> lock(bc->m);
@@ -797,9 +801,11 @@ void Executor::checkpointBarrier(StreamCtx &ctx, Backend &backend) {
     throw AbortRun{};
 }
 
-bool Executor::stopBefore(int64_t iteration) {
+bool Executor::stopBefore(uint32_t d, uint32_t s, int64_t iteration) {
   if (!config_.stopRequest)
     return false;
+  if (config_.rank >= 0 && transport_->world() > 1)
+    return agreedStopBefore(d, s, iteration);
   std::lock_guard<std::mutex> lock(stopMutex_);
   // The first stream to see the request fixes the stop point past every iteration begun so far,
   // so no stream waits on a peer that has already stopped.
@@ -809,6 +815,32 @@ bool Executor::stopBefore(int64_t iteration) {
     return true;
   maxBegun_ = std::max(maxBegun_, iteration);
   return false;
+}
+
+bool Executor::agreedStopBefore(uint32_t d, uint32_t s, int64_t iteration) {
+  if (s != info_.devices[d].mainStream) {
+    std::unique_lock<std::mutex> lock(stopMutex_);
+    stopCv_.wait(lock, [&] { return decided_ >= iteration || abort_.load(); });
+    if (abort_)
+      throw AbortRun{};
+    return iteration >= stopAt_;
+  }
+  // The vote of iteration - lag: every rank reads the same results in the same order, so the
+  // first round with a stop vote ends every rank's run at the same iteration.
+  bool stop = false;
+  if (iteration - kStopVoteLag >= first_ &&
+      !transport_->voteResult(iteration - kStopVoteLag, stop, abort_))
+    throw AbortRun{};
+  if (!stop)
+    transport_->postVote(iteration, config_.stopRequest->load() != 0);
+  {
+    std::lock_guard<std::mutex> lock(stopMutex_);
+    if (stop)
+      stopAt_ = iteration;
+    decided_ = iteration;
+  }
+  stopCv_.notify_all();
+  return stop;
 }
 
 void Executor::iterationDone(uint32_t d, uint32_t s, int64_t iteration) {
@@ -1025,7 +1057,7 @@ void Executor::streamThread(uint32_t d, uint32_t s) {
     const size_t nops = st.ops.size();
     const bool participant = fillOn_[d] && info_.devices[d].streamHasFill[s] && cpParticipants_;
     const bool clocked = st.role == PFRT_STREAM_MAIN && bubbleClocks_[d] != nullptr;
-    for (int64_t k = 0; first_ + k < end_ && !stopBefore(first_ + k); ++k) {
+    for (int64_t k = 0; first_ + k < end_ && !stopBefore(d, s, first_ + k); ++k) {
       ctx.iteration = first_ + k;
       const int64_t gen = ctx.iteration;
       for (size_t i = 0; i < nops; ++i) {
@@ -1459,6 +1491,14 @@ RunResult Executor::run() {
     end_ = stopAt_;
     result_.stopped = true;
     result_.iterations = static_cast<uint32_t>(end_ - first_);
+    // The timeline holds the iterations run, not the ones asked for (a rank's part carries it).
+    for (uint32_t d = 0; d < result_.slots.size(); ++d)
+      for (uint32_t s = 0; s < result_.slots[d].size(); ++s)
+        if (!result_.slots[d][s].empty()) {
+          result_.slots[d][s].resize(program_.devices[d].streams[s].ops.size() *
+                                     result_.iterations);
+          result_.slots[d][s].shrink_to_fit();
+        }
     planSamples();
   }
   if (!config_.checkpointPath.empty() && !nothingToDo && (cpParticipants_ == 0 || end_ == first_))

@@ -158,6 +158,9 @@ private:
   // keeps its last kCheckpointHistory ones).
   void agreeOnCheckpointIteration();
   static constexpr uint32_t kCheckpointHistory = 32;
+  // Rank mode: iterations between a stop vote and its reading (agreedStopBefore). A rank waits for
+  // a vote only when a peer is that many iterations behind it.
+  static constexpr int64_t kStopVoteLag = 2;
   // Why a checkpoint read intact cannot be restored into this run (shapes, counts); empty if fine.
   std::string checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const;
   void restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp);
@@ -187,9 +190,15 @@ private:
   // result_.boundedOnDevice: bounded, and every backend that ran fill checked it on the device.
   void noteDeviceBound();
   void checkpointBarrier(StreamCtx &ctx, Backend &backend);
-  // Clean stop: true when the stream must not begin `iteration` (a stop was requested and some
-  // stream has not begun it; every stream then finishes the iterations before stopAt_).
-  bool stopBefore(int64_t iteration);
+  // Clean stop: true when stream s of device d must not begin `iteration` (a stop was requested
+  // and some stream has not begun it; every stream then finishes the iterations before stopAt_).
+  // Ranks stop at one iteration they agree on (agreedStopBefore).
+  bool stopBefore(uint32_t d, uint32_t s, int64_t iteration);
+  // Rank mode: this rank's main stream posts a vote (this process's stop request) at the start of
+  // each iteration k and reads the vote of k - kStopVoteLag, whose result every rank reads alike:
+  // the first round any rank voted to stop in, plus the lag, is every rank's stopAt_. The other
+  // streams wait until the main stream has decided their iteration.
+  bool agreedStopBefore(uint32_t d, uint32_t s, int64_t iteration);
   // Progress callback after each iteration of the last device's main stream.
   void iterationDone(uint32_t device, uint32_t stream, int64_t iteration);
   void fail(const Error &error);
@@ -237,9 +246,10 @@ private:
   uint32_t cpParticipants_ = 0, cpArrived_ = 0;
   int64_t cpGeneration_ = 0;
 
-  // clean stop (stopBefore)
+  // clean stop (stopBefore); rank mode: decided_, the last iteration the main stream decided
   std::mutex stopMutex_;
-  int64_t maxBegun_ = -1, stopAt_ = INT64_MAX;
+  std::condition_variable stopCv_;
+  int64_t maxBegun_ = -1, stopAt_ = INT64_MAX, decided_ = INT64_MIN;
 
   std::atomic<bool> abort_{false};
   std::mutex errorMutex_;

@@ -43,6 +43,8 @@ std::string seconds(double s) {
   return buf;
 }
 
+std::atomic<double> gExitTimeoutS{120};
+
 void atExit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -50,8 +52,27 @@ void atExit() {
     return;
   if (gFailed)
     MPI_Abort(MPI_COMM_WORLD, 1); // mpirun stops the peers (they may be waiting for this rank)
-  else if (gInitializedByUs)
-    MPI_Finalize();
+  if (!gInitializedByUs)
+    return;
+  // Every rank has written its outputs before any exits: mpirun aborts the job when one rank
+  // exits with a nonzero code (a stopped run exits 130 or 143), which would kill rank 0 while it
+  // writes the merged report. Bounded by the peer timeout, so a vanished peer cannot hang exit.
+  MPI_Request request;
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int done = 0; !done;) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                           .count() > gExitTimeoutS.load()) {
+        std::fprintf(stderr, "pipefill-run: the other ranks did not reach the end of the run "
+                             "within the peer timeout; aborting\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      if (!done)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  MPI_Finalize();
 }
 
 struct Wire {
@@ -71,6 +92,7 @@ std::string mpiError(int code) {
 class MpiTransport : public Transport {
 public:
   MpiTransport(int rank, int world, double timeoutS) : timeoutS_(timeoutS) {
+    gExitTimeoutS = timeoutS;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -95,6 +117,10 @@ public:
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    // The stop votes on their own communicator: they stay outstanding across the other
+    // collectives (start barrier, final gather) without being ordered against them.
+    MPI_Comm_dup(MPI_COMM_WORLD, &voteComm_);
+    MPI_Comm_set_errhandler(voteComm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
     if (world >= 0 && world != world_)
@@ -235,7 +261,46 @@ public:
       inner_->wakeAll();
   }
 
+  // One MPI_Iallreduce (MAX) per round on voteComm_; every rank posts the same rounds in order.
+  void postVote(int64_t round, bool stop) override {
+    auto vote = std::make_unique<Vote>();
+    vote->round = round;
+    vote->mine = stop ? 1 : 0;
+    std::lock_guard<std::mutex> lock(mpi_);
+    int err = MPI_Iallreduce(&vote->mine, &vote->any, 1, MPI_INT, MPI_MAX, voteComm_, &vote->request);
+    if (err != MPI_SUCCESS)
+      throw Error(PFRT_ERROR_BACKEND, "MPI_Iallreduce (stop vote) failed: " + mpiError(err));
+    pendingVotes_.push_back(std::move(vote));
+  }
+
+  bool voteResult(int64_t round, bool &stop, const std::atomic<bool> &abort) override {
+    std::unique_ptr<Vote> vote;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      auto it = std::find_if(pendingVotes_.begin(), pendingVotes_.end(),
+                             [&](const std::unique_ptr<Vote> &v) { return v->round == round; });
+      if (it == pendingVotes_.end())
+        throw Error(PFRT_ERROR_INTERNAL,
+                    "no stop vote was posted for iteration " + std::to_string(round));
+      vote = std::move(*it);
+      pendingVotes_.erase(it);
+    }
+    // The request stays valid while we poll it outside the list: only this thread reads it.
+    if (!wait(vote->request, "the stop vote of iteration " + std::to_string(round) +
+                                 " (every rank votes at the start of each iteration)",
+              &abort))
+      return false;
+    stop = vote->any != 0;
+    return true;
+  }
+
   void finish() override {
+    // The last rounds' votes, which nobody read (the run ended first); every rank posted them.
+    while (!pendingVotes_.empty()) {
+      std::unique_ptr<Vote> vote = std::move(pendingVotes_.front());
+      pendingVotes_.pop_front();
+      wait(vote->request, "the last stop votes (at the end of the run)");
+    }
     const auto start = std::chrono::steady_clock::now();
     for (int spin = 0;; ++spin) {
       {
@@ -275,6 +340,11 @@ private:
   };
   struct RecvChannel {
     int64_t next = 0;
+  };
+  struct Vote {
+    int64_t round = 0;
+    int mine = 0, any = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
   };
 
   // Every rank's bytes on rank 0 (gather) or on every rank (allGather): the sizes first (64-bit,
@@ -357,7 +427,10 @@ private:
     MPI_Cancel(&request);
     MPI_Request_free(&request);
   }
-  void wait(MPI_Request &request, const std::string &what) {
+  // Polls `request` until it completes (true) or `abort` is set (false); throws Error after the
+  // peer timeout.
+  bool wait(MPI_Request &request, const std::string &what,
+            const std::atomic<bool> *abort = nullptr) {
     const auto start = std::chrono::steady_clock::now();
     for (int spin = 0;; ++spin) {
       {
@@ -365,19 +438,23 @@ private:
         int done = 0;
         MPI_Test(&request, &done, MPI_STATUS_IGNORE);
         if (done)
-          return;
+          return true;
       }
+      if (abort && abort->load())
+        return false;
       if (elapsedS(start) > timeoutS_)
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
                         seconds(timeoutS_) +
-                        " s: a peer exited, hung, or runs other options");
+                        " s: a peer exited, hung, or runs other options (--peer-timeout sets the "
+                        "limit)");
       backoff(spin);
     }
   }
 
   double timeoutS_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL, voteComm_ = MPI_COMM_NULL;
+  std::deque<std::unique_ptr<Vote>> pendingVotes_;
   int rank_ = 0, world_ = 1;
   int64_t tagUb_ = 32767;
   double originUs_ = 0;

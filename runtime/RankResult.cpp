@@ -46,6 +46,8 @@ std::string rankResultJson(const Program &program, RunResult &&run, int rank, in
   r.set_max_dim(run.maxDim);
   r.set_first_iteration(run.firstIteration);
   r.set_iterations(run.iterations);
+  r.set_stopped(run.stopped);
+  r.set_iterations_requested(run.stopped ? run.iterationsRequested : run.iterations);
   r.set_fill_bounded(run.fillBounded);
   r.set_fill_split(run.fillSplit);
   r.set_bounded_on_host(run.boundedOnHost);
@@ -208,6 +210,9 @@ std::vector<int> checkRankParts(const Program &program,
     same(r.max_dim() == first.max_dim(), "workload max dim");
     same(r.first_iteration() == first.first_iteration(), "first iteration");
     same(r.iterations() == first.iterations(), "iterations");
+    same(r.stopped() == first.stopped() &&
+             r.iterations_requested() == first.iterations_requested(),
+         "where the run stopped (iterations requested, stopped on request)");
     same(r.fill_bounded() == first.fill_bounded(), "fill policy");
     // Parts of two runs with the same settings would merge into numbers of neither.
     same(r.run_id() == first.run_id(),
@@ -246,6 +251,8 @@ RunResult mergedRunSettings(const pipefill::rt::RankResult &first, uint32_t numD
   run.maxDim = first.max_dim();
   run.firstIteration = first.first_iteration();
   run.iterations = first.iterations();
+  run.stopped = first.stopped();
+  run.iterationsRequested = first.stopped() ? first.iterations_requested() : first.iterations();
   // Every rank has its own checkpoint, CHECKPOINT.rankR: the merged report names them so.
   run.checkpointPath = first.checkpoint_path();
   const std::string rank0 = ".rank" + std::to_string(first.rank());

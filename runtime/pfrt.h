@@ -348,7 +348,9 @@ pfrt_status pfrt_run(pfrt_program *program, const pfrt_options *options,
  * pfrt_stop_clear()) to stop at the next iteration boundary: every stream finishes the iteration it
  * is in, the checkpoint (if any) is written for the iterations done, and pfrt_run returns PFRT_OK
  * with a report marked incomplete (pfrt_report_incomplete). Async-signal-safe: it only stores an
- * atomic flag, so a SIGINT/SIGTERM handler may call it. */
+ * atomic flag, so a SIGINT/SIGTERM handler may call it. In rank mode (options.rank/world) a
+ * request on any rank stops every rank at one iteration they agree on (a vote per iteration); the
+ * other ranks' reports are marked incomplete too. */
 void pfrt_stop_request(void);
 void pfrt_stop_clear(void);
 int pfrt_stop_requested(void);

@@ -13,7 +13,9 @@
    the silent rank, no hang), --merge of parts that do not belong together (other program,
    settings, a rank missing, or two runs with the same settings).
 5. --checkpoint with ranks: one file per rank, a resume equals a straight run, ranks stopped
-   iterations apart (by hand, and by a SIGINT) resume together, with nothing in common they fail.
+   iterations apart (by hand: killed ranks) resume together, with nothing in common they fail.
+   A stop signal to one rank, or SIGUSR1 to mpirun, stops every rank at one iteration (they
+   vote), with every checkpoint there and the merged report marked incomplete.
 
 Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
 MPI.
@@ -240,13 +242,84 @@ def merge_errors(exe, four, parts, work):
     check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
 
 
+def rank_pids(mpirun_pid):
+    """{rank: pid} of mpirun's children, by the rank their launcher environment gives them."""
+    pids = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            environ = open(f"/proc/{entry}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) != mpirun_pid:
+            continue
+        for var in environ:
+            if var.startswith(b"OMPI_COMM_WORLD_RANK="):
+                pids[int(var.split(b"=", 1)[1])] = int(entry)
+    return pids
+
+
+def stopped_together(exe, four, work, name, how, code):
+    """Runs four.pb as 4 ranks with --checkpoint, signals them after 2 s (`how`: one rank only, or
+    mpirun, which forwards SIGUSR1), and checks that every rank stopped at the same iteration:
+    exit code `code`, one stop message per rank, every rank's checkpoint at that iteration, and
+    rank 0's merged report marked incomplete there. Returns (that iteration or 0, checkpoint)."""
+    ck = os.path.join(work, f"stop-{name}.ckpt")
+    report = os.path.join(work, f"stop-{name}.json")
+    for f in glob.glob(ck + "*") + glob.glob(os.path.join(work, f"stop-{name}.*json")):
+        os.remove(f)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "100000",
+                                             "--checkpoint", ck, "--report", report],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    time.sleep(2)
+    if how.startswith("SIGTERM to rank 2"):
+        pids = rank_pids(proc.pid)
+        if 2 not in pids:
+            proc.kill()
+            proc.communicate()
+            check(False, f"{how}: rank 2's process found among mpirun's children ({pids})")
+            return 0, ck
+        os.kill(pids[2], subprocess.signal.SIGTERM)
+    else:
+        proc.send_signal(subprocess.signal.SIGUSR1)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        check(False, f"{how}: the ranks stopped within 120 s")
+        return 0, ck
+    stops = [line for line in err.splitlines() if line.startswith("pipefill-run: stopped by ")]
+    at = sorted({int(line.split(" (through iteration ")[1].split(")")[0]) for line in stops})
+    n = at[0] if len(at) == 1 else 0
+    history = [max([int(f.rsplit(".it", 1)[1]) for f in glob.glob(f"{ck}.rank{k}.it*")] or [0])
+               for k in range(4)]
+    r = json.load(open(report)) if os.path.exists(report) else {}
+    ok = (proc.returncode == code and len(stops) == 4 and n > 0 and history == [n] * 4 and
+          r.get("incomplete") is True and r.get("iterations") == n and
+          r.get("iterations_requested") == 100000 and
+          all(os.path.exists(os.path.join(work, f"stop-{name}.rank{k}.json")) for k in range(4)))
+    if how.startswith("SIGTERM to rank 2"):
+        ok = ok and sum("another rank's stop signal" in line for line in stops) == 3
+    check(ok, f"{how}: every rank stopped at iteration {n} (exit {proc.returncode}, want {code}; "
+              f"stop messages at {at}, {len(stops)} of 4; checkpoints at {history}; merged report "
+              f"incomplete: {r.get('incomplete')})")
+    if not ok:
+        print(err[-3000:])
+    return n, ck
+
+
 def rank_checkpoints(exe, four, work):
     """--checkpoint with ranks: each rank its own CHECKPOINT.rankR and its last checkpoints as
     CHECKPOINT.rankR.itN. 2 iterations, then a resume to 4, give a straight 4-iteration run's
-    samples and checksums. Ranks stopped apart (their fill streams lag main by different amounts:
-    after a SIGINT they were 62 to 68 iterations in) resume together at the latest iteration all
-    have: made here by taking ranks 1 and 2 back to iterations 2 and 3, and for real with a SIGINT
-    to mpirun. Ranks with no iteration in common fail, naming what each has."""
+    samples and checksums. Ranks killed apart (each one's last checkpoint is where its fill streams
+    were, and they lag main by different amounts) resume together at the latest iteration all
+    have: made here by taking ranks 1 and 2 back to iterations 2 and 3. Ranks stopped by a signal
+    stop together (stopped_together) and resume as a straight run. Ranks with no iteration in
+    common fail, naming what each has."""
     def jobs(path):
         return [(j["name"], j["samples_completed"], round(j["checksum"], 6))
                 for j in json.load(open(path))["fill"]["jobs"]]
@@ -283,30 +356,19 @@ def rank_checkpoints(exe, four, work):
           "resuming from" in out.stderr and json.load(open(resumed))["first_iteration"] == 2 and
           jobs(resumed) == straight_run(6),
           "ranks whose checkpoints are iterations apart resume together at the latest common one")
-    # For real: a SIGINT to mpirun stops the ranks wherever each is; the resume to past the
-    # furthest rank equals a straight run of as many iterations.
-    ck2 = os.path.join(work, "fill.ckpt2")
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    proc = subprocess.Popen(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "100000",
-                                             "--checkpoint", ck2],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    # Not longer: on the host, fill streams lag main without a bound, so ranks drift further apart
-    # the longer they run (14 iterations after 4 s here; the ranks keep 32).
-    time.sleep(2)
-    proc.send_signal(subprocess.signal.SIGINT)
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        check(False, "mpirun stopped by SIGINT within 120 s")
-    reached = [max([int(f.rsplit(".it", 1)[1]) for f in glob.glob(f"{ck2}.rank{k}.it*")] or [0])
-               for k in range(4)]
-    n = max(reached) + 5
-    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n), "--checkpoint", ck2,
-                                  "--report", resumed])
-    ok = out is not None and out.returncode == 0 and min(reached) > 0
-    check(ok and jobs(resumed) == straight_run(n),
-          f"ranks stopped by SIGINT at iterations {reached} resume to {n} as a straight run")
+    # For real: the ranks stop together at one iteration, whichever of them got the signal.
+    n = 0
+    for name, how, code in (("one", "SIGTERM to rank 2 only", 143),
+                            ("all", "SIGUSR1 to mpirun (it forwards it to every rank)", 138)):
+        n, ck2 = stopped_together(exe, four, work, name, how, code)
+        if n:
+            out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n + 3),
+                                          "--checkpoint", ck2, "--report", resumed])
+            check(out is not None and out.returncode == 0 and
+                  json.load(open(resumed))["first_iteration"] == n and
+                  jobs(resumed) == straight_run(n + 3),
+                  f"ranks stopped together by {how} at iteration {n} resume to {n + 3} as a "
+                  "straight run")
     # Ranks without fill state (--no-fill) have nothing to restore: they resume together at the
     # furthest iteration, here 3 although rank 0 was taken back to 2.
     nf = os.path.join(work, "nofill.ckpt")
@@ -322,7 +384,7 @@ def rank_checkpoints(exe, four, work):
     # Nothing in common: rank 1 has no checkpoint at all.
     for f in glob.glob(ck2 + ".rank1*"):
         os.remove(f)
-    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n + 5), "--checkpoint", ck2],
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", str(n + 6), "--checkpoint", ck2],
                  ["the ranks' checkpoints have no iteration in common (rank 0: ", "rank 1: none",
                   "the ranks cannot resume at one iteration"],
                  "ranks whose checkpoints have no iteration in common fail, naming what each has")

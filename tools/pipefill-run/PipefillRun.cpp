@@ -14,7 +14,7 @@ using namespace pipefill::run;
 
 namespace {
 
-// --- Progress line and clean stop (SIGINT/SIGTERM) -------------------------------------------
+// --- Progress line and clean stop (SIGINT/SIGTERM/SIGUSR1) -----------------------------------
 
 struct Progress {
   bool tty = false;       // stderr is a terminal: one line rewritten in place
@@ -60,7 +60,9 @@ void onStopSignal(int sig) {
   (void)ignored;
 }
 
-// SIGINT/SIGTERM ask the runtime to stop cleanly; a second one kills (SA_RESETHAND).
+// SIGINT/SIGTERM/SIGUSR1 ask the runtime to stop cleanly; a second one kills (SA_RESETHAND).
+// SIGUSR1: what mpirun forwards to every rank (it turns its own SIGINT/SIGTERM into killing the
+// job) and what batch schedulers send ahead of a time limit (Slurm's --signal=USR1@SECONDS).
 void installStopHandlers() {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
@@ -69,6 +71,7 @@ void installStopHandlers() {
   sa.sa_flags = SA_RESETHAND;
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
 // After the run: exit code 128 + signal when a stop signal cut the run short, else 0.
@@ -77,11 +80,16 @@ int stopExitCode(const pfrt_report *report, const std::string &checkpointPath) {
     return 0;
   pfrt_report_stats stats;
   pfrt_report_get_stats(report, &stats);
-  int sig = gStopSignal ? static_cast<int>(gStopSignal) : SIGTERM;
+  // No signal of our own: another rank's stop request, which the ranks agreed on.
+  const int sig = gStopSignal ? static_cast<int>(gStopSignal) : SIGTERM;
   std::fprintf(stderr,
                "pipefill-run: stopped by %s after %u iteration(s) (through iteration %u); the "
                "report is marked incomplete%s\n",
-               sig == SIGINT ? "SIGINT" : "SIGTERM", stats.iterations,
+               !gStopSignal       ? "another rank's stop signal"
+               : sig == SIGINT    ? "SIGINT"
+               : sig == SIGUSR1   ? "SIGUSR1"
+                                  : "SIGTERM",
+               stats.iterations,
                stats.first_iteration + stats.iterations,
                checkpointPath.empty() ? "" : "; the checkpoint is written: rerun to resume");
   return 128 + sig;
@@ -95,8 +103,7 @@ int runProgram(pfrt_program *program, RunArgs &args) {
     args.options.progress = printProgress;
     args.options.progress_user = &progressState;
   }
-  if (!args.rankMode()) // the ranks of a run would stop at different iterations
-    installStopHandlers();
+  installStopHandlers(); // ranks agree on where to stop (a vote per iteration)
   pfrt_report *report = nullptr;
   pfrt_status status = pfrt_run(program, &args.options, &report);
   if (status != PFRT_OK) {
@@ -104,14 +111,9 @@ int runProgram(pfrt_program *program, RunArgs &args) {
                  pfrt_last_error());
     return 1;
   }
-  int rc;
-  if (args.rankMode()) {
-    rc = writeRankOutputs(report, args);
-  } else {
-    rc = writeOutputs(report, args);
-    if (int stopRc = stopExitCode(report, args.checkpointPath))
-      rc = rc ? rc : stopRc;
-  }
+  int rc = args.rankMode() ? writeRankOutputs(report, args) : writeOutputs(report, args);
+  if (int stopRc = stopExitCode(report, args.checkpointPath))
+    rc = rc ? rc : stopRc;
   pfrt_report_destroy(report);
   return rc;
 }

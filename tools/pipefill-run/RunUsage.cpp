@@ -74,9 +74,11 @@ const char *const kRunUsage =
     "  --verbose                 runtime details on stderr\n"
     "  --help                    this text\n"
     "\n"
-    "SIGINT (Ctrl-C) or SIGTERM stops the run at the next iteration boundary: the checkpoint is\n"
-    "written, the report and profile are written marked incomplete, and the exit code is 130\n"
-    "(SIGINT) or 143 (SIGTERM). A second signal kills at once. Other exit codes: 0 done, 1 error,\n"
-    "2 usage.\n";
+    "SIGINT (Ctrl-C), SIGTERM or SIGUSR1 stops the run at the next iteration boundary: the\n"
+    "checkpoint is written, the report and profile are written marked incomplete, and the exit\n"
+    "code is 128 + the signal (130, 143, 138). Ranks stop together at the first iteration they\n"
+    "agree on, whichever of them got the signal; under mpirun send SIGUSR1 to mpirun (it forwards\n"
+    "that one; its own SIGINT/SIGTERM kill the job). A second signal kills at once. Other exit\n"
+    "codes: 0 done, 1 error, 2 usage.\n";
 
 } // namespace pipefill::run
