@@ -3,9 +3,10 @@
 // sizes, an empty one and bytes that are not text; then again in rounds of 16 bytes per rank (a
 // long run's parts pass MPI's 2 GiB int counts and go in rounds of 64 MiB), so parts end inside,
 // at and after a round. allGather is what the NCCL setup exchanges its
-// communicator ids with, which otherwise runs only on machines with two GPUs.
+// communicator ids with, which otherwise runs only on machines with two GPUs. Then the stop votes.
 #include "runtime/Transport.h"
 
+#include <atomic>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,6 +38,28 @@ void checkParts(const std::vector<std::string> &got, int world, int rank, const 
           std::string(call) + ": part of rank " + std::to_string(r) + " differs");
 }
 
+// The stop votes (Executor::agreedStopBefore): a round's result is the OR of every rank's vote.
+// Rank r votes to stop in round 2 + r only, and the last rank also in round 9: the results are
+// true exactly in rounds 2 .. world + 1 and 9. All rounds are posted before any is read (many
+// outstanding), an allGather runs in between (the votes have their own communicator), and the
+// last two rounds are left for finish() to complete.
+void checkVotes(pfrt::Transport &t, int rank, int world) {
+  const int rounds = 12;
+  for (int k = 0; k < rounds; ++k)
+    t.postVote(k, k == 2 + rank || (rank == world - 1 && k == 9));
+  checkParts(t.allGather(partOf(rank)), world, rank, "allGather between votes");
+  std::atomic<bool> abort{false};
+  for (int k = 0; k < rounds - 2; ++k) {
+    bool stop = false;
+    const bool done = t.voteResult(k, stop, abort);
+    const bool want = (k >= 2 && k <= world + 1) || k == 9;
+    check(done && stop == want, rank,
+          "vote of round " + std::to_string(k) + ": " + (stop ? "stop" : "go on") + ", want " +
+              (want ? "stop" : "go on"));
+  }
+  t.finish();
+}
+
 } // namespace
 
 int main() {
@@ -65,6 +88,7 @@ int main() {
       checkParts(t->allGather(partOf(rank)), world, rank, ("allGather" + how).c_str());
     }
     pfrt::mpiSetGatherChunkForTesting(0);
+    checkVotes(*t, rank, world);
     std::printf("rank %d of %d: %s\n", rank, world, failures ? "FAILED" : "ok");
     if (failures)
       pfrt::mpiMarkFailed();
