@@ -626,12 +626,13 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     cfg.fillCpu = o.fill_cpu;
     cfg.gpu = o.gpu < 0 ? -1 : o.gpu; // kGpuCurrent (-2) is the sessions' own
     cfg.stopRequest = &gStopRequest;
+    // Rank mode: called on the rank that runs the last device (the pipeline's last stage).
+    cfg.progressFn = o.progress;
+    cfg.progressUser = o.progress_user;
     if (o.rank >= 0 || o.world > 0) {
       *out = runRank(pr, info, cfg, o);
       return;
     }
-    cfg.progressFn = o.progress;
-    cfg.progressUser = o.progress_user;
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();

@@ -270,7 +270,8 @@ typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind k
 
 /* Progress of a run: called on a runtime thread after each iteration of the last device's main
  * stream (enqueued, on CUDA), with the iterations this call has done and will do (a resumed run
- * counts from its checkpoint) and the seconds since the run began. Keep it short. */
+ * counts from its checkpoint) and the seconds since the run began. Keep it short. In rank mode
+ * only the rank that runs the last device calls it. */
 typedef void (*pfrt_progress_fn)(void *user, uint32_t done, uint32_t total, double elapsed_s);
 
 typedef enum pfrt_rank_transfer {

@@ -493,6 +493,14 @@ def main():
     else:
         check(False, f"the bundled example's plan {example_pb} exists (made by the build)")
 
+    # --progress under mpirun: the rank of the last stage reports, once per line, to the end.
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "6", "--progress"])
+    lines = [line.split(",")[0] for line in (out.stderr if out else "").splitlines()
+             if line.startswith("pipefill-run: iteration ")]
+    check(out is not None and out.returncode == 0 and len(lines) == len(set(lines)) and
+          lines[-1:] == ["pipefill-run: iteration 6/6"],
+          f"--progress with ranks: one rank reports, up to 6/6 ({lines})")
+
     # 4: errors.
     expect_error([exe, four, *RUN, "--rank", "0", "--world", "3"],
                  ["world 3 does not match the program's 4 devices", "mpirun -n 4"],
