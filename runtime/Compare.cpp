@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sched.h>
 #include <vector>
@@ -31,16 +32,31 @@ double median(std::vector<double> v) {
   return 0.5 * (v[(n - 1) / 2] + v[n / 2]);
 }
 
-// The highest CPU this process may run on (the one least likely to host the OS's own work).
-int pickCpu() {
+// The launcher's local rank (ranks of one run on this machine count from 0); -1 when none says.
+int localRank() {
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                          "LOCAL_RANK"})
+    if (const char *v = std::getenv(var)) {
+      char *end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && n >= 0 && n < (1 << 20))
+        return static_cast<int>(n);
+    }
+  return -1;
+}
+
+// The k-th highest CPU this process may run on (the highest is the one least likely to host the
+// OS's own work; ranks on one machine take one each, wrapping around); -1 when unknown.
+int pickCpu(int k) {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0)
+  if (k < 0 || sched_getaffinity(0, sizeof set, &set) != 0)
     return -1;
+  std::vector<int> cpus;
   for (int c = CPU_SETSIZE - 1; c >= 0; --c)
     if (CPU_ISSET(c, &set))
-      return c;
-  return -1;
+      cpus.push_back(c);
+  return cpus.empty() ? -1 : cpus[static_cast<size_t>(k) % cpus.size()];
 }
 
 std::string fmt(const char *format, double v) {
@@ -67,16 +83,19 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "compare measures main and fill contending for one core: it cannot pin fill "
                 "to its own CPU (fill_cpu / --fill-cpu)");
+  const bool ranks = options.rank >= 0 || options.world > 0;
   pfrt_options b = options;
   if (b.backend != PFRT_BACKEND_CUDA && b.time_model == PFRT_TIME_MEASURED && b.cpu < 0 &&
       (b.backend == PFRT_BACKEND_HOST || pfrt_cuda_device_count() == 0))
-    b.cpu = pickCpu(); // main and fill of the real stage share one core
+    // Main and fill of the real stage share one core; each rank of this machine its own.
+    b.cpu = pickCpu(!ranks ? 0 : localRank() >= 0 ? localRank() : options.rank);
   pfrt_options a = b;
   a.enable_fill = 0;
 
   pfrt_compare_result out{};
   out.repetitions = repetitions;
   out.switch_latency_us_p50 = out.switch_latency_us_p99 = -1;
+  out.rank = -1;
   std::vector<double> aa, blocks, aTimes, bTimes, latencies;
   double fillSamples = 0, fillTimeUs = 0, plannedSamples = 0, plannedTimeUs = 0;
   int runIndex = 0;
@@ -87,6 +106,12 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       throw Error(PFRT_ERROR_BACKEND, std::string(fill ? "B" : "A") + " run " +
                                           std::to_string(runIndex) + ": " + pfrt_last_error());
     ReportPtr r(raw);
+    if (ranks) {
+      out.rank = r->rank;
+      out.world = r->world;
+      if (r->rank != 0)
+        return 0.0; // rank 0 holds the merged run
+    }
     const ReportData &d = r->data;
     out.time_measured = d.measuredTime ? 1 : 0;
     out.real_device = d.replayDevice;
@@ -125,6 +150,8 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
     if (x1 > 0)
       aa.push_back(std::fabs(x2 / x1 - 1));
   }
+  if (out.rank > 0)
+    return out; // the numbers are rank 0's
   auto mean = [](const std::vector<double> &v) {
     double s = 0;
     for (double x : v)
@@ -156,6 +183,7 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
     w.value("time_model", label);
     w.value("repetitions", r.repetitions);
     w.value("real_device", r.real_device);
+    w.value("ranks", r.world); // 0: one process
     w.value("main_only_us_mean", r.main_only_us_mean);
     w.value("with_fill_us_mean", r.with_fill_us_mean);
     w.value("slowdown", r.slowdown);
@@ -183,6 +211,9 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
                   " ABBA block(s) after an A/A pair; A = main only, B = main + fill; time " +
                   label + (r.real_device >= 0
                                ? ", replay (device " + std::to_string(r.real_device) + " real)"
+                               : std::string()) +
+                  (r.world > 0 ? "; " + std::to_string(r.world) +
+                                     " ranks (processes), every run merged on rank 0"
                                : std::string()) +
                   "\n";
   s += "  main iteration (us)      A " + fmt("%.1f", r.main_only_us_mean) + "   B " +

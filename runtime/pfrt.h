@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 10
+#define PFRT_API_VERSION 11
 
 /* The range of time_scale (real us per planned us) that runs and sessions accept. */
 #define PFRT_MIN_TIME_SCALE 1e-4
@@ -466,13 +466,19 @@ typedef struct pfrt_compare_result {
   double fill_us_run, overrun_us;                                      /* B runs, summed */
   uint64_t chunks_split; /* B runs, summed (API version 5) */
   uint64_t chunks_stopped_on_device; /* B runs, summed (API version 7; CUDA) */
+  /* Rank mode (API version 11): this process's rank and the number of ranks; only rank 0 holds
+   * the numbers above (of the merged runs), the other ranks' are zero. -1 and 0 in one process. */
+  int32_t rank, world;
 } pfrt_compare_result;
 
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in
  * the order A A (A B B A)^repetitions and fills *out. On the host backend with measured time and
  * no `cpu` given, the threads of the real device(s) are pinned to one CPU so main and fill share
  * it (fill at the lowest priority). `checkpoint_path` must be NULL; `repetitions`: 1 to
- * PFRT_COMPARE_MAX_REPETITIONS. */
+ * PFRT_COMPARE_MAX_REPETITIONS. In rank mode (options.rank/world) every rank calls it with the
+ * same options and each run is a rank-mode run; rank 0 computes the result from the merged runs,
+ * and on the host each rank's threads share the CPU of its local rank (counted down from the
+ * highest; the launcher's OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or LOCAL_RANK). */
 #define PFRT_COMPARE_MAX_REPETITIONS 1000u
 pfrt_status pfrt_compare(pfrt_program *program, const pfrt_options *options, uint32_t repetitions,
                          pfrt_compare_result *out);

@@ -225,8 +225,6 @@ int finishRunArgs(RunArgs &args) {
   if (args.programPath.empty())
     return usageError("no PROGRAM given");
   rankFromLauncher(options);
-  if (args.rankMode() && args.compare)
-    return usageError("--compare runs in one process; it does not take --rank/--world or mpirun");
   if (args.profileWithFill) {
     if (args.profilePath.empty())
       return usageError("--profile-with-fill needs --profile-out FILE");

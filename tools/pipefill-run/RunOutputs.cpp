@@ -229,6 +229,8 @@ int runCompare(pfrt_program *program, const RunArgs &args) {
                  pfrt_last_error());
     return 1;
   }
+  if (result.rank > 0)
+    return 0; // rank 0 prints the result of the merged runs
   std::fputs(pfrt_compare_format(&result, 0), stdout);
   if (args.compareJson.empty())
     return 0;
