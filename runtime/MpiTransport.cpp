@@ -43,7 +43,8 @@ std::string seconds(double s) {
   return buf;
 }
 
-std::atomic<double> gExitTimeoutS{120};
+// The peer timeout: how long a rank waits at exit before saying so (atExit).
+std::atomic<double> gExitNoteAfterS{120};
 
 void atExit() {
   int finalized = 0;
@@ -55,21 +56,29 @@ void atExit() {
   if (!gInitializedByUs)
     return;
   // Every rank has written its outputs before any exits: mpirun aborts the job when one rank
-  // exits with a nonzero code (a stopped run exits 130 or 143), which would kill rank 0 while it
-  // writes the merged report. Bounded by the peer timeout, so a vanished peer cannot hang exit.
+  // exits with a nonzero code (a stopped run exits 130, 143 or 138), which would kill rank 0
+  // while it merges and writes the report. Not bounded: rank 0's merge of a long run may take
+  // minutes, and a rank that died makes mpirun end the job anyway; past the peer timeout a note
+  // says who waits.
   MPI_Request request;
   if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
     const auto start = std::chrono::steady_clock::now();
+    bool noted = false;
     for (int done = 0; !done;) {
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (!done && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                           .count() > gExitTimeoutS.load()) {
-        std::fprintf(stderr, "pipefill-run: the other ranks did not reach the end of the run "
-                             "within the peer timeout; aborting\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
+      if (done)
+        break;
+      if (!noted && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                            .count() > gExitNoteAfterS.load()) {
+        int rank = -1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        std::fprintf(stderr,
+                     "pipefill-run: rank %d is done and waits for the other ranks to finish "
+                     "writing their outputs (%s s so far)\n",
+                     rank, seconds(gExitNoteAfterS.load()).c_str());
+        noted = true;
       }
-      if (!done)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   MPI_Finalize();
@@ -92,7 +101,7 @@ std::string mpiError(int code) {
 class MpiTransport : public Transport {
 public:
   MpiTransport(int rank, int world, double timeoutS) : timeoutS_(timeoutS) {
-    gExitTimeoutS = timeoutS;
+    gExitNoteAfterS = timeoutS;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
