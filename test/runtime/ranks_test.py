@@ -309,6 +309,15 @@ def stopped_together(exe, four, work, name, how, code):
               f"incomplete: {r.get('incomplete')})")
     if not ok:
         print(err[-3000:])
+        return n, ck
+    # The parts say where the run stopped too: --merge of them gives rank 0's verdict.
+    merged = os.path.join(work, f"stop-{name}.merged.json")
+    out, _ = run([exe, "--merge", *[os.path.join(work, f"stop-{name}.rank{k}.json")
+                                    for k in range(4)], "--report", merged, "--quiet"])
+    m = json.load(open(merged)) if out is not None and out.returncode == 0 else {}
+    check(m.get("incomplete") is True and m.get("iterations") == n and
+          m.get("iterations_requested") == 100000,
+          f"{how}: --merge of the stopped ranks' parts is incomplete at iteration {n} too")
     return n, ck
 
 
