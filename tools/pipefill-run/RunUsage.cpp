@@ -52,6 +52,7 @@ const char *const kRunUsage =
     "  --compare N               slowdown: N ABBA blocks of main-only (A) vs main+fill (B)\n"
     "                            runs after an A/A pair; prints slowdown with its noise floor,\n"
     "                            switch latency p50/p99, fill throughput measured vs planned\n"
+    "                            (with ranks: every run a rank-mode run, rank 0 prints)\n"
     "  --compare-json FILE       also write the comparison as JSON\n"
     "  --max-dim N               cap fill-workload dimensions (default: host 128, cuda none)\n"
     "  --rank R --world P        one process per rank: run device R of a P-device program and\n"
