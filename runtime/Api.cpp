@@ -724,6 +724,7 @@ pfrt_status pfrt_report_get_job(const pfrt_report *r, uint32_t job, pfrt_report_
     out->weights_checksum = j.weightsChecksum;
     out->iterations_held = j.iterationsHeld;
     out->samples_held = j.samplesHeld;
+    out->samples_in_flight_planned = j.samplesInFlightPlanned;
   });
 }
 

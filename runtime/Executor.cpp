@@ -479,17 +479,18 @@ void Executor::planSamples() {
   for (uint32_t j = 0; j < program_.jobs.size(); ++j) {
     const FillJob &job = program_.jobs[j];
     const ProgramInfo::JobInfo &ji = info_.jobs[j];
-    uint64_t planned = 0;
+    uint64_t planned = 0, inFlight = 0;
     for (const auto &ds : ji.streamOnDevice) {
       if (ds.first < config_.emulated.size() && config_.emulated[ds.first])
         continue;
       const Stream &st = program_.devices[ds.first].streams[ds.second];
-      for (int64_t it = first_; it < end_; ++it)
-        for (const Op &op : st.ops)
-          if (op.kind == OpKind::Fill && op.fill.job == j)
-            planned += samplesCompletedBy(op.fill, it, ji.passes, ji.stride, job.samples);
+      for (const Op &op : st.ops)
+        if (op.kind == OpKind::Fill && op.fill.job == j && op.fill.layer_end == ji.passes)
+          planned += batchSamplesIn(op.fill, first_, end_, ji.stride, job.samples);
+      inFlight += samplesInFlightAt(st, j, end_, ji.passes, ji.stride, job.samples);
     }
     result_.jobs[j].samplesPlanned = planned;
+    result_.jobs[j].samplesInFlightPlanned = inFlight;
   }
 }
 

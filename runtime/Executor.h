@@ -69,6 +69,9 @@ struct RunResult {
     pfrt_fill_kind kind = PFRT_FILL_INFERENCE;
     JobShape shape;
     uint64_t samplesCompleted = 0, samplesThisRun = 0, samplesPlanned = 0;
+    // The plan's own batches in flight at the run's last iteration (begun by then, completed
+    // later), on the devices planned: completed + pending + held = planned + this, from the start.
+    uint64_t samplesInFlightPlanned = 0;
     uint64_t steps = 0;
     double checksum = 0, lossSum = 0, weightsChecksum = 0;
     uint64_t chunksRun = 0, chunksSkipped = 0;

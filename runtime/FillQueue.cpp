@@ -39,6 +39,57 @@ uint64_t samplesCompletedBy(const pfrt_fill_chunk_desc &f, int64_t planIt, uint3
   return total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
 }
 
+namespace {
+int64_t ceilDiv(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+} // namespace
+
+uint64_t batchSamplesIn(const pfrt_fill_chunk_desc &f, int64_t from, int64_t to, uint64_t stride,
+                        uint64_t total) {
+  const int64_t period = f.period ? f.period : 1, phase = f.phase;
+  from = std::max<int64_t>(from, phase);
+  if (to <= from)
+    return 0;
+  // Run m is in iteration phase + m * period, of logical iteration m + iteration_offset.
+  int64_t m0 = std::max<int64_t>(ceilDiv(from - phase, period), -int64_t(f.iteration_offset));
+  int64_t m1 = ceilDiv(to - phase, period);
+  const uint64_t batch = f.batch;
+  if (!total)
+    return m1 > m0 ? static_cast<uint64_t>(m1 - m0) * batch : 0;
+  if (f.sample_begin >= total)
+    return 0;
+  if (stride == 0) // every run begins at sample_begin
+    return m1 > m0 ? static_cast<uint64_t>(m1 - m0) * std::min<uint64_t>(batch, total - f.sample_begin)
+                   : 0;
+  // Runs whose batch begins before `total`: logical < ceil((total - sample_begin) / stride).
+  const uint64_t logicals = (total - f.sample_begin + stride - 1) / stride;
+  m1 = std::min<int64_t>(m1, static_cast<int64_t>(logicals) - int64_t(f.iteration_offset));
+  if (m1 <= m0)
+    return 0;
+  uint64_t samples = static_cast<uint64_t>(m1 - m0) * batch;
+  // The last runs may be cut at `total` (their begin increases with m).
+  for (int64_t m = m1 - 1; m >= m0; --m) {
+    const uint64_t sb = f.sample_begin + static_cast<uint64_t>(m + f.iteration_offset) * stride;
+    if (total - sb >= batch)
+      break;
+    samples -= batch - (total - sb);
+  }
+  return samples;
+}
+
+uint64_t samplesInFlightAt(const Stream &st, uint32_t job, int64_t end, uint32_t passes,
+                           uint64_t stride, uint64_t total) {
+  uint64_t begun = 0, completed = 0;
+  for (const Op &op : st.ops) {
+    if (op.kind != OpKind::Fill || op.fill.job != job)
+      continue;
+    if (op.fill.layer_begin == 0)
+      begun += batchSamplesIn(op.fill, 0, end, stride, total);
+    if (op.fill.layer_end == passes)
+      completed += batchSamplesIn(op.fill, 0, end, stride, total);
+  }
+  return begun > completed ? begun - completed : 0;
+}
+
 bool FillQueue::planIteration(int64_t iteration, int64_t *planIt) {
   if (iteration != decidedFor_) {
     decidedFor_ = iteration;

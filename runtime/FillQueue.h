@@ -71,6 +71,18 @@ struct Flight {
 uint64_t samplesCompletedBy(const pfrt_fill_chunk_desc &f, int64_t planIt, uint32_t passes,
                             uint64_t stride, uint64_t total);
 
+// The samples of the batches chunk `f` runs in plan iterations [from, to), whatever passes it runs:
+// each run's batch cut at the job's `total` samples (0: unbounded); runs of logical iterations < 0
+// or past `total` count nothing. In closed form (O(1) but for batches cut at `total`), so a plan's
+// counts over a long window cost nothing.
+uint64_t batchSamplesIn(const pfrt_fill_chunk_desc &f, int64_t from, int64_t to, uint64_t stride,
+                        uint64_t total);
+
+// The samples of the batches the plan on a stream has begun (first pass run) in plan iterations
+// [0, end) and completes (last pass) at `end` or later: the plan's own batches in flight at `end`.
+uint64_t samplesInFlightAt(const Stream &st, uint32_t job, int64_t end, uint32_t passes,
+                           uint64_t stride, uint64_t total);
+
 struct FillQueue {
   std::unique_ptr<JobData> data;
   std::map<uint64_t, Flight> flights; // by absolute sample begin

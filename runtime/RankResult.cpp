@@ -91,6 +91,7 @@ std::string rankResultJson(const Program &program, RunResult &&run, int rank, in
     out->set_samples_this_run(j.samplesThisRun);
     out->set_samples_completed(j.samplesCompleted);
     out->set_samples_planned(j.samplesPlanned);
+    out->set_samples_in_flight_planned(j.samplesInFlightPlanned);
     out->set_steps(j.steps);
     out->set_checksum(j.checksum);
     out->set_loss_sum(j.lossSum);
@@ -396,12 +397,17 @@ void mergeJob(const Program &program, uint32_t j,
     if (rj.name() != out.name)
       mismatch(names[i] + ": fill job " + std::to_string(j) + " is '" + rj.name() +
                "', the program's '" + out.name + "'");
-    if (k == 0)
+    if (k == 0) {
       out.samplesPlanned = rj.samples_planned();
-    else if (rj.samples_planned() != out.samplesPlanned)
+      out.samplesInFlightPlanned = rj.samples_in_flight_planned();
+    } else if (rj.samples_planned() != out.samplesPlanned ||
+               rj.samples_in_flight_planned() != out.samplesInFlightPlanned) {
       mismatch(names[i] + ": fill job '" + out.name + "' plans " +
-               std::to_string(rj.samples_planned()) + " samples, rank 0's report " +
-               std::to_string(out.samplesPlanned));
+               std::to_string(rj.samples_planned()) + " samples (" +
+               std::to_string(rj.samples_in_flight_planned()) + " in flight at the end), rank 0's "
+               "report " + std::to_string(out.samplesPlanned) + " (" +
+               std::to_string(out.samplesInFlightPlanned) + ")");
+    }
     out.samplesThisRun += rj.samples_this_run();
     out.samplesCompleted += rj.samples_completed();
     out.steps += rj.steps();

@@ -138,6 +138,7 @@ void writeJobsJson(JsonWriter &w, const ReportData &r, const Program &program) {
     w.value("samples_pending", job.samplesPending);
     w.value("iterations_held", job.iterationsHeld);
     w.value("samples_held", job.samplesHeld);
+    w.value("samples_in_flight_planned", job.samplesInFlightPlanned);
     w.value("divisor", job.shape.divisor);
     w.endObject();
   }

@@ -1552,10 +1552,14 @@ pfrt_report_job Session::job(uint32_t j) const {
                              ? tensorsChecksum(js.data->saveWeights())
                              : 0;
   out.iterations_held = static_cast<uint64_t>(js.held);
-  if (js.onRank)
-    out.samples_held = FillQueue::heldSamples(
-        program_.devices[rank_].streams[info_.jobs[j].streamOnDevice.at(rank_)], j, js.passes,
-        js.stride, program_.jobs[j].samples, js.held, js.loopEnd(iteration_));
+  if (js.onRank) {
+    const Stream &st = program_.devices[rank_].streams[info_.jobs[j].streamOnDevice.at(rank_)];
+    out.samples_held = FillQueue::heldSamples(st, j, js.passes, js.stride,
+                                              program_.jobs[j].samples, js.held,
+                                              js.loopEnd(iteration_));
+    out.samples_in_flight_planned =
+        samplesInFlightAt(st, j, iteration_, js.passes, js.stride, program_.jobs[j].samples);
+  }
   return out;
 }
 
@@ -1593,6 +1597,7 @@ const std::string &Session::reportJson() {
     w.value("samples_completed", rj.samples_completed);
     w.value("samples_this_run", rj.samples_this_run);
     w.value("samples_planned", rj.samples_planned);
+    w.value("samples_in_flight_planned", rj.samples_in_flight_planned);
     w.value("checksum", rj.checksum);
     w.value("steps", rj.steps);
     writeChunkCounts(w, {js.chunksRun, js.chunksDeferred, js.chunksSkipped, js.backlog.size(),

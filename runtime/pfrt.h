@@ -410,6 +410,10 @@ typedef struct pfrt_report_job {
    * completes in them (planned, not yet begun). */
   uint64_t iterations_held;
   uint64_t samples_held;
+  /* Appended in API version 11: the plan's own batches in flight at the last iteration (begun by
+   * then, completed later; planned, like samples_planned). For a run from the start,
+   * samples_completed + pending + samples_held = samples_planned + this. */
+  uint64_t samples_in_flight_planned;
 } pfrt_report_job;
 
 pfrt_status pfrt_report_get_stats(const pfrt_report *report, pfrt_report_stats *out_stats);

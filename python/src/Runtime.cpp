@@ -80,6 +80,7 @@ public:
       d["weights_checksum"] = job.weights_checksum;
       d["iterations_held"] = job.iterations_held;
       d["samples_held"] = job.samples_held;
+      d["samples_in_flight_planned"] = job.samples_in_flight_planned;
       out.append(d);
     }
     return out;
@@ -308,7 +309,8 @@ void registerRun(nb::module_ &m) {
            "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
            "checksums, training steps, and iterations_held / samples_held: iterations in "
            "which the job began nothing new because it was two iterations behind, and the "
-           "planned samples not begun because of that.")
+           "planned samples not begun because of that; samples_in_flight_planned: the plan's "
+           "own batches in flight at the run's end.")
       .def(
           "iteration_us",
           [](const RunReport &r) {

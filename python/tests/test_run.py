@@ -52,6 +52,13 @@ def test_run_plan_on_host(tiny_plan):
     assert all(j["iterations_held"] == 0 and j["samples_held"] == 0 for j in jobs)
     held = {j["name"]: (j["iterations_held"], j["samples_held"]) for j in report["fill"]["jobs"]}
     assert held == {j["name"]: (j["iterations_held"], j["samples_held"]) for j in jobs}
+    # The samples identity (docs/runtime.md §4b) from the report alone: what is done, pending
+    # and held is what the plan completes plus the batches it has in flight at the end.
+    for j in report["fill"]["jobs"]:
+        assert (j["samples_completed"] + j["samples_pending"] + j["samples_held"] ==
+                j["samples_planned"] + j["samples_in_flight_planned"]), j
+    assert ({j["name"]: j["samples_in_flight_planned"] for j in report["fill"]["jobs"]} ==
+            {j["name"]: j["samples_in_flight_planned"] for j in jobs})
     assert "iteration" in run.summary()
 
 

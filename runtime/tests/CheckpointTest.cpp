@@ -190,7 +190,8 @@ TEST(CheckpointTest, AResumeOfACheckpointWithoutFillStartsThePlanAtItsBeginning)
 // iterations plus the batch the plan itself has in flight at the end. Closed form for the spanning
 // program: a batch of 3 begins in every cool-down bubble and completes in the next warm-up one;
 // iteration 0's warm-up has nothing to complete. Over n iterations the plan completes 3 (n - 1)
-// samples and has the batch begun in iteration n - 1 in flight.
+// samples and has the batch begun in iteration n - 1 in flight, which the report names
+// (samples_in_flight_planned, also through the C API), so the identity is checkable from it alone.
 TEST(CheckpointTest, TheSamplesIdentityCountsThePlansOwnBatchInFlight) {
   ProgramPtr p = spanningProgram(PFRT_FILL_INFERENCE);
   for (uint32_t n : {1u, 3u, 5u}) {
@@ -201,7 +202,16 @@ TEST(CheckpointTest, TheSamplesIdentityCountsThePlansOwnBatchInFlight) {
     EXPECT_EQ(j.samplesCompleted, 3u * (n - 1)) << n;
     EXPECT_EQ(j.samplesPending, 3u) << n;
     EXPECT_EQ(j.samplesHeld, 0u) << n;
-    EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld, j.samplesPlanned + 3) << n;
+    EXPECT_EQ(j.samplesInFlightPlanned, 3u) << n;
+    EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+              j.samplesPlanned + j.samplesInFlightPlanned)
+        << n;
+    pfrt_report_job api{};
+    ASSERT_EQ(pfrt_report_get_job(r.get(), 0, &api), PFRT_OK);
+    EXPECT_EQ(api.samples_in_flight_planned, 3u) << n;
+    EXPECT_NE(std::string(pfrt_report_json(r.get())).find("\"samples_in_flight_planned\": 3"),
+              std::string::npos)
+        << n;
   }
 }
 

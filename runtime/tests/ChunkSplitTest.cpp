@@ -174,6 +174,9 @@ TEST(ChunkSplitTest, ABacklogThatNeverDrainsStaysTwoIterationsLong) {
   EXPECT_EQ(j.chunksPending, 2u);
   EXPECT_EQ(j.iterationsHeld, kIterations - 2);
   EXPECT_EQ(j.samplesPending + j.samplesHeld, uint64_t(kBatch) * kIterations);
+  // The identity of docs/runtime.md §4b, from the report's own numbers, with holds.
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            j.samplesPlanned + j.samplesInFlightPlanned);
   pipefill::rt::FillCheckpoint cp;
   std::string problem;
   ASSERT_EQ(readCheckpointFile(path, programFingerprint(p->program), cp, problem),

@@ -164,6 +164,44 @@ TEST(FillQueueTest, HeldIterationsShiftThePlanAndCountItsSamples) {
   EXPECT_EQ(q.loopEnd(7), 7);
 }
 
+// batchSamplesIn's closed form against the iteration-by-iteration sum it replaces (the chunk's
+// runs by chunkRunsIn, each its batch cut at the job's total), over random periodic chunks
+// (phases, periods, negative offsets, strides smaller than, equal to and larger than the batch,
+// zero stride, totals that cut several batches or none) and windows that start before, at and
+// after the phase.
+TEST(FillQueueTest, BatchSamplesInMatchesTheSumOverIterations) {
+  std::mt19937_64 rng(20261203);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int trial = 0; trial < 20000; ++trial) {
+    pfrt_fill_chunk_desc f{};
+    f.batch = static_cast<uint32_t>(pick(1, 16));
+    f.sample_begin = static_cast<uint64_t>(pick(0, 40));
+    f.iteration_offset = static_cast<int32_t>(pick(-6, 4));
+    f.period = static_cast<uint32_t>(pick(0, 4));
+    f.phase = static_cast<uint32_t>(pick(0, 5));
+    const uint64_t stride = static_cast<uint64_t>(pick(0, 3) == 0 ? 0 : pick(1, 24));
+    const uint64_t total = static_cast<uint64_t>(pick(0, 2) == 0 ? 0 : pick(1, 300));
+    const int64_t from = pick(0, 30), to = from + pick(-2, 60);
+    uint64_t want = 0;
+    for (int64_t it = from; it < to; ++it) {
+      int64_t logical = 0;
+      if (!chunkRunsIn(f, it, &logical) || logical < 0)
+        continue;
+      const uint64_t sb = f.sample_begin + static_cast<uint64_t>(logical) * stride;
+      if (total && sb >= total)
+        continue;
+      want += total ? std::min<uint64_t>(f.batch, total - sb) : f.batch;
+    }
+    ASSERT_EQ(batchSamplesIn(f, from, to, stride, total), want)
+        << "trial " << trial << ": batch " << f.batch << " sample_begin " << f.sample_begin
+        << " offset " << f.iteration_offset << " period " << f.period << " phase " << f.phase
+        << " stride " << stride << " total " << total << " window [" << from << ", " << to
+        << ")";
+  }
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt

@@ -100,7 +100,7 @@ void expectMatchesExecutor(pfrt_program *p, uint32_t iterations, pfrt_fill_polic
   const uint32_t ranks = static_cast<uint32_t>(p->program.devices.size());
   const size_t jobs = p->program.jobs.size();
   std::vector<double> checksum(jobs, 0);
-  std::vector<uint64_t> samples(jobs, 0), planned(jobs, 0);
+  std::vector<uint64_t> samples(jobs, 0), planned(jobs, 0), inFlight(jobs, 0);
   for (uint32_t r = 0; r < ranks; ++r) {
     SessionPtr s = sessionOk(p, r, sessionOptions(policy));
     ASSERT_TRUE(s);
@@ -111,6 +111,7 @@ void expectMatchesExecutor(pfrt_program *p, uint32_t iterations, pfrt_fill_polic
       checksum[j] += rj.checksum;
       samples[j] += rj.samples_completed;
       planned[j] += rj.samples_planned;
+      inFlight[j] += rj.samples_in_flight_planned;
     }
     EXPECT_EQ(statsOf(s.get()).chunks_pending, 0u);
   }
@@ -119,6 +120,7 @@ void expectMatchesExecutor(pfrt_program *p, uint32_t iterations, pfrt_fill_polic
     ASSERT_GT(rj.samplesCompleted, 0u) << "the reference must do fill work";
     EXPECT_EQ(samples[j], rj.samplesCompleted) << "job " << j;
     EXPECT_EQ(planned[j], rj.samplesPlanned) << "job " << j;
+    EXPECT_EQ(inFlight[j], rj.samplesInFlightPlanned) << "job " << j;
     EXPECT_NEAR(checksum[j], rj.checksum, 1e-9 * std::abs(rj.checksum)) << "job " << j;
   }
 }
