@@ -242,6 +242,36 @@ def merge_errors(exe, four, parts, work):
     check(open(parts[0], "rb").read() == before, "--merge left its input parts alone")
 
 
+def progress_and_compare(exe, four, work):
+    """--progress and --compare under mpirun."""
+    # --progress under mpirun: the rank of the last stage reports, once per line, to the end.
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "6", "--progress"])
+    lines = [line.split(",")[0] for line in (out.stderr if out else "").splitlines()
+             if line.startswith("pipefill-run: iteration ")]
+    check(out is not None and out.returncode == 0 and len(lines) == len(set(lines)) and
+          lines[-1:] == ["pipefill-run: iteration 6/6"],
+          f"--progress with ranks: one rank reports, up to 6/6 ({lines})")
+
+    # --compare under mpirun: every A and B run is a rank-mode run; rank 0 alone prints the
+    # slowdown of the merged runs (measured: the ranks' main compute is real CPU work).
+    cmp_json = os.path.join(work, "compare.json")
+    if os.path.exists(cmp_json):
+        os.remove(cmp_json)
+    out, _ = run(mpirun_cmd(4) + [exe, four, "--backend", "host", "--time-model", "measured",
+                                  "--time-scale", "0.2", "--iterations", "4", "--compare", "1",
+                                  "--compare-json", cmp_json])
+    c = json.load(open(cmp_json)) if out is not None and os.path.exists(cmp_json) else {}
+    chunks = sum(c.get(k, 0) for k in ("chunks_run", "chunks_deferred", "chunks_skipped",
+                                       "chunks_pending"))
+    check(out is not None and out.returncode == 0 and
+          out.stdout.count("pipefill-run --compare:") == 1 and "4 ranks (processes)" in out.stdout
+          and c.get("ranks") == 4 and c.get("time_model") == "measured" and
+          c.get("main_only_us_mean", 0) > 0 and c.get("with_fill_us_mean", 0) > 0 and
+          c.get("noise_floor", -1) >= 0 and chunks > 0,
+          f"--compare with ranks: one table, from rank 0, of measured merged runs "
+          f"(slowdown {c.get('slowdown')}, noise floor {c.get('noise_floor')}, {chunks} chunks)")
+
+
 def rank_pids(mpirun_pid):
     """{rank: pid} of mpirun's children, by the rank their launcher environment gives them."""
     pids = {}
@@ -502,32 +532,7 @@ def main():
     else:
         check(False, f"the bundled example's plan {example_pb} exists (made by the build)")
 
-    # --progress under mpirun: the rank of the last stage reports, once per line, to the end.
-    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "6", "--progress"])
-    lines = [line.split(",")[0] for line in (out.stderr if out else "").splitlines()
-             if line.startswith("pipefill-run: iteration ")]
-    check(out is not None and out.returncode == 0 and len(lines) == len(set(lines)) and
-          lines[-1:] == ["pipefill-run: iteration 6/6"],
-          f"--progress with ranks: one rank reports, up to 6/6 ({lines})")
-
-    # --compare under mpirun: every A and B run is a rank-mode run; rank 0 alone prints the
-    # slowdown of the merged runs (measured: the ranks' main compute is real CPU work).
-    cmp_json = os.path.join(work, "compare.json")
-    if os.path.exists(cmp_json):
-        os.remove(cmp_json)
-    out, _ = run(mpirun_cmd(4) + [exe, four, "--backend", "host", "--time-model", "measured",
-                                  "--time-scale", "0.2", "--iterations", "4", "--compare", "1",
-                                  "--compare-json", cmp_json])
-    c = json.load(open(cmp_json)) if out is not None and os.path.exists(cmp_json) else {}
-    chunks = sum(c.get(k, 0) for k in ("chunks_run", "chunks_deferred", "chunks_skipped",
-                                       "chunks_pending"))
-    check(out is not None and out.returncode == 0 and
-          out.stdout.count("pipefill-run --compare:") == 1 and "4 ranks (processes)" in out.stdout
-          and c.get("ranks") == 4 and c.get("time_model") == "measured" and
-          c.get("main_only_us_mean", 0) > 0 and c.get("with_fill_us_mean", 0) > 0 and
-          c.get("noise_floor", -1) >= 0 and chunks > 0,
-          f"--compare with ranks: one table, from rank 0, of measured merged runs "
-          f"(slowdown {c.get('slowdown')}, noise floor {c.get('noise_floor')}, {chunks} chunks)")
+    progress_and_compare(exe, four, work)
 
     # 4: errors.
     expect_error([exe, four, *RUN, "--rank", "0", "--world", "3"],
