@@ -64,14 +64,20 @@ bool startsWithJsonObject(const std::string &path) {
   return c == '{';
 }
 
+const char kPrevCopy[] = "--checkpoint (its previous copy)";
+
 // No two of `files` (option, path) are one file (an output over an input destroys it; two outputs
 // at one path keep the last one written); else prints which and returns false. Files before
-// `firstOutput` are inputs, which may repeat (the reader says what is wrong with that).
+// `firstOutput` are inputs, which may repeat (the reader says what is wrong with that). A
+// checkpoint and its previous copy are two names by construction, and may be one inode: the
+// writer links FILE.prev to FILE before it renames the new FILE in, so a run killed in between
+// leaves both names on the last checkpoint.
 bool distinctFiles(const std::vector<std::pair<std::string, std::string>> &files,
                    size_t firstOutput = 0) {
   for (size_t i = 0; i < files.size(); ++i)
     for (size_t j = std::max(i + 1, firstOutput); j < files.size(); ++j)
-      if (pipefill::samePath(files[i].second, files[j].second)) {
+      if (!(files[i].first == "--checkpoint" && files[j].first == kPrevCopy) &&
+          pipefill::samePath(files[i].second, files[j].second)) {
         std::fprintf(stderr, "pipefill-run: error: %s and %s are the same file (%s)\n",
                      files[i].first.c_str(), files[j].first.c_str(), files[j].second.c_str());
         return false;
@@ -118,7 +124,7 @@ int checkOutputsWritable(const RunArgs &args) {
   add("--compare-json", args.compareJson);
   add("--checkpoint", args.checkpointPath);
   if (!args.checkpointPath.empty())
-    add("--checkpoint (its previous copy)", args.checkpointPath + ".prev");
+    add(kPrevCopy, args.checkpointPath + ".prev");
   if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty())
     add("--report (this rank's part)", rankPartPath(args.reportPath, args.options.rank));
   if (!distinctFiles(files))
