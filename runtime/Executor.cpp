@@ -648,11 +648,11 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   }
 }
 
-// Each rank writes its own checkpoint after its own iterations, so ranks that were stopped (a
-// kill, Ctrl-C) can be some iterations apart: fill streams run behind main by different amounts
-// (after a SIGINT to four.pb's four ranks: iterations 62 to 68). Each rank keeps its last
-// kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest iteration every rank
-// has. Ranks with none in common fail, listing what each has.
+// Each rank writes its own checkpoint after its own iterations, so ranks that were killed (a stop
+// request stops them together, agreedStopBefore) can be some iterations apart: fill streams run
+// behind main by different amounts (killed ranks of four.pb: iterations 87 to 101). Each rank
+// keeps its last kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest
+// iteration every rank has. Ranks with none in common fail, listing what each has.
 void Executor::agreeOnCheckpointIteration() {
   const std::string &path = config_.checkpointPath;
   // A rank whose devices run no fill has no state to restore: it resumes at any iteration (it

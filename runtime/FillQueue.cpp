@@ -111,16 +111,11 @@ size_t FillQueue::holdThreshold(const Stream &st, uint32_t job) {
 
 uint64_t FillQueue::heldSamples(const Stream &st, uint32_t job, uint32_t passes, uint64_t stride,
                                 uint64_t total, int64_t held, int64_t loopEnd) {
-  // The chunks that complete a batch (a few per stream), then the held plan iterations: this
-  // costs O(held x those chunks), not O(held x the stream's ops).
-  std::vector<const pfrt_fill_chunk_desc *> completing;
+  // What the chunks that complete a batch complete in the held plan iterations, in closed form.
+  uint64_t n = 0;
   for (const Op &op : st.ops)
     if (op.kind == OpKind::Fill && op.fill.job == job && op.fill.layer_end == passes)
-      completing.push_back(&op.fill);
-  uint64_t n = 0;
-  for (int64_t it = std::max<int64_t>(0, loopEnd - held); it < loopEnd; ++it)
-    for (const pfrt_fill_chunk_desc *f : completing)
-      n += samplesCompletedBy(*f, it, passes, stride, total);
+      n += batchSamplesIn(op.fill, std::max<int64_t>(0, loopEnd - held), loopEnd, stride, total);
   return n;
 }
 

@@ -285,14 +285,17 @@ public:
   bool voteResult(int64_t round, bool &stop, const std::atomic<bool> &abort) override {
     std::unique_ptr<Vote> vote;
     {
+      // Rounds are read in the order they were posted.
       std::lock_guard<std::mutex> lock(mpi_);
-      auto it = std::find_if(pendingVotes_.begin(), pendingVotes_.end(),
-                             [&](const std::unique_ptr<Vote> &v) { return v->round == round; });
-      if (it == pendingVotes_.end())
+      if (pendingVotes_.empty() || pendingVotes_.front()->round != round)
         throw Error(PFRT_ERROR_INTERNAL,
-                    "no stop vote was posted for iteration " + std::to_string(round));
-      vote = std::move(*it);
-      pendingVotes_.erase(it);
+                    "the stop vote of iteration " + std::to_string(round) +
+                        " is read out of order (the oldest unread was " +
+                        (pendingVotes_.empty() ? std::string("none")
+                                               : std::to_string(pendingVotes_.front()->round)) +
+                        ")");
+      vote = std::move(pendingVotes_.front());
+      pendingVotes_.pop_front();
     }
     // The request stays valid while we poll it outside the list: only this thread reads it.
     if (!wait(vote->request, "the stop vote of iteration " + std::to_string(round) +

@@ -10,14 +10,12 @@
 
 namespace pfrt {
 
-bool Transport::voteResult(int64_t round, bool &stop, const std::atomic<bool> &abort) {
-  auto it = std::find_if(votes_.begin(), votes_.end(),
-                         [&](const std::pair<int64_t, bool> &v) { return v.first == round; });
-  if (it == votes_.end())
-    throw Error(PFRT_ERROR_INTERNAL, "no stop vote was posted for round " + std::to_string(round));
-  stop = it->second;
-  votes_.erase(it);
-  return !abort;
+void Transport::postVote(int64_t, bool) {
+  throw Error(PFRT_ERROR_INTERNAL, "the " + name() + " transport runs one process: no stop votes");
+}
+
+bool Transport::voteResult(int64_t, bool &, const std::atomic<bool> &) {
+  throw Error(PFRT_ERROR_INTERNAL, "the " + name() + " transport runs one process: no stop votes");
 }
 
 namespace {

@@ -84,12 +84,10 @@ public:
   // same rounds in the same order on every rank, and reads a round's result (true when any rank
   // voted to stop) some rounds later, so the vote costs no wait while the ranks keep pace.
   // postVote does not block. voteResult blocks until every rank has voted in `round`; false when
-  // `abort` was set; throws Error on a timeout. Here (one process): the process's own vote.
-  virtual void postVote(int64_t round, bool stop) { votes_.emplace_back(round, stop); }
+  // `abort` was set; throws Error on a timeout. One process has nothing to agree on: the executor
+  // votes only with more than one rank, and these defaults say so if called.
+  virtual void postVote(int64_t round, bool stop);
   virtual bool voteResult(int64_t round, bool &stop, const std::atomic<bool> &abort);
-
-private:
-  std::vector<std::pair<int64_t, bool>> votes_;
 };
 
 // Every channel (a send's sender, receiver and tag) of the program, in the order every process
