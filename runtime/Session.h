@@ -1,5 +1,6 @@
 // Sessions (pfrt_session_*): one rank's fill driven by a framework that owns its training loop.
-// The C entry points live in Session.cpp; this header is the little they share with Api.cpp.
+// The C entry points live in SessionApi.cpp (the class in SessionImpl.h); this header is the
+// little they share with Api.cpp.
 #ifndef PFRT_SESSION_H
 #define PFRT_SESSION_H
 
