@@ -122,6 +122,7 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
   } else if (arg == "--no-fill") {
     if (!c.noValue())
       return usageError("--no-fill takes no value");
+    a.noFill = true;
     options.enable_fill = 0;
   } else if (arg == "--checkpoint") {
     if (!c.next(a.checkpointPath) || a.checkpointPath.empty())
@@ -228,7 +229,7 @@ int finishRunArgs(RunArgs &args) {
   if (args.profileWithFill) {
     if (args.profilePath.empty())
       return usageError("--profile-with-fill needs --profile-out FILE");
-    if (!options.enable_fill)
+    if (args.noFill)
       return usageError("--profile-with-fill runs with fill; it does not take --no-fill");
     options.profile = 0;
     options.enable_fill = 1;

@@ -21,6 +21,7 @@ struct RunArgs {
   pfrt_options options;
   bool quiet = false;
   bool profileWithFill = false;
+  bool noFill = false; // --no-fill itself (--profile-out also turns fill off, for the main job's profile)
   bool progress = false;
   bool merge = false;
   unsigned long long compare = 0; // ABBA blocks; 0: no comparison
