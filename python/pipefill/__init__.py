@@ -40,6 +40,7 @@ import os
 from typing import Optional, Union
 
 from ._errors import CompileError, RunError
+from ._errors import with_path_hint as _with_path_hint
 from ._native import Plan, native as _ext, native_option as _native_option
 from ._native import native_name as _native_name
 from ._native import native_path as _native_path
@@ -123,7 +124,10 @@ def compile(
             f"compile() takes JobSpec text (str/bytes) or a path (os.PathLike), "
             f"not {type(job).__name__}"
         )
-    return _ext.compile_text(job, _native_name(name, "name"), _profile_arg(profile))
+    try:
+        return _ext.compile_text(job, _native_name(name, "name"), _profile_arg(profile))
+    except CompileError as e:
+        raise _with_path_hint(e, job, "JobSpec", " or use pipefill.compile_file") from None
 
 
 def run(
@@ -151,8 +155,10 @@ def run(
     ``time_scale``: host backend, real microseconds per modelled microsecond.
     ``fill=False`` runs the main job alone; ``profile=True`` is profile mode
     (main job only; :meth:`RunReport.save_profile` writes the measured profile).
-    ``stage``: -1 runs every device for real; K runs device K for real and
-    emulates the others at their planned times (replay). ``max_dim`` caps the
+    ``stage``: K runs device K for real and emulates the others (replay); -1
+    runs every device for real, except on the host (measured time) when the
+    program has more devices than the machine has cores: then device 0 runs and
+    the others are emulated, as the report's ``replay_device`` says. ``max_dim`` caps the
     fill workloads' dimensions (0: backend default). ``checkpoint``: a fill
     progress file written after every iteration and resumed from.
     ``on_bad_checkpoint`` (``pfrt_options.checkpoint_recovery``, pipefill-run's

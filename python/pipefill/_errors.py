@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 
@@ -27,3 +28,25 @@ class RunError(RuntimeError):
     def __init__(self, message: str, status: str = "") -> None:
         super().__init__(message)
         self.status: str = status
+
+
+def _looks_like_path(text: str) -> bool:
+    s = text.strip()
+    return (bool(s) and "\n" not in s and "{" not in s and len(s) < 4096
+            and (s.endswith((".pbtxt", ".txt", ".csv", ".pb")) or os.path.isfile(s)))
+
+
+def with_path_hint(error: CompileError, text: str, what: str, instead: str) -> CompileError:
+    """``error`` again, with a hint when the rejected ``str`` was probably meant as a file name.
+
+    A ``str`` is always text (``what``: "JobSpec", "schedule table"); "job.pbtxt" parsed as a
+    JobSpec gives a syntax error that does not say so.
+    """
+    if not _looks_like_path(text):
+        return error
+    name = text.strip()
+    return CompileError(
+        f"{error}\nhint: a str is {what} text, and {name!r} looks like a file name: "
+        f"pass pathlib.Path({name!r}){instead}",
+        error.diagnostics,
+    )

@@ -11,7 +11,7 @@ import os
 import tempfile
 from typing import Optional, Union
 
-from ._errors import CompileError
+from ._errors import CompileError, with_path_hint
 from ._native import Plan, native, native_name, native_path, require_compiler
 
 __all__ = ["compile_torch_schedule"]
@@ -45,6 +45,17 @@ def compile_torch_schedule(
     pipefill has the runtime only (no compiler module).
     """
     require_compiler("pipefill.compile_torch_schedule")
+    try:
+        return _compile(table, job, profile, name)
+    except CompileError as e:
+        if isinstance(table, str):
+            e = with_path_hint(e, table, "schedule table", " (the CSV's path)")
+        if isinstance(job, str):
+            e = with_path_hint(e, job, "JobSpec", " as job=")
+        raise e from None
+
+
+def _compile(table, job, profile, name) -> Plan:
     if isinstance(table, os.PathLike):
         path = os.fspath(table)
         with open(path, "r", encoding="utf-8", newline="") as f:

@@ -53,6 +53,9 @@ inline std::string pythonNames(std::string text) {
       {"pfrt_session_fill_stream", "Session.fill_stream"},
       {"pfrt_session_destroy", "Session.close"},
       {"PFRT_SESSION_UNPLANNED", "-1 (the unplanned bubble)"},
+      {"main_stream must be NULL on the host backend (a cudaStream_t is for CUDA sessions)",
+       "stream must be None on the host backend (a CUDA stream is for CUDA sessions)"},
+      {"main_stream", "stream"},
   };
   for (const auto &[c, py] : kNames)
     for (size_t at = text.find(c); at != std::string::npos; at = text.find(c, at))

@@ -84,6 +84,22 @@ def test_compile_accepts_text_bytes_and_paths(tiny_job):
     assert all(r == reports[0] for r in reports)
 
 
+def test_a_str_that_names_a_file_gets_a_hint(tiny_job, monkeypatch):
+    """A str is JobSpec text: compile("job.pbtxt") is a syntax error, and the error says
+    that the str looks like a file name and what to pass instead."""
+    monkeypatch.chdir(tiny_job.parent)
+    with pytest.raises(pipefill.CompileError) as e:
+        pipefill.compile(tiny_job.name)
+    assert "<string>:1:" in str(e.value)  # the parser's own error comes first
+    assert (f"hint: a str is JobSpec text, and '{tiny_job.name}' looks like a file name: "
+            f"pass pathlib.Path('{tiny_job.name}') or use pipefill.compile_file") in str(e.value)
+    assert e.value.diagnostics and all("hint:" not in d for d in e.value.diagnostics)
+    # Real JobSpec text with an error gets no hint.
+    with pytest.raises(pipefill.CompileError) as e:
+        pipefill.compile("pipeline { stages: -1 }")
+    assert "hint:" not in str(e.value)
+
+
 def test_bubble_and_stage_tables_are_numpy_and_match_the_report(tiny_job):
     plan = pipefill.compile_file(tiny_job)
     report = plan.report()

@@ -261,7 +261,7 @@ def test_backends_and_streams(tiny_plan):
         cuda_stream = 0x1234
 
     for stream in (FakeStream(), 0x1234):
-        with pytest.raises(pipefill.RunError, match="main_stream must be NULL on the host"):
+        with pytest.raises(pipefill.RunError, match="stream must be None on the host backend"):
             with s.bubble(0, stream=stream):
                 pass
     with pytest.raises(TypeError, match="stream must be a CUDA stream"):

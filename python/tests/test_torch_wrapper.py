@@ -469,6 +469,14 @@ def test_compile_torch_schedule_errors(tmp_path):
         pipefill.compile_torch_schedule("0F0,0B0\n", job="pipeline { stages: 1 microbatches: 1 }")
     assert "pipefill-job-" not in str(e.value)
     assert all("pipefill-job-" not in d for d in e.value.diagnostics)
+    # A file name given as a str (text) is an error that says what to pass instead.
+    with pytest.raises(pipefill.CompileError, match=r"hint: a str is JobSpec text, and "
+                       r"'job-4x8.pbtxt' looks like a file name: pass pathlib.Path\('job-4x8.pbtxt'\) "
+                       r"as job="):
+        pipefill.compile_torch_schedule("0F0,0B0\n", job="job-4x8.pbtxt")
+    with pytest.raises(pipefill.CompileError, match=r"hint: a str is schedule table text, and "
+                       r"'zbv.csv' looks like a file name"):
+        pipefill.compile_torch_schedule("zbv.csv", job=job("ONE_F_ONE_B"))
 
 
 def test_failing_fill_task_is_raised_after_the_step():
