@@ -26,7 +26,10 @@
 extern "C" {
 #endif
 
-#define PFRT_API_VERSION 11
+/* Version 12 removed the verb-first names of version 3 (pfrt_add_device, pfrt_enqueue_fill,
+ * pfrt_request_stop, ...), kept as aliases since version 4: every call is object, then verb
+ * (pfrt_program_add_device, pfrt_program_enqueue_fill, pfrt_stop_request). */
+#define PFRT_API_VERSION 12
 
 /* The range of time_scale (real us per planned us) that runs and sessions accept. */
 #define PFRT_MIN_TIME_SCALE 1e-4
@@ -287,8 +290,12 @@ typedef struct pfrt_options {
   int profile;                 /* 1: profile mode: main job only (implies enable_fill = 0) */
   double time_scale;           /* host backend: real us per modelled us; default 1.0 */
   const char *checkpoint_path; /* fill progress file, written after every iteration; NULL: none */
-  int32_t stage;               /* -1 (default): every device runs; K: device K runs for real (fill,
-                                  CUDA), the others are emulated at their planned times */
+  int32_t stage;               /* K: device K runs for real (with its fill), the others are
+                                  emulated (replay; host measured model: their compute at K's
+                                  measured speed, else at their planned times); -1 (default):
+                                  every device runs for real, except in the host measured model
+                                  when the program has more devices than the machine has cores:
+                                  then device 0 runs, the others are emulated */
   uint32_t max_dim;            /* fill workload dimension cap; 0 = backend default (host 128,
                                   CUDA none) */
   pfrt_compute_fn compute_fn;  /* optional, see above */
@@ -782,28 +789,6 @@ pfrt_status pfrt_session_task_state_set(pfrt_session *session, uint32_t task, co
                                         size_t size);
 pfrt_status pfrt_session_task_state_get(const pfrt_session *session, uint32_t task,
                                         const void **out_data, size_t *out_size);
-
-/* Names before API version 4, when the builder and stop calls were verb-first (pfrt_add_device):
- * every call is now object, then verb (pfrt_program_add_device, pfrt_stop_request). The old
- * names stay as aliases for one version; define PFRT_NO_DEPRECATED_NAMES to leave them out. */
-#ifndef PFRT_NO_DEPRECATED_NAMES
-#define pfrt_add_device pfrt_program_add_device
-#define pfrt_add_fill_job pfrt_program_add_fill_job
-#define pfrt_create_stream pfrt_program_create_stream
-#define pfrt_create_event pfrt_program_create_event
-#define pfrt_enqueue_compute pfrt_program_enqueue_compute
-#define pfrt_enqueue_send pfrt_program_enqueue_send
-#define pfrt_enqueue_recv pfrt_program_enqueue_recv
-#define pfrt_enqueue_record pfrt_program_enqueue_record
-#define pfrt_enqueue_wait pfrt_program_enqueue_wait
-#define pfrt_enqueue_bubble pfrt_program_enqueue_bubble
-#define pfrt_enqueue_fill pfrt_program_enqueue_fill
-#define pfrt_enqueue_copy pfrt_program_enqueue_copy
-#define pfrt_enqueue_alloc pfrt_program_enqueue_alloc
-#define pfrt_enqueue_free pfrt_program_enqueue_free
-#define pfrt_request_stop pfrt_stop_request
-#define pfrt_clear_stop pfrt_stop_clear
-#endif
 
 #ifdef __cplusplus
 } /* extern "C" */
