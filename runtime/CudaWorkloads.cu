@@ -928,6 +928,14 @@ private:
     const int n = chainDim(ls);
     auto it = chainUs_.find(n);
     if (it == chainUs_.end() || n > chainDim_) { // not sized before the loop: should not happen
+      // Sizing synchronises and allocates, which a stream being captured (a gated pass) refuses
+      // and which would invalidate the capture: say what went wrong instead.
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      PFRT_CUDA(cudaStreamIsCapturing(s, &capturing));
+      if (capturing != cudaStreamCaptureStatusNone)
+        throw Error(PFRT_ERROR_INTERNAL, "fill GEMM chain of dimension " + std::to_string(n) +
+                                             " was not sized before the loop (found inside a "
+                                             "gated pass, which cannot allocate)");
       if (n > chainDim_) {
         PFRT_CUDA(cudaStreamSynchronize(s));
         cudaFree(chainA_);
@@ -1024,8 +1032,10 @@ void calibrateMainChain(GpuDevice &g, const Device &dev, CudaStreamState &main, 
   PFRT_CUDA(cudaMalloc(&g.gemmA, bytes));
   PFRT_CUDA(cudaMalloc(&g.gemmB, bytes));
   PFRT_CUDA(cudaMalloc(&g.gemmC, bytes));
-  PFRT_CUDA(cudaMemset(g.gemmA, 0, bytes));
-  PFRT_CUDA(cudaMemset(g.gemmB, 0, bytes));
+  // On main's own stream: it is non-blocking, so a legacy-stream memset would not order the
+  // timed GEMMs after it (they could read the memory before it is set).
+  PFRT_CUDA(cudaMemsetAsync(g.gemmA, 0, bytes, main.s));
+  PFRT_CUDA(cudaMemsetAsync(g.gemmB, 0, bytes, main.s));
   auto timeGemm = [&](int n, int reps) {
     // Warm-up of at least 20 ms (at most 400 GEMMs): an idle GPU runs at a low clock and takes
     // a while to reach its working one; timed too early, the chain would come out short.

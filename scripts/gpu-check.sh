@@ -4,18 +4,19 @@
 #      architecture (CMAKE_CUDA_ARCHITECTURES, default 90) and builds only the runtime targets;
 #   2. runs the CUDA tests (they skip visibly without a GPU), CUDA sessions included
 #      (CudaBackendTest.Session*: no test data files, so they run from a prebuilt bundle too);
-#   3. the CUDA tests of pipefill.torch (python/tests/test_torch_wrapper.py::test_cuda_*, pytest)
+#   3. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
+#      step), fill GEMMs in bf16 (the default) and in TF32: relative error of the output checksums
+#      and of the trained weights' checksum, each with its derived bound (early: seconds each);
+#   4. the CUDA tests of pipefill.torch (python/tests/test_torch_wrapper.py::test_cuda_*, pytest)
 #      with the runtime-only Python module pipefill._rt and plans compiled ahead
 #      (scripts/gpu-python.sh), after a host-session check of that package; needs a CPython 3.12
 #      (PIPEFILL_GPU_PYTHON) with torch, else it says why it skipped;
-#   4. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
+#   5. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
 #      ABBA main-job slowdown with its A/A noise floor, switch latency p50/p99 on bubbles with an
 #      idle fill stream, fill throughput measured / planned (and once more with the device-side
 #      gates off);
-#   5. cuBLAS vs host numerics on full-size layers (a BERT-large encoder layer, an MLP training
-#      step), fill GEMMs in bf16 (the default) and in TF32: relative error of the output checksums
-#      and of the trained weights' checksum, each with its derived bound; then the host tests;
-#   6. prints one table (and writes it to $OUT/table.txt).
+#   6. the host tests;
+#   7. prints one table (and writes it to $OUT/table.txt).
 # Without a GPU it still builds, runs the CPU-side parts (host tests, the host --compare, the host
 # side of the numerics, the runtime-only package's host check) and exits 3 with "no GPU" after
 # printing what it could.
@@ -138,6 +139,22 @@ if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi
 
+# Early: the cheapest direct check of the CUDA fill kernels (seconds each), before the longer
+# steps can spend the budget.
+step "numerics: full-size layers, host (OpenBLAS) vs cuBLAS"
+num=runtime/tests/data/full_size_numerics.pbtxt
+tmo 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
+  --quiet --report "$out/numerics.host.json" || fail "numerics (host)"
+if [ "$gpus" -gt 0 ]; then
+  # The default fill precision (bf16 operands, fp32 accumulation: the cost model's) and the TF32
+  # option (PFRT_CUDA_FILL_MATH=tf32).
+  PFRT_CUDA_FILL_MATH=bf16 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+    --fill-policy unbounded --quiet --report "$out/numerics.cuda.json" || fail "numerics (cuda bf16)"
+  PFRT_CUDA_FILL_MATH=tf32 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
+    --fill-policy unbounded --quiet --report "$out/numerics.cuda-tf32.json" ||
+    fail "numerics (cuda tf32)"
+fi
+
 step "pipefill.torch on CUDA: pytest with the runtime-only package (4 min max; early: it is short)"
 if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
   py_dir=$GPU_CHECK_PREBUILT/python py_site=$GPU_CHECK_PREBUILT/python/site
@@ -181,20 +198,6 @@ else
   tmo 240 "$run" "$program" --backend host --stage 0 --iterations 3 --time-scale 0.1 \
     --max-dim 32 --compare 1 --compare-json "$out/compare.json" | tee "$out/compare.txt" ||
     fail "compare (host)"
-fi
-
-step "numerics: full-size layers, host (OpenBLAS) vs cuBLAS"
-num=runtime/tests/data/full_size_numerics.pbtxt
-tmo 120 "$run" "$num" --backend host --max-dim 1048576 --time-model modelled --fill-policy unbounded \
-  --quiet --report "$out/numerics.host.json" || fail "numerics (host)"
-if [ "$gpus" -gt 0 ]; then
-  # The default fill precision (bf16 operands, fp32 accumulation: the cost model's) and the TF32
-  # option (PFRT_CUDA_FILL_MATH=tf32).
-  PFRT_CUDA_FILL_MATH=bf16 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
-    --fill-policy unbounded --quiet --report "$out/numerics.cuda.json" || fail "numerics (cuda bf16)"
-  PFRT_CUDA_FILL_MATH=tf32 tmo 120 "$run" "$num" --backend cuda --max-dim 1048576 \
-    --fill-policy unbounded --quiet --report "$out/numerics.cuda-tf32.json" ||
-    fail "numerics (cuda tf32)"
 fi
 
 step "host tests (bubble bound, labels; 60 s max; last: they need no GPU)"
