@@ -115,6 +115,7 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
     const ReportData &d = r->data;
     out.time_measured = d.measuredTime ? 1 : 0;
     out.real_device = d.replayDevice;
+    out.time_scale = d.timeScale > 0 ? d.timeScale : 1.0;
     if (fill) {
       latencies.insert(latencies.end(), d.switchIdleUs.begin(), d.switchIdleUs.end());
       const JobTotals t = jobTotals(d.jobs);
@@ -184,6 +185,7 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
     w.value("repetitions", r.repetitions);
     w.value("real_device", r.real_device);
     w.value("ranks", r.world); // 0: one process
+    w.value("time_scale", r.time_scale > 0 ? r.time_scale : 1.0); // times: real us / time_scale
     w.value("main_only_us_mean", r.main_only_us_mean);
     w.value("with_fill_us_mean", r.with_fill_us_mean);
     w.value("slowdown", r.slowdown);
@@ -216,6 +218,10 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
                                      " ranks (processes), every run merged on rank 0"
                                : std::string()) +
                   "\n";
+  const double scale = r.time_scale > 0 ? r.time_scale : 1.0;
+  if (scale != 1.0)
+    s += "  time scale " + fmt("%g", scale) + ": times below are plan us (real us / " +
+         fmt("%g", scale) + ")\n";
   s += "  main iteration (us)      A " + fmt("%.1f", r.main_only_us_mean) + "   B " +
        fmt("%.1f", r.with_fill_us_mean) + "\n";
   s += "  main-job slowdown        " + fmt("%+.2f%%", 100 * r.slowdown) + "  (noise floor " +
@@ -224,7 +230,11 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
   if (r.switch_latency_count)
     s += "  switch latency (us)      p50 " + fmt("%.1f", r.switch_latency_us_p50) + "  p99 " +
          fmt("%.1f", r.switch_latency_us_p99) + "  (" + std::to_string(r.switch_latency_count) +
-         " bubbles with an idle fill stream)\n";
+         " bubbles with an idle fill stream" +
+         (scale != 1.0 ? fmt("; real us: p50 %.1f", r.switch_latency_us_p50 * scale) +
+                             fmt(" p99 %.1f", r.switch_latency_us_p99 * scale)
+                       : std::string()) +
+         ")\n";
   else
     s += "  switch latency (us)      - (no bubble with an idle fill stream ran fill)\n";
   s += "  fill throughput          " + fmt("%.1f", r.fill_samples_per_s) + " samples/s " + label +

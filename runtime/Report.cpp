@@ -285,7 +285,8 @@ void writeSummary(ReportData &r) {
     os << "  time: MODELLED (main compute, transfers and copies last their planned times; only "
           "fill kernels are real";
   if (r.timeScale != 1.0)
-    os << "; time_scale " << fmt("%g", r.timeScale);
+    os << "; time_scale " << fmt("%g", r.timeScale)
+       << ": times below are plan us, real us / " << fmt("%g", r.timeScale);
   os << ")\n";
   if (emulated && r.emulatedSpeedRatio > 0)
     os << "  replay: device " << r.replayDevice << " runs for real, " << emulated
@@ -377,7 +378,10 @@ void writeSummary(ReportData &r) {
   if (r.switchIdleCount)
     row("bubble switch latency (us)", "-", fmt("p50 %.1f", r.switchIdleP50Us),
         fmt("p99 %.1f", r.switchIdleP99Us) + ", " + std::to_string(r.switchIdleCount) +
-            " bubbles with an idle fill stream");
+            " bubbles with an idle fill stream" +
+            (r.timeScale != 1.0 ? fmt("; real us: p50 %.1f", r.switchIdleP50Us * r.timeScale) +
+                                      fmt(" p99 %.1f", r.switchIdleP99Us * r.timeScale)
+                                : std::string()));
   size_t notRun = 0;
   for (size_t k = 0; k < r.jobs.size(); ++k) {
     const RunResult::Job &j = r.jobs[k];

@@ -480,6 +480,9 @@ typedef struct pfrt_compare_result {
   /* Rank mode (API version 11): this process's rank and the number of ranks; only rank 0 holds
    * the numbers above (of the merged runs), the other ranks' are zero. -1 and 0 in one process. */
   int32_t rank, world;
+  /* API version 12: the runs' time_scale (real us per planned us; 1 on CUDA). The times above
+   * (iterations, switch latency, fill and overrun time) are plan us: real us / time_scale. */
+  double time_scale;
 } pfrt_compare_result;
 
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in

@@ -221,8 +221,10 @@ if c:
         (f"main-job slowdown ({where}, {c['time_model']})",
          f"{100 * c['slowdown']:+.2f}% (noise floor {100 * c['noise_floor']:.2f}%, "
          f"blocks {100 * c['slowdown_min']:+.2f}..{100 * c['slowdown_max']:+.2f}%)"),
+        # Real us: the comparison's times are plan us (real / time_scale; 1 on the GPU).
         ("switch latency p50 / p99 (idle fill)",
-         f"{c['switch_latency_idle_fill']['p50_us']:.1f} / {c['switch_latency_idle_fill']['p99_us']:.1f} us "
+         f"{c['switch_latency_idle_fill']['p50_us'] * c.get('time_scale', 1):.1f} / "
+         f"{c['switch_latency_idle_fill']['p99_us'] * c.get('time_scale', 1):.1f} us real "
          f"({c['switch_latency_idle_fill']['count']} bubbles)"),
         ("fill throughput measured / planned",
          f"{c['fill_throughput_ratio']:.3f} ({c['fill_samples_per_s']:.1f} vs {c['fill_samples_per_s_planned']:.1f} samples/s)"),
@@ -238,7 +240,7 @@ if n:
     rows += [("gates off: slowdown, overrun / fill",
               f"{100 * n['slowdown']:+.2f}% (noise floor {100 * n['noise_floor']:.2f}%), "
               f"{100 * n['overrun_fraction_of_fill']:.2f}%; switch p50 "
-              f"{n['switch_latency_idle_fill']['p50_us']:.1f} us")]
+              f"{n['switch_latency_idle_fill']['p50_us'] * n.get('time_scale', 1):.1f} us real")]
 try:  # printed by CudaBackendTest.DeviceGatesStopAChunkBetweenPasses
     for line in open(os.path.join(out, "cuda-tests.log")):
         if line.startswith("gated chunks:"):

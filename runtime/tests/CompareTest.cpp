@@ -142,6 +142,38 @@ TEST(CompareTest, OverrunCountsTheTimeTheFillThreadWaitedForItsCore) {
             std::string::npos);
 }
 
+// Under --time-scale the runs' times are plan microseconds (real / time_scale), as in run
+// reports: the result carries the scale and the text says so, with the switch latency also in
+// real microseconds. The independent truth is the plan: in the modelled time model main's
+// compute and idle bubble last their planned time x time_scale of real time, so an iteration
+// comes out near its planned 16 ms in plan us (a figure in real us would be near 8 ms).
+TEST(CompareTest, TimesAreInPlanMicrosecondsUnderATimeScale) {
+  ProgramPtr p = contended();
+  pfrt_options o = hostOptions(3);
+  o.time_scale = 0.5;
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  pfrt_compare_result r{};
+  PFRT_ASSERT_OK(pfrt_compare(p.get(), &o, 1, &r));
+  EXPECT_EQ(r.time_scale, 0.5);
+  EXPECT_GT(r.main_only_us_mean, 0.9 * 16000) << pfrt_compare_format(&r, 0);
+  EXPECT_LT(r.main_only_us_mean, 1.5 * 16000) << pfrt_compare_format(&r, 0);
+  const std::string text = pfrt_compare_format(&r, 0);
+  EXPECT_NE(text.find("time scale 0.5: times below are plan us (real us / 0.5)"),
+            std::string::npos)
+      << text;
+  if (r.switch_latency_count) {
+    char real[64];
+    std::snprintf(real, sizeof real, "real us: p50 %.1f", 0.5 * r.switch_latency_us_p50);
+    EXPECT_NE(text.find(real), std::string::npos) << text;
+  }
+  EXPECT_NE(std::string(pfrt_compare_format(&r, 1)).find("\"time_scale\": 0.5"),
+            std::string::npos);
+  // At scale 1 there is nothing to convert and nothing is said.
+  o.time_scale = 1.0;
+  PFRT_ASSERT_OK(pfrt_compare(p.get(), &o, 1, &r));
+  EXPECT_EQ(std::string(pfrt_compare_format(&r, 0)).find("plan us"), std::string::npos);
+}
+
 TEST(CompareTest, BadArgumentsAreErrors) {
   ProgramPtr p = contended();
   pfrt_options o = measured();
