@@ -61,6 +61,7 @@ __all__ = [
     "backend_compiled",
     "compile",
     "compile_file",
+    "compare",
     "compile_torch_schedule",
     "cuda_device_count",
     "run",
@@ -198,4 +199,56 @@ def run(
         return _ext.run_file(_native_path(program, "the program path"), **args)
     raise TypeError(
         f"run() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
+    )
+
+
+def compare(
+    program: Union[Plan, bytes, "os.PathLike[str]", str],
+    *,
+    repetitions: int = 3,
+    backend: str = "host",
+    iterations: int = 0,
+    time_scale: float = 1.0,
+    stage: int = -1,
+    max_dim: int = 0,
+    verbose: bool = False,
+) -> dict:
+    """The main job's slowdown from fill, measured (``pfrt_compare``, ``pipefill-run --compare``).
+
+    Runs ``program`` (as :func:`run` takes it) 2 + 4 x ``repetitions`` times: an
+    A/A pair, then ``repetitions`` blocks A B B A (A: main only, B: main + fill,
+    the other options as given). Returns the comparison as a dict with the keys
+    of ``pipefill-run --compare-json``: ``slowdown`` (median over blocks of
+    (B1 + B2) / (A1 + A2) - 1), ``noise_floor`` (median |A/A - 1|),
+    ``slowdown_min`` / ``slowdown_max``, ``switch_latency_idle_fill`` (p50_us,
+    p99_us, count), ``fill_samples_per_s`` measured and ``_planned``, chunk
+    counts, ``overrun_us``, ``time_model`` ("measured" only when the runs timed
+    real main compute) and ``time_scale`` (times are plan us: real us /
+    time_scale); ``summary`` holds the text table. On the host backend with
+    measured time, main and fill of the real device share one CPU (fill at the
+    lowest priority), so the figure is a contention measurement
+    (docs/runtime.md §4c). Errors as for :func:`run`; ``repetitions`` from 1 to
+    1000. Ctrl-C stops the current run at its next iteration and raises
+    :class:`KeyboardInterrupt`.
+    """
+    reps = _native_option(repetitions, "int", "repetitions")
+    args = dict(
+        backend=_native_option(backend, "str", "backend"),
+        iterations=_native_option(iterations, "int", "iterations"),
+        time_scale=_native_option(time_scale, "number", "time_scale"),
+        stage=_native_option(stage, "int", "stage"),
+        max_dim=_native_option(max_dim, "int", "max_dim"),
+        verbose=_native_option(verbose, "bool", "verbose"),
+    )
+    if isinstance(program, Plan):
+        data = program.stream_program(iterations=max(args["iterations"], 1))
+        return _ext.compare_bytes(data, f"<plan {program.name}>", reps, **args)
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        return _ext.compare_bytes(bytes(program), "<memory>", reps, **args)
+    if isinstance(program, (str, os.PathLike)):
+        path = _native_path(program, "the program path")
+        with open(path, "rb") as f:
+            return _ext.compare_bytes(f.read(), os.fsdecode(path), reps, **args)
+    raise TypeError(
+        f"compare() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
     )

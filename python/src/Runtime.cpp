@@ -122,19 +122,20 @@ std::string forPython(std::string error) {
   return error;
 }
 
-/// pfrt_run on a helper thread while this one waits in slices without the GIL, checking for
-/// signals between them, so Ctrl-C is not held off until the run ends: on a signal whose handler
-/// raises (KeyboardInterrupt) the run is asked to stop at its next iteration boundary
-/// (pfrt_stop_request: every run of the process), and once it has the exception is raised.
-pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options) {
+/// `call` (a pfrt call returning a status) on a helper thread while this one waits in slices
+/// without the GIL, checking for signals between them, so Ctrl-C is not held off until a run
+/// ends: on a signal whose handler raises (KeyboardInterrupt) the run is asked to stop at its next
+/// iteration boundary (pfrt_stop_request: every run of the process), and once it has the
+/// exception is raised (after `cleanup`, which frees what the call made).
+template <class Call, class Cleanup>
+void callInterruptibly(Call &&call, Cleanup &&cleanup, const char *what) {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
   pfrt_status status = PFRT_OK;
   std::string error; // pfrt_last_error is per thread: the helper's
-  pfrt_report *report = nullptr;
   std::thread run([&] {
-    const pfrt_status st = pfrt_run(program, &options, &report);
+    const pfrt_status st = call();
     std::lock_guard<std::mutex> lock(m);
     status = st;
     if (st != PFRT_OK)
@@ -157,11 +158,21 @@ pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options
   run.join();
   if (interrupted) {
     pfrt_stop_clear(); // this call asked for the stop
-    pfrt_report_destroy(report);
+    cleanup();
     throw nb::python_error();
   }
   if (status != PFRT_OK)
-    fail(status, "running the program", forPython(error));
+    fail(status, what, forPython(error));
+}
+
+pfrt_report *runInterruptibly(pfrt_program *program, const pfrt_options &options) {
+  pfrt_report *report = nullptr;
+  callInterruptibly([&] { return pfrt_run(program, &options, &report); },
+                    [&] {
+                      pfrt_report_destroy(report);
+                      report = nullptr;
+                    },
+                    "running the program");
   return report;
 }
 
@@ -191,8 +202,7 @@ void checkTimeScale(double timeScale) {
                                 shortNumber(timeScale));
 }
 
-std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
-  std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> owner(program, pfrt_program_destroy);
+pfrt_options runOptions(const RunArgs &args) {
   pfrt_options options;
   pfrt_options_init(&options);
   options.backend = parseBackend(args.backend);
@@ -221,7 +231,36 @@ std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args)
     throw std::invalid_argument("unknown on_bad_checkpoint '" + args.onBadCheckpoint +
                                 "' (expected fail, previous or restart)");
   options.verbose = args.verbose ? 1 : 0;
+  return options;
+}
+
+std::unique_ptr<RunReport> runLoaded(pfrt_program *program, const RunArgs &args) {
+  std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> owner(program, pfrt_program_destroy);
+  const pfrt_options options = runOptions(args);
   return std::make_unique<RunReport>(runInterruptibly(program, options));
+}
+
+/// pfrt_compare: the comparison's JSON as a dict, with its text table under "summary".
+nb::object compareBytes(nb::bytes data, const std::string &name, int64_t repetitions,
+                        const RunArgs &args) {
+  if (repetitions < 1 || repetitions > PFRT_COMPARE_MAX_REPETITIONS)
+    throw std::invalid_argument("repetitions must be from 1 to " +
+                                std::to_string(PFRT_COMPARE_MAX_REPETITIONS) + " ABBA blocks, got " +
+                                std::to_string(repetitions));
+  const pfrt_options options = runOptions(args);
+  pfrt_program *raw = nullptr;
+  check(pfrt_program_load_memory(data.c_str(), data.size(), name.c_str(), &raw),
+        "loading the stream program");
+  std::unique_ptr<pfrt_program, void (*)(pfrt_program *)> program(raw, pfrt_program_destroy);
+  pfrt_compare_result result{};
+  callInterruptibly(
+      [&] {
+        return pfrt_compare(program.get(), &options, static_cast<uint32_t>(repetitions), &result);
+      },
+      [] {}, "comparing runs with and without fill");
+  nb::object out = jsonLoads(pfrt_compare_format(&result, 1));
+  out["summary"] = std::string(pfrt_compare_format(&result, 0));
+  return out;
 }
 
 std::unique_ptr<RunReport> runBytes(nb::bytes data, const std::string &name, const RunArgs &args) {
@@ -362,6 +401,25 @@ void registerRun(nb::module_ &m) {
       "fill"_a = true, "profile"_a = false, "stage"_a = -1, "max_dim"_a = 0,
       "checkpoint"_a = "", "on_bad_checkpoint"_a = "fail", "verbose"_a = false,
       "Runs the StreamProgram file at `path` through pfrt_run.");
+  m.def(
+      "compare_bytes",
+      [runArgs](nb::bytes program, const std::string &name, int64_t repetitions,
+                const std::string &backend, int64_t iterations, double timeScale, int64_t stage,
+                int64_t maxDim, bool verbose) {
+        return compareBytes(program, name, repetitions,
+                            runArgs(backend, iterations, timeScale, true, false, stage, maxDim,
+                                    "", "fail", verbose));
+      },
+      "program"_a, "name"_a = "<memory>", "repetitions"_a = 3, "backend"_a = "host",
+      "iterations"_a = 0, "time_scale"_a = 1.0, "stage"_a = -1, "max_dim"_a = 0,
+      "verbose"_a = false, nb::sig("def compare_bytes(program: bytes, name: str = '<memory>', "
+                                   "repetitions: int = 3, backend: str = 'host', "
+                                   "iterations: int = 0, time_scale: float = 1.0, "
+                                   "stage: int = -1, max_dim: int = 0, verbose: bool = False) "
+                                   "-> dict[str, typing.Any]"),
+      "pfrt_compare on a StreamProgram held in memory: an A/A pair and `repetitions` ABBA blocks "
+      "of main-only (A) and main+fill (B) runs; the comparison as a dict (pipefill-run "
+      "--compare-json's keys) with its text table under 'summary'.");
 }
 
 // The collector sees what a Session holds, its task runners (each holds the user's FillTask),

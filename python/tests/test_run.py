@@ -190,6 +190,33 @@ def test_paths_with_a_nul_are_refused(tiny_job, tiny_plan, tmp_path):
     assert not cut.exists()
 
 
+def test_compare_measures_slowdown_with_its_noise_floor(tiny_plan, tmp_path):
+    """pipefill.compare is pfrt_compare: the dict has pipefill-run --compare-json's keys, the
+    numbers in its text table are the dict's, and the options reach the runs."""
+    c = pipefill.compare(tiny_plan, repetitions=1, iterations=2, time_scale=0.5, max_dim=32)
+    assert c["repetitions"] == 1 and c["time_scale"] == 0.5
+    assert c["time_model"] == "modelled"  # this module's PFRT_TIME_MODEL
+    assert c["noise_floor"] >= 0 and c["slowdown_min"] <= c["slowdown"] <= c["slowdown_max"]
+    assert c["main_only_us_mean"] > 0 and c["with_fill_us_mean"] > 0
+    assert c["fill_samples_per_s_planned"] > 0
+    assert f"main-job slowdown        {100 * c['slowdown']:+.2f}%" in c["summary"]
+    assert "time scale 0.5: times below are plan us" in c["summary"]
+    # The same from the program's bytes and from its file.
+    data = tiny_plan.stream_program(iterations=2)
+    (tmp_path / "plan.pb").write_bytes(data)
+    for program in (data, tmp_path / "plan.pb", str(tmp_path / "plan.pb")):
+        r = pipefill.compare(program, repetitions=1, **FAST)
+        assert r["repetitions"] == 1 and r["fill_samples_per_s_planned"] > 0
+    with pytest.raises(ValueError, match="repetitions must be from 1 to 1000 ABBA blocks, got 0"):
+        pipefill.compare(tiny_plan, repetitions=0)
+    with pytest.raises(TypeError, match="repetitions"):
+        pipefill.compare(tiny_plan, repetitions="3")
+    with pytest.raises(FileNotFoundError):
+        pipefill.compare(tmp_path / "missing.pb")
+    with pytest.raises(TypeError, match="compare\\(\\) takes a Plan"):
+        pipefill.compare(42)
+
+
 def test_backend_queries():
     assert pipefill.backend_compiled("host")
     assert pipefill.cuda_device_count() >= 0
