@@ -32,13 +32,16 @@
 namespace pipefill::compile {
 
 /// False, with a usage error, when two of the (option, path) outputs name
-/// one file, or one names the input: both would write it (take() gives a
-/// path taken twice a second handle), leaving it corrupt, with exit 0.
-/// Paths are compared as pipefill-run compares its files (pipefill::samePath:
-/// one inode, or one resolved path). Empty paths and "-" (standard output)
-/// are not files.
+/// one file, or one names an input (the JobSpec, the --profile): both would
+/// write it (take() gives a path taken twice a second handle), leaving it
+/// corrupt with exit 0, and an output over an input is created (truncated)
+/// before the input is read, then removed when the run fails: the input was
+/// lost. Paths are compared as pipefill-run compares its files
+/// (pipefill::samePath: one inode, or one resolved path). Empty paths and
+/// "-" (standard output) are not files. `inputs`: (what, path), e.g.
+/// ("the input", job) and ("the --profile file", profile).
 inline bool checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs,
-                             llvm::StringRef input) {
+                             const std::vector<std::pair<const char *, std::string>> &inputs) {
   auto same = [](llvm::StringRef a, llvm::StringRef b) {
     return pipefill::samePath(a.str(), b.str());
   };
@@ -47,11 +50,12 @@ inline bool checkOutputPaths(const std::vector<std::pair<const char *, std::stri
     const auto &[option, path] = outputs[i];
     if (!isFile(path))
       continue;
-    if (same(path, input)) {
-      llvm::errs() << "pipefill-compile: --" << option << " would overwrite the input '" << input
-                   << "'\n";
-      return false;
-    }
+    for (const auto &[what, input] : inputs)
+      if (isFile(input) && same(path, input)) {
+        llvm::errs() << "pipefill-compile: --" << option << " would overwrite " << what << " '"
+                     << input << "'\n";
+        return false;
+      }
     for (size_t j = 0; j < i; ++j)
       if (isFile(outputs[j].second) && same(path, outputs[j].second)) {
         llvm::errs() << "pipefill-compile: --" << outputs[j].first << " and --" << option

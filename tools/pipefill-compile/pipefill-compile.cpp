@@ -108,7 +108,7 @@ bool checkOptions() {
                            {"stream-program", programFile},
                            {"stream-program-text", programTextFile},
                            {"emit-ir", irFile}, {"timing", timingFile}},
-                          input);
+                          {{"the input", input.getValue()}, {"the --profile file", profileFile.getValue()}});
 }
 
 /// `takeTiming` takes the --timing file (written at the very end) before
