@@ -6,6 +6,7 @@
 #include "algo/cost/ModelProto.h"
 #include "algo/cost/ModelZoo.h"
 #include "algo/jobspec/JobSpecReader.h"
+#include "support/Files.h"
 #include "proto/pipefill.pb.h"
 
 #include <algorithm>
@@ -339,6 +340,43 @@ Parsed parseGenOption(SimArgCursor &c, SimArgs &o) {
 
 } // namespace
 
+namespace {
+
+/// Refuses outputs that name an input (the JobSpec, the --trace read) or each other: the file
+/// would be overwritten with exit 0 (pipefill::samePath: one inode, or one resolved path; "-",
+/// standard output, is not a file). And --markdown, which only the study writes.
+bool checkSimFiles(const SimArgs &o, std::string &error) {
+  auto isFile = [](const std::string &p) { return !p.empty() && p != "-"; };
+  const std::pair<const char *, const std::string *> inputs[] = {{"the job file", &o.job},
+                                                                 {"--trace", &o.trace}};
+  const std::pair<const char *, const std::string *> outputs[] = {
+      {"--json", &o.json}, {"--svg", &o.svg}, {"--markdown", &o.markdown},
+      {"--gen-trace", &o.genTrace}};
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const auto &[option, path] = outputs[i];
+    if (!isFile(*path))
+      continue;
+    for (const auto &[what, input] : inputs)
+      if (isFile(*input) && samePath(*path, *input)) {
+        error = std::string(option) + " would overwrite " + what + " '" + *input + "'";
+        return false;
+      }
+    for (size_t j = 0; j < i; ++j)
+      if (isFile(*outputs[j].second) && samePath(*path, *outputs[j].second)) {
+        error = std::string(outputs[j].first) + " and " + option + " both write '" + *path +
+                "'; give each output its own file";
+        return false;
+      }
+  }
+  if (!o.markdown.empty() && !o.study) {
+    error = "--markdown writes the study's table: it needs --study";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
@@ -363,7 +401,7 @@ bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
     }
     o.job = a;
   }
-  return true;
+  return checkSimFiles(o, error);
 }
 
 namespace {
