@@ -108,27 +108,30 @@ std::string writeFileAtomically(const std::string &path, const std::string &data
   return error;
 }
 
+std::vector<std::string> pathKeys(const std::string &path) {
+  // A file that is there is its inode (two links, or a link and its target, are one file), and
+  // any path is its absolute name: its directory resolved through the file system, or, where a
+  // directory does not exist ("none/../x" is not there for the file system but names x), by its
+  // text alone. Both forms of the name carry one prefix: a name that resolves and the same name
+  // written through a directory that does not exist compare equal.
+  std::vector<std::string> keys;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0)
+    keys.push_back("inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino));
+  std::string dir, base;
+  splitPath(path, dir, base);
+  char buf[PATH_MAX];
+  keys.push_back("path " + (::realpath(dir.c_str(), buf) ? std::string(buf) + "/" + base
+                                                          : lexicallyNormal(path)));
+  return keys;
+}
+
 bool samePath(const std::string &a, const std::string &b) {
-  struct stat sa, sb;
-  const bool ea = ::stat(a.c_str(), &sa) == 0, eb = ::stat(b.c_str(), &sb) == 0;
-  if (ea && eb)
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  // Not both there (a path through a directory that does not exist, "none/../x", is not there
-  // for the file system but names x): compare their resolved directories and names, or, where a
-  // directory does not exist, both paths by their text.
-  auto resolved = [](const std::string &p, std::string &out) {
-    std::string dir, base;
-    splitPath(p, dir, base);
-    char buf[PATH_MAX];
-    if (!::realpath(dir.c_str(), buf))
-      return false;
-    out = std::string(buf) + "/" + base;
-    return true;
-  };
-  std::string ra, rb;
-  if (resolved(a, ra) && resolved(b, rb))
-    return ra == rb;
-  return lexicallyNormal(a) == lexicallyNormal(b);
+  const std::vector<std::string> ka = pathKeys(a), kb = pathKeys(b);
+  for (const std::string &k : ka)
+    if (std::find(kb.begin(), kb.end(), k) != kb.end())
+      return true;
+  return false;
 }
 
 } // namespace pipefill

@@ -11,6 +11,7 @@
 #define PIPEFILL_SUPPORT_FILES_H
 
 #include <string>
+#include <vector>
 
 namespace pipefill {
 
@@ -25,6 +26,11 @@ std::string writeFileAtomically(const std::string &path, const std::string &data
 /// absolute path once "." / ".." and symbolic links of their directories are resolved (by the
 /// text alone where a directory does not exist: "none/../x" is x).
 bool samePath(const std::string &a, const std::string &b);
+
+/// What samePath compares: two paths name the same file exactly when they share a key (the
+/// inode of a file that is there; the resolved, else textual, absolute path). For telling many
+/// paths apart at once: a map of keys instead of every pair.
+std::vector<std::string> pathKeys(const std::string &path);
 
 } // namespace pipefill
 
