@@ -126,7 +126,15 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
   if (devices == 1 && o.world <= 1 && o.rank <= 0 && !std::getenv("OMPI_COMM_WORLD_SIZE"))
     transport = pfrt::createInProcessTransport(); // a one-device program is its own world
   else
-    transport = pfrt::createMpiTransport(o.rank, o.world > 0 ? o.world : -1, timeout);
+    try {
+      transport = pfrt::createMpiTransport(o.rank, o.world > 0 ? o.world : -1, timeout);
+    } catch (...) {
+      // A --rank the launcher contradicts fails this rank alone: its peers would wait for it
+      // until the peer timeout. At exit MPI aborts (if this process started it), so mpirun stops
+      // them at once.
+      pfrt::mpiMarkFailed();
+      throw;
+    }
   try {
     if (transport->world() != devices)
       invalid("MPI_COMM_WORLD has " + std::to_string(transport->world()) +

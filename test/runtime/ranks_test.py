@@ -543,6 +543,14 @@ def main():
                  "world != device count (mpirun -n 2)")
     expect_error([exe, four, *RUN, "--rank", "4", "--world", "4"],
                  ["rank 4 is out of range", "ranks 0 to 3"], "rank out of range")
+    # A --rank that the launcher contradicts fails that process alone; the others waited for it
+    # until --peer-timeout (120 s). Now it aborts MPI and mpirun stops them at once.
+    start = time.monotonic()
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--rank", "1"],
+                 ["rank 1 was asked for but this process is MPI rank"],
+                 "--rank the launcher contradicts", timeout=120)
+    check(time.monotonic() - start < 30, "the contradicted --rank stopped every rank at once, "
+                                         "not after the peer timeout")
     # Ranks started with other options disagree on their messages (rank 3 running one iteration
     # stops sending early) or on what the merge adds up (--no-fill): every rank fails at once,
     # naming the option (whichever rank prints first: mpirun stops the others). They used to wait
