@@ -464,8 +464,9 @@ typedef struct pfrt_compare_result {
   uint32_t repetitions;        /* ABBA blocks run (plus one A/A pair first) */
   int time_measured;           /* 1: the iteration times below were measured; 0: modelled */
   int32_t real_device;         /* replay: the device that ran for real; -1: all devices */
-  double main_only_us_mean;    /* A runs: iteration time of the real device(s) */
-  double with_fill_us_mean;    /* B runs: the same */
+  double main_only_us_mean;    /* the blocks' A runs (not the A/A pair): iteration time of the
+                                  real device(s) */
+  double with_fill_us_mean;    /* the blocks' B runs: the same */
   double slowdown;             /* median over blocks of (B1 + B2) / (A1 + A2) - 1 */
   double noise_floor;          /* median |A/A - 1| over the A/A pair and each block's two As */
   double slowdown_min, slowdown_max; /* over blocks */

@@ -19,6 +19,10 @@ namespace {
 struct Progress {
   bool tty = false;       // stderr is a terminal: one line rewritten in place
   double lastPrintS = -1; // elapsed seconds of the last line printed
+  // --compare: the runs (2 + 4N, each calls back from iteration 1), the current one, its last
+  // iteration seen, and the seconds of the runs before it.
+  uint32_t runs = 0, run = 0, lastDone = 0;
+  double doneS = 0, lastElapsedS = 0;
 };
 
 // "12.3 s", "4 min 05 s", "3 h 20 min", "41 d 7 h" (a run of years still reads sensibly).
@@ -47,6 +51,29 @@ void printProgress(void *user, uint32_t done, uint32_t total, double elapsedS) {
   std::fprintf(stderr, "%spipefill-run: iteration %u/%u, elapsed %s, ETA %s%s", p.tty ? "\r" : "",
                done, total, formatSeconds(elapsedS).c_str(), eta.c_str(),
                p.tty ? (done == total ? "\n" : "\033[K") : "\n");
+  std::fflush(stderr);
+}
+
+// pfrt_progress_fn for --compare: which of the runs (A/A pair, then A B B A blocks), its
+// iteration, and the comparison's elapsed time; at most one line a second, plus the last one.
+void printCompareProgress(void *user, uint32_t done, uint32_t total, double elapsedS) {
+  Progress &p = *static_cast<Progress *>(user);
+  if (p.run == 0 || done <= p.lastDone) { // a run begins
+    p.doneS += p.run ? p.lastElapsedS : 0;
+    ++p.run;
+  }
+  p.lastDone = done;
+  p.lastElapsedS = elapsedS;
+  const bool last = p.run == p.runs && done == total;
+  const double allS = p.doneS + elapsedS;
+  if (!last && p.lastPrintS >= 0 && allS - p.lastPrintS < 1.0)
+    return;
+  p.lastPrintS = allS;
+  const uint32_t k = p.run - 1; // A A (A B B A)...
+  const bool b = k >= 2 && ((k - 2) % 4 == 1 || (k - 2) % 4 == 2);
+  std::fprintf(stderr, "%spipefill-run --compare: run %u/%u (%s), iteration %u/%u, elapsed %s%s",
+               p.tty ? "\r" : "", p.run, p.runs, b ? "B, with fill" : "A, main only", done,
+               total, formatSeconds(allS).c_str(), p.tty ? (last ? "\n" : "\033[K") : "\n");
   std::fflush(stderr);
 }
 
@@ -134,6 +161,15 @@ int main(int argc, char **argv) {
   if (pfrt_program_load(args.programPath.c_str(), &program) != PFRT_OK) {
     std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
     return 1;
+  }
+  Progress compareProgress;
+  if (args.compare) {
+    compareProgress.tty = ::isatty(2) != 0;
+    compareProgress.runs = static_cast<uint32_t>(2 + 4 * args.compare);
+    if (args.progress || (compareProgress.tty && !args.quiet)) {
+      args.options.progress = printCompareProgress;
+      args.options.progress_user = &compareProgress;
+    }
   }
   int rc = args.compare ? runCompare(program, args) : runProgram(program, args);
   pfrt_program_destroy(program);

@@ -203,6 +203,8 @@ int parseRunArgs(int argc, char **argv, RunArgs &args) {
     int rc = parseRunOption(c, args.options);
     if (rc == kNotMine)
       rc = parseOutputOption(c, args);
+    if (rc != kNotMine)
+      args.given.push_back(arg);
     if (rc == kNotMine) {
       if (arg.rfind("-", 0) == 0 && arg != "-")
         return usageError("unknown option '" + arg + "'");

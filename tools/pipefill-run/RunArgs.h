@@ -26,6 +26,7 @@ struct RunArgs {
   bool merge = false;
   unsigned long long compare = 0; // ABBA blocks; 0: no comparison
   std::vector<std::string> positional;
+  std::vector<std::string> given; // the options on the command line, by name (--merge's check)
 
   RunArgs() { pfrt_options_init(&options); }
   RunArgs(const RunArgs &) = delete; // options.checkpoint_path points into it

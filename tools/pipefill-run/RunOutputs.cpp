@@ -205,6 +205,12 @@ int writeOutputs(pfrt_report *report, const RunArgs &args) {
 int runMerge(const RunArgs &args) {
   if (args.options.rank >= 0 || args.options.world > 0 || args.compare)
     return usageError("--merge does not run anything: no --rank, --world or --compare");
+  // What a merge does not use would be ignored without a word (the parts say how they ran).
+  for (const std::string &option : args.given)
+    if (option != "--merge" && option != "--report" && option != "--profile-out" &&
+        option != "--trace" && option != "--quiet" && option != "--verbose")
+      return usageError("--merge takes only the parts, PROGRAM, --report, --profile-out, "
+                        "--trace and --quiet; " + option + " is for a run");
   // The parts are JSON objects; a first argument that is not (by its content, not its name: a
   // --report without .json makes parts named run.rank0) is the program they ran.
   std::vector<std::string> parts = args.positional;
@@ -286,7 +292,8 @@ int runCompare(pfrt_program *program, const RunArgs &args) {
   }
   if (result.rank > 0)
     return 0; // rank 0 prints the result of the merged runs
-  std::fputs(pfrt_compare_format(&result, 0), stdout);
+  if (!args.quiet)
+    std::fputs(pfrt_compare_format(&result, 0), stdout);
   if (args.compareJson.empty())
     return 0;
   const std::string error =
