@@ -429,6 +429,49 @@ def rank_checkpoints(exe, four, work):
                  "ranks whose checkpoints have no iteration in common fail, naming what each has")
 
 
+def start_errors(exe, four):
+    """4: runs that cannot start, or lose a rank: every rank fails soon, naming why."""
+    expect_error([exe, four, *RUN, "--rank", "0", "--world", "3"],
+                 ["world 3 does not match the program's 4 devices", "mpirun -n 4"],
+                 "world != device count (--world)")
+    expect_error(mpirun_cmd(2) + [exe, four, *RUN],
+                 ["world 2 does not match the program's 4 devices"],
+                 "world != device count (mpirun -n 2)")
+    expect_error([exe, four, *RUN, "--rank", "4", "--world", "4"],
+                 ["rank 4 is out of range", "ranks 0 to 3"], "rank out of range")
+    # A --rank that the launcher contradicts fails that process alone; the others waited for it
+    # until --peer-timeout (120 s). Now it aborts MPI and mpirun stops them at once.
+    start = time.monotonic()
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--rank", "1"],
+                 ["rank 1 was asked for but this process is MPI rank"],
+                 "--rank the launcher contradicts", timeout=120)
+    check(time.monotonic() - start < 30, "the contradicted --rank stopped every rank at once, "
+                                         "not after the peer timeout")
+    # Ranks started with other options disagree on their messages (rank 3 running one iteration
+    # stops sending early) or on what the merge adds up (--no-fill): every rank fails at once,
+    # naming the option (whichever rank prints first: mpirun stops the others). They used to wait
+    # out --peer-timeout (120 s by default), or merge.
+    for what, theirs, needle in (
+            ("--iterations", ["--iterations", "1"], "runs with --iterations "),
+            ("--no-fill", ["--iterations", "3", "--no-fill"], "runs with fill (--no-fill) o")):
+        start = time.monotonic()
+        cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", ":",
+                               "-n", "1", exe, four, *RUN, *theirs]
+        expect_error(cmd, [needle, "every rank must run the same program with the same options"],
+                     f"ranks with another {what}: all fail at the start", timeout=120)
+        check(time.monotonic() - start < 30, f"the {what} mismatch was found at the start, not by a timeout")
+    # A rank that hangs mid-run (stopped with SIGSTOP): the others fail with a timeout naming the
+    # rank they wait for (rank 3, or one waiting for it in turn: whichever times out first) instead
+    # of waiting forever, and mpirun stops the job.
+    start = time.monotonic()
+    many = [exe, four, *RUN, "--iterations", "400", "--peer-timeout", "3"]
+    cmd = mpirun_cmd(3) + many + [":", "-n", "1", "sh", "-c",
+                                  shlex.join(many) + " & p=$!; sleep 1.5; kill -STOP $p; wait $p"]
+    expect_error(cmd, ["no message from rank ", "--peer-timeout"],
+                 "a rank that hangs: the others time out", timeout=120)
+    check(time.monotonic() - start < 100, "the hung peer was detected well before the hang limit")
+
+
 def main():
     bin_dir, four_pbtxt, tiny_pbtxt, example_pb, work = sys.argv[1:6]
     os.makedirs(work, exist_ok=True)
@@ -534,46 +577,7 @@ def main():
 
     progress_and_compare(exe, four, work)
 
-    # 4: errors.
-    expect_error([exe, four, *RUN, "--rank", "0", "--world", "3"],
-                 ["world 3 does not match the program's 4 devices", "mpirun -n 4"],
-                 "world != device count (--world)")
-    expect_error(mpirun_cmd(2) + [exe, four, *RUN],
-                 ["world 2 does not match the program's 4 devices"],
-                 "world != device count (mpirun -n 2)")
-    expect_error([exe, four, *RUN, "--rank", "4", "--world", "4"],
-                 ["rank 4 is out of range", "ranks 0 to 3"], "rank out of range")
-    # A --rank that the launcher contradicts fails that process alone; the others waited for it
-    # until --peer-timeout (120 s). Now it aborts MPI and mpirun stops them at once.
-    start = time.monotonic()
-    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--rank", "1"],
-                 ["rank 1 was asked for but this process is MPI rank"],
-                 "--rank the launcher contradicts", timeout=120)
-    check(time.monotonic() - start < 30, "the contradicted --rank stopped every rank at once, "
-                                         "not after the peer timeout")
-    # Ranks started with other options disagree on their messages (rank 3 running one iteration
-    # stops sending early) or on what the merge adds up (--no-fill): every rank fails at once,
-    # naming the option (whichever rank prints first: mpirun stops the others). They used to wait
-    # out --peer-timeout (120 s by default), or merge.
-    for what, theirs, needle in (
-            ("--iterations", ["--iterations", "1"], "runs with --iterations "),
-            ("--no-fill", ["--iterations", "3", "--no-fill"], "runs with fill (--no-fill) o")):
-        start = time.monotonic()
-        cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", ":",
-                               "-n", "1", exe, four, *RUN, *theirs]
-        expect_error(cmd, [needle, "every rank must run the same program with the same options"],
-                     f"ranks with another {what}: all fail at the start", timeout=120)
-        check(time.monotonic() - start < 30, f"the {what} mismatch was found at the start, not by a timeout")
-    # A rank that hangs mid-run (stopped with SIGSTOP): the others fail with a timeout naming the
-    # rank they wait for (rank 3, or one waiting for it in turn: whichever times out first) instead
-    # of waiting forever, and mpirun stops the job.
-    start = time.monotonic()
-    many = [exe, four, *RUN, "--iterations", "400", "--peer-timeout", "3"]
-    cmd = mpirun_cmd(3) + many + [":", "-n", "1", "sh", "-c",
-                                  shlex.join(many) + " & p=$!; sleep 1.5; kill -STOP $p; wait $p"]
-    expect_error(cmd, ["no message from rank ", "--peer-timeout"],
-                 "a rank that hangs: the others time out", timeout=120)
-    check(time.monotonic() - start < 100, "the hung peer was detected well before the hang limit")
+    start_errors(exe, four)
 
     if failures:
         print(f"{len(failures)} check(s) failed")

@@ -10,7 +10,9 @@
 
 #include "runtime/pfrt.h"
 
+#include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipefill::run {
@@ -55,6 +57,15 @@ int finishRunArgs(RunArgs &args);
 /// Rank mode: where rank `rank` writes its part of --report FILE (FILE with
 /// .rankR before a .json extension, else FILE.rankR).
 std::string rankPartPath(const std::string &path, int rank);
+
+/// False (printed, with `when` after the reason) if `path` is set and cannot
+/// be written (RunFiles.cpp).
+bool checkWritable(const std::string &path, const char *when);
+
+/// No two of `files` (option, path) are one file; else prints which and returns
+/// false. Files before `firstOutput` are inputs, which may repeat (RunFiles.cpp).
+bool distinctFiles(const std::vector<std::pair<std::string, std::string>> &files,
+                   size_t firstOutput = 0);
 
 /// The output files of a run, checked before it so that a long run's
 /// measurements are never lost to a path that cannot be written; 1 (printed)
