@@ -172,8 +172,9 @@ void writeJson(ReportData &r, const Program &program) {
   if (r.emulatedSpeedRatio > 0)
     w.value("emulated_compute_vs_planned", r.emulatedSpeedRatio);
   w.value("fill_enabled", r.fillEnabled);
-  if (!r.measuredTime || r.replayDevice >= 0)
-    w.value("host_lag_us_max", r.hostLagUs);
+  // How far the host threads fell behind the times they modelled (transfers, copies, emulated
+  // devices; the summary notes a large one): in every run, as docs/runtime.md §8 lists it.
+  w.value("host_lag_us_max", r.hostLagUs);
   w.value("profile_mode", r.profileMode);
   w.value("workload_max_dim", r.maxDim);
   w.value("first_iteration", r.firstIteration);
@@ -411,6 +412,10 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
   p.set_program(program.name);
   p.set_backend(r.backend);
   p.set_iterations(r.iterations);
+  if (r.stopped) {
+    p.set_incomplete(true);
+    p.set_iterations_requested(r.iterationsRequested);
+  }
   p.set_iteration_us(r.iterationUsMean);
   p.set_planned_iteration_us(r.plannedIterationUs);
   p.set_replay_device(r.replayDevice);

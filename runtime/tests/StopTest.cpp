@@ -98,6 +98,11 @@ TEST(StopTest, StopMidRunThenResumeMatchesUninterrupted) {
   EXPECT_EQ(checkpointIterations(p.get(), cp), ran);
   EXPECT_NE(first->data.json.find("\"incomplete\": true"), std::string::npos);
   EXPECT_NE(std::string(pfrt_report_summary(first.get())).find("INCOMPLETE"), std::string::npos);
+  // The profile says so too (it measured `ran` of the 12 asked for); a complete run's does not.
+  EXPECT_TRUE(first->data.profile.incomplete());
+  EXPECT_EQ(first->data.profile.iterations(), ran);
+  EXPECT_EQ(first->data.profile.iterations_requested(), 12u);
+  EXPECT_FALSE(full->data.profile.incomplete());
   // Planned samples cover only the iterations that ran.
   pfrt_stop_clear();
   ReportPtr prefix = runOk(p.get(), hostOptions(ran));
