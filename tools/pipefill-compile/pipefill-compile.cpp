@@ -103,6 +103,11 @@ bool checkOptions() {
                  << pipefill::kMaxIterations << " (got " << iterations.getValue() << ")\n";
     return false;
   }
+  if (iterations.getNumOccurrences() && programFile.empty() && programTextFile.empty()) {
+    llvm::errs() << "pipefill-compile: --iterations is the stream program's loop count: it "
+                    "needs --stream-program or --stream-program-text\n";
+    return false;
+  }
   return checkOutputPaths({{"report", reportFile}, {"summary", summaryFile},
                            {"trace", traceFile}, {"svg", svgFile},
                            {"stream-program", programFile},
@@ -288,6 +293,11 @@ int main(int argc, char **argv) {
     result = failure();
   // Files a failed run never wrote are removed (not kept) here.
   files.reset();
+  if (succeeded(result) && reportFile.empty() && summaryFile.empty() && traceFile.empty() &&
+      svgFile.empty() && programFile.empty() && programTextFile.empty() && irFile.empty())
+    llvm::errs() << "pipefill-compile: " << input << " compiles; no output was asked for "
+                 << "(--report, --summary, --trace, --svg, --stream-program, "
+                    "--stream-program-text, --emit-ir)\n";
   // Every output file is closed. As compilers do (clang's -disable-free),
   // skip freeing 10^5-10^6 ops and the context one by one: the process exits.
   llvm::outs().flush();
