@@ -242,7 +242,7 @@ Parsed parseFillOption(SimArgCursor &c, SimArgs &o) {
   if (a == "--trace") {
     return result(c.need(o.trace));
   } else if (a == "--policy") {
-    return result(c.need(o.policy));
+    return result((o.policyGiven = true) && c.need(o.policy));
   } else if (a == "--gpus-per-job") {
     if (!c.needInt(n, 1))
       return Parsed::Error;
@@ -344,8 +344,9 @@ namespace {
 
 /// Refuses outputs that name an input (the JobSpec, the --trace read) or each other: the file
 /// would be overwritten with exit 0 (pipefill::samePath: one inode, or one resolved path; "-",
-/// standard output, is not a file). And --markdown, which only the study writes.
-bool checkSimFiles(const SimArgs &o, std::string &error) {
+/// standard output, is not a file). And options that would do nothing: --markdown without the
+/// study, a replay's options without a trace, outputs of --list-models.
+bool checkSimOptions(const SimArgs &o, std::string &error) {
   auto isFile = [](const std::string &p) { return !p.empty() && p != "-"; };
   const std::pair<const char *, const std::string *> inputs[] = {{"the job file", &o.job},
                                                                  {"--trace", &o.trace}};
@@ -370,6 +371,21 @@ bool checkSimFiles(const SimArgs &o, std::string &error) {
   }
   if (!o.markdown.empty() && !o.study) {
     error = "--markdown writes the study's table: it needs --study";
+    return false;
+  }
+  // Options of a trace replay without a trace did nothing, with exit 0 (an SVG of empty charts).
+  if (!o.study && o.trace.empty() && o.genTrace.empty() && !o.listModels) {
+    const char *needsTrace = o.perJob        ? "--per-job"
+                             : o.policyGiven ? "--policy"
+                             : !o.svg.empty() ? "--svg"
+                                              : nullptr;
+    if (needsTrace) {
+      error = std::string(needsTrace) + " is for a trace replay: it needs --trace FILE (or --study)";
+      return false;
+    }
+  }
+  if (o.listModels && (!o.json.empty() || !o.svg.empty())) {
+    error = "--list-models prints the catalog; it writes no --json or --svg";
     return false;
   }
   return true;
@@ -401,7 +417,7 @@ bool parseSimArgs(int argc, char **argv, SimArgs &o, std::string &error) {
     }
     o.job = a;
   }
-  return checkSimFiles(o, error);
+  return checkSimOptions(o, error);
 }
 
 namespace {

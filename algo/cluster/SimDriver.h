@@ -27,6 +27,7 @@ struct SimArgs {
   std::string recompute = "auto";
   std::string trace;
   std::string policy = "all";
+  bool policyGiven = false; // --policy was on the command line
   int gpusPerJob = 0;
   double horizonS = 0, agingS = 4 * 3600.0, tolerance = 0.02;
   std::vector<std::string> models;
