@@ -62,8 +62,9 @@ bool readTrace(MLIRContext *ctx, const std::string &path,
   };
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer) {
-    emitError(UnknownLoc::get(ctx)) << "cannot read the torch trace '" << path
-                                    << "': " << buffer.getError().message();
+    // At the file itself (it has no line to show), as its other errors are: not "<unknown>:0".
+    emitError(fileLoc(1)) << "cannot read the torch trace '" << path
+                          << "': " << buffer.getError().message();
     return false;
   }
   StringRef text = (*buffer)->getBuffer();
