@@ -47,8 +47,10 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     }
     auto buffer = llvm::MemoryBuffer::getFile(profile);
     if (!buffer) {
-      module.emitError() << "cannot read profile '" << profile
-                         << "': " << buffer.getError().message();
+      // At the profile itself, as its parse errors are (the module's location is the JobSpec's
+      // first line, which said nothing about a missing profile).
+      emitError(FileLineColLoc::get(module.getContext(), profile, 1, 1))
+          << "cannot read profile '" << profile << "': " << buffer.getError().message();
       return signalPassFailure();
     }
     rt::MeasuredProfile measured;
