@@ -196,6 +196,8 @@ constexpr FieldLimit kFieldLimits[] = {
 
     // --- MeasuredProfile (proto/profile.proto) -------------------------
     {"pipefill.rt.MeasuredProfile.iterations", 0, 1000000, false, "iterations per run"},
+    {"pipefill.rt.MeasuredProfile.iterations_requested", 0, 1000000, false,
+     "iterations a stopped run was asked for"},
     {"pipefill.rt.MeasuredProfile.iteration_us", 0, US, false, kTime},
     {"pipefill.rt.MeasuredProfile.planned_iteration_us", 0, US, false, kTime},
     {"pipefill.rt.MeasuredProfile.replay_device", -1, 4095, false, "device index or -1"},
