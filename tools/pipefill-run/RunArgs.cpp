@@ -16,6 +16,11 @@
 namespace pipefill::run {
 namespace {
 
+/// "got 'x'" for a bad value, or what is wrong when there was none (an option last on the line).
+std::string got(const std::string &v) {
+  return v.empty() ? "but no value was given" : "got '" + v + "'";
+}
+
 /// Not an option of the group asked (parse*Option below).
 constexpr int kNotMine = -2;
 
@@ -40,37 +45,37 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
       return usageError("unknown backend '" + v + "' (expected host, cuda or auto)");
   } else if (arg == "--iterations") {
     if (!c.nextUnsigned(100000000ull, v, n) || n == 0)
-      return usageError("--iterations expects a positive integer, got '" + v + "'");
+      return usageError("--iterations expects a positive integer, " + got(v));
     options.iterations = static_cast<uint32_t>(n);
   } else if (arg == "--time-scale") {
     if (!c.nextPositive(v, x) || x < PFRT_MIN_TIME_SCALE || x > PFRT_MAX_TIME_SCALE)
-      return usageError("--time-scale expects a number from 0.0001 to 1000, got '" + v + "'");
+      return usageError("--time-scale expects a number from 0.0001 to 1000, " + got(v));
     options.time_scale = x;
   } else if (arg == "--stage") {
     if (!c.nextUnsigned(1u << 30, v, n))
-      return usageError("--stage expects a device index, got '" + v + "'");
+      return usageError("--stage expects a device index, " + got(v));
     options.stage = static_cast<int32_t>(n);
   } else if (arg == "--max-dim") {
     if (!c.nextUnsigned(1u << 20, v, n))
-      return usageError("--max-dim expects a non-negative integer, got '" + v + "'");
+      return usageError("--max-dim expects a non-negative integer, " + got(v));
     options.max_dim = static_cast<uint32_t>(n);
   } else if (arg == "--time-model") {
     if (!c.nextChoice(v, {"measured", "modelled"}))
-      return usageError("--time-model expects measured or modelled, got '" + v + "'");
+      return usageError("--time-model expects measured or modelled, " + got(v));
     options.time_model = v == "measured" ? PFRT_TIME_MEASURED : PFRT_TIME_MODELLED;
   } else if (arg == "--fill-policy") {
     if (!c.nextChoice(v, {"bounded", "whole", "unbounded"}))
-      return usageError("--fill-policy expects bounded, whole or unbounded, got '" + v + "'");
+      return usageError("--fill-policy expects bounded, whole or unbounded, " + got(v));
     options.fill_policy = v == "bounded" ? PFRT_FILL_BOUNDED
                           : v == "whole" ? PFRT_FILL_BOUNDED_WHOLE
                                          : PFRT_FILL_UNBOUNDED;
   } else if (arg == "--fill-priority") {
     if (!c.nextChoice(v, {"idle", "normal"}))
-      return usageError("--fill-priority expects idle or normal, got '" + v + "'");
+      return usageError("--fill-priority expects idle or normal, " + got(v));
     options.fill_idle_priority = v == "idle";
   } else if (arg == "--cpu" || arg == "--fill-cpu" || arg == "--device") {
     if (!c.nextUnsigned(1u << 16, v, n))
-      return usageError(arg + " expects a non-negative integer, got '" + v + "'");
+      return usageError(arg + " expects a non-negative integer, " + got(v));
     (arg == "--cpu" ? options.cpu : arg == "--fill-cpu" ? options.fill_cpu : options.gpu) =
         static_cast<int32_t>(n);
   } else if (arg == "--rank" || arg == "--world") {
@@ -81,11 +86,11 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
     (arg == "--rank" ? options.rank : options.world) = static_cast<int32_t>(n);
   } else if (arg == "--peer-timeout") {
     if (!c.nextPositive(v, x) || x > 1e6)
-      return usageError("--peer-timeout expects seconds > 0 and <= 1000000, got '" + v + "'");
+      return usageError("--peer-timeout expects seconds > 0 and <= 1000000, " + got(v));
     options.peer_timeout_s = x;
   } else if (arg == "--rank-transfer") {
     if (!c.nextChoice(v, {"auto", "nccl", "modelled"}))
-      return usageError("--rank-transfer expects auto, nccl or modelled, got '" + v + "'");
+      return usageError("--rank-transfer expects auto, nccl or modelled, " + got(v));
     options.rank_transfer = v == "nccl"       ? PFRT_RANK_TRANSFER_NCCL
                             : v == "modelled" ? PFRT_RANK_TRANSFER_MODELLED
                                               : PFRT_RANK_TRANSFER_AUTO;
@@ -138,11 +143,11 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
     else if (v == "restart")
       options.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
     else
-      return usageError("--on-bad-checkpoint expects fail, previous or restart, got '" + v + "'");
+      return usageError("--on-bad-checkpoint expects fail, previous or restart, " + got(v));
   } else if (arg == "--compare") {
     std::string v;
     if (!c.nextUnsigned(PFRT_COMPARE_MAX_REPETITIONS, v, a.compare) || a.compare == 0)
-      return usageError("--compare expects a number of ABBA blocks (1-1000), got '" + v + "'");
+      return usageError("--compare expects a number of ABBA blocks (1-1000), " + got(v));
   } else if (arg == "--compare-json") {
     if (!c.next(a.compareJson) || a.compareJson.empty())
       return usageError("--compare-json expects a file name");
