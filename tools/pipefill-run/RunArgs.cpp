@@ -248,6 +248,14 @@ int finishRunArgs(RunArgs &args) {
                       "take --report, --profile-out, --trace, --checkpoint or --no-fill");
   if (!args.compareJson.empty() && !args.compare)
     return usageError("--compare-json needs --compare N");
+  // Caught by the runtime too, as errors of the run (exit 1) in pfrt_options' words; these are
+  // the command line's.
+  if (args.compare && options.fill_cpu >= 0)
+    return usageError("--compare measures main and fill contending for one core: it does not "
+                      "take --fill-cpu");
+  if (args.rankMode() && options.stage >= 0)
+    return usageError("--stage replays one device in one process; with ranks every process "
+                      "runs its own device: not both");
   if (!args.checkpointPath.empty())
     options.checkpoint_path = args.checkpointPath.c_str();
   return kContinue;
