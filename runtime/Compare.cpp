@@ -93,11 +93,19 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   a.enable_fill = 0;
 
   pfrt_compare_result out{};
-  out.repetitions = repetitions;
+  out.repetitions_requested = repetitions;
   out.switch_latency_us_p50 = out.switch_latency_us_p99 = -1;
   out.rank = -1;
-  std::vector<double> aa, blocks, aTimes, bTimes, latencies;
-  double fillSamples = 0, fillTimeUs = 0, plannedSamples = 0, plannedTimeUs = 0;
+  // One run's numbers; a block's are added to the result only once the block is complete, so a
+  // stop request (a signal: pfrt_stop_request) that cuts a block short leaves the blocks before
+  // it as the result.
+  struct RunNumbers {
+    double us = 0;
+    bool stopped = false;
+    std::vector<double> latencies;
+    JobTotals totals;
+    double fillUsRun = 0, overrunUs = 0, fillTimeUs = 0, plannedTimeUs = 0;
+  };
   int runIndex = 0;
   auto run = [&](bool fill) {
     ++runIndex;
@@ -106,42 +114,64 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       throw Error(PFRT_ERROR_BACKEND, std::string(fill ? "B" : "A") + " run " +
                                           std::to_string(runIndex) + ": " + pfrt_last_error());
     ReportPtr r(raw);
+    RunNumbers n;
+    n.stopped = r->data.stopped; // every rank knows (the ranks agree on a stop)
     if (ranks) {
       out.rank = r->rank;
       out.world = r->world;
       if (r->rank != 0)
-        return 0.0; // rank 0 holds the merged run
+        return n; // rank 0 holds the merged run
     }
     const ReportData &d = r->data;
     out.time_measured = d.measuredTime ? 1 : 0;
     out.real_device = d.replayDevice;
     out.time_scale = d.timeScale > 0 ? d.timeScale : 1.0;
+    n.us = d.realIterationUsMean;
     if (fill) {
-      latencies.insert(latencies.end(), d.switchIdleUs.begin(), d.switchIdleUs.end());
-      const JobTotals t = jobTotals(d.jobs);
-      out.chunks_run += t.chunks.run;
-      out.chunks_deferred += t.chunks.deferred;
-      out.chunks_split += t.chunks.split;
-      out.chunks_stopped_on_device += t.chunks.stoppedOnDevice;
-      out.chunks_skipped += t.chunks.skipped;
-      out.chunks_pending += t.chunks.pending;
-      fillSamples += static_cast<double>(t.samplesThisRun);
-      plannedSamples += static_cast<double>(t.samplesPlanned);
-      out.fill_us_run += d.fillUsRun;
-      out.overrun_us += d.overrunUs;
-      fillTimeUs += d.realIterationUsMean * d.iterations;
-      plannedTimeUs += d.plannedIterationUs * d.iterations;
+      n.latencies = d.switchIdleUs;
+      n.totals = jobTotals(d.jobs);
+      n.fillUsRun = d.fillUsRun;
+      n.overrunUs = d.overrunUs;
+      n.fillTimeUs = d.realIterationUsMean * d.iterations;
+      n.plannedTimeUs = d.plannedIterationUs * d.iterations;
     }
-    return d.realIterationUsMean;
+    return n;
+  };
+  std::vector<double> aa, blocks, aTimes, bTimes, latencies;
+  double fillSamples = 0, fillTimeUs = 0, plannedSamples = 0, plannedTimeUs = 0;
+  auto addFill = [&](const RunNumbers &y) {
+    latencies.insert(latencies.end(), y.latencies.begin(), y.latencies.end());
+    const ChunkCounts &c = y.totals.chunks;
+    out.chunks_run += c.run;
+    out.chunks_deferred += c.deferred;
+    out.chunks_split += c.split;
+    out.chunks_stopped_on_device += c.stoppedOnDevice;
+    out.chunks_skipped += c.skipped;
+    out.chunks_pending += c.pending;
+    fillSamples += static_cast<double>(y.totals.samplesThisRun);
+    plannedSamples += static_cast<double>(y.totals.samplesPlanned);
+    out.fill_us_run += y.fillUsRun;
+    out.overrun_us += y.overrunUs;
+    fillTimeUs += y.fillTimeUs;
+    plannedTimeUs += y.plannedTimeUs;
   };
   // A/A first (also warms caches and the calibration), then ABBA blocks.
   // The pair counts for the noise floor only: the means printed beside the slowdown are of the
   // runs the slowdown compares (a slow first run made them disagree, even in sign).
-  const double a0 = run(false), a1 = run(false);
-  if (a0 > 0)
-    aa.push_back(std::fabs(a1 / a0 - 1));
-  for (uint32_t k = 0; k < repetitions; ++k) {
-    const double x1 = run(false), y1 = run(true), y2 = run(true), x2 = run(false);
+  const RunNumbers a0 = run(false);
+  const RunNumbers a1 = a0.stopped ? RunNumbers{} : run(false);
+  bool stopped = a0.stopped || a1.stopped;
+  if (!stopped && a0.us > 0)
+    aa.push_back(std::fabs(a1.us / a0.us - 1));
+  for (uint32_t k = 0; k < repetitions && !stopped; ++k) {
+    RunNumbers block[4]; // A B B A
+    for (int i = 0; i < 4 && !stopped; ++i) {
+      block[i] = run(i == 1 || i == 2);
+      stopped = block[i].stopped;
+    }
+    if (stopped)
+      break; // the cut block is not counted
+    const double x1 = block[0].us, y1 = block[1].us, y2 = block[2].us, x2 = block[3].us;
     aTimes.push_back(x1);
     aTimes.push_back(x2);
     bTimes.push_back(y1);
@@ -150,7 +180,11 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       blocks.push_back((y1 + y2) / (x1 + x2) - 1);
     if (x1 > 0)
       aa.push_back(std::fabs(x2 / x1 - 1));
+    addFill(block[1]);
+    addFill(block[2]);
+    ++out.repetitions;
   }
+  out.incomplete = stopped ? 1 : 0;
   if (out.rank > 0)
     return out; // the numbers are rank 0's
   auto mean = [](const std::vector<double> &v) {
@@ -183,6 +217,8 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
     w.beginObject();
     w.value("time_model", label);
     w.value("repetitions", r.repetitions);
+    w.value("repetitions_requested", r.repetitions_requested);
+    w.value("incomplete", r.incomplete != 0);
     w.value("real_device", r.real_device);
     w.value("ranks", r.world); // 0: one process
     w.value("time_scale", r.time_scale > 0 ? r.time_scale : 1.0); // times: real us / time_scale
@@ -218,6 +254,16 @@ std::string formatCompare(const pfrt_compare_result &r, bool json) {
                                      " ranks (processes), every run merged on rank 0"
                                : std::string()) +
                   "\n";
+  if (r.repetitions == 0) {
+    s += r.incomplete ? "  INCOMPLETE: stopped on request before the first of " +
+                            std::to_string(r.repetitions_requested) +
+                            " block(s) completed: nothing to compare\n"
+                      : "  no ABBA block completed: nothing to compare\n";
+    return s;
+  }
+  if (r.incomplete)
+    s += "  INCOMPLETE: stopped on request after " + std::to_string(r.repetitions) + " of " +
+         std::to_string(r.repetitions_requested) + " block(s); the numbers below are of those\n";
   const double scale = r.time_scale > 0 ? r.time_scale : 1.0;
   if (scale != 1.0)
     s += "  time scale " + fmt("%g", scale) + ": times below are plan us (real us / " +

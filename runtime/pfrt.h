@@ -461,7 +461,7 @@ pfrt_status pfrt_report_merge(pfrt_program *program, const char *const *paths, u
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct pfrt_compare_result {
-  uint32_t repetitions;        /* ABBA blocks run (plus one A/A pair first) */
+  uint32_t repetitions;        /* ABBA blocks completed (plus one A/A pair first) */
   int time_measured;           /* 1: the iteration times below were measured; 0: modelled */
   int32_t real_device;         /* replay: the device that ran for real; -1: all devices */
   double main_only_us_mean;    /* the blocks' A runs (not the A/A pair): iteration time of the
@@ -484,6 +484,11 @@ typedef struct pfrt_compare_result {
   /* API version 12: the runs' time_scale (real us per planned us; 1 on CUDA). The times above
    * (iterations, switch latency, fill and overrun time) are plan us: real us / time_scale. */
   double time_scale;
+  /* API version 12: 1 when a stop request (pfrt_stop_request: a signal) ended the comparison
+   * early; `repetitions` then counts the blocks completed (the cut one is left out) of the
+   * repetitions_requested. */
+  int incomplete;
+  uint32_t repetitions_requested;
 } pfrt_compare_result;
 
 /* Runs the program 2 + 4 x repetitions times with `options` (A: enable_fill = 0, B: as given) in

@@ -174,6 +174,48 @@ TEST(CompareTest, TimesAreInPlanMicrosecondsUnderATimeScale) {
   EXPECT_EQ(std::string(pfrt_compare_format(&r, 0)).find("plan us"), std::string::npos);
 }
 
+// A stop request (what a signal to pipefill-run --compare sends) ends the comparison after the
+// run in progress; the blocks completed before it are the result, marked incomplete, and the cut
+// block is left out. The request here comes from the progress callback, at the first iteration
+// of run 7: the second block's first A run (runs 1-2: A/A; 3-6: block 1).
+struct StopAtRun {
+  uint32_t runs = 0, stopAt = 7;
+};
+void stopAtRun(void *user, uint32_t done, uint32_t, double) {
+  StopAtRun &s = *static_cast<StopAtRun *>(user);
+  if (done == 1 && ++s.runs == s.stopAt)
+    pfrt_stop_request();
+}
+
+TEST(CompareTest, AStopRequestKeepsTheCompletedBlocks) {
+  ProgramPtr p = contended();
+  pfrt_options o = hostOptions(2);
+  o.fill_policy = PFRT_FILL_BOUNDED;
+  StopAtRun s;
+  o.progress = stopAtRun;
+  o.progress_user = &s;
+  pfrt_compare_result r{};
+  const pfrt_status st = pfrt_compare(p.get(), &o, 3, &r);
+  pfrt_stop_clear();
+  PFRT_ASSERT_OK(st);
+  EXPECT_EQ(s.runs, 7u) << "no run started after the stop";
+  EXPECT_EQ(r.incomplete, 1);
+  EXPECT_EQ(r.repetitions, 1u);
+  EXPECT_EQ(r.repetitions_requested, 3u);
+  EXPECT_EQ(r.slowdown_min, r.slowdown_max) << "one block";
+  const std::string text = pfrt_compare_format(&r, 0);
+  EXPECT_NE(text.find("INCOMPLETE: stopped on request after 1 of 3 block(s)"), std::string::npos)
+      << text;
+  EXPECT_NE(std::string(pfrt_compare_format(&r, 1)).find("\"incomplete\": true"),
+            std::string::npos);
+  // Without a stop the same comparison is complete.
+  o.progress = nullptr;
+  PFRT_ASSERT_OK(pfrt_compare(p.get(), &o, 1, &r));
+  EXPECT_EQ(r.incomplete, 0);
+  EXPECT_EQ(r.repetitions, 1u);
+  EXPECT_EQ(r.repetitions_requested, 1u);
+}
+
 TEST(CompareTest, BadArgumentsAreErrors) {
   ProgramPtr p = contended();
   pfrt_options o = measured();

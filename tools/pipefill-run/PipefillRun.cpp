@@ -171,7 +171,21 @@ int main(int argc, char **argv) {
       args.options.progress_user = &compareProgress;
     }
   }
-  int rc = args.compare ? runCompare(program, args) : runProgram(program, args);
+  int rc = 0;
+  if (args.compare) {
+    // A signal ends the comparison after the run in progress; the blocks completed before it
+    // are printed, marked incomplete (the cut block is left out).
+    installStopHandlers();
+    rc = runCompare(program, args);
+    if (gStopSignal && rc == 0) {
+      std::fflush(stdout); // the table first
+      std::fprintf(stderr, "pipefill-run --compare: stopped by %s\n",
+                   gStopSignal == SIGINT ? "SIGINT" : gStopSignal == SIGUSR1 ? "SIGUSR1" : "SIGTERM");
+      rc = 128 + static_cast<int>(gStopSignal);
+    }
+  } else {
+    rc = runProgram(program, args);
+  }
   pfrt_program_destroy(program);
   return rc;
 }
