@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
+#include <unistd.h>
 
 namespace pipefill::run {
 namespace {
@@ -76,6 +78,11 @@ int parseRunOption(ArgCursor &c, pfrt_options &options) {
   } else if (arg == "--cpu" || arg == "--fill-cpu" || arg == "--device") {
     if (!c.nextUnsigned(1u << 16, v, n))
       return usageError(arg + " expects a non-negative integer, " + got(v));
+    // In this tool's words (the runtime's check says pfrt_options.cpu may be -1, not an option).
+    const long cpus = ::sysconf(_SC_NPROCESSORS_CONF);
+    if (arg != "--device" && cpus > 0 && n >= static_cast<unsigned long long>(cpus))
+      return usageError(arg + " expects a CPU of this machine (0 to " + std::to_string(cpus - 1) +
+                        "), got '" + v + "'");
     (arg == "--cpu" ? options.cpu : arg == "--fill-cpu" ? options.fill_cpu : options.gpu) =
         static_cast<int32_t>(n);
   } else if (arg == "--rank" || arg == "--world") {
