@@ -57,12 +57,30 @@ bool nestedTooDeep(const llvm::SourceMgr &sourceMgr) {
 
 } // namespace
 
+bool checkTranslationOptions(llvm::StringRef translation) {
+  static const std::pair<const char *, const char *> kOwned[] = {
+      {"job", "import-torch-schedule"}, {"torch-trace", "torch-trace-to-profile"}};
+  llvm::StringMap<llvm::cl::Option *> &options = llvm::cl::getRegisteredOptions();
+  for (const auto &[option, owner] : kOwned) {
+    auto it = options.find(option);
+    if (it != options.end() && it->second->getNumOccurrences() && translation != owner) {
+      llvm::errs() << "pipefill-translate: --" << option << " is for --" << owner << "; --"
+                   << translation << " does not read it\n";
+      return false;
+    }
+  }
+  return true;
+}
+
 void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
                       ExportFunction function) {
   TranslateRegistration(
       name, description,
-      [function](const std::shared_ptr<llvm::SourceMgr> &sourceMgr, llvm::raw_ostream &os,
+      [function, name = name.str()](const std::shared_ptr<llvm::SourceMgr> &sourceMgr,
+                                     llvm::raw_ostream &os,
                  MLIRContext *context) -> LogicalResult {
+        if (!checkTranslationOptions(name))
+          return failure();
         DialectRegistry registry;
         registry.insert<PipefillDialect, pfstream::PfstreamDialect>();
         context->appendDialectRegistry(registry);

@@ -18,6 +18,8 @@ void registerTranslations() {
   static TranslateToMLIRRegistration importJob(
       "import-job", "import a JobSpec (protobuf text format) into the pipefill dialect",
       [](llvm::SourceMgr &sourceMgr, MLIRContext *context) -> OwningOpRef<Operation *> {
+        if (!checkTranslationOptions("import-job"))
+          return nullptr;
         OwningOpRef<ModuleOp> module = importJobSpec(sourceMgr, context);
         if (!module)
           return nullptr;

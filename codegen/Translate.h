@@ -82,6 +82,11 @@ using ExportFunction = std::function<mlir::LogicalResult(mlir::ModuleOp, llvm::r
 void registerFromMLIR(llvm::StringRef name, llvm::StringRef description,
                       ExportFunction function);
 
+/// False, with the error printed, when an option of one translation was given
+/// to another (--job belongs to --import-torch-schedule, --torch-trace to
+/// --torch-trace-to-profile): it would be ignored without a word (FromMLIR.cpp).
+bool checkTranslationOptions(llvm::StringRef translation);
+
 /// Register --import-torch-schedule (with --job), --to-torch-schedule and
 /// --torch-trace-to-profile (with --torch-trace).
 void registerTorchScheduleImport();
