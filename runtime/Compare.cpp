@@ -86,9 +86,11 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   const bool ranks = options.rank >= 0 || options.world > 0;
   pfrt_options b = options;
   if (b.backend != PFRT_BACKEND_CUDA && b.time_model == PFRT_TIME_MEASURED && b.cpu < 0 &&
-      (b.backend == PFRT_BACKEND_HOST || pfrt_cuda_device_count() == 0))
+      (b.backend == PFRT_BACKEND_HOST || pfrt_cuda_device_count() == 0)) {
     // Main and fill of the real stage share one core; each rank of this machine its own.
-    b.cpu = pickCpu(!ranks ? 0 : localRank() >= 0 ? localRank() : options.rank);
+    const int local = ranks ? localRank() : 0;
+    b.cpu = pickCpu(local >= 0 ? local : options.rank);
+  }
   pfrt_options a = b;
   a.enable_fill = 0;
 

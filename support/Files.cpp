@@ -134,4 +134,22 @@ bool samePath(const std::string &a, const std::string &b) {
   return false;
 }
 
+std::string overlappingFiles(const std::vector<std::pair<std::string, std::string>> &outputs,
+                             const std::vector<std::pair<std::string, std::string>> &inputs) {
+  auto isFile = [](const std::string &p) { return !p.empty() && p != "-"; };
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const auto &[option, path] = outputs[i];
+    if (!isFile(path))
+      continue;
+    for (const auto &[what, input] : inputs)
+      if (isFile(input) && samePath(path, input))
+        return option + " would overwrite " + what + " '" + input + "'";
+    for (size_t j = 0; j < i; ++j)
+      if (isFile(outputs[j].second) && samePath(path, outputs[j].second))
+        return outputs[j].first + " and " + option + " both write '" + path +
+               "'; give each output its own file";
+  }
+  return "";
+}
+
 } // namespace pipefill

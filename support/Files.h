@@ -11,6 +11,7 @@
 #define PIPEFILL_SUPPORT_FILES_H
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pipefill {
@@ -31,6 +32,14 @@ bool samePath(const std::string &a, const std::string &b);
 /// inode of a file that is there; the resolved, else textual, absolute path). For telling many
 /// paths apart at once: a map of keys instead of every pair.
 std::vector<std::string> pathKeys(const std::string &path);
+
+/// What a tool writes over: "" when no output (option, path) names an input (what, path) or
+/// another output, else the message, e.g. "--svg would overwrite the job file 'j.pbtxt'" or
+/// "--json and --svg both write 'o'; give each output its own file". An output over an input
+/// destroys it; two outputs at one path keep the last one written. Empty paths and "-" (standard
+/// output) are not files; files are told apart by samePath.
+std::string overlappingFiles(const std::vector<std::pair<std::string, std::string>> &outputs,
+                             const std::vector<std::pair<std::string, std::string>> &inputs);
 
 } // namespace pipefill
 

@@ -343,32 +343,17 @@ Parsed parseGenOption(SimArgCursor &c, SimArgs &o) {
 namespace {
 
 /// Refuses outputs that name an input (the JobSpec, the --trace read) or each other: the file
-/// would be overwritten with exit 0 (pipefill::samePath: one inode, or one resolved path; "-",
-/// standard output, is not a file). And options that would do nothing: --markdown without the
-/// study, a replay's options without a trace, outputs of --list-models.
+/// would be overwritten with exit 0 (pipefill::overlappingFiles). And options that would do
+/// nothing: --markdown without the study, a replay's options without a trace, outputs of
+/// --list-models.
 bool checkSimOptions(const SimArgs &o, std::string &error) {
-  auto isFile = [](const std::string &p) { return !p.empty() && p != "-"; };
-  const std::pair<const char *, const std::string *> inputs[] = {{"the job file", &o.job},
-                                                                 {"--trace", &o.trace}};
-  const std::pair<const char *, const std::string *> outputs[] = {
-      {"--json", &o.json}, {"--svg", &o.svg}, {"--markdown", &o.markdown},
-      {"--gen-trace", &o.genTrace}};
-  for (size_t i = 0; i < std::size(outputs); ++i) {
-    const auto &[option, path] = outputs[i];
-    if (!isFile(*path))
-      continue;
-    for (const auto &[what, input] : inputs)
-      if (isFile(*input) && samePath(*path, *input)) {
-        error = std::string(option) + " would overwrite " + what + " '" + *input + "'";
-        return false;
-      }
-    for (size_t j = 0; j < i; ++j)
-      if (isFile(*outputs[j].second) && samePath(*path, *outputs[j].second)) {
-        error = std::string(outputs[j].first) + " and " + option + " both write '" + *path +
-                "'; give each output its own file";
-        return false;
-      }
-  }
+  error = overlappingFiles({{"--json", o.json},
+                            {"--svg", o.svg},
+                            {"--markdown", o.markdown},
+                            {"--gen-trace", o.genTrace}},
+                           {{"the job file", o.job}, {"--trace", o.trace}});
+  if (!error.empty())
+    return false;
   if (!o.markdown.empty() && !o.study) {
     error = "--markdown writes the study's table: it needs --study";
     return false;

@@ -32,38 +32,21 @@
 namespace pipefill::compile {
 
 /// False, with a usage error, when two of the (option, path) outputs name
-/// one file, or one names an input (the JobSpec, the --profile): both would
-/// write it (take() gives a path taken twice a second handle), leaving it
-/// corrupt with exit 0, and an output over an input is created (truncated)
-/// before the input is read, then removed when the run fails: the input was
-/// lost. Paths are compared as pipefill-run compares its files
-/// (pipefill::samePath: one inode, or one resolved path). Empty paths and
-/// "-" (standard output) are not files. `inputs`: (what, path), e.g.
-/// ("the input", job) and ("the --profile file", profile).
+/// one file, or one names an input (the JobSpec, the --profile):
+/// pipefill::overlappingFiles. Two outputs would both write it (take() gives a
+/// path taken twice a second handle), leaving it corrupt with exit 0, and an
+/// output over an input is created (truncated) before the input is read, then
+/// removed when the run fails: the input was lost. `inputs`: (what, path),
+/// e.g. ("the input", job) and ("the --profile file", profile).
 inline bool checkOutputPaths(const std::vector<std::pair<const char *, std::string>> &outputs,
                              const std::vector<std::pair<const char *, std::string>> &inputs) {
-  auto same = [](llvm::StringRef a, llvm::StringRef b) {
-    return pipefill::samePath(a.str(), b.str());
-  };
-  auto isFile = [](llvm::StringRef path) { return !path.empty() && path != "-"; };
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const auto &[option, path] = outputs[i];
-    if (!isFile(path))
-      continue;
-    for (const auto &[what, input] : inputs)
-      if (isFile(input) && same(path, input)) {
-        llvm::errs() << "pipefill-compile: --" << option << " would overwrite " << what << " '"
-                     << input << "'\n";
-        return false;
-      }
-    for (size_t j = 0; j < i; ++j)
-      if (isFile(outputs[j].second) && same(path, outputs[j].second)) {
-        llvm::errs() << "pipefill-compile: --" << outputs[j].first << " and --" << option
-                     << " both write '" << path << "'; give each output its own file\n";
-        return false;
-      }
-  }
-  return true;
+  std::vector<std::pair<std::string, std::string>> out, in(inputs.begin(), inputs.end());
+  for (const auto &[option, path] : outputs)
+    out.push_back({std::string("--") + option, path});
+  const std::string clash = pipefill::overlappingFiles(out, in);
+  if (!clash.empty())
+    llvm::errs() << "pipefill-compile: " << clash << "\n";
+  return clash.empty();
 }
 
 class OutputFiles {

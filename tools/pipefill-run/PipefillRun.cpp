@@ -101,6 +101,10 @@ void installStopHandlers() {
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
+const char *stopSignalName(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+}
+
 // After the run: exit code 128 + signal when a stop signal cut the run short, else 0.
 int stopExitCode(const pfrt_report *report, const std::string &checkpointPath) {
   if (!pfrt_report_incomplete(report))
@@ -112,10 +116,7 @@ int stopExitCode(const pfrt_report *report, const std::string &checkpointPath) {
   std::fprintf(stderr,
                "pipefill-run: stopped by %s after %u iteration(s) (through iteration %u); the "
                "report is marked incomplete%s\n",
-               !gStopSignal       ? "another rank's stop signal"
-               : sig == SIGINT    ? "SIGINT"
-               : sig == SIGUSR1   ? "SIGUSR1"
-                                  : "SIGTERM",
+               gStopSignal ? stopSignalName(sig) : "another rank's stop signal",
                stats.iterations,
                stats.first_iteration + stats.iterations,
                checkpointPath.empty() ? "" : "; the checkpoint is written: rerun to resume");
@@ -162,6 +163,7 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
     return 1;
   }
+  int rc = 0;
   Progress compareProgress;
   if (args.compare) {
     compareProgress.tty = ::isatty(2) != 0;
@@ -170,9 +172,6 @@ int main(int argc, char **argv) {
       args.options.progress = printCompareProgress;
       args.options.progress_user = &compareProgress;
     }
-  }
-  int rc = 0;
-  if (args.compare) {
     // A signal ends the comparison after the run in progress; the blocks completed before it
     // are printed, marked incomplete (the cut block is left out).
     installStopHandlers();
@@ -180,7 +179,7 @@ int main(int argc, char **argv) {
     if (gStopSignal && rc == 0) {
       std::fflush(stdout); // the table first
       std::fprintf(stderr, "pipefill-run --compare: stopped by %s\n",
-                   gStopSignal == SIGINT ? "SIGINT" : gStopSignal == SIGUSR1 ? "SIGUSR1" : "SIGTERM");
+                   stopSignalName(gStopSignal));
       rc = 128 + static_cast<int>(gStopSignal);
     }
   } else {
