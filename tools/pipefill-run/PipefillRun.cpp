@@ -101,6 +101,14 @@ void installStopHandlers() {
   ::sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// When pfrt_run has returned there is no iteration boundary left to stop at: a signal while a
+// failed rank waits for MPI to abort the job (mpirun sends SIGTERM to every rank) or while a rank
+// waits for its peers at exit takes its default action, without the stop message.
+void restoreDefaultSignals() {
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1})
+    ::signal(sig, SIG_DFL);
+}
+
 const char *stopSignalName(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
 }
@@ -135,6 +143,7 @@ int runProgram(pfrt_program *program, RunArgs &args) {
   pfrt_report *report = nullptr;
   pfrt_status status = pfrt_run(program, &args.options, &report);
   if (status != PFRT_OK) {
+    restoreDefaultSignals();
     std::fprintf(stderr, "pipefill-run: error: %s: %s\n", args.programPath.c_str(),
                  pfrt_last_error());
     return 1;
@@ -143,6 +152,7 @@ int runProgram(pfrt_program *program, RunArgs &args) {
   if (int stopRc = stopExitCode(report, args.checkpointPath))
     rc = rc ? rc : stopRc;
   pfrt_report_destroy(report);
+  restoreDefaultSignals();
   return rc;
 }
 
@@ -176,6 +186,7 @@ int main(int argc, char **argv) {
     // are printed, marked incomplete (the cut block is left out).
     installStopHandlers();
     rc = runCompare(program, args);
+    restoreDefaultSignals();
     if (gStopSignal && rc == 0) {
       std::fflush(stdout); // the table first
       std::fprintf(stderr, "pipefill-run --compare: stopped by %s\n",
