@@ -599,6 +599,10 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
                 std::to_string(cpus - 1) + "), got " + std::to_string(cpu));
     if (o.time_model != PFRT_TIME_MEASURED && o.time_model != PFRT_TIME_MODELLED)
       invalid("unknown time_model " + std::to_string(static_cast<int>(o.time_model)));
+    if (o.compute_fn && o.time_model == PFRT_TIME_MODELLED)
+      invalid("compute_fn runs the main job's compute for real, timed on the clock; "
+              "time_model PFRT_TIME_MODELLED would label it modelled at its planned times: use "
+              "PFRT_TIME_MEASURED with compute_fn");
     if (o.fill_policy != PFRT_FILL_BOUNDED && o.fill_policy != PFRT_FILL_UNBOUNDED &&
         o.fill_policy != PFRT_FILL_BOUNDED_WHOLE)
       invalid("unknown fill_policy " + std::to_string(static_cast<int>(o.fill_policy)));

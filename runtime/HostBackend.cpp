@@ -387,12 +387,6 @@ public:
   }
 
   void compute(StreamCtx &ctx, const Op &op, double plannedUs) override {
-    if (config_.computeFn) {
-      state(ctx).realWork = true;
-      config_.computeFn(config_.computeUser, ctx.device, op.compute, op.microbatch, op.chunk,
-                        plannedUs, nullptr);
-      return;
-    }
     if (isReal(ctx.device)) {
       HostStreamState &st = state(ctx);
       sleepUntilUs(st.intended); // inputs are (modelled to be) there
@@ -400,7 +394,13 @@ public:
       st.realStart = std::max(st.realStart, start);
       st.realWork = true;
       const double us = plannedUs * config_.timeScale;
-      host::runWorkUnits(host::workUnitsFor(us));
+      // A framework's compute (compute_fn; refused with the modelled time model) replaces the
+      // calibrated chain and is timed the same way; emulated devices hold their planned time.
+      if (config_.computeFn)
+        config_.computeFn(config_.computeUser, ctx.device, op.compute, op.microbatch, op.chunk,
+                          plannedUs, nullptr);
+      else
+        host::runWorkUnits(host::workUnitsFor(us));
       if (us > 0)
         peerSpeed_.record(op.compute, (hostNowUs() - start) / us);
       return;

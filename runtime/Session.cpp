@@ -413,9 +413,15 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
 
 double Session::lengthFactor(uint32_t bubbleId) const {
   auto it = lengthRatios_.find(bubbleId);
-  if (it == lengthRatios_.end() || it->second.empty())
-    return 1.0;
-  return *std::min_element(it->second.begin(), it->second.end());
+  double factor = 1.0;
+  bool measured = false;
+  if (it != lengthRatios_.end())
+    for (double ratio : it->second)
+      if (!std::isnan(ratio)) {
+        factor = measured ? std::min(factor, ratio) : ratio;
+        measured = true;
+      }
+  return factor;
 }
 
 void Session::beginUnplanned(double durationUs, void *mainStream) {
@@ -551,11 +557,11 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
   }
   const double t0 = sessionNowUs();
   stop_ = true;
-  if (!openUnplanned_ && !openWaited_) {
+  if (!openUnplanned_) {
     const double planned = bubbles_[openIndex_].desc.planned_duration_us * config_.timeScale;
     if (planned > 0) {
       std::deque<double> &h = lengthRatios_[openBubble_];
-      h.push_back((t0 - openBeginUs_) / planned);
+      h.push_back(openWaited_ ? std::nan("") : (t0 - openBeginUs_) / planned);
       if (h.size() > kLengthHistory)
         h.pop_front();
     }

@@ -234,9 +234,11 @@ private:
   double openBeginUs_ = 0;   // host: when it began
 
   // Host: each planned bubble's measured / planned length (begin -> end call) in its last
-  // kLengthHistory iterations that the framework did not hand to fill whole (bubble_wait). A bubble
-  // begun without a duration is predicted to last its plan x the smallest of them (1 before any),
-  // as the executor's bound does (docs/runtime.md §4b).
+  // kLengthHistory iterations; NaN for one the framework handed to fill whole (bubble_wait: the
+  // fill set its length), which measures nothing but ages the others out, so one short bubble
+  // does not hold a waited bubble's prediction down for good. A bubble begun without a duration
+  // is predicted to last its plan x the smallest of them (1 before any), as the executor's bound
+  // does (docs/runtime.md §4b).
   static constexpr size_t kLengthHistory = 5;
   std::map<uint32_t, std::deque<double>> lengthRatios_;
   double lengthFactor(uint32_t bubbleId) const;

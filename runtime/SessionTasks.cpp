@@ -131,6 +131,7 @@ void Session::runStep(TaskState &ts, uint32_t t, BubbleTask &task) {
   ts.predictor.add(us);
   ts.measuredMax = std::max(ts.measuredMax, us);
   ts.measuredSum += us;
+  ++ts.measuredSteps;
   ++task.result.task_steps;
   task.result.task_samples += samples;
   if (t1 > task.deadlineUs) {
@@ -192,7 +193,8 @@ pfrt_session_task_stats Session::taskStats(uint32_t t) const {
   o.measured_us_p50 = ts.predictor.quantile(0.5);
   o.measured_us_p90 = ts.predictor.quantile(0.9);
   o.measured_us_max = ts.measuredMax;
-  o.measured_us_mean = ts.steps ? ts.measuredSum / static_cast<double>(ts.steps) : 0;
+  o.measured_us_mean =
+      ts.measuredSteps ? ts.measuredSum / static_cast<double>(ts.measuredSteps) : 0;
   o.predicted_us = ts.predictor.predict();
   o.task_us = ts.taskUs;
   o.skipped_no_fit = ts.skippedNoFit;

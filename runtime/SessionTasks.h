@@ -62,6 +62,7 @@ struct TaskState {
   uint64_t baseSteps = 0, baseSamples = 0; // restored from a checkpoint
   uint64_t steps = 0, samples = 0;         // this session
   double taskUs = 0, measuredMax = 0, measuredSum = 0, overrunUs = 0; // taskUs: failed steps too
+  uint64_t measuredSteps = 0; // the steps measuredSum adds up (this session's; steps resets on load)
   uint64_t skippedNoFit = 0, skippedMemory = 0, overruns = 0;
   bool failed = false;
   pfrt_status errorStatus = PFRT_OK;

@@ -264,9 +264,13 @@ pfrt_status pfrt_program_save(const pfrt_program *program, const char *path);
  * Running
  * ------------------------------------------------------------------------------------------- */
 
-/* Called instead of the calibrated main-job compute when set (a framework driving the stages):
- * on the host backend synchronously on the stream's thread with stream == NULL; on the CUDA
- * backend with stream = the cudaStream_t to enqueue the stage's kernels into. */
+/* Called instead of the calibrated main-job compute when set (a framework driving the stages),
+ * once per compute op of every device that runs for real (replay: the real stage; emulated
+ * devices hold their planned times): on the host backend synchronously on the stream's thread
+ * with stream == NULL, once the op's inputs are (modelled to be) there, and timed on the clock;
+ * on the CUDA backend with stream = the cudaStream_t to enqueue the stage's kernels into.
+ * planned_us is the op's planned time (plan us; real us = planned_us x time_scale). Refused with
+ * time_model PFRT_TIME_MODELLED, which would label the framework's real compute modelled. */
 typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind kind,
                                 uint32_t microbatch, uint32_t chunk, double planned_us,
                                 void *stream);
@@ -605,8 +609,11 @@ pfrt_status pfrt_session_bubble_get(const pfrt_session *session, uint32_t index,
 /* bubble_id of pfrt_session_unplanned_begin's bubble in pfrt_session_bubble_end. */
 #define PFRT_SESSION_UNPLANNED 0xFFFFFFFFu
 
-/* Starts filling planned bubble `bubble_id` of this iteration: its deadline is now + its planned
- * duration x time_scale, or now + duration_us when duration_us > 0 (the framework's own timer).
+/* Starts filling planned bubble `bubble_id` of this iteration: its deadline is now + duration_us
+ * when duration_us > 0 (the framework's own timer), else now + its planned duration x time_scale
+ * x (host) the smallest measured / planned length of this bubble in its last 5 iterations (begin
+ * to end call; 1 before any; an iteration whose bubble was ended after pfrt_session_bubble_wait
+ * measures nothing, since the fill, not the framework, set its length).
  * Bubbles of one iteration must be begun in schedule order; the chunks of bubbles skipped before
  * it are deferred. main_stream must be NULL on the host backend (CUDA: the cudaStream_t the
  * bubble follows). Returns at once; the fill runs on the session's worker thread. */

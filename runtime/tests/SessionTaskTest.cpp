@@ -424,6 +424,57 @@ TEST(SessionTaskTest, MaxStepsAndCheckpointResume) {
       << pfrt_last_error();
 }
 
+// measured_us_mean is over this session's steps (as max and p50 are), also after a checkpoint
+// load resets steps_this_run: each step takes exactly 100 us, so the mean is 100 whatever was
+// loaded (it was the sum over 7 steps divided by the 3 after the load: 233 us, above the max).
+TEST(SessionTaskTest, MeanStepTimeSurvivesACheckpointLoad) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  const std::string path = tempPath("mean.ckpt");
+  FakeTask t;
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  const uint32_t id = addOk(s.get(), "steady", t, 100);
+  EXPECT_EQ(unplanned(s.get(), 450).task_steps, 4u);
+  PFRT_ASSERT_OK(pfrt_session_checkpoint_save(s.get(), path.c_str()));
+  PFRT_ASSERT_OK(pfrt_session_checkpoint_load(s.get(), path.c_str()));
+  EXPECT_EQ(unplanned(s.get(), 450).task_steps, 4u);
+  const pfrt_session_task_stats st = statsOf(s.get(), id);
+  EXPECT_EQ(st.steps_this_run, 4u);
+  EXPECT_EQ(st.steps, 8u);
+  EXPECT_DOUBLE_EQ(st.measured_us_max, 100);
+  EXPECT_DOUBLE_EQ(st.measured_us_mean, 100);
+}
+
+// A planned bubble begun without a duration lasts its plan x the smallest measured / planned
+// length of its last 5 iterations. One that the framework ended at once (ratio 0) predicts no
+// time for the next ones; when the framework then gives the bubble to fill whole
+// (bubble_wait), those iterations measure nothing but age the 0 out: 5 iterations later the
+// plan's length is back. (The waited ones were left out of the window, so the 0 stayed for good
+// and the bubble ran nothing ever again.)
+TEST(SessionTaskTest, WaitedBubblesAgeAShortOneOut) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  pfrt_session_bubble b{};
+  PFRT_ASSERT_OK(pfrt_session_bubble_get(s.get(), 0, &b));
+  ASSERT_GT(b.planned_duration_us, 500) << "room for steps of 100 us";
+  FakeTask t;
+  addOk(s.get(), "steady", t, 100);
+  pfrt_session_bubble_result r{};
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 0));
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), b.bubble_id, &r)); // ended at once: ratio 0
+  PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
+  EXPECT_EQ(r.task_steps, 0u);
+  for (int it = 1; it <= 6; ++it) {
+    PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 0));
+    PFRT_ASSERT_OK(pfrt_session_bubble_wait(s.get()));
+    PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), b.bubble_id, &r));
+    PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
+    EXPECT_EQ(r.task_steps, it <= 5 ? 0u : expectedSteps(b.planned_duration_us, 100, 100))
+        << "iteration " << it;
+  }
+}
+
 // A C step may report any sample count, but a task's total stays within what a checkpoint counts
 // (10^15): the step that would pass it disables the task with an error that says so, and what was
 // done before it is kept and checkpoints (not wrapped, not refused on load).
