@@ -263,20 +263,24 @@ CheckpointStatus parseCheckpointData(const std::string &data, const std::string 
     problem = "is corrupted (content checksum mismatch)";
     return CheckpointStatus::Bad;
   }
-  if (fileFingerprint != fingerprint) {
-    problem = "was written for a different program (fingerprint " +
-              std::to_string(fileFingerprint) + ", this program " + std::to_string(fingerprint) +
-              ")";
-    return CheckpointStatus::Foreign;
-  }
   if (!pipefill::parseBinaryProto(path, data.substr(kHeader), cp, diags) ||
       !pipefill::checkLimits(cp, nullptr, path, diags)) {
     problem = "has invalid content: " + diags.all().front().message;
     return CheckpointStatus::Bad;
   }
-  if (cp.program_fingerprint() != fingerprint) {
-    problem = "has a payload of a different program";
+  // The header's fingerprint is outside the checksum; the payload holds its own copy, so a
+  // checkpoint is another program's only when both say so.
+  if (cp.program_fingerprint() != fileFingerprint) {
+    problem = "is corrupted: its header names program fingerprint " +
+              std::to_string(fileFingerprint) + ", its content " +
+              std::to_string(cp.program_fingerprint());
     return CheckpointStatus::Bad;
+  }
+  if (fileFingerprint != fingerprint) {
+    problem = "was written for a different program (fingerprint " +
+              std::to_string(fileFingerprint) + ", this program " + std::to_string(fingerprint) +
+              ")";
+    return CheckpointStatus::Foreign;
   }
   return CheckpointStatus::Ok;
 }

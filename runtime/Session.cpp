@@ -361,12 +361,17 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
             " bubbles" + (bubbles_.empty() ? "" : ": " + ids) + ")");
   }
   const uint32_t k = it->second;
-  if (k < nextBubble_)
-    invalid("bubble " + std::to_string(bubbleId) + " of iteration " +
-            std::to_string(loopIteration_) +
-            " is out of order: it was begun already or a later bubble (" +
-            std::to_string(bubbles_[nextBubble_ - 1].desc.bubble_id) +
-            ") was; call pfrt_session_iteration_end to start the next iteration");
+  if (k < nextBubble_) {
+    const std::string what = "bubble " + std::to_string(bubbleId) + " of iteration " +
+                             std::to_string(loopIteration_);
+    invalid(k + 1 == nextBubble_
+                ? what + " was begun already; call pfrt_session_iteration_end to start the next "
+                         "iteration"
+                : what + " is out of order: bubble " +
+                      std::to_string(bubbles_[nextBubble_ - 1].desc.bubble_id) +
+                      ", which comes after it in schedule order, was begun already; call "
+                      "pfrt_session_iteration_end to start the next iteration");
+  }
   if (device_) {
     auto c = std::make_shared<DeviceCommand>();
     c->task.bubble = k;
@@ -512,7 +517,7 @@ void Session::throwTaskError() {
   throw Error(st, message);
 }
 
-pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
+void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
   checkNotWorker("pfrt_session_bubble_end");
   if (!open_)
     invalid("pfrt_session_bubble_end(" +
@@ -552,8 +557,9 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
         throw Error(st, workerError_);
       }
     }
+    out = pfrt_session_bubble_result{};
     throwTaskError();
-    return pfrt_session_bubble_result{};
+    return;
   }
   const double t0 = sessionNowUs();
   stop_ = true;
@@ -581,8 +587,8 @@ pfrt_session_bubble_result Session::end(uint32_t bubbleId) {
   endWaitUsMax_ = std::max(endWaitUsMax_, r.end_wait_us);
   fillUs_ += r.fill_us;
   lock.unlock();
+  out = r;
   throwTaskError(); // the bubble is over either way
-  return r;
 }
 
 void Session::worker() {

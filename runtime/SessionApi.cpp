@@ -211,7 +211,14 @@ pfrt_status pfrt_session_unplanned_begin(pfrt_session *session, double duration_
 pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble,
                                     pfrt_session_bubble_result *out) {
   return guard([&] {
-    pfrt_session_bubble_result r = sess(session).end(bubble);
+    pfrt_session_bubble_result r{};
+    try {
+      sess(session).end(bubble, r);
+    } catch (...) {
+      if (out)
+        *out = r; // zeros, or the ended bubble's numbers when a fill task failed in it
+      throw;
+    }
     if (out)
       *out = r;
   });

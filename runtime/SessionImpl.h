@@ -122,7 +122,9 @@ public:
   void begin(uint32_t bubbleId, void *mainStream, double durationUs);
   void beginUnplanned(double durationUs, void *mainStream);
   void wait();
-  pfrt_session_bubble_result end(uint32_t bubbleId);
+  // Writes the bubble's result to `out` before it reports a fill task's failure (the bubble is
+  // over either way, and its numbers are known).
+  void end(uint32_t bubbleId, pfrt_session_bubble_result &out);
   void iterationEnd();
   void saveCheckpoint(const std::string &path);
   void loadCheckpoint(const std::string &path);

@@ -647,7 +647,9 @@ typedef struct pfrt_session_bubble_result {
 pfrt_status pfrt_session_bubble_wait(pfrt_session *session);
 /* Ends the open bubble: no further chunk starts; waits for the chunk in flight (host, bounded
  * policy: it stops at its next pass, the rest first in line for a later bubble). bubble_id must be
- * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL.
+ * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL; it is
+ * written whenever the call gets that far, also when it returns a fill task's error (the bubble
+ * ended; the failed step is in its numbers), else zeroed on error.
  * CUDA: marks the end on main_stream and returns without waiting; out_result is all zeros. */
 pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble_id,
                                     pfrt_session_bubble_result *out_result);
@@ -740,7 +742,8 @@ const char *pfrt_session_report_json(pfrt_session *session);
  * at least as careful as FreeRide's rule (a step starts only if the time left exceeds 1.2 x its
  * median step time). A step that returns an error (or any status but PFRT_OK) disables its task;
  * the next pfrt_session_bubble_wait or pfrt_session_bubble_end returns that status with a
- * message naming the task (the bubble is still ended by bubble_end). Steps run on the session's
+ * message naming the task (the bubble is still ended by bubble_end, which writes its result
+ * too). Steps run on the session's
  * worker thread, one at a time, never concurrently with the plan's chunks. A step must not call
  * pfrt_session_bubble_end or pfrt_session_bubble_wait on its own session (nor, on CUDA sessions,
  * the calls that wait for the worker): they return PFRT_ERROR_INVALID_ARGUMENT.

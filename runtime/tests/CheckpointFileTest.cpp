@@ -240,6 +240,9 @@ TEST(CheckpointFileTest, WrongShapeInFlightBatchIsRefused) {
   ASSERT_TRUE(ok);
 }
 
+// Every flipped byte makes the file Bad (corrupted), never Ok and never Foreign: a flip in the
+// header's program fingerprint (not under the checksum) used to read as "written for a different
+// program", which --on-bad-checkpoint and the session's status report differently.
 TEST(CheckpointFileTest, ChecksumDetectsEveryByteFlipOfASmallFile) {
   pipefill::rt::FillCheckpoint cp;
   cp.set_program_fingerprint(42);
@@ -254,7 +257,8 @@ TEST(CheckpointFileTest, ChecksumDetectsEveryByteFlipOfASmallFile) {
     writeFile(path, bad);
     pipefill::rt::FillCheckpoint out;
     std::string problem;
-    EXPECT_NE(readCheckpointFile(path, 42, out, problem), CheckpointStatus::Ok) << "byte " << i;
+    EXPECT_EQ(readCheckpointFile(path, 42, out, problem), CheckpointStatus::Bad)
+        << "byte " << i << ": " << problem;
   }
 }
 

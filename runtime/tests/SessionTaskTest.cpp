@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -534,17 +535,26 @@ TEST(SessionTaskTest, AFailingStepDisablesItsTask) {
   EXPECT_EQ(statsOf(s.get(), igood).steps, 7u);
   EXPECT_EQ(unplanned(s.get(), 1000).task_steps, 9u); // b only; a is not called again
   EXPECT_EQ(bad.calls, 3u);
-  // bubble_end (no wait) returns the error as well, and the bubble is over.
+  // bubble_end (no wait) returns the error as well, and the bubble is over: its result is
+  // written all the same (it kept the caller's bytes before).
   FakeTask bad2;
   bad2.failAt = 0;
   bad2.failWith = 42;
   addOk(s.get(), "odd", bad2, 100);
+  const uint64_t goodBefore = good.calls;
   PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 1000, nullptr));
   while (bad2.calls == 0)
     std::this_thread::yield();
-  expectError(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, nullptr),
+  pfrt_session_bubble_result r;
+  std::memset(&r, 0xAB, sizeof r);
+  expectError(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, &r),
               PFRT_ERROR_INTERNAL, "fill task 'odd' (task 2) failed at step 0: its step returned "
                                    "an unknown status 42");
+  EXPECT_EQ(r.task_steps, good.calls - goodBefore) << "the steady task's steps in this bubble";
+  EXPECT_EQ(r.chunks_run, 0u);
+  EXPECT_EQ(r.task_samples, r.task_steps);
+  EXPECT_GE(r.end_wait_us, 0);
+  EXPECT_LT(r.end_wait_us, 60e6);
   PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get())); // no bubble open
   const char *json = pfrt_session_report_json(s.get());
   ASSERT_NE(json, nullptr);

@@ -644,9 +644,12 @@ TEST(SessionErrorTest, BubblesOutOfOrder) {
   PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), 1, nullptr, 0));
   PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), 1, nullptr));
   expectError(pfrt_session_bubble_begin(s.get(), 1, nullptr, 0), PFRT_ERROR_INVALID_ARGUMENT,
-              "bubble 1 of iteration 0 is out of order");
+              "bubble 1 of iteration 0 was begun already; call pfrt_session_iteration_end to "
+              "start the next iteration");
   expectError(pfrt_session_bubble_begin(s.get(), 0, nullptr, 0), PFRT_ERROR_INVALID_ARGUMENT,
-              "call pfrt_session_iteration_end to start the next iteration");
+              "bubble 0 of iteration 0 is out of order: bubble 1, which comes after it in "
+              "schedule order, was begun already; call pfrt_session_iteration_end to start the "
+              "next iteration");
   PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
   PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), 0, nullptr, 0));
   PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), 0, nullptr));
