@@ -515,7 +515,7 @@ void Executor::loadCheckpoint() {
     const std::string bad = path + ".bad";
     if (std::rename(path.c_str(), bad.c_str()) != 0)
       throw Error(PFRT_ERROR_IO, what + "; cannot move it to " + bad);
-    std::fprintf(stderr, "pipefill-run: warning: %s; moved to %s, starting clean\n", what.c_str(),
+    std::fprintf(stderr, "pfrt: warning: %s; moved to %s, starting clean\n", what.c_str(),
                  bad.c_str());
     return;
   }
@@ -527,7 +527,7 @@ void Executor::loadCheckpoint() {
     if (st == CheckpointStatus::Ok)
       why = checkpointContentProblem(older);
     if (st == CheckpointStatus::Ok && why.empty()) {
-      std::fprintf(stderr, "pipefill-run: warning: %s; resuming from %s (iteration %u)\n",
+      std::fprintf(stderr, "pfrt: warning: %s; resuming from %s (iteration %u)\n",
                    what.c_str(), prev.c_str(), older.iterations_done());
       restoreCheckpoint(older);
       return;
@@ -539,11 +539,11 @@ void Executor::loadCheckpoint() {
   // (restart) would throw its work away.
   if (status == CheckpointStatus::Ok && cp.max_dim() != config_.maxDim)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                what + " (run with --max-dim " + std::to_string(cp.max_dim()) + " to resume it)");
+                what + " (run with max_dim " + std::to_string(cp.max_dim()) + " to resume it)");
   const bool foreign = status == CheckpointStatus::Foreign;
   throw Error(foreign ? PFRT_ERROR_INVALID_ARGUMENT : PFRT_ERROR_PARSE,
               what + " (resume from the previous checkpoint or start clean with "
-                     "--on-bad-checkpoint previous|restart)");
+                     "checkpoint_recovery PFRT_CHECKPOINT_PREVIOUS or PFRT_CHECKPOINT_RESTART)");
 }
 
 std::string Executor::checkpointContentProblem(const pipefill::rt::FillCheckpoint &cp) const {
@@ -742,7 +742,7 @@ void Executor::agreeOnCheckpointIteration() {
                      : !problem.empty()              ? " " + problem
                                                      : " is at iteration " +
                                                            std::to_string(cp.iterations_done())));
-  std::fprintf(stderr, "pipefill-run: %s; resuming from %s\n", why.c_str(), older.c_str());
+  std::fprintf(stderr, "pfrt: %s; resuming from %s\n", why.c_str(), older.c_str());
   // The newer checkpoint's state is in the queues: start them again, then restore the older one.
   setupJobs();
   restoreCheckpoint(cp);

@@ -110,13 +110,13 @@ pfrt_backend parseBackend(const std::string &name) {
   throw std::invalid_argument("unknown backend '" + name + "' (expected host, cuda or auto)");
 }
 
-/// The runtime's message for a Python caller: a bad checkpoint's names pipefill-run's flags, which
+/// The runtime's message for a Python caller: a bad checkpoint's names pfrt_options' fields, which
 /// are run()'s on_bad_checkpoint and max_dim.
 std::string forPython(std::string error) {
-  const std::string flag = "--on-bad-checkpoint previous|restart";
+  const std::string flag = "checkpoint_recovery PFRT_CHECKPOINT_PREVIOUS or PFRT_CHECKPOINT_RESTART";
   if (const size_t at = error.find(flag); at != std::string::npos)
     error.replace(at, flag.size(), "on_bad_checkpoint='previous' or 'restart'");
-  const std::string maxDim = "run with --max-dim ";
+  const std::string maxDim = "run with max_dim ";
   if (const size_t at = error.find(maxDim); at != std::string::npos)
     error.replace(at, maxDim.size(), "run with max_dim=");
   return error;

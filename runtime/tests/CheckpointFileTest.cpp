@@ -163,8 +163,10 @@ TEST(CheckpointFileTest, ADeferredChunkThatCannotRunIsABadCheckpoint) {
     EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_PARSE);
     EXPECT_NE(std::string(pfrt_last_error()).find(expected), std::string::npos)
         << pfrt_last_error();
-    EXPECT_NE(std::string(pfrt_last_error()).find("--on-bad-checkpoint previous|restart"),
-              std::string::npos);
+    EXPECT_NE(std::string(pfrt_last_error())
+                  .find("checkpoint_recovery PFRT_CHECKPOINT_PREVIOUS or PFRT_CHECKPOINT_RESTART"),
+              std::string::npos)
+        << "the C API's names, not pipefill-run's flags";
     pfrt_report_destroy(r);
     // previous: resumes from PATH.prev, the good checkpoint of iteration 2.
     o.checkpoint_recovery = PFRT_CHECKPOINT_PREVIOUS;

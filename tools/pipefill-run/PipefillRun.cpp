@@ -145,7 +145,7 @@ int runProgram(pfrt_program *program, RunArgs &args) {
   if (status != PFRT_OK) {
     restoreDefaultSignals();
     std::fprintf(stderr, "pipefill-run: error: %s: %s\n", args.programPath.c_str(),
-                 pfrt_last_error());
+                 runtimeError().c_str());
     return 1;
   }
   int rc = args.rankMode() ? writeRankOutputs(report, args) : writeOutputs(report, args);
@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
     return rc;
   pfrt_program *program = nullptr;
   if (pfrt_program_load(args.programPath.c_str(), &program) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: %s\n", runtimeError().c_str());
     return 1;
   }
   int rc = 0;

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <initializer_list>
 #include <string>
 #include <unistd.h>
@@ -197,6 +199,18 @@ void rankFromLauncher(pfrt_options &options) {
 }
 
 } // namespace
+
+std::string runtimeError() {
+  std::string error = pfrt_last_error();
+  for (auto [field, flag] : {std::pair<const char *, const char *>{
+                                 "checkpoint_recovery PFRT_CHECKPOINT_PREVIOUS or "
+                                 "PFRT_CHECKPOINT_RESTART",
+                                 "--on-bad-checkpoint previous|restart"},
+                             {"run with max_dim ", "run with --max-dim "}})
+    if (const size_t at = error.find(field); at != std::string::npos)
+      error.replace(at, std::strlen(field), flag);
+  return error;
+}
 
 int usageError(const std::string &message) {
   std::fprintf(stderr, "pipefill-run: error: %s\n%s", message.c_str(),

@@ -46,6 +46,10 @@ constexpr int kContinue = -1;
 /// Prints the usage error and returns 2.
 int usageError(const std::string &message);
 
+// pfrt_last_error() in pipefill-run's words: the runtime names pfrt_options' fields
+// (checkpoint_recovery, max_dim) where the command line has flags.
+std::string runtimeError();
+
 /// Reads the options into `args`: kContinue, or the exit code (0 after
 /// --help, 2 after a usage error, printed).
 int parseRunArgs(int argc, char **argv, RunArgs &args);

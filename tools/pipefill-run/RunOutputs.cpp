@@ -36,17 +36,17 @@ int writeReportAndProfile(pfrt_report *report, const RunArgs &args) {
   int rc = 0;
   if (!args.tracePath.empty() &&
       pfrt_report_write_trace(report, args.tracePath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: %s\n", runtimeError().c_str());
     rc = 1;
   }
   if (!args.reportPath.empty() &&
       pfrt_report_write_json(report, args.reportPath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: %s\n", runtimeError().c_str());
     rc = 1;
   }
   if (!args.profilePath.empty() &&
       pfrt_report_write_profile(report, args.profilePath.c_str()) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: %s\n", runtimeError().c_str());
     rc = 1;
   }
   return rc;
@@ -100,7 +100,7 @@ int runMerge(const RunArgs &args) {
       return 1;
   pfrt_program *program = nullptr;
   if (!programPath.empty() && pfrt_program_load(programPath.c_str(), &program) != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: %s\n", runtimeError().c_str());
     return 1;
   }
   std::vector<const char *> paths;
@@ -111,7 +111,7 @@ int runMerge(const RunArgs &args) {
       pfrt_report_merge(program, paths.data(), static_cast<uint32_t>(paths.size()), &report);
   pfrt_program_destroy(program);
   if (status != PFRT_OK) {
-    std::fprintf(stderr, "pipefill-run: error: --merge: %s\n", pfrt_last_error());
+    std::fprintf(stderr, "pipefill-run: error: --merge: %s\n", runtimeError().c_str());
     return 1;
   }
   int rc = writeOutputs(report, args);
@@ -146,7 +146,7 @@ int runCompare(pfrt_program *program, const RunArgs &args) {
   if (pfrt_compare(program, &args.options, static_cast<uint32_t>(args.compare), &result) !=
       PFRT_OK) {
     std::fprintf(stderr, "pipefill-run: error: %s: %s\n", args.programPath.c_str(),
-                 pfrt_last_error());
+                 runtimeError().c_str());
     return 1;
   }
   if (result.rank > 0)
