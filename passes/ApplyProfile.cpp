@@ -55,9 +55,8 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
     }
     rt::MeasuredProfile measured;
     std::string data = (*buffer)->getBuffer().str();
-    bool text = StringRef(profile).ends_with(".pbtxt") ||
-                StringRef(profile).ends_with(".txtpb") ||
-                StringRef(profile).ends_with(".textproto");
+    // Text by the name the runtime wrote it under, else by its bytes (support/ProtoText.h).
+    bool text = readsAsTextProto(profile, data);
     // The shared reader (support/ProtoText.h) and limits: errors carry the profile's own
     // file:line:col.
     Diagnostics diags;

@@ -20,22 +20,6 @@ namespace pfrt {
 
 namespace {
 
-bool endsWith(const std::string &s, const char *suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-bool isBinaryPath(const std::string &path) {
-  return endsWith(path, ".pb") || endsWith(path, ".binpb") || endsWith(path, ".bin");
-}
-
-bool looksLikeText(const std::string &data) {
-  for (unsigned char c : data)
-    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v')
-      return false;
-  return true;
-}
-
 // Text format through the project's one protobuf front end (support/ProtoText.h): the first
 // diagnostic as "LINE:COL: message" (the caller prefixes the source).
 bool parseText(const std::string &data, pipefill::rt::StreamProgram *proto, std::string *error,
@@ -80,10 +64,7 @@ std::string at(const char *field, int index) {
 
 } // namespace
 
-bool isTextFormatPath(const std::string &path) {
-  return endsWith(path, ".pbtxt") || endsWith(path, ".textproto") || endsWith(path, ".txtpb") ||
-         endsWith(path, ".txt") || endsWith(path, ".prototxt");
-}
+bool isTextFormatPath(const std::string &path) { return pipefill::isTextProtoPath(path); }
 
 std::string readFile(const std::string &path) {
   // A device would be read until memory runs out (/dev/zero) or block on a terminal; files,
@@ -330,7 +311,7 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
     throw Error(PFRT_ERROR_PARSE, source + ": file is empty (expected a StreamProgram)");
   pipefill::rt::StreamProgram proto;
   std::string error;
-  bool text = isTextFormatPath(source) || (!isBinaryPath(source) && looksLikeText(data));
+  bool text = pipefill::readsAsTextProto(source, data);
   if (data.size() > pipefill::kMaxInputBytes)
     throw Error(PFRT_ERROR_PARSE, source + ": file is " + std::to_string(data.size()) +
                                       " bytes; the limit is " +
@@ -355,11 +336,11 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
     if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
       std::string textError;
       proto.Clear();
-      haveTree = looksLikeText(data) && parseText(data, &proto, &textError, &tree);
+      haveTree = pipefill::readsAsTextProto("", data) && parseText(data, &proto, &textError, &tree);
       if (!haveTree)
         throw Error(PFRT_ERROR_PARSE,
                     source + ": not a valid binary StreamProgram (protobuf parse failed" +
-                        (isBinaryPath(source) ? "; a text-format program needs a .pbtxt extension)"
+                        (pipefill::isBinaryProtoPath(source) ? "; a text-format program needs a .pbtxt extension)"
                                               : ")"));
     }
   }

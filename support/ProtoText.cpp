@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 
 namespace pb = google::protobuf;
@@ -79,6 +80,35 @@ void ProtoErrorCollector::pointAtValue(const std::string &message, int &line,
   for (size_t i = 0; i < at; ++i)
     line += text_[i] == '\n';
   column = lineStart == std::string::npos || at == 0 ? int(at) : int(at - lineStart - 1);
+}
+
+namespace {
+bool hasSuffix(const std::string &s, const char *suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+} // namespace
+
+bool isTextProtoPath(const std::string &path) {
+  for (const char *ext : {".pbtxt", ".textproto", ".txtpb", ".prototxt", ".txt"})
+    if (hasSuffix(path, ext))
+      return true;
+  return false;
+}
+
+bool isBinaryProtoPath(const std::string &path) {
+  return hasSuffix(path, ".pb") || hasSuffix(path, ".binpb") || hasSuffix(path, ".bin");
+}
+
+bool readsAsTextProto(const std::string &path, const std::string &data) {
+  if (isTextProtoPath(path))
+    return true;
+  if (isBinaryProtoPath(path))
+    return false;
+  for (unsigned char c : data)
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v')
+      return false;
+  return true;
 }
 
 bool parseTextProto(const std::string &file, const std::string &text, pb::Message &msg,

@@ -74,6 +74,17 @@ private:
 /// stream program the compiler writes for the 8K-GPU study is a few MB.
 constexpr size_t kMaxInputBytes = size_t(256) << 20;
 
+/// The one rule for which protobuf files are text: by extension, .pbtxt
+/// .textproto .txtpb .prototxt .txt are text (what writers produce for those
+/// names) and .pb .binpb .bin binary; any other name is read as text when its
+/// bytes look like text (no control characters but whitespace). Every reader
+/// and writer of stream programs, profiles and checkpoints' companions (the
+/// runtime, the compiler's profile pass, the Python package) uses it, so a file
+/// one of them writes the others read.
+bool isTextProtoPath(const std::string &path);
+bool isBinaryProtoPath(const std::string &path);
+bool readsAsTextProto(const std::string &path, const std::string &data);
+
 /// Parses `text` (protobuf text format) into `msg`, recording field positions
 /// into `tree` when given. False (with diagnostics) on any syntax error or an
 /// input over kMaxInputBytes.

@@ -20,13 +20,12 @@ Example (one process per pipeline rank)::
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import pickle
 import sys
 import tempfile
 import weakref
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, ContextManager, Optional, Union
 
 from ._native import Plan, native, native_option, native_path
 from ._errors import RunError
@@ -89,6 +88,30 @@ class BubbleScope:
     def __init__(self, bubble: Optional[int]) -> None:
         self.bubble = bubble
         self.result: Optional[dict[str, Any]] = None
+
+
+class _BubbleBlock:
+    """The context manager of :meth:`Session.bubble` and :meth:`Session.unplanned`:
+    ``begin()`` on entry, :meth:`Session._finish` on exit. A class, not a
+    ``contextlib.contextmanager`` generator: an exception raised at the exit (a fill
+    task's, as it was raised in ``step()``) would go through the generator, which
+    turns a ``StopIteration`` (an exhausted data iterator) into ``RuntimeError``
+    (PEP 479)."""
+
+    def __init__(self, session: "Session", scope: BubbleScope, end_id: int, wait: bool,
+                 begin: Callable[[], None]) -> None:
+        self._session, self._scope, self._end_id = session, scope, end_id
+        self._wait, self._begin = wait, begin
+
+    def __enter__(self) -> BubbleScope:
+        self._begin()
+        return self._scope
+
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        if exc is None:
+            self._session._finish(self._scope, self._end_id, self._wait)
+        else:
+            self._session._finish(self._scope, self._end_id, self._wait, raising=exc)
 
 
 class Session:
@@ -186,10 +209,9 @@ class Session:
         return self._s.ops()
 
     # -- bubbles -------------------------------------------------------------------------------
-    @contextlib.contextmanager
     def bubble(
         self, bubble: int, duration_us: float = 0.0, *, wait: bool = False, stream: Any = None
-    ) -> Iterator[BubbleScope]:
+    ) -> ContextManager[BubbleScope]:
         """``with session.bubble(k): ...``: fill runs on the session's worker thread
         while the block runs (the block is the framework's own work or wait); the
         exit ends the bubble (no chunk starts after it; the one in flight is waited
@@ -201,32 +223,21 @@ class Session:
         a ``cudaStream_t`` as an int; ``None``: the legacy default stream. A host
         session refuses a stream."""
         bubble = native_option(bubble, "int", "bubble")
-        scope = BubbleScope(bubble)
-        self._s.begin(bubble, native_option(duration_us, "number", "duration_us"),
-                      _stream_handle(stream))
-        try:
-            yield scope
-        except BaseException as e:
-            self._finish(scope, bubble, wait, raising=e)
-            raise
-        self._finish(scope, bubble, wait)
+        duration = native_option(duration_us, "number", "duration_us")
+        handle = _stream_handle(stream)
+        return _BubbleBlock(self, BubbleScope(bubble), bubble, wait,
+                            lambda: self._s.begin(bubble, duration, handle))
 
-    @contextlib.contextmanager
     def unplanned(
         self, duration_us: float, *, wait: bool = False, stream: Any = None
-    ) -> Iterator[BubbleScope]:
+    ) -> ContextManager[BubbleScope]:
         """A bubble the plan did not predict (a slow peer), bounded by ``duration_us``:
         runs deferred work, then pulls this iteration's planned chunks forward.
         ``stream``: as for :meth:`bubble`."""
-        scope = BubbleScope(None)
-        self._s.begin_unplanned(native_option(duration_us, "number", "duration_us"),
-                                _stream_handle(stream))
-        try:
-            yield scope
-        except BaseException as e:
-            self._finish(scope, native.SESSION_UNPLANNED, wait, raising=e)
-            raise
-        self._finish(scope, native.SESSION_UNPLANNED, wait)
+        duration = native_option(duration_us, "number", "duration_us")
+        handle = _stream_handle(stream)
+        return _BubbleBlock(self, BubbleScope(None), native.SESSION_UNPLANNED, wait,
+                            lambda: self._s.begin_unplanned(duration, handle))
 
     def _finish(
         self, scope: BubbleScope, bubble: int, wait: bool, raising: Optional[BaseException] = None
@@ -265,17 +276,27 @@ class Session:
             _add_note(raising, f"(while this propagated, the bubble's end reported: {error})")
 
     def _raise_task_error(self, error: Optional[RunError]) -> None:
-        for runner in self._runners:
-            if runner.error is not None:
-                exc, runner.error = runner.error, None
-                if hasattr(exc, "add_note"):
-                    exc.add_note(f"(raised by a step of pipefill fill task {runner.name!r}, "
-                                 f"which is now disabled)")
-                if error is not None:
-                    raise exc from error
-                raise exc
+        """Raises the first failed task's exception (its own type), with a note for each other
+        task that failed in the same bubble (all are disabled: each failure is reported once,
+        here, not at a later bubble where the task did not run); else ``error``."""
+        failed = [r for r in self._runners if r.error is not None]
+        if not failed:
+            if error is not None:
+                raise error
+            return
+        errors = []
+        for runner in failed:
+            errors.append(runner.error)
+            runner.error = None
+        exc = errors[0]
+        _add_note(exc, f"(raised by a step of pipefill fill task {failed[0].name!r}, "
+                       f"which is now disabled)")
+        for runner, other in zip(failed[1:], errors[1:]):
+            _add_note(exc, f"(pipefill fill task {runner.name!r} failed in the same bubble too: "
+                           f"{type(other).__name__}: {other}; it is disabled as well)")
         if error is not None:
-            raise error
+            raise exc from error
+        raise exc
 
     @property
     def fill_stream(self) -> tuple[int, int]:

@@ -8,7 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Compile.h"
+#include "support/ProtoText.h"
 #include "python/src/Runtime.h"
+#include "python/src/PyText.h"
 #include "python/src/Session.h"
 
 #include <nanobind/nanobind.h>
@@ -30,6 +32,8 @@ namespace nb = nanobind;
 using namespace nb::literals;
 using pipefill::embed::CompiledPlan;
 using pipefill::py::jsonLoads;
+using pipefill::py::pyText;
+using pipefill::py::pyTexts;
 
 namespace {
 
@@ -41,14 +45,7 @@ template <typename T> nb::object toNumpy(const std::vector<T> &values) {
   return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data->data(), 1, shape, owner));
 }
 
-bool isTextProgramPath(const std::string &path) {
-  for (const char *ext : {".pbtxt", ".textproto", ".txtpb", ".txt"}) {
-    size_t n = std::strlen(ext);
-    if (path.size() >= n && path.compare(path.size() - n, n, ext) == 0)
-      return true;
-  }
-  return false;
-}
+bool isTextProgramPath(const std::string &path) { return pipefill::isTextProtoPath(path); }
 
 nb::bytes streamProgramBytes(const CompiledPlan &plan, int64_t iterations, bool text) {
   std::string bytes = plan.streamProgram(iterations, text);
@@ -98,7 +95,7 @@ void translateCompileException(const std::exception_ptr &p, void *) {
     std::rethrow_exception(p);
   } catch (const pipefill::embed::CompileFailure &e) {
     nb::object cls = nb::module_::import_("pipefill._errors").attr("CompileError");
-    nb::object exc = cls(e.what(), nb::cast(e.diagnostics));
+    nb::object exc = cls(pyText(e.what()), pyTexts(e.diagnostics));
     PyErr_SetObject(cls.ptr(), exc.ptr());
   }
 }
@@ -110,7 +107,9 @@ void registerPlan(nb::module_ &m) {
                            "pipeline (schedule expanded, simulated, bubbles materialized, fill "
                            "planned and verified). Create one with pipefill.compile().")
       .def_prop_ro("name", &CompiledPlan::name, "The pipeline's name (the JobSpec's `name`).")
-      .def_prop_ro("warnings", &CompiledPlan::warnings,
+      .def_prop_ro(
+          "warnings", [](const CompiledPlan &p) -> nb::list { return pyTexts(p.warnings()); },
+          nb::sig("def warnings(self) -> list[str]"),
                    "Warnings the compiler emitted (for example a fill job that fits in no "
                    "bubble), each as `file:line:col: warning: ...` text.")
       .def(
@@ -131,7 +130,7 @@ void registerPlan(nb::module_ &m) {
            "`--to-stream-program`), as bytes: binary protobuf, or text format with text=True. "
            "`iterations` is the loop count written into the program.")
       .def("save", &savePlan, "path"_a, "iterations"_a = 1,
-           "Writes the stream program to `path`: text format for .pbtxt/.textproto/.txtpb/.txt, "
+           "Writes the stream program to `path`: text format for .pbtxt/.textproto/.txtpb/.prototxt/.txt, "
            "binary otherwise (what pipefill-run and pipefill.run read).")
       .def("bubbles", &bubbleTable,
            nb::sig("def bubbles(self) -> dict[str, numpy.ndarray]"),

@@ -9,6 +9,7 @@
 #include "python/src/Runtime.h"
 
 #include "python/src/FileError.h"
+#include "python/src/PyText.h"
 #include "python/src/Session.h"
 #include "runtime/pfrt.h"
 
@@ -514,12 +515,15 @@ void translateRuntimeException(const std::exception_ptr &p, void *) {
     std::rethrow_exception(p);
   } catch (const RunFailure &e) {
     nb::object cls = nb::module_::import_("pipefill._errors").attr("RunError");
-    nb::object exc = cls(e.what(), e.status);
+    nb::object exc = cls(pyText(e.what()), e.status);
     PyErr_SetObject(cls.ptr(), exc.ptr());
   } catch (const embed::FileError &e) {
     nb::object exc = e.path.empty()
-                         ? nb::handle(PyExc_OSError)(e.what())
-                         : nb::handle(PyExc_OSError)(e.errnum, e.what(), e.path);
+                         ? nb::handle(PyExc_OSError)(pyText(e.what()))
+                         : nb::handle(PyExc_OSError)(e.errnum, pyText(e.what()),
+                                                     nb::steal(PyUnicode_DecodeFSDefaultAndSize(
+                                                         e.path.data(),
+                                                         static_cast<Py_ssize_t>(e.path.size()))));
     PyErr_SetObject(reinterpret_cast<PyObject *>(Py_TYPE(exc.ptr())), exc.ptr());
   }
 }

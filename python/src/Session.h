@@ -15,8 +15,10 @@
 #include <nanobind/nanobind.h>
 
 #include <cstring>
+#include <atomic>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -125,6 +127,13 @@ inline bool interpreterFinalizing() {
 inline thread_local const Session *stepSession = nullptr;
 
 /// Owns one pfrt_session (one rank's fill, driven by the caller's loop).
+///
+/// Calls of one pfrt_session must not overlap (pfrt.h). Python threads may share a Session, so
+/// every call takes the session's turn (callMutex) first: a second thread waits for it, without
+/// the GIL (a step that the first one waits for needs it), instead of racing the first; a close
+/// waits for the call in progress, and calls after it find the session closed. A fill task's step
+/// of this session, on its worker thread while the bubble's caller holds the turn, goes straight
+/// through: the runtime refuses what a step may not call.
 class Session {
 public:
   explicit Session(pfrt_session *session) : session(session) {}
@@ -133,23 +142,45 @@ public:
   Session &operator=(const Session &) = delete;
 
   /// Frees the session with the GIL released (its worker may be running a Python fill task's
-  /// step, which needs the GIL to finish), then drops the task objects (with the GIL). A step
-  /// of this session cannot close it (the worker would wait for itself): RunFailure.
+  /// step, which needs the GIL to finish) once a call of another thread has returned, then drops
+  /// the task objects (with the GIL). A step of this session cannot close it (the worker would
+  /// wait for itself): RunFailure.
   void close() {
-    if (!session)
+    if (!session.load())
       return;
     if (stepSession == this)
       throw RunFailure("close called from a fill task's step on the session's worker thread: a "
                        "step cannot close its own session (close it from the thread that runs "
                        "the bubbles)",
                        "PFRT_ERROR_INVALID_ARGUMENT");
-    pfrt_session *s = session;
-    session = nullptr;
     {
       nb::gil_scoped_release release;
-      pfrt_session_destroy(s);
+      std::lock_guard<std::mutex> turn(callMutex);
+      if (pfrt_session *s = session.exchange(nullptr))
+        pfrt_session_destroy(s);
     }
     taskRunners.clear();
+  }
+
+  /// Runs `fn(session)` (a pfrt call returning a status) in this session's turn with the GIL
+  /// released, then checks its status (RunFailure naming `what`; "the session is closed" if it
+  /// was closed first).
+  template <class Call> void call(Call &&fn, const std::string &what) const {
+    pfrt_status status = PFRT_OK;
+    bool closed = false;
+    {
+      nb::gil_scoped_release release;
+      std::unique_lock<std::mutex> turn(callMutex, std::defer_lock);
+      if (stepSession != this)
+        turn.lock();
+      pfrt_session *s = session.load();
+      closed = s == nullptr;
+      if (!closed)
+        status = fn(s);
+    }
+    if (closed)
+      throw RunFailure("the session is closed", "PFRT_ERROR_INVALID_ARGUMENT");
+    check(status, what);
   }
 
   /// Frees the session where nobody can be told of an error: the destructor and the garbage
@@ -162,8 +193,7 @@ public:
       close();
       return;
     }
-    pfrt_session *s = session;
-    session = nullptr;
+    pfrt_session *s = session.exchange(nullptr);
     auto *runners = new std::vector<std::unique_ptr<TaskRunner>>(std::move(taskRunners));
     taskRunners.clear();
     std::thread([s, runners] {
@@ -175,15 +205,10 @@ public:
     }).detach();
   }
 
-  pfrt_session *get() const {
-    if (!session)
-      throw RunFailure("the session is closed", "PFRT_ERROR_INVALID_ARGUMENT");
-    return session;
-  }
-
   nb::dict info() const {
     uint32_t rank = 0, ranks = 0, ops = 0, bubbles = 0;
-    check(pfrt_session_rank_info(get(), &rank, &ranks, &ops, &bubbles), "session");
+    call([&](pfrt_session *s) { return pfrt_session_rank_info(s, &rank, &ranks, &ops, &bubbles); },
+         "session");
     nb::dict d;
     d["rank"] = rank;
     d["ranks"] = ranks;
@@ -194,11 +219,12 @@ public:
 
   nb::list bubbles() const {
     uint32_t n = 0;
-    check(pfrt_session_rank_info(get(), nullptr, nullptr, nullptr, &n), "session");
+    call([&](pfrt_session *s) { return pfrt_session_rank_info(s, nullptr, nullptr, nullptr, &n); },
+         "session");
     nb::list out;
     for (uint32_t k = 0; k < n; ++k) {
       pfrt_session_bubble b{};
-      check(pfrt_session_bubble_get(get(), k, &b), "session");
+      call([&](pfrt_session *s) { return pfrt_session_bubble_get(s, k, &b); }, "session");
       nb::dict d;
       d["bubble_id"] = b.bubble_id;
       d["kind"] = pfrt::bubbleKindName(b.kind);
@@ -215,11 +241,12 @@ public:
 
   nb::list ops() const {
     uint32_t n = 0;
-    check(pfrt_session_rank_info(get(), nullptr, nullptr, &n, nullptr), "session");
+    call([&](pfrt_session *s) { return pfrt_session_rank_info(s, nullptr, nullptr, &n, nullptr); },
+         "session");
     nb::list out;
     for (uint32_t i = 0; i < n; ++i) {
       pfrt_session_op o{};
-      check(pfrt_session_op_get(get(), i, &o), "session");
+      call([&](pfrt_session *s) { return pfrt_session_op_get(s, i, &o); }, "session");
       nb::dict d;
       d["kind"] = o.kind == PFRT_SESSION_OP_COMPUTE ? pfrt::computeKindName(o.compute)
                   : o.kind == PFRT_SESSION_OP_SEND  ? "send"
@@ -239,7 +266,6 @@ public:
   // mainStream: the framework's cudaStream_t as an integer (CUDA sessions; 0 on the host).
   // int64_t, not uint32_t: nanobind's refusal of -1 or 2**32 would be a TypeError about types.
   void begin(int64_t bubble, double durationUs, uintptr_t mainStream) {
-    pfrt_session *s = get();
     if (bubble == -1)
       throw std::invalid_argument("bubble -1 is the unplanned bubble: begin it with "
                                   "unplanned(duration_us)");
@@ -248,27 +274,24 @@ public:
                                   std::to_string(bubble));
     const uint32_t id = static_cast<uint32_t>(bubble);
     void *stream = reinterpret_cast<void *>(mainStream);
-    checkWithoutGil([&] { return pfrt_session_bubble_begin(s, id, stream, durationUs); },
-                    "bubble_begin");
+    call([&](pfrt_session *s) { return pfrt_session_bubble_begin(s, id, stream, durationUs); },
+         "bubble_begin");
   }
   void beginUnplanned(double durationUs, uintptr_t mainStream) {
-    pfrt_session *s = get();
     void *stream = reinterpret_cast<void *>(mainStream);
-    checkWithoutGil([&] { return pfrt_session_unplanned_begin(s, durationUs, stream); },
-                    "unplanned_begin");
+    call([&](pfrt_session *s) { return pfrt_session_unplanned_begin(s, durationUs, stream); },
+         "unplanned_begin");
   }
   void wait() {
-    pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_bubble_wait(s); }, "bubble_wait");
+    call([&](pfrt_session *s) { return pfrt_session_bubble_wait(s); }, "bubble_wait");
   }
   nb::dict end(int64_t bubble) {
-    pfrt_session *s = get();
     pfrt_session_bubble_result r{};
     if (bubble < -1 || bubble >= static_cast<int64_t>(PFRT_SESSION_UNPLANNED))
       throw std::invalid_argument("bubble must be a bubble id (>= 0 and < 2**32 - 1) or -1 (the "
                                   "unplanned bubble), got " + std::to_string(bubble));
     const uint32_t id = bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble);
-    checkWithoutGil([&] { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
+    call([&](pfrt_session *s) { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
     nb::dict d;
     d["chunks_run"] = r.chunks_run;
     d["chunks_deferred"] = r.chunks_deferred;
@@ -281,21 +304,18 @@ public:
     d["task_us"] = r.task_us;
     return d;
   }
-  // The calls below may wait for the worker on a CUDA session (they read what it counts), so
-  // they run without the GIL (checkWithoutGil).
+  // The calls below may wait for the worker on a CUDA session (they read what it counts); like
+  // every call they run without the GIL (call).
   void iterationEnd() {
-    pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_iteration_end(s); }, "iteration_end");
+    call([&](pfrt_session *s) { return pfrt_session_iteration_end(s); }, "iteration_end");
   }
   void save(const std::filesystem::path &path) {
-    pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_checkpoint_save(s, path.c_str()); },
-                    "checkpoint_save");
+    call([&](pfrt_session *s) { return pfrt_session_checkpoint_save(s, path.c_str()); },
+         "checkpoint_save");
   }
   void load(const std::filesystem::path &path) {
-    pfrt_session *s = get();
-    checkWithoutGil([&] { return pfrt_session_checkpoint_load(s, path.c_str()); },
-                    "checkpoint_load");
+    call([&](pfrt_session *s) { return pfrt_session_checkpoint_load(s, path.c_str()); },
+         "checkpoint_load");
   }
   nb::object report() { return jsonLoads(reportJson()); }
   /// (stream, gpu): the CUDA stream the worker runs fill on, as an integer, and its GPU;
@@ -303,17 +323,17 @@ public:
   nb::tuple fillStream() const {
     void *stream = nullptr;
     int gpu = -1;
-    check(pfrt_session_fill_stream(get(), &stream, &gpu), "fill_stream");
+    call([&](pfrt_session *s) { return pfrt_session_fill_stream(s, &stream, &gpu); },
+         "fill_stream");
     return nb::make_tuple(reinterpret_cast<uintptr_t>(stream), gpu);
   }
   nb::list chunks() const {
-    pfrt_session *s = get();
     uint32_t n = 0;
-    checkWithoutGil([&] { return pfrt_session_chunk_count(s, &n); }, "session");
+    call([&](pfrt_session *s) { return pfrt_session_chunk_count(s, &n); }, "session");
     nb::list out;
     for (uint32_t i = 0; i < n; ++i) {
       pfrt_session_chunk c{};
-      checkWithoutGil([&] { return pfrt_session_chunk_get(s, i, &c); }, "session");
+      call([&](pfrt_session *s) { return pfrt_session_chunk_get(s, i, &c); }, "session");
       nb::dict d;
       d["job"] = c.job;
       if (c.bubble_id == PFRT_SESSION_UNPLANNED)
@@ -343,18 +363,21 @@ public:
 
 private:
   std::string reportJson() const {
-    pfrt_session *s = get();
-    const char *json = nullptr;
-    {
-      nb::gil_scoped_release release;
-      json = pfrt_session_report_json(s);
-    }
-    if (!json)
-      check(PFRT_ERROR_INTERNAL, "report");
+    std::string json;
+    call(
+        [&](pfrt_session *s) {
+          const char *text = pfrt_session_report_json(s); // the session's buffer: copied in turn
+          if (!text)
+            return PFRT_ERROR_INTERNAL;
+          json = text;
+          return PFRT_OK;
+        },
+        "report");
     return json;
   }
 
-  pfrt_session *session;
+  std::atomic<pfrt_session *> session;
+  mutable std::mutex callMutex; // the session's turn (see the class comment)
 
 public:
   /// The session's fill tasks (python/src/Tasks.cpp), by task id: the C tasks hold pointers to

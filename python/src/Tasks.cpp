@@ -133,8 +133,8 @@ void registerTasks(nb::class_<Session> &session) {
             uint32_t id = 0;
             // Without the GIL: on a CUDA session the call waits for the worker, which may be
             // running another task's Python step.
-            pfrt_session *ps = s.get();
-            checkWithoutGil([&] { return pfrt_session_task_add(ps, &d, &id); }, "task_add");
+            s.call([&](pfrt_session *ps) { return pfrt_session_task_add(ps, &d, &id); },
+                   "task_add");
             if (s.taskRunners.size() <= id)
               s.taskRunners.resize(id + 1);
             s.taskRunners[id] = std::move(owned);
@@ -147,7 +147,8 @@ void registerTasks(nb::class_<Session> &session) {
           "task_count",
           [](const Session &s) {
             uint32_t n = 0;
-            check(pfrt_session_task_count(s.get(), &n), "task_count");
+            s.call([&](pfrt_session *ps) { return pfrt_session_task_count(ps, &n); },
+                   "task_count");
             return n;
           },
           "Number of fill tasks.")
@@ -156,8 +157,8 @@ void registerTasks(nb::class_<Session> &session) {
           [](const Session &s, int64_t task) {
             pfrt_session_task_stats t{};
             const uint32_t id = taskId(task);
-            pfrt_session *ps = s.get();
-            checkWithoutGil([&] { return pfrt_session_task_get(ps, id, &t); }, "task_get");
+            s.call([&](pfrt_session *ps) { return pfrt_session_task_get(ps, id, &t); },
+                   "task_get");
             return taskStats(t);
           },
           "task"_a, nb::sig("def task_get(self, task: int) -> dict[str, typing.Any]"),
@@ -169,9 +170,8 @@ void registerTasks(nb::class_<Session> &session) {
             const uint32_t id = taskId(task);
             const char *data = state.c_str();
             const size_t size = state.size();
-            pfrt_session *ps = s.get();
-            checkWithoutGil([&] { return pfrt_session_task_state_set(ps, id, data, size); },
-                            "task_state_set");
+            s.call([&](pfrt_session *ps) { return pfrt_session_task_state_set(ps, id, data, size); },
+                   "task_state_set");
           },
           "task"_a, "state"_a,
           "Bytes saved with the task in the next checkpoint (pfrt_session_task_state_set).")
@@ -181,9 +181,8 @@ void registerTasks(nb::class_<Session> &session) {
             const void *data = nullptr;
             size_t size = 0;
             const uint32_t id = taskId(task);
-            pfrt_session *ps = s.get();
-            checkWithoutGil([&] { return pfrt_session_task_state_get(ps, id, &data, &size); },
-                            "task_state_get");
+            s.call([&](pfrt_session *ps) { return pfrt_session_task_state_get(ps, id, &data, &size); },
+                   "task_state_get");
             return nb::bytes(static_cast<const char *>(data), size);
           },
           "task"_a, "The task's bytes from the last checkpoint_load (b'' if none).");

@@ -192,6 +192,19 @@ def test_syntax_error_names_file_line_and_column():
     assert isinstance(info.value, ValueError)
 
 
+def test_errors_at_bytes_that_are_not_utf8_are_compile_errors(tmp_path):
+    # The diagnostic quotes the byte (a cut multi-byte character, a Latin-1 name): converting it
+    # to str raised UnicodeDecodeError (as RuntimeError) and the diagnostic was lost.
+    text = job_text(2, 4)
+    with pytest.raises(pipefill.CompileError, match=r"bad\.pbtxt:2:\d+: error:") as info:
+        pipefill.compile(text.replace("microbatches: 4", "microbatches: \u00e94"), name="bad.pbtxt")
+    assert all(isinstance(d, str) for d in info.value.diagnostics)
+    latin1 = tmp_path / "latin1.pbtxt"
+    latin1.write_bytes(text.encode().replace(b"microbatches: 4", b"microbatches: \xe94"))
+    with pytest.raises(pipefill.CompileError, match=r"latin1\.pbtxt:2:\d+: error:.*\\xe9"):
+        pipefill.compile_file(latin1)
+
+
 def test_unknown_enum_names_its_location():
     text = job_text(2, 4, "ZIGZAG")
     with pytest.raises(pipefill.CompileError, match=r"<string>:2:\d+: error:.*ZIGZAG"):

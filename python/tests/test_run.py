@@ -113,6 +113,23 @@ def test_profile_mode_closes_the_loop(tiny_job, tiny_plan, tmp_path):
         tiny_plan.report()["iteration_time_us"], rel=0.1)
 
 
+@pytest.mark.parametrize("ext", [".pbtxt", ".textproto", ".txtpb", ".prototxt", ".txt", ".pb",
+                                 ".bin", ".dat"])
+def test_every_name_a_file_is_written_under_reads_back(tiny_job, tiny_plan, tmp_path, ext):
+    """Plan.save and RunReport.save_profile pick text or binary by the name, and pipefill.run,
+    Session and compile(profile=) read by the same rule (support/ProtoText.h). They disagreed:
+    a plan saved as .prototxt (binary) was read as text, a profile saved as .txt (text) as
+    binary."""
+    plan_path = tmp_path / f"plan{ext}"
+    tiny_plan.save(plan_path)
+    run = pipefill.run(plan_path, iterations=1, profile=True, **FAST)
+    pipefill.Session(plan_path, 0).close()
+    profile = tmp_path / f"profile{ext}"
+    run.save_profile(profile)
+    replanned = pipefill.compile_file(tiny_job, profile=profile)
+    assert replanned.report()["stages"]
+
+
 def test_checkpoint_resumes_fill(tiny_plan, tmp_path):
     ckpt = tmp_path / "fill.ckpt"
     first = pipefill.run(tiny_plan, iterations=1, checkpoint=ckpt, **FAST)

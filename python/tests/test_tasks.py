@@ -643,3 +643,88 @@ def test_the_blocks_own_exception_wins_over_a_failed_task(plan, raised):
         with s.unplanned(1e6, wait=True):  # the error was consumed: nothing raised again
             pass
         assert s.tasks()[0]["failed"] and bad.calls == 1
+
+
+class Exhausted(pipefill.FillTask):
+    """A data loader that has run dry: next() raises StopIteration."""
+
+    def __init__(self):
+        self.it = iter([])
+
+    def step(self) -> int:
+        return next(self.it)
+
+
+@pytest.mark.parametrize("scope", ["bubble", "unplanned"])
+def test_stop_iteration_in_a_step_comes_out_as_itself(plan, scope):
+    # The bubble's context manager was a generator, so a StopIteration re-raised at its exit
+    # came out as "RuntimeError: generator raised StopIteration" (PEP 479).
+    with session(plan) as s:
+        s.add_task(Exhausted(), step_us=100)
+        block = s.bubble(0, 20000, wait=True) if scope == "bubble" else s.unplanned(20000, wait=True)
+        with pytest.raises(StopIteration) as info:
+            with block:
+                pass
+        assert any("fill task 'Exhausted'" in n for n in info.value.__notes__)
+
+
+@pytest.mark.parametrize("manual", [False, True])
+def test_every_task_that_failed_in_a_bubble_is_reported_there(plan, manual):
+    # Only the first failure was raised; the second came out of a later bubble where its task
+    # did not even run (with begin/wait/end: never).
+    with session(plan) as s:
+        s.add_task(Exploding(after=0), step_us=100, name="A")
+        s.add_task(Exploding(after=0), step_us=100, name="B")
+        with pytest.raises(KeyError) as info:
+            if manual:
+                s.begin(0, 200000)
+                try:
+                    s.wait()
+                finally:
+                    s.end(0)
+            else:
+                with s.bubble(0, 200000, wait=True):
+                    pass
+        notes = info.value.__notes__
+        assert any("fill task 'A'" in n and "now disabled" in n for n in notes), notes
+        assert any("fill task 'B' failed in the same bubble too: KeyError" in n for n in notes), notes
+        with s.bubble(1, 200000, wait=True):  # nothing is left to raise
+            pass
+        assert [t["failed"] for t in s.tasks()] == [True, True]
+
+
+CLOSE_RACE = """
+import random, sys, threading, time, pipefill
+class Sleepy(pipefill.FillTask):
+    def step(self):
+        time.sleep(0.001)
+        return 1
+closed = 0
+for i in range(int(sys.argv[2])):
+    s = pipefill.Session(sys.argv[1], 0)
+    s.add_task(Sleepy(), step_us=5)
+    s.begin(0, duration_us=20000)
+    t = threading.Thread(target=lambda: (time.sleep(random.random() * 0.01), s.close()))
+    t.start()
+    for call in (s.wait, lambda: s.end(0), s.report, s.iteration_end):
+        try:
+            call()
+        except pipefill.RunError as e:
+            assert "the session is closed" in str(e), e
+            closed += 1
+    t.join()
+print("rounds done; calls that found the session closed:", closed)
+"""
+
+
+def test_close_from_another_thread_waits_for_the_call_in_progress(plan, tmp_path):
+    # close() on one thread while another was in wait() on the same session destroyed the
+    # session under the waiting call: both threads hung (6 runs in 8 of 300 rounds). Calls now
+    # take the session's turn; a call after the close finds it closed.
+    from conftest import run_python
+
+    path = tmp_path / "plan.pb"
+    path.write_bytes(plan.stream_program(iterations=1))
+    out = run_python(CLOSE_RACE, str(path), "150", timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "rounds done" in out.stdout

@@ -1,0 +1,38 @@
+//===- PyText.h - C++ text as a Python str, whatever its bytes -*- C++ -*-===//
+//
+// Messages of the compiler and the runtime quote their input: a JobSpec line, a
+// name, a byte that is not UTF-8 (a Latin-1 file, a cut multi-byte character).
+// nanobind's str conversion would fail on those with UnicodeDecodeError and hide
+// the diagnostic, so both halves of the binding convert messages here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PIPEFILL_PYTHON_PYTEXT_H
+#define PIPEFILL_PYTHON_PYTEXT_H
+
+#include <nanobind/nanobind.h>
+
+#include <string>
+#include <vector>
+
+namespace pipefill::py {
+
+/// `text` as a str; bytes that are not UTF-8 become \xNN escapes.
+inline nanobind::object pyText(const std::string &text) {
+  PyObject *s = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()),
+                                     "backslashreplace");
+  if (!s)
+    throw nanobind::python_error();
+  return nanobind::steal(s);
+}
+
+/// A list of pyText.
+inline nanobind::list pyTexts(const std::vector<std::string> &texts) {
+  nanobind::list out;
+  for (const std::string &t : texts)
+    out.append(pyText(t));
+  return out;
+}
+
+} // namespace pipefill::py
+
+#endif // PIPEFILL_PYTHON_PYTEXT_H
