@@ -340,7 +340,8 @@ class FilledSchedule:
         self._open: Optional[tuple[int, int, float]] = None  # (gap, bubble id, begin time)
         self._gap_start: Optional[tuple[int, float]] = None
         self.last_step: dict[str, Any] = {}
-        self._originals: list[tuple[Any, str, Any]] = []
+        # (stage, method name, what it was (an instance attribute or not), our interceptor)
+        self._originals: list[tuple[Any, str, Optional[Callable], Callable]] = []
         self._wrap()
 
     # -- checks ---------------------------------------------------------------------------------
@@ -447,12 +448,15 @@ class FilledSchedule:
                 ("backward_weight_one_chunk", lambda a, kw: "backward_weight"),
             ):
                 original = getattr(st, name)
-                setattr(st, name, self._intercept(st, original, kind_of))
-                self._originals.append((st, name, original))
+                own = vars(st).get(name)  # an earlier wrapper's interceptor, else None
+                interceptor = self._intercept(st, original, kind_of)
+                interceptor._pipefill_wrapped = (self, own)  # type: ignore[attr-defined]
+                setattr(st, name, interceptor)
+                self._originals.append((st, name, own, interceptor))
 
     def _intercept(self, stage: Any, original: Callable, kind_of: Callable) -> Callable:
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not self._active:
+            if not self._active or self._closed:
                 return original(*args, **kwargs)
             mb = args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id"))
             kind, index = kind_of(args[1:], kwargs), int(stage.stage_index)
@@ -469,12 +473,21 @@ class FilledSchedule:
 
     def close(self) -> None:
         """Restores the stages' methods (the wrapper no longer fills); :meth:`step` then
-        raises."""
-        for st, name, _ in reversed(self._originals):
-            if name in vars(st):
-                delattr(st, name)
-        self._originals.clear()
+        raises. A schedule wrapped again after this one keeps its own wrapper: where a later
+        wrapper sits over this one's, this one's only passes calls through from now on."""
         self._closed = True
+        for st, name, own, interceptor in reversed(self._originals):
+            if vars(st).get(name) is not interceptor:
+                continue  # wrapped over: the later wrapper calls ours, which passes through
+            # Earlier wrappers closed while wrapped over by this one go with it.
+            while own is not None and getattr(own, "_pipefill_wrapped", (None,))[0] is not None \
+                    and own._pipefill_wrapped[0]._closed:
+                own = own._pipefill_wrapped[1]
+            if own is None:
+                delattr(st, name)
+            else:
+                setattr(st, name, own)
+        self._originals.clear()
 
     def __enter__(self) -> "FilledSchedule":
         return self

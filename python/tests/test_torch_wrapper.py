@@ -642,3 +642,23 @@ def test_step_after_close_is_refused():
             run_step(filled.step)
         assert log == []  # no torch step ran
         assert session.report()["iterations"] == 1
+
+
+@pytest.mark.parametrize("close_first", ["old", "new"])
+def test_closing_one_of_two_wrappers_leaves_the_other(close_first):
+    # Closing the older wrapper of a schedule wrapped twice removed the newer one's hooks: its
+    # next step ran no compute it saw ("step ran 0 compute actions but the plan has 16").
+    plan = pipefill.compile(job("ONE_F_ONE_B", 1))
+    sched, log = make_schedule("Schedule1F1B", 1)
+    with pipefill.Session(plan, 1, world_size=P) as session:
+        old = pft.FilledSchedule(sched, session, duration="planned")
+        new = pft.FilledSchedule(sched, session, duration="planned")
+        stages = old._stages
+        kept, closed = (new, old) if close_first == "old" else (old, new)
+        closed.close()
+        run_step(kept.step)
+        assert kept.last_step["bubbles"], "the wrapper left open still fills"
+        kept.close()
+        for st in stages:  # both closed: the stages' own methods again
+            for name in ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk"):
+                assert name not in vars(st), name
