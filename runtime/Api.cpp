@@ -622,6 +622,9 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
         o.checkpoint_recovery > PFRT_CHECKPOINT_RESTART)
       invalid("checkpoint_recovery must be FAIL, PREVIOUS or RESTART");
     cfg.checkpointRecovery = o.checkpoint_recovery;
+    if (cfg.checkpointRecovery != PFRT_CHECKPOINT_FAIL && cfg.checkpointPath.empty())
+      invalid("checkpoint_recovery PREVIOUS or RESTART says what to do with a bad checkpoint; "
+              "checkpoint_path is not set");
     pfrt::checkOutputPath(cfg.checkpointPath, "checkpoint");
     if (!cfg.checkpointPath.empty())
       pfrt::removeStaleCheckpointTemps(cfg.checkpointPath);

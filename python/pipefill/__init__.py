@@ -99,7 +99,8 @@ def compile_file(path: PathLike, *, profile: Optional[PathLike] = None) -> Plan:
     when this pipefill has the runtime only (no compiler module).
     """
     _require_compiler("pipefill.compile_file")
-    return _ext.compile_file(_native_path(path, "the JobSpec path"), _profile_arg(profile))
+    return _ext.compile_file(os.fsdecode(_native_path(path, "the JobSpec path")),
+                             _profile_arg(profile))
 
 
 def compile(
@@ -190,6 +191,9 @@ def run(
         on_bad_checkpoint=_native_option(on_bad_checkpoint, "str", "on_bad_checkpoint"),
         verbose=_native_option(verbose, "bool", "verbose"),
     )
+    if args["on_bad_checkpoint"] in ("previous", "restart") and checkpoint is None:
+        raise ValueError(f"on_bad_checkpoint={on_bad_checkpoint!r} says what to do with a bad "
+                         f"checkpoint; no checkpoint= was given")
     if isinstance(program, Plan):
         data = program.stream_program(iterations=max(args["iterations"], 1))
         return _ext.run_bytes(data, f"<plan {program.name}>", **args)

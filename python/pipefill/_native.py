@@ -76,7 +76,12 @@ def native_option(value: Any, kind: str, what: str) -> Any:
     the whole call's arguments are incompatible."""
     if kind == "int":
         if isinstance(value, numbers.Integral) and not _is_bool(value):
-            return operator.index(value)
+            value = operator.index(value)
+            # The native module takes 64-bit integers; nanobind's refusal of a bigger one is a
+            # TypeError listing the call's signature.
+            if not -(2**63) <= value < 2**63:
+                raise ValueError(f"{what} is out of range: {value}")
+            return value
     elif kind == "number":
         if isinstance(value, numbers.Real) and not _is_bool(value):
             return float(value)

@@ -20,6 +20,7 @@ Example (one process per pipeline rank)::
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import pickle
 import sys
@@ -27,7 +28,7 @@ import tempfile
 import weakref
 from typing import Any, Callable, ContextManager, Optional, Union
 
-from ._native import Plan, native, native_option, native_path
+from ._native import Plan, native, native_name, native_option, native_path
 from ._errors import RunError
 from ._tasks import FillTask, _TaskRunner
 
@@ -165,12 +166,10 @@ class Session:
             raise TypeError(
                 f"Session() takes a Plan, StreamProgram bytes or a path, not {type(program).__name__}"
             )
-        if not isinstance(rank, int) or isinstance(rank, bool):
-            raise TypeError(f"rank must be an int, not {type(rank).__name__}")
         self._s = native.open_session(
             data,
             name,
-            rank,
+            native_option(rank, "int", "rank"),
             native_option(world_size, "int", "world_size"),
             native_option(time_scale, "number", "time_scale"),
             native_option(max_dim, "int", "max_dim"),
@@ -351,7 +350,15 @@ class Session:
         """
         if not isinstance(task, FillTask):
             raise TypeError(f"add_task takes a pipefill.FillTask, not {type(task).__name__}")
-        name = name or task.name or type(task).__name__
+        if name is None:
+            name = task.name if task.name is not None else type(task).__name__
+            what = f"{type(task).__name__}.name"
+        else:
+            what = "name"
+        name = native_name(name, what)
+        if not name:
+            raise ValueError(f"{what} must not be empty (it names the task in reports and "
+                             f"checkpoints)")
         runner = _TaskRunner(task, name, _weak_step_context(self))
         tid = int(
             self._s.task_add(
@@ -431,6 +438,8 @@ class Session:
         ``*_this_run`` counters start again from zero, as after any load). A task's
         ``load_state_dict`` that raises should leave the task as it was."""
         path = native_path(path, "the checkpoint path")
+        if not os.path.exists(path):  # as open() says it: FileNotFoundError, errno ENOENT
+            raise FileNotFoundError(errno.ENOENT, "checkpoint_load: no such checkpoint", path)
         # Tasks with the default load_state_dict ignore their state: nothing of theirs can fail.
         loaders = [
             (tid, runner)

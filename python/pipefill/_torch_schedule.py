@@ -56,19 +56,26 @@ def compile_torch_schedule(
 
 
 def _compile(table, job, profile, name) -> Plan:
+    if name is not None:
+        name = native_name(name, "name")
     if isinstance(table, os.PathLike):
+        if name is not None:
+            raise ValueError("name is the file name printed for table text; a table read from a "
+                             "path is named by its path")
         path = os.fspath(table)
         with open(path, "r", encoding="utf-8", newline="") as f:
             text, source = f.read(), path
     elif isinstance(table, (str, bytes)):
         text = table.decode("utf-8") if isinstance(table, bytes) else table
-        source = native_name(name, "name") if name is not None else "<torch-schedule>"
+        source = name if name is not None else "<torch-schedule>"
     else:
         raise TypeError(
             f"compile_torch_schedule() takes the table as text (str/bytes) or a path "
             f"(os.PathLike), not {type(table).__name__}"
         )
     profile_path = "" if profile is None else os.fsdecode(native_path(profile, "the profile path"))
+    if profile is not None and not profile_path:
+        raise ValueError("profile must be a non-empty path (or None)")
     if isinstance(job, os.PathLike):
         job_path = native_path(job, "the JobSpec path")
         if not os.path.exists(job_path):

@@ -52,8 +52,8 @@ nb::bytes streamProgramBytes(const CompiledPlan &plan, int64_t iterations, bool 
   return nb::bytes(bytes.data(), bytes.size());
 }
 
-void savePlan(const CompiledPlan &plan, const std::filesystem::path &fsPath, int64_t iterations) {
-  std::string path = fsPath.string();
+void savePlan(const CompiledPlan &plan, nb::handle where, int64_t iterations) {
+  std::string path = pipefill::py::fsPath(where, "the stream program path").string();
   std::string bytes = plan.streamProgram(iterations, isTextProgramPath(path));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out)
@@ -130,6 +130,7 @@ void registerPlan(nb::module_ &m) {
            "`--to-stream-program`), as bytes: binary protobuf, or text format with text=True. "
            "`iterations` is the loop count written into the program.")
       .def("save", &savePlan, "path"_a, "iterations"_a = 1,
+           nb::sig("def save(self, path: str | os.PathLike, iterations: int = 1) -> None"),
            "Writes the stream program to `path`: text format for .pbtxt/.textproto/.txtpb/.prototxt/.txt, "
            "binary otherwise (what pipefill-run and pipefill.run read).")
       .def("bubbles", &bubbleTable,

@@ -11,6 +11,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,21 @@ inline nanobind::list pyTexts(const std::vector<std::string> &texts) {
   for (const std::string &t : texts)
     out.append(pyText(t));
   return out;
+}
+
+/// A path argument (str, bytes or os.PathLike) as the file system path the C API takes:
+/// TypeError (os.fspath's) for anything else, ValueError naming `what` for a NUL character (C
+/// would cut the name short there; nanobind's own path conversion refused it with a TypeError
+/// listing the call's signature).
+inline std::filesystem::path fsPath(nanobind::handle path, const char *what) {
+  nanobind::module_ os = nanobind::module_::import_("os");
+  nanobind::object fs = os.attr("fsencode")(os.attr("fspath")(path));
+  const std::string bytes(PyBytes_AsString(fs.ptr()), PyBytes_Size(fs.ptr()));
+  if (bytes.find('\0') != std::string::npos)
+    throw nanobind::value_error((std::string(what) + " contains a NUL character: " +
+                                 nanobind::repr(path).c_str())
+                                    .c_str());
+  return std::filesystem::path(bytes);
 }
 
 } // namespace pipefill::py

@@ -87,14 +87,17 @@ public:
     return out;
   }
 
-  void saveJson(const std::filesystem::path &path) const {
-    check(pfrt_report_write_json(report, path.c_str()), "writing the run report");
+  void saveJson(nb::handle path) const {
+    check(pfrt_report_write_json(report, fsPath(path, "the report path").c_str()),
+          "writing the run report");
   }
-  void saveProfile(const std::filesystem::path &path) const {
-    check(pfrt_report_write_profile(report, path.c_str()), "writing the measured profile");
+  void saveProfile(nb::handle path) const {
+    check(pfrt_report_write_profile(report, fsPath(path, "the profile path").c_str()),
+          "writing the measured profile");
   }
-  void saveTrace(const std::filesystem::path &path) const {
-    check(pfrt_report_write_trace(report, path.c_str()), "writing the run's trace");
+  void saveTrace(nb::handle path) const {
+    check(pfrt_report_write_trace(report, fsPath(path, "the trace path").c_str()),
+          "writing the run's trace");
   }
 
 private:
@@ -360,11 +363,15 @@ void registerRun(nb::module_ &m) {
           },
           nb::sig("def iteration_us(self) -> numpy.ndarray"),
           "Measured time of every iteration, microseconds, as a numpy array.")
-      .def("save_json", &RunReport::saveJson, "path"_a, "Writes the run report JSON.")
+      .def("save_json", &RunReport::saveJson, "path"_a,
+           nb::sig("def save_json(self, path: str | os.PathLike) -> None"),
+           "Writes the run report JSON.")
       .def("save_profile", &RunReport::saveProfile, "path"_a,
+           nb::sig("def save_profile(self, path: str | os.PathLike) -> None"),
            "Writes the measured profile (text format for .pbtxt) that pipefill.compile("
            "..., profile=path) takes back in.")
       .def("save_trace", &RunReport::saveTrace, "path"_a,
+           nb::sig("def save_trace(self, path: str | os.PathLike) -> None"),
            "Writes the run's timeline as a Chrome trace (ui.perfetto.dev, chrome://tracing): a "
            "process per device, a thread per stream and one with the plan; every slice says "
            "whether its time was measured, modelled, emulated or planned. Timestamps are "

@@ -204,7 +204,31 @@ def test_paths_with_a_nul_are_refused(tiny_job, tiny_plan, tmp_path):
             s.checkpoint_save(nul)
         with pytest.raises(ValueError, match="the checkpoint path contains a NUL character"):
             s.checkpoint_load(nul)
+    # The native methods (nanobind refused these with a TypeError listing their signature).
+    with pytest.raises(ValueError, match="the stream program path contains a NUL character"):
+        tiny_plan.save(nul)
+    report = pipefill.run(tiny_plan, iterations=1, **FAST)
+    for save, what in ((report.save_json, "report"), (report.save_profile, "profile"),
+                       (report.save_trace, "trace")):
+        with pytest.raises(ValueError, match=f"the {what} path contains a NUL character"):
+            save(nul)
     assert not cut.exists()
+
+
+def test_arguments_the_native_module_would_refuse_obscurely(tiny_job, tiny_plan, tmp_path):
+    """Each gave nanobind's "incompatible function arguments" TypeError, was ignored, or raised
+    an OSError without errno; now each names the argument in the usual exception."""
+    with pytest.raises(ValueError, match="on_bad_checkpoint='restart' says what to do with a bad "
+                                         "checkpoint; no checkpoint= was given"):
+        pipefill.run(tiny_plan, iterations=1, on_bad_checkpoint="restart", **FAST)
+    with pytest.raises(ValueError, match="iterations is out of range: 18446744073709551616"):
+        pipefill.run(tiny_plan, iterations=2**64, **FAST)
+    assert pipefill.compile_file(os.fsencode(tiny_job)).name == tiny_plan.name  # bytes path
+    with pipefill.Session(tiny_plan, np.int64(0)) as s:  # numpy rank, as every other option
+        assert s.rank == 0
+        with pytest.raises(FileNotFoundError) as info:
+            s.checkpoint_load(tmp_path / "none.ckpt")
+        assert info.value.errno == 2 and info.value.filename == str(tmp_path / "none.ckpt")
 
 
 def test_compare_measures_slowdown_with_its_noise_floor(tiny_plan, tmp_path):

@@ -463,6 +463,13 @@ def test_compile_torch_schedule_errors(tmp_path):
         pipefill.compile_torch_schedule(42, job=job("ONE_F_ONE_B"))
     with pytest.raises(TypeError, match="name must be a str, not int"):
         pipefill.compile_torch_schedule("0F0\n", job=job("ONE_F_ONE_B"), name=3)
+    # Ignored before: a name for a table read from a path, and an empty profile path.
+    table = tmp_path / "t.csv"
+    table.write_text("0F0\n")
+    with pytest.raises(ValueError, match="a table read from a path is named by its path"):
+        pipefill.compile_torch_schedule(table, job=job("ONE_F_ONE_B"), name="other.csv")
+    with pytest.raises(ValueError, match="profile must be a non-empty path"):
+        pipefill.compile_torch_schedule("0F0\n", job=job("ONE_F_ONE_B"), profile="")
     # JobSpec text goes through a temporary file; its errors name the JobSpec "<job>", not
     # that file (deleted by the time anyone reads them).
     with pytest.raises(pipefill.CompileError, match=r"<job>:1:1: error: pipeline.schedule") as e:

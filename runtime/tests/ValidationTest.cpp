@@ -232,6 +232,10 @@ TEST(RunOptionsTest, OutOfRangeEnumValuesAreRefusedByName) {
       {"rank must be -1 (every device in this process) or a rank, got -2",
        [](pfrt_options &o) { o.rank = -2; }},
       {"world must be >= 1 (0: the launcher's), got -3", [](pfrt_options &o) { o.world = -3; }},
+      // Ignored before: there was no checkpoint to recover.
+      {"checkpoint_recovery PREVIOUS or RESTART says what to do with a bad checkpoint; "
+       "checkpoint_path is not set",
+       [](pfrt_options &o) { o.checkpoint_recovery = PFRT_CHECKPOINT_RESTART; }},
       {"fill_cpu must be -1 (not pinned) or a CPU of this machine",
        [](pfrt_options &o) { o.fill_cpu = -7; }},
       {"cpu must be -1 (not pinned) or a CPU of this machine", [](pfrt_options &o) {

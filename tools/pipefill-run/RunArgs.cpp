@@ -277,6 +277,9 @@ int finishRunArgs(RunArgs &args) {
   if (args.rankMode() && options.stage >= 0)
     return usageError("--stage replays one device in one process; with ranks every process "
                       "runs its own device: not both");
+  if (options.checkpoint_recovery != PFRT_CHECKPOINT_FAIL && args.checkpointPath.empty())
+    return usageError("--on-bad-checkpoint says what to do with a bad --checkpoint FILE; no "
+                      "--checkpoint was given");
   if (!args.checkpointPath.empty())
     options.checkpoint_path = args.checkpointPath.c_str();
   return kContinue;
