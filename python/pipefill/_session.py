@@ -135,6 +135,12 @@ class Session:
     device :class:`pipefill.RunError` with status ``PFRT_ERROR_UNAVAILABLE``; not yet
     run on a GPU, docs/integration.md).
 
+    Threads: the C session takes one call at a time; this object serializes them, so
+    threads may share it (a call waits for another thread's call, e.g. :meth:`close`
+    for a :meth:`wait` in progress, and a call after :meth:`close` raises
+    :class:`pipefill.RunError` "the session is closed"). Bubbles still follow one
+    schedule order, whichever thread begins them.
+
     Every misuse (unknown bubble, a bubble begun twice, ``iteration_end`` inside a
     bubble, a rank outside the plan, ...) raises :class:`pipefill.RunError` with
     the runtime's message (``.status`` is e.g. ``PFRT_ERROR_INVALID_ARGUMENT``);
