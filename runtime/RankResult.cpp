@@ -4,6 +4,7 @@
 #include "proto/rank_result.pb.h"
 #include "proto/stream_program.pb.h"
 #include "support/Limits.h"
+#include "support/Utf8.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 
 namespace pfrt {
 namespace {
@@ -143,6 +145,21 @@ namespace {
 /// Parses one rank part (JSON) into `r`; a parse error names the part.
 void parseRankPart(const std::string &part, const std::string &name,
                    pipefill::rt::RankResult &r) {
+  // Not JSON text at all (a binary file given as a part): protobuf's message would quote its
+  // bytes, control characters and invalid UTF-8 included.
+  const size_t invalid = pipefill::firstInvalidUtf8(part);
+  const size_t first = part.find_first_not_of(" \t\r\n");
+  if (invalid != std::string::npos || first == std::string::npos || part[first] != '{') {
+    char byte[8] = "";
+    if (invalid != std::string::npos)
+      std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(part[invalid]));
+    throw Error(PFRT_ERROR_PARSE,
+                name + ": not a rank report (not a JSON object" +
+                    (invalid != std::string::npos
+                         ? ": byte " + std::to_string(invalid) + " is " + byte + ", not UTF-8"
+                         : "") +
+                    ")");
+  }
   google::protobuf::util::JsonParseOptions options;
   auto status = google::protobuf::util::JsonStringToMessage(part, &r, options);
   if (!status.ok()) {
