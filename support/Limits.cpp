@@ -474,6 +474,10 @@ struct Walker {
           for (int k = 0; k < size; ++k)
             if (!checkUtf8(r->GetRepeatedString(msg, f, k), n, f, k))
               break;
+        } else if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
+          for (int k = 0; k < size; ++k)
+            if (!checkEnum(r->GetRepeatedEnumValue(msg, f, k), n, f, k))
+              break;
         } else if (isNumeric(f)) {
           const FieldLimit *l = limitFor(n, f);
           if (!l)
@@ -499,6 +503,10 @@ struct Walker {
         checkUtf8(r->GetString(msg, f), n, f, -1);
         continue;
       }
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_ENUM) {
+        checkEnum(r->GetEnumValue(msg, f), n, f, -1);
+        continue;
+      }
       if (!isNumeric(f))
         continue;
       const FieldLimit *l = limitFor(n, f);
@@ -522,6 +530,24 @@ struct Walker {
     error(posOf(n, f, k), pathOf(n, f, k) + " is not valid UTF-8 (byte " +
                               std::to_string(bad) + " is " + hex +
                               "): text fields must be UTF-8");
+    return false;
+  }
+
+  /// proto3 enums are open: a number the enum does not name (`schedule: 7`, a byte flipped in a
+  /// binary file) parses, and a switch's default branch would plan it as some other value.
+  bool checkEnum(int value, const Node &n, const pb::FieldDescriptor *f, int k) {
+    const pb::EnumDescriptor *e = f->enum_type();
+    if (e->FindValueByNumber(value))
+      return true;
+    std::string names;
+    for (int i = 0; i < e->value_count(); ++i) {
+      const std::string &name = e->value(i)->name();
+      if (name.size() >= 12 && name.compare(name.size() - 12, 12, "_UNSPECIFIED") == 0)
+        continue;
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    error(posOf(n, f, k), pathOf(n, f, k) + " is " + std::to_string(value) + ", which is not a " +
+                              e->name() + " (expected one of " + names + ")");
     return false;
   }
 
