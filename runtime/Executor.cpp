@@ -4,6 +4,7 @@
 #include "runtime/CheckpointFile.h"
 
 #include "runtime/ProgramIO.h"
+#include "runtime/Workload.h"
 #include "proto/stream_program.pb.h"
 
 #include <algorithm>
@@ -391,6 +392,8 @@ void Executor::chooseBackends() {
   host_ = createHostBackend();
   fillOn_.assign(numDevices, false);
   bool fill = config_.fill && !config_.profile;
+  if (fill && kind == PFRT_BACKEND_HOST)
+    checkHostFillFits(program_, config_.maxDim);
   config_.emulated.assign(numDevices, false);
   config_.replayScalesPeers = false;
   if (kind == PFRT_BACKEND_HOST) {

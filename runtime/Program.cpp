@@ -776,6 +776,11 @@ void Validator::checkBatchContinuity(uint32_t j) {
 
 ProgramInfo validate(const Program &program) { return Validator(program).run(); }
 
+uint64_t physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : uint64_t(1) << 34;
+}
+
 void checkRunFits(const Program &program, uint64_t iterations) {
   uint64_t ops = 0, streams = 0;
   for (const Device &d : program.devices)
@@ -785,45 +790,13 @@ void checkRunFits(const Program &program, uint64_t iterations) {
     }
   // The executor keeps one 16-byte timeline slot per op per iteration (docs/runtime.md §11).
   const uint64_t need = pipefill::satMulU(pipefill::satMulU(ops, iterations), 16);
-  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
-  const uint64_t have =
-      pages > 0 && pageSize > 0 ? uint64_t(pages) * uint64_t(pageSize) : uint64_t(1) << 34;
+  const uint64_t have = physicalMemoryBytes();
   if (need > have / 2)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "the run's timeline needs " + std::to_string(need) + " bytes (" +
                     std::to_string(ops) + " ops x " + std::to_string(iterations) +
                     " iterations x 16 B) but the machine has " + std::to_string(have) +
                     " bytes of memory; run fewer iterations and resume from the checkpoint");
-  // Fill workloads: the largest activation a chunk holds (batch x rows x width floats, plus the
-  // attention scores batch x heads x seq^2 of an encoder) and the job's weights.
-  for (const Device &d : program.devices)
-    for (const Stream &s : d.streams)
-      for (const Op &op : s.ops) {
-        if (op.kind != OpKind::Fill || op.fill.job >= program.jobs.size())
-          continue;
-        const FillJob &job = program.jobs[op.fill.job];
-        uint64_t floats = 0;
-        for (const FillLayer &l : job.layers) {
-          const pfrt_fill_layer_desc &ld = l.desc;
-          uint64_t width = std::max<uint64_t>({ld.hidden, ld.ffn, ld.in, ld.out, ld.width, 64});
-          uint64_t rows = ld.kind == PFRT_LAYER_ENCODER ? std::max<uint32_t>(ld.seq, 1) : 1;
-          uint64_t act = pipefill::satMulU(pipefill::satMulU(op.fill.batch, rows), width);
-          uint64_t scores = ld.kind == PFRT_LAYER_ENCODER
-                                ? pipefill::satMulU(pipefill::satMulU(op.fill.batch, ld.heads),
-                                                    pipefill::satMulU(ld.seq, ld.seq))
-                                : 0;
-          uint64_t weights = pipefill::satMulU(width, width);
-          floats = std::max(floats, pipefill::satAddU(pipefill::satMulU(act, 8),
-                                                      pipefill::satAddU(scores, weights)));
-        }
-        const uint64_t bytes = pipefill::satMulU(floats, 4);
-        if (bytes > have / 2)
-          throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                      "fill job '" + job.name + "' needs about " + std::to_string(bytes) +
-                          " bytes of host memory for one chunk of batch " +
-                          std::to_string(op.fill.batch) + " but the machine has " +
-                          std::to_string(have) + " bytes");
-      }
   if (streams > kMaxStreams)
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 "the run needs " + std::to_string(streams) + " stream threads; at most " +

@@ -140,8 +140,12 @@ constexpr double kMinTimeScale = PFRT_MIN_TIME_SCALE, kMaxTimeScale = PFRT_MAX_T
 ProgramInfo validate(const Program &program);
 
 // Refuses a run of `iterations` whose memory (the timeline) or threads exceed what the machine
-// has, saying so (Error PFRT_ERROR_INVALID_ARGUMENT).
+// has, saying so (Error PFRT_ERROR_INVALID_ARGUMENT). The host fill's memory is checked once the
+// backend and its dimension cap are known (checkHostFillFits, runtime/Workload.h).
 void checkRunFits(const Program &program, uint64_t iterations);
+
+// The machine's memory in bytes (16 GiB when the system does not say).
+uint64_t physicalMemoryBytes();
 
 // Planned duration of an op: the op's own planned time, or the stage calibration / interconnect
 // figures when it is 0.

@@ -1,6 +1,7 @@
 #include "runtime/Workload.h"
 
 #include "runtime/Random.h"
+#include "support/Checked.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +37,43 @@ double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch) {
   const uint32_t L = shape.numLayers();
   const LayerShape &ls = shape.layers[q < L ? q : 2 * L - 1 - q];
   return (q < L ? ls.usPerSample : ls.backwardUsPerSample) * batch;
+}
+
+void checkHostFillFits(const Program &program, uint32_t maxDim) {
+  const uint64_t have = physicalMemoryBytes();
+  std::vector<uint64_t> perSample(program.jobs.size()), fixed(program.jobs.size());
+  for (uint32_t j = 0; j < program.jobs.size(); ++j) {
+    const JobShape shape = makeJobShape(program, j, maxDim);
+    for (const LayerShape &l : shape.layers) {
+      const uint64_t width = std::max<uint64_t>(
+          {l.hidden, l.ffn, l.in, l.mid, l.out, l.dim, l.inWidth, l.outWidth, 64});
+      const uint64_t rows = l.kind == PFRT_LAYER_ENCODER ? std::max<uint32_t>(l.seq, 1) : 1;
+      const uint64_t scores = l.kind == PFRT_LAYER_ENCODER
+                                  ? pipefill::satMulU(l.heads, pipefill::satMulU(l.seq, l.seq))
+                                  : 0;
+      perSample[j] = std::max(perSample[j],
+                              pipefill::satAddU(pipefill::satMulU(rows * 8, width), scores));
+      fixed[j] = std::max(fixed[j], pipefill::satMulU(width, width));
+    }
+  }
+  for (const Device &d : program.devices)
+    for (const Stream &s : d.streams)
+      for (const Op &op : s.ops) {
+        if (op.kind != OpKind::Fill || op.fill.job >= program.jobs.size())
+          continue;
+        const uint32_t j = op.fill.job;
+        const uint64_t bytes = pipefill::satMulU(
+            pipefill::satAddU(pipefill::satMulU(op.fill.batch, perSample[j]), fixed[j]), 4);
+        if (bytes > have / 2)
+          throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                      "fill job '" + program.jobs[j].name + "' needs about " +
+                          std::to_string(bytes) + " bytes of host memory for one chunk of batch " +
+                          std::to_string(op.fill.batch) + (maxDim ? " with dimensions capped at " +
+                                                                        std::to_string(maxDim)
+                                                                  : std::string()) +
+                          " but the machine has " + std::to_string(have) +
+                          " bytes (a smaller max_dim caps the layers' dimensions)");
+      }
 }
 
 JobShape makeJobShape(const Program &program, uint32_t j, uint32_t maxDim) {

@@ -46,6 +46,12 @@ double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch);
 // largest one to <= maxDim (maxDim 0: no scaling). Heads shrink to divide the scaled hidden size.
 JobShape makeJobShape(const Program &program, uint32_t job, uint32_t maxDim);
 
+// Refuses (Error PFRT_ERROR_INVALID_ARGUMENT) a host run whose fill chunks would need more than
+// half the machine's memory: per chunk the largest activation (batch x rows x width floats, 8 of
+// them live, plus an encoder's batch x heads x seq^2 scores) and one layer's weights, of the
+// shapes after the dimension cap `maxDim` (what the host backend computes).
+void checkHostFillFits(const Program &program, uint32_t maxDim);
+
 // Deterministic initial weights of layer `layer` (one vector per tensor of weightSizes()).
 // ENCODER: Wq Wk Wv Wo (H x H), W1 (H x F), W2 (F x H), gamma1 beta1 gamma2 beta2 (H).
 // MLP: W1 (in x hidden), W2 (hidden x out). GEMM_CHAIN: none. Row-major.
