@@ -236,7 +236,7 @@ std::string checkLayer(const Job &job, const Layer &l) {
 }
 
 JobInfo buildJob(const Job &job, int index, const Hardware &hw,
-                 const Config &config) {
+                 const Config &config, double longestBubbleUs) {
   JobInfo info;
   if (job.layers.empty()) {
     info.reason = "the job has no layers";
@@ -260,6 +260,14 @@ JobInfo buildJob(const Job &job, int index, const Hardware &hw,
   }
   if (!(usefulUsPerSample(job) > 0)) {
     info.reason = "the job has no work: every layer's per-sample time is 0";
+    return info;
+  }
+  if (longestBubbleUs / usefulUsPerSample(job) > kMaxSamplesPerBubble) {
+    info.reason = format("one sample is %g us of work, so the longest bubble (%g us) would hold "
+                         "%.3g samples; at most 2^31 per bubble are planned (are the layers' "
+                         "per-sample times in us?)",
+                         usefulUsPerSample(job), longestBubbleUs,
+                         longestBubbleUs / usefulUsPerSample(job));
     return info;
   }
   // Batch sizes: the configured ones not above the job's samples; a job

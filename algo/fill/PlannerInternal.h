@@ -263,9 +263,17 @@ struct JobInfo {
   std::vector<int> allDevice;
 };
 
-/// Validates a job and builds its knob settings (Config.cpp).
+/// The most samples of one job a bubble may hold: chunk repeats, sample
+/// offsets and the planner's per-bubble walks are sized for it (a job whose
+/// per-sample time is 10^-6 us against bubbles of 10^9 us overflowed a 32-bit
+/// repeat count and ran the planner out of memory).
+constexpr double kMaxSamplesPerBubble = double(int64_t(1) << 31);
+
+/// Validates a job and builds its knob settings (Config.cpp); a job with more
+/// than kMaxSamplesPerBubble samples of work in a bubble of `longestBubbleUs`
+/// is not planned (its reason says why).
 JobInfo buildJob(const Job &job, int index, const Hardware &hw,
-                 const Config &config);
+                 const Config &config, double longestBubbleUs = 0);
 
 /// A stage, validated, with its usable time and memory per bubble.
 struct StageInfo {

@@ -1107,9 +1107,14 @@ Plan planFill(const std::vector<StageBubbles> &stages,
 
   // Jobs.
   std::vector<JobInfo> jobInfos(jobs.size());
+  double longestBubbleUs = 0;
+  for (const StageInfo &info : infos)
+    for (double budget : info.budget)
+      longestBubbleUs = std::max(longestBubbleUs, budget);
   if (configOk)
-    forEachIndex(jobs.size(), config.threads,
-                 [&](size_t j) { jobInfos[j] = buildJob(jobs[j], int(j), hw, config); });
+    forEachIndex(jobs.size(), config.threads, [&](size_t j) {
+      jobInfos[j] = buildJob(jobs[j], int(j), hw, config, longestBubbleUs);
+    });
 
   if (configOk)
     planStages(stages, infos, jobs, jobInfos, hw, config, sink, plan);

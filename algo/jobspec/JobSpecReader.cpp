@@ -173,6 +173,22 @@ bool checkHardware(const JobSource &job, bool requireMemory, Diagnostics &diags)
   if (hw.has_hbm_bandwidth_gbps() && !(hw.hbm_bandwidth_gbps() > 0))
     err(job.pos(hw, job.sub("hardware"), "hbm_bandwidth_gbps"),
         "hardware.hbm_bandwidth_gbps must be positive");
+  // A send is an operation too: its time (bytes at the p2p bandwidth; 0 GB/s: free) stays within
+  // an operation's limit, or the schedule's times leave the documented range (bubbles of 10^18
+  // us, or infinite ones at 10^-300 GB/s, reached the fill planner).
+  const double bytesPerUs = hw.p2p_bandwidth_gbps() * 1e3;
+  for (int i = 0; i < job.spec.stage_size() && bytesPerUs > 0; ++i) {
+    const double us = double(job.spec.stage(i).activation_bytes()) / bytesPerUs;
+    if (us > kMaxUs) {
+      err(job.pos(hw, job.sub("hardware"), "p2p_bandwidth_gbps", -1, job.top("hardware")),
+          "stage[" + std::to_string(i) + "].activation_bytes (" +
+              std::to_string(job.spec.stage(i).activation_bytes()) + ") take " +
+              fmtNum(us) + " us to send at hardware.p2p_bandwidth_gbps " +
+              fmtNum(hw.p2p_bandwidth_gbps()) +
+              "; one operation may last at most 1000 s (10^9 us)");
+      break;
+    }
+  }
   return err.ok;
 }
 
