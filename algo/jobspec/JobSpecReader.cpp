@@ -196,6 +196,7 @@ bool checkFillJobs(const JobSource &job, Diagnostics &diags) {
   Emitter err{job, diags};
   const JobSpec &spec = job.spec;
   std::set<std::string> names;
+  int64_t allLayers = 0;
   for (int j = 0; j < spec.fill_job_size(); ++j) {
     const FillJob &fj = spec.fill_job(j);
     const Tree *jobTree = job.sub("fill_job", j);
@@ -254,6 +255,13 @@ bool checkFillJobs(const JobSource &job, Diagnostics &diags) {
                       " layers (after repeat); at most " + std::to_string(kMaxJobLayers) +
                       " are allowed");
       continue;
+    }
+    allLayers += expanded;
+    if (allLayers > kMaxTotalFillLayers) {
+      err(jobPos, "the fill jobs up to " + what + " expand to " + std::to_string(allLayers) +
+                      " layers (after repeat); at most " + std::to_string(kMaxTotalFillLayers) +
+                      " (2^20) are allowed in all");
+      return false;
     }
     if (!layersOk)
       continue;

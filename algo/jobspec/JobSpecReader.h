@@ -44,6 +44,9 @@ struct JobSource {
 
 /// Most layers one fill job may expand to (after `repeat`).
 constexpr int64_t kMaxJobLayers = 4096;
+/// Fill layers of all jobs together after `repeat`: the planner holds a few KB per layer and
+/// configuration (1000 jobs x 4096 layers ran it out of memory).
+constexpr int64_t kMaxTotalFillLayers = int64_t(1) << 20;
 
 /// Parses `text` and checks every field's range. False with diagnostics.
 bool readJobSpec(const std::string &file, const std::string &text, JobSource &job,
