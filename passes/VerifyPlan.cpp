@@ -12,9 +12,12 @@
 #include "passes/FillIR.h"
 #include "passes/Passes.h"
 #include "passes/ScheduleIR.h"
+#include "support/Format.h"
 
 #include "mlir/IR/Threading.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -43,6 +46,30 @@ struct StageCheck {
   std::optional<std::pair<BubbleOp, size_t>> orphan;  // a chunk without assignment
   std::vector<fill::Violation> violations;
 };
+
+/// The bubbles the plan fills are the gaps of the simulated timing, so that timing must be the
+/// one the costs give: an instruction whose end - start is not its duration (IR written or edited
+/// by hand, a cost changed without re-simulating) would plan fill into gaps the run does not
+/// have, while lowering hands the runtime the duration.
+LogicalResult verifyTimingMatchesCosts(PipelineOp pipeline) {
+  for (StageOp stage : pipeline.getStages())
+    for (Operation &op : stage.getBody().front()) {
+      auto instr = dyn_cast<InstructionOpInterface>(op);
+      if (!instr)
+        continue;
+      const InstrTiming &t = instr.getTiming();
+      const double us = instr.getDeviceUs();
+      if (!t.hasStart() || !t.hasEnd() || !(us > 0))
+        continue;
+      const double span = t.endUs - t.startUs;
+      if (std::abs(span - us) > 1e-9 * std::max({1.0, std::abs(t.endUs), us}) + 1e-6)
+        return op.emitOpError() << "lasts " << fmtNum(us) << " us but its simulated timing spans "
+                                << fmtNum(span) << " us (start " << fmtNum(t.startUs) << ", end "
+                                << fmtNum(t.endUs)
+                                << "): the timing is not the costs' (re-run pipefill-simulate)";
+    }
+  return success();
+}
 
 LogicalResult verifyPipelinePlan(ModuleOp module, PipelineOp pipeline) {
   FillProblem problem = fillProblemFromIR(module, pipeline);
@@ -198,7 +225,7 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
 LogicalResult verifyFillPlan(ModuleOp module, bool checkOrder) {
   for (PipelineOp pipeline : module.getOps<PipelineOp>())
     if ((checkOrder && failed(verifyDeadlockFree(pipeline))) ||
-        failed(verifyPipelinePlan(module, pipeline)))
+        failed(verifyTimingMatchesCosts(pipeline)) || failed(verifyPipelinePlan(module, pipeline)))
       return failure();
   return success();
 }

@@ -117,3 +117,24 @@ pipefill.fill_job @enc inference samples 1000 {
   pipefill.layer "l0" forward 10.0 weights 1000 activations 100
   pipefill.layer "l1" forward 10.0 weights 1000 activations 100
 }
+
+// -----
+
+// The bubbles are the gaps of the simulated timing: an instruction whose duration is not its
+// end - start (IR edited by hand: the forward lasts 5000 us, its timing says 100) would have
+// fill planned into a gap the run does not have. It verified, lowered and ran.
+pipefill.pipeline @stale schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    // expected-error @+1 {{lasts 5000 us but its simulated timing spans 100 us (start 0, end 100): the timing is not the costs' (re-run pipefill-simulate)}}
+    pipefill.forward mb 0 chunk 0 duration 5000.0 start 0.0 end 100.0
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
+    ]
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
