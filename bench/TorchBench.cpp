@@ -72,6 +72,38 @@ BENCHMARK(BM_ImportTable)
     ->Args({64, 512})
     ->Unit(benchmark::kMillisecond);
 
+/// A valid but fully serial table: rank r runs rF0 rB0 rF1 rB1 ..., so every rank waits for the
+/// one before it at every micro-batch. The deadlock run's sweep over every rank per step made
+/// this micro-batches x ranks^2 (1024 x 256: 47 s); its worklist wakes only the neighbours of a
+/// rank that moved. Doubling the ranks should double the time.
+void BM_ImportSerialTable(benchmark::State &state) {
+  const int p = int(state.range(0)), m = int(state.range(1));
+  std::vector<std::vector<ExportOp>> rows(p);
+  for (int r = 0; r < p; ++r)
+    for (int b = 0; b < m; ++b) {
+      rows[r].push_back({sched::InstrKind::Forward, r, b, -1});
+      rows[r].push_back({sched::InstrKind::Backward, r, b, -1});
+    }
+  const std::string text = formatTable(rows);
+  for (auto _ : state) {
+    Table t;
+    Diag d;
+    Imported imp;
+    if (!parseTable(text, t, d) || !checkTable(t, imp, d)) {
+      state.SkipWithError(d.message.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(imp);
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * 2 * p * m);
+}
+BENCHMARK(BM_ImportSerialTable)
+    ->Args({128, 64})
+    ->Args({256, 64})
+    ->Args({512, 64})
+    ->Args({1024, 64})
+    ->Unit(benchmark::kMillisecond);
+
 } // namespace
 
 BENCHMARK_MAIN();
