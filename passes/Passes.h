@@ -9,6 +9,7 @@
 #include "mlir/Pass/PassOptions.h"
 #include "mlir/Pass/PassRegistry.h"
 
+#include <functional>
 #include <memory>
 
 namespace pipefill {
@@ -35,6 +36,13 @@ struct CompileOptions : public mlir::PassPipelineOptions<CompileOptions> {
 /// the fill plan read back from the IR verifies (fill::checkPlan). Only reads
 /// the IR, so it may run beside other readers.
 mlir::LogicalResult verifyFillPlan(mlir::ModuleOp module, bool checkOrder = true);
+
+/// A progress line for long work: pipefill-plan-fill calls it with ("plan-fill", stages planned,
+/// stages) after each stage (from its threads, one call at a time). Process-wide, set by a
+/// driver (pipefill-compile --progress) before it runs passes; empty: no calls.
+using ProgressHook = std::function<void(const char *phase, size_t done, size_t total)>;
+void setProgressHook(ProgressHook hook);
+const ProgressHook &progressHook();
 
 /// Adds the passes of `--pipefill-compile` to `pm`.
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);

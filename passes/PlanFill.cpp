@@ -47,6 +47,10 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
     MLIRContext *ctx = &getContext();
     problem.config.threads =
         ctx->isMultithreadingEnabled() ? int(ctx->getNumThreads()) : 1;
+    if (const ProgressHook &hook = progressHook())
+      problem.config.progress = [&hook](size_t done, size_t total) {
+        hook("plan-fill", done, total);
+      };
     // Each stage's chunks go into its bubbles' fill tables as soon as the
     // stage is planned (on the planner's threads; stages are isolated), so
     // the plan never holds every chunk beside the tables.

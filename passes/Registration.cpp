@@ -21,6 +21,16 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
     pm.addPass(createVerifyPlan());
 }
 
+namespace {
+ProgressHook &progressHookStorage() {
+  static ProgressHook hook;
+  return hook;
+}
+} // namespace
+
+void setProgressHook(ProgressHook hook) { progressHookStorage() = std::move(hook); }
+const ProgressHook &progressHook() { return progressHookStorage(); }
+
 void registerPasses() {
   registerPipefillPasses();
   mlir::PassPipelineRegistration<CompileOptions>(

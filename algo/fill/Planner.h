@@ -146,6 +146,9 @@ struct Config {
   /// threads; the plan is the same for any count (stage parts are appended
   /// in stage order).
   int threads = 1;
+  /// Called with (stages planned, stages) after each stage, from the
+  /// planner's threads one call at a time; for a progress line on long plans.
+  std::function<void(size_t, size_t)> progress;
 };
 
 /// One contiguous range of ops of one batch of one job, run in one bubble.

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <map>
 #include <memory>
 #include <thread>
@@ -1011,6 +1012,8 @@ void planStages(const std::vector<StageBubbles> &stages,
                 const Config &config, const ChunkSink &sink, Plan &plan) {
   const ShortChunks shorts = shortChunks(jobInfos, config);
   std::vector<Plan> parts(infos.size());
+  std::mutex progressMutex;
+  size_t planned = 0;
   forEachIndex(infos.size(), config.threads, [&](size_t i) {
     const StageInfo &info = infos[i];
     Plan &part = parts[i];
@@ -1020,6 +1023,10 @@ void planStages(const std::vector<StageBubbles> &stages,
     if (sink) {
       sink(info.index, std::move(part.chunks));
       std::vector<Chunk>().swap(part.chunks);
+    }
+    if (config.progress) {
+      std::lock_guard<std::mutex> lock(progressMutex);
+      config.progress(++planned, infos.size());
     }
   });
   // Appended into room reserved once, each part freed once appended: the

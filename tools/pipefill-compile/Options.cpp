@@ -56,6 +56,11 @@ cl::opt<bool> verifyEach("verify-each",
                          cl::desc("Verify the IR after every pass, the lowering included "
                                   "(default: once, after compiling)"),
                          cl::init(false), cl::cat(category));
+cl::opt<bool> progress("progress",
+                       cl::desc("Print progress lines on stderr while the fill planner runs "
+                                "(default: on a terminal, once it has taken a second; "
+                                "--progress=false turns it off)"),
+                       cl::init(false), cl::cat(category));
 cl::opt<std::string> timingFile(
     "timing", cl::desc("Write the measured wall time, CPU time and peak RSS of every phase "
                        "as JSON ('-': a table on stderr)"),

@@ -20,7 +20,7 @@ extern llvm::cl::OptionCategory category;
 extern llvm::cl::opt<std::string> input, reportFile, summaryFile, traceFile, svgFile,
     programFile, programTextFile, irFile, profileFile, timingFile;
 extern llvm::cl::opt<int64_t> iterations;
-extern llvm::cl::opt<bool> verifyIR, verifyEach;
+extern llvm::cl::opt<bool> verifyIR, verifyEach, progress;
 
 /// Every output file (option, path), --timing last.
 std::vector<std::pair<const char *, std::string>> outputs();

@@ -24,6 +24,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/ToolUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -36,10 +37,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -173,6 +177,27 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
 }
 } // namespace
 
+/// The fill planner's progress (setProgressHook) on stderr: with --progress at most a line a
+/// second and the last one; on a terminal without the option the same once a second has passed
+/// (nothing for a quick compile).
+void showProgress(std::chrono::steady_clock::time_point start) {
+  const bool tty = ::isatty(2) != 0;
+  if (!progress && (!tty || progress.getNumOccurrences() > 0))
+    return;
+  const double quiet = progress ? 0 : 1; // seconds before the first line
+  auto lastPrint = std::make_shared<double>(-1);
+  pipefill::setProgressHook([=](const char *phase, size_t done, size_t total) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool last = done == total;
+    if (s < quiet || (!last && *lastPrint >= 0 && s - *lastPrint < 1))
+      return;
+    *lastPrint = s;
+    llvm::errs() << (tty ? "\r" : "") << "pipefill-compile: " << phase << ": stage " << done << "/"
+                 << total << ", " << llvm::format("%.1f", s) << " s" << (tty && !last ? "" : "\n");
+    llvm::errs().flush();
+  });
+}
+
 int main(int argc, char **argv) {
 #ifdef __GLIBC__
   // The per-stage passes build 10^5-10^6 ops on MLIR's worker threads. glibc
@@ -193,6 +218,7 @@ int main(int argc, char **argv) {
   if (!checkOptions())
     return 1;
   auto start = std::chrono::steady_clock::now();
+  showProgress(start);
 
   DialectRegistry registry;
   registry.insert<pipefill::PipefillDialect, pipefill::pfstream::PfstreamDialect>();
