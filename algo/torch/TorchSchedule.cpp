@@ -363,6 +363,8 @@ private:
   bool pairing();
   bool comms();
   bool simulate();
+  std::vector<std::vector<int>> rankNeighbours() const;
+  std::string alsoBlocked(const std::vector<size_t> &pc, int r) const;
 
   const Table &table;
   Imported &out;
@@ -742,6 +744,34 @@ bool Checker::comms() {
   return true;
 }
 
+/// For each rank, the other ranks owning a stage next to one of its own: every dependency of an
+/// action is on an adjacent stage (s - 1 or s + 1), so only they can unblock it.
+std::vector<std::vector<int>> Checker::rankNeighbours() const {
+  std::vector<std::vector<int>> neighbours(p);
+  for (int s = 0; s < S; ++s)
+    for (int t : {s - 1, s + 1})
+      if (t >= 0 && t < S && out.rankOfStage[t] != out.rankOfStage[s])
+        neighbours[out.rankOfStage[s]].push_back(out.rankOfStage[t]);
+  for (std::vector<int> &ns : neighbours) {
+    std::sort(ns.begin(), ns.end());
+    ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  }
+  return neighbours;
+}
+
+/// " (also blocked: rank q at ACTION (LOCATION), ...)" for the unfinished ranks but `r`.
+std::string Checker::alsoBlocked(const std::vector<size_t> &pc, int r) const {
+  std::string list;
+  for (int q = 0; q < p; ++q) {
+    if (q == r || pc[q] >= table.ranks[q].size())
+      continue;
+    const Action &h = table.ranks[q][pc[q]];
+    list += (list.empty() ? " (also blocked: " : ", ") + std::string("rank ") +
+            std::to_string(q) + " at " + name(h) + " (" + at(h.loc) + ")";
+  }
+  return list.empty() ? list : list + ")";
+}
+
 /// Runs the ranks' rows in order until all finish or none can move.
 bool Checker::simulate() {
   const bool withComms = table.hasComms;
@@ -845,18 +875,9 @@ bool Checker::simulate() {
     }
     return std::string();
   };
-  // Every dependency is on an adjacent stage (s - 1 or s + 1), so a rank that moved can only
-  // unblock the ranks owning a stage next to one of its own: a worklist of those, not a sweep of
-  // every rank per step (a serial table of 1024 ranks took minutes: micro-batches x ranks^2).
-  std::vector<std::vector<int>> neighbours(p);
-  for (int s = 0; s < S; ++s)
-    for (int t : {s - 1, s + 1})
-      if (t >= 0 && t < S && out.rankOfStage[t] != out.rankOfStage[s])
-        neighbours[out.rankOfStage[s]].push_back(out.rankOfStage[t]);
-  for (std::vector<int> &ns : neighbours) {
-    std::sort(ns.begin(), ns.end());
-    ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
-  }
+  // A worklist of the ranks that may move (rankNeighbours), not a sweep of every rank per step
+  // (a serial table of 1024 ranks took minutes: micro-batches x ranks^2).
+  const std::vector<std::vector<int>> neighbours = rankNeighbours();
   std::vector<size_t> pc(p, 0);
   std::vector<int> work;
   std::vector<char> queued(p, 1);
@@ -890,21 +911,7 @@ bool Checker::simulate() {
     std::string why = tryStep(row[pc[r]], blockedAt);
     std::ostringstream os;
     os << "deadlock: rank " << r << " blocks at " << name(*blockedAt)
-       << ", which waits for " << why << ", and no rank can proceed";
-    std::vector<std::string> others;
-    for (int q = 0; q < p; ++q) {
-      if (q == r || pc[q] >= table.ranks[q].size())
-        continue;
-      const Action &h = table.ranks[q][pc[q]];
-      others.push_back("rank " + std::to_string(q) + " at " + name(h) + " (" +
-                       at(h.loc) + ")");
-    }
-    if (!others.empty()) {
-      os << " (also blocked:";
-      for (size_t i = 0; i < others.size(); ++i)
-        os << (i ? ", " : " ") << others[i];
-      os << ")";
-    }
+       << ", which waits for " << why << ", and no rank can proceed" << alsoBlocked(pc, r);
     return fail(blockedAt->loc, os.str());
   }
   return true;
