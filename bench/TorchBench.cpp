@@ -46,18 +46,24 @@ std::string table(const sched::PipelineSpec &s, size_t &actions) {
   return formatTable(rows);
 }
 
+/// Parses and checks `text` into `imp`; false (the benchmark marked failed) on an error.
+bool parseAndCheck(benchmark::State &state, const std::string &text, Imported &imp) {
+  Table t;
+  Diag d;
+  if (parseTable(text, t, d) && checkTable(t, imp, d))
+    return true;
+  state.SkipWithError(d.message.c_str());
+  return false;
+}
+
 void BM_ImportTable(benchmark::State &state) {
   sched::PipelineSpec s = spec(int(state.range(0)), int(state.range(1)));
   size_t actions = 0;
   std::string text = table(s, actions);
   for (auto _ : state) {
-    Table t;
-    Diag d;
     Imported imp;
-    if (!parseTable(text, t, d) || !checkTable(t, imp, d)) {
-      state.SkipWithError(d.message.c_str());
+    if (!parseAndCheck(state, text, imp))
       return;
-    }
     sched::Schedule out;
     toPipefill(imp, s, out);
     benchmark::DoNotOptimize(out.data());
@@ -86,13 +92,9 @@ void BM_ImportSerialTable(benchmark::State &state) {
     }
   const std::string text = formatTable(rows);
   for (auto _ : state) {
-    Table t;
-    Diag d;
     Imported imp;
-    if (!parseTable(text, t, d) || !checkTable(t, imp, d)) {
-      state.SkipWithError(d.message.c_str());
+    if (!parseAndCheck(state, text, imp))
       return;
-    }
     benchmark::DoNotOptimize(imp);
   }
   state.SetItemsProcessed(int64_t(state.iterations()) * 2 * p * m);
