@@ -33,7 +33,10 @@ const char *scheduleName(Schedule s) { return Schedule_Name(s).c_str(); }
 bool readJobSpec(const std::string &file, const std::string &text, JobSource &job,
                  Diagnostics &diags) {
   job.file = file;
-  if (!parseTextProto(file, text, job.spec, &job.tree, diags))
+  // A UTF-8 byte order mark, as some editors write at the start of a file, is not part of the
+  // text format (protobuf refused it: "Interpreting non ascii codepoint 239").
+  const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  if (!parseTextProto(file, bom ? text.substr(3) : text, job.spec, &job.tree, diags))
     return false;
   return checkLimits(job.spec, &job.tree, file, diags);
 }
