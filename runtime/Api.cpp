@@ -13,6 +13,7 @@
 #include "runtime/Report.h"
 #include "runtime/Session.h"
 #include "runtime/Trace.h"
+#include "support/ProtoText.h"
 #include "proto/stream_program.pb.h"
 
 #include <google/protobuf/text_format.h>
@@ -512,7 +513,7 @@ pfrt_status pfrt_program_save(const pfrt_program *p, const char *path) {
     pipefill::rt::StreamProgram proto;
     pfrt::toProto(p->program, &proto);
     std::string out;
-    if (pfrt::isTextFormatPath(path))
+    if (pipefill::isTextProtoPath(path))
       google::protobuf::TextFormat::PrintToString(proto, &out);
     else
       proto.SerializeToString(&out);
@@ -764,7 +765,7 @@ pfrt_status pfrt_report_write_profile(const pfrt_report *r, const char *path) {
     if (!path || !*path)
       invalid("path is empty");
     std::string out;
-    if (pfrt::isTextFormatPath(path))
+    if (pipefill::isTextProtoPath(path))
       google::protobuf::TextFormat::PrintToString(d.profile, &out);
     else
       d.profile.SerializeToString(&out);

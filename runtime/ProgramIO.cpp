@@ -64,7 +64,6 @@ std::string at(const char *field, int index) {
 
 } // namespace
 
-bool isTextFormatPath(const std::string &path) { return pipefill::isTextProtoPath(path); }
 
 std::string readFile(const std::string &path) {
   // A device would be read until memory runs out (/dev/zero) or block on a terminal; files,
@@ -336,7 +335,7 @@ pfrt_program *loadProgram(const std::string &data, const std::string &source) {
     if (!proto.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
       std::string textError;
       proto.Clear();
-      haveTree = pipefill::readsAsTextProto("", data) && parseText(data, &proto, &textError, &tree);
+      haveTree = pipefill::looksLikeTextProto(data) && parseText(data, &proto, &textError, &tree);
       if (!haveTree)
         throw Error(PFRT_ERROR_PARSE,
                     source + ": not a valid binary StreamProgram (protobuf parse failed" +

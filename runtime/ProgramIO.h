@@ -26,9 +26,6 @@ pfrt_program *buildFromTables(const pfrt_program_tables &tables);
 // Converts the internal program back to the protobuf.
 void toProto(const Program &program, pipefill::rt::StreamProgram *proto);
 
-// True for the names written as text format (pipefill::isTextProtoPath, support/ProtoText.h).
-bool isTextFormatPath(const std::string &path);
-
 // Stable hash of the program (iterations excluded), used to match checkpoints.
 uint64_t programFingerprint(const Program &program);
 

@@ -103,8 +103,10 @@ bool isBinaryProtoPath(const std::string &path) {
 bool readsAsTextProto(const std::string &path, const std::string &data) {
   if (isTextProtoPath(path))
     return true;
-  if (isBinaryProtoPath(path))
-    return false;
+  return !isBinaryProtoPath(path) && looksLikeTextProto(data);
+}
+
+bool looksLikeTextProto(const std::string &data) {
   for (unsigned char c : data)
     if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v')
       return false;

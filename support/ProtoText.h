@@ -84,6 +84,8 @@ constexpr size_t kMaxInputBytes = size_t(256) << 20;
 bool isTextProtoPath(const std::string &path);
 bool isBinaryProtoPath(const std::string &path);
 bool readsAsTextProto(const std::string &path, const std::string &data);
+/// The content rule alone: no control characters but whitespace.
+bool looksLikeTextProto(const std::string &data);
 
 /// Parses `text` (protobuf text format) into `msg`, recording field positions
 /// into `tree` when given. False (with diagnostics) on any syntax error or an

@@ -44,6 +44,7 @@ from ._errors import with_path_hint as _with_path_hint
 from ._native import Plan, native as _ext, native_option as _native_option
 from ._native import native_name as _native_name
 from ._native import native_path as _native_path
+from ._native import profile_arg as _profile_arg
 from ._native import require_compiler as _require_compiler
 from ._session import BubbleScope, Session
 from ._tasks import FillTask
@@ -75,15 +76,6 @@ backend_compiled = _ext.backend_compiled
 cuda_device_count = _ext.cuda_device_count
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def _profile_arg(profile: Optional[PathLike]) -> str:
-    if profile is None:
-        return ""
-    path = os.fsdecode(_native_path(profile, "the profile path"))
-    if not path:
-        raise ValueError("profile must be a non-empty path (or None)")
-    return path
 
 
 def compile_file(path: PathLike, *, profile: Optional[PathLike] = None) -> Plan:

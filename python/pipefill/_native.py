@@ -54,6 +54,17 @@ def native_path(path: Any, what: str) -> Any:
     return path
 
 
+def profile_arg(profile: Any) -> str:
+    """A ``profile=`` argument as the native compile calls take it: ``""`` for None, else
+    a non-empty path (:class:`ValueError` for ``""``, as for a NUL: see :func:`native_path`)."""
+    if profile is None:
+        return ""
+    path = os.fsdecode(native_path(profile, "the profile path"))
+    if not path:
+        raise ValueError("profile must be a non-empty path (or None)")
+    return path
+
+
 def native_name(value: Any, what: str) -> str:
     """A name the native module prints in diagnostics (``name=`` of the compile calls): a
     ``str`` (else :class:`TypeError` naming ``what``; nanobind's own refusal only lists the

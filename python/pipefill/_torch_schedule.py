@@ -12,7 +12,7 @@ import tempfile
 from typing import Optional, Union
 
 from ._errors import CompileError, with_path_hint
-from ._native import Plan, native, native_name, native_path, require_compiler
+from ._native import Plan, native, native_name, native_path, profile_arg, require_compiler
 
 __all__ = ["compile_torch_schedule"]
 
@@ -73,9 +73,7 @@ def _compile(table, job, profile, name) -> Plan:
             f"compile_torch_schedule() takes the table as text (str/bytes) or a path "
             f"(os.PathLike), not {type(table).__name__}"
         )
-    profile_path = "" if profile is None else os.fsdecode(native_path(profile, "the profile path"))
-    if profile is not None and not profile_path:
-        raise ValueError("profile must be a non-empty path (or None)")
+    profile_path = profile_arg(profile)
     if isinstance(job, os.PathLike):
         job_path = native_path(job, "the JobSpec path")
         if not os.path.exists(job_path):

@@ -8,10 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Compile.h"
-#include "support/ProtoText.h"
-#include "python/src/Runtime.h"
 #include "python/src/PyText.h"
+#include "python/src/Runtime.h"
 #include "python/src/Session.h"
+#include "support/ProtoText.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -45,8 +45,6 @@ template <typename T> nb::object toNumpy(const std::vector<T> &values) {
   return nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data->data(), 1, shape, owner));
 }
 
-bool isTextProgramPath(const std::string &path) { return pipefill::isTextProtoPath(path); }
-
 nb::bytes streamProgramBytes(const CompiledPlan &plan, int64_t iterations, bool text) {
   std::string bytes = plan.streamProgram(iterations, text);
   return nb::bytes(bytes.data(), bytes.size());
@@ -54,7 +52,7 @@ nb::bytes streamProgramBytes(const CompiledPlan &plan, int64_t iterations, bool 
 
 void savePlan(const CompiledPlan &plan, nb::handle where, int64_t iterations) {
   std::string path = pipefill::py::fsPath(where, "the stream program path").string();
-  std::string bytes = plan.streamProgram(iterations, isTextProgramPath(path));
+  std::string bytes = plan.streamProgram(iterations, pipefill::isTextProtoPath(path));
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out)
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -17,8 +17,7 @@ struct Calls {
   // (device, kind, microbatch) -> calls; planned us of the first call.
   std::map<std::tuple<uint32_t, int, uint32_t>, uint32_t> count;
   std::map<std::tuple<uint32_t, int, uint32_t>, double> planned;
-  double realPerPlanned = 0; // each call sleeps planned_us x time_scale x this
-  double timeScale = 1;
+  double realPerPlanned = 0; // each call sleeps planned_us x this (time scale 1)
 };
 
 void recordingCompute(void *user, uint32_t device, pfrt_compute_kind kind, uint32_t microbatch,
@@ -32,7 +31,7 @@ void recordingCompute(void *user, uint32_t device, pfrt_compute_kind kind, uint3
     c.planned.emplace(key, plannedUs);
   }
   std::this_thread::sleep_for(
-      std::chrono::duration<double, std::micro>(plannedUs * c.timeScale * c.realPerPlanned));
+      std::chrono::duration<double, std::micro>(plannedUs * c.realPerPlanned));
 }
 
 pfrt::samples::PipelineSpec twoStages() {
