@@ -462,8 +462,10 @@ TEST(SessionTaskTest, WaitedBubblesAgeAShortOneOut) {
   FakeTask t;
   addOk(s.get(), "steady", t, 100);
   pfrt_session_bubble_result r{};
-  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 0));
-  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), b.bubble_id, &r)); // ended at once: ratio 0
+  // Ended at once (ratio 0). Its 1 us deadline lets no step start: a step that the worker began
+  // before the end call would advance the virtual clock and lengthen the bubble.
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), b.bubble_id, nullptr, 1));
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), b.bubble_id, &r));
   PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
   EXPECT_EQ(r.task_steps, 0u);
   for (int it = 1; it <= 6; ++it) {
