@@ -270,6 +270,9 @@ void Session::createJobData() {
 }
 
 void Session::checkNoBubble(const char *call) const {
+  // First: on a CUDA session the worker lags the framework's thread, so a step may see no bubble
+  // open and would go on to read or change the loop's state, which that thread owns.
+  checkNotWorker(call);
   if (!open_)
     return;
   const std::string which = openUnplanned_ ? std::string("an unplanned bubble")

@@ -13,7 +13,8 @@ void setLastError(const std::string &message);
 
 // Tests only: the clock sessions read for bubble deadlines, the bound's decisions and fill task
 // step times (NULL: the host's monotonic clock, hostNowUs). Chunks are still timed by the backend.
-// Lets a test advance a virtual clock from a task's step and count steps without wall time.
+// Lets a test advance a virtual clock from a task's step and count steps without wall time. The
+// clock is read from the worker thread and the caller's at once: it must be thread-safe.
 void setSessionClockForTesting(double (*clockUs)());
 
 } // namespace pfrt

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -28,9 +29,12 @@ struct SessionDeleter {
 };
 using SessionPtr = std::unique_ptr<pfrt_session, SessionDeleter>;
 
-// The virtual clock (us). Steps advance it; nothing else does.
-double virtualNow = 0;
-double virtualClock() { return virtualNow; }
+// The virtual clock (us). Steps advance it on the session's worker; the framework thread reads it
+// at the same time (bubble_end), so it is atomic.
+std::atomic<double> virtualNow{0};
+double virtualClock() { return virtualNow.load(); }
+// Only the worker writes while a session runs, so a load and a store need no compare-and-swap.
+void advanceVirtualClock(double us) { virtualNow.store(virtualNow.load() + us); }
 
 class VirtualClock {
 public:
@@ -66,7 +70,7 @@ pfrt_status fakeStep(void *user, uint64_t *outSamples) {
     pfrt_session_chunk_count(t.session, &n);
     t.chunkCounts.push_back(n);
   }
-  virtualNow += t.costUs;
+  advanceVirtualClock(t.costUs);
   if (t.order)
     t.order->push_back(t.id);
   *outSamples = t.samples;
@@ -703,9 +707,12 @@ TEST(SessionTaskErrorTest, UnknownTaskAndReadsInsideABubble) {
 
 // A step that calls back into its own session (on the session's worker thread) once: bubble_end,
 // bubble_wait or destroy, each of which waits for the worker, so they would wait for the step
-// that calls them (a hang, or for destroy's join an abort). It records what the call returned.
+// that calls them (a hang, or for destroy's join an abort); iteration_end or get_stats, which on
+// a CUDA session (its worker lags the framework, so no bubble is open as far as the step can see)
+// changed the loop position or waited for the worker before being refused. It records what the
+// call returned.
 struct ReentrantTask {
-  enum Call { kEnd, kWait, kDestroy } call = kEnd;
+  enum Call { kEnd, kWait, kDestroy, kIterationEnd, kStats } call = kEnd;
   pfrt_session *session = nullptr;
   std::atomic<uint64_t> calls{0};
   pfrt_status status = PFRT_OK;
@@ -725,10 +732,18 @@ pfrt_status reentrantStep(void *user, uint64_t *outSamples) {
     case ReentrantTask::kDestroy:
       pfrt_session_destroy(t.session);
       break;
+    case ReentrantTask::kIterationEnd:
+      t.status = pfrt_session_iteration_end(t.session);
+      break;
+    case ReentrantTask::kStats: {
+      pfrt_session_stats st{};
+      t.status = pfrt_session_get_stats(t.session, &st);
+      break;
+    }
     }
     t.message = pfrt_last_error();
   }
-  virtualNow += 100;
+  advanceVirtualClock(100);
   *outSamples = 1;
   return PFRT_OK;
 }
@@ -746,20 +761,26 @@ uint32_t addReentrant(pfrt_session *s, ReentrantTask &t) {
 }
 
 // bubble_end and bubble_wait from a step refuse (they would wait for the step itself); the step
-// goes on, and the framework's own calls end the bubble as usual.
+// goes on, and the framework's own calls end the bubble as usual. Calls refused inside a bubble
+// are refused as calls from the worker first, before they read or change the loop's position
+// (which the framework's thread owns).
 TEST(SessionTaskErrorTest, EndAndWaitFromAStepAreRefused) {
   VirtualClock clock;
   ProgramPtr p = noFillPlan();
-  for (ReentrantTask::Call call : {ReentrantTask::kEnd, ReentrantTask::kWait}) {
-    SCOPED_TRACE(call == ReentrantTask::kEnd ? "bubble_end" : "bubble_wait");
+  const std::pair<ReentrantTask::Call, const char *> calls[] = {
+      {ReentrantTask::kEnd, "pfrt_session_bubble_end"},
+      {ReentrantTask::kWait, "pfrt_session_bubble_wait"},
+      {ReentrantTask::kIterationEnd, "pfrt_session_iteration_end"},
+      {ReentrantTask::kStats, "pfrt_session_get_stats"}};
+  for (const auto &[call, callName] : calls) {
+    SCOPED_TRACE(callName);
     SessionPtr s = sessionOk(p.get(), 0, options());
     ReentrantTask t;
     t.call = call;
     const uint32_t id = addReentrant(s.get(), t);
     pfrt_session_bubble_result r = unplanned(s.get(), 1000);
     EXPECT_EQ(t.status, PFRT_ERROR_INVALID_ARGUMENT);
-    const std::string name =
-        call == ReentrantTask::kEnd ? "pfrt_session_bubble_end" : "pfrt_session_bubble_wait";
+    const std::string name = callName;
     EXPECT_NE(t.message.find(name + " called from a fill task's step on the session's worker "
                                     "thread"),
               std::string::npos)
