@@ -25,8 +25,10 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace pfrt {
 namespace {
@@ -91,6 +93,20 @@ struct Wire {
   double readyRelUs;
 };
 
+// Keeps what an unfinished MPI request reads or writes alive to the end of the process. A request
+// given up at the peer timeout or at an abort may still complete whenever MPI makes progress
+// later (a collective cannot be cancelled; a late peer still receives a send), and it would then
+// write into freed memory. Only failed runs give requests up; the list is reachable from a
+// static, so leak checkers do not report it.
+void abandon(std::shared_ptr<void> owner) {
+  if (!owner)
+    return;
+  static std::mutex m;
+  static auto *kept = new std::vector<std::shared_ptr<void>>();
+  std::lock_guard<std::mutex> lock(m);
+  kept->push_back(std::move(owner));
+}
+
 std::string mpiError(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -145,6 +161,15 @@ public:
     int *ub = nullptr;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     tagUb_ = flag && ub ? *ub : 32767;
+  }
+
+  // A run that failed may leave sends and stop votes in flight: their buffers stay alive (abandon).
+  // No MPI call here: the process may have finalized MPI already.
+  ~MpiTransport() override {
+    for (std::unique_ptr<PendingSend> &send : sends_)
+      abandon(std::move(send));
+    for (std::unique_ptr<Vote> &vote : pendingVotes_)
+      abandon(std::move(vote));
   }
 
   std::string name() const override { return "mpi"; }
@@ -283,7 +308,7 @@ public:
   }
 
   bool voteResult(int64_t round, bool &stop, const std::atomic<bool> &abort) override {
-    std::unique_ptr<Vote> vote;
+    std::shared_ptr<Vote> vote;
     {
       // Rounds are read in the order they were posted.
       std::lock_guard<std::mutex> lock(mpi_);
@@ -298,9 +323,10 @@ public:
       pendingVotes_.pop_front();
     }
     // The request stays valid while we poll it outside the list: only this thread reads it.
-    if (!wait(vote->request, "the stop vote of iteration " + std::to_string(round) +
-                                 " (every rank votes at the start of each iteration)",
-              &abort))
+    if (!wait(vote->request,
+              "the stop vote of iteration " + std::to_string(round) +
+                  " (every rank votes at the start of each iteration)",
+              vote, &abort))
       return false;
     stop = vote->any != 0;
     return true;
@@ -309,9 +335,9 @@ public:
   void finish() override {
     // The last rounds' votes, which nobody read (the run ended first); every rank posted them.
     while (!pendingVotes_.empty()) {
-      std::unique_ptr<Vote> vote = std::move(pendingVotes_.front());
+      std::shared_ptr<Vote> vote = std::move(pendingVotes_.front());
       pendingVotes_.pop_front();
-      wait(vote->request, "the last stop votes (at the end of the run)");
+      wait(vote->request, "the last stop votes (at the end of the run)", vote);
     }
     const auto start = std::chrono::steady_clock::now();
     for (int spin = 0;; ++spin) {
@@ -335,7 +361,7 @@ public:
       std::lock_guard<std::mutex> lock(mpi_);
       MPI_Ibarrier(comm_, &request);
     }
-    wait(request, "the start barrier (waiting for every rank to start the run)");
+    wait(request, "the start barrier (waiting for every rank to start the run)", nullptr);
   }
 
   std::vector<std::string> gather(const std::string &mine) override {
@@ -366,14 +392,27 @@ private:
   std::vector<std::string> collect(const std::string &mine, bool everyone) {
     const char *what = everyone ? "exchanging setup data between the ranks"
                                 : "gathering the ranks' results on rank 0";
-    const uint64_t size = mine.size();
-    std::vector<uint64_t> sizes(static_cast<size_t>(world_));
+    // What the requests read and write, owned apart from this frame: a round given up at the peer
+    // timeout may complete later (abandon). `send` holds this rank's bytes of the round in flight
+    // (the caller's string may be gone by then); MPI may read the counts and displacements until
+    // the round completes.
+    struct Buffers {
+      uint64_t size = 0;
+      std::vector<uint64_t> sizes;
+      std::vector<int> counts, displs;
+      std::string send, recv;
+    };
+    auto b = std::make_shared<Buffers>();
+    b->size = mine.size();
+    b->sizes.resize(static_cast<size_t>(world_));
     MPI_Request request;
     {
       std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Iallgather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_, &request);
+      MPI_Iallgather(&b->size, 1, MPI_UINT64_T, b->sizes.data(), 1, MPI_UINT64_T, comm_,
+                     &request);
     }
-    wait(request, what);
+    wait(request, what, b);
+    const std::vector<uint64_t> &sizes = b->sizes;
     const bool receives = everyone || rank_ == 0;
     std::vector<std::string> out(receives ? sizes.size() : 0);
     for (size_t i = 0; i < out.size(); ++i)
@@ -381,8 +420,9 @@ private:
     const uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
     const uint64_t chunk = std::max<uint64_t>(
         1, std::min<uint64_t>(gChunkBytes.load(), INT_MAX / static_cast<uint64_t>(world_)));
-    std::vector<int> counts(sizes.size()), displs(sizes.size());
-    std::string buffer;
+    std::vector<int> &counts = b->counts, &displs = b->displs;
+    counts.resize(sizes.size());
+    displs.resize(sizes.size());
     for (uint64_t offset = 0; offset < largest; offset += chunk) {
       int total = 0;
       for (size_t i = 0; i < sizes.size(); ++i) {
@@ -391,10 +431,11 @@ private:
         total += counts[i];
       }
       if (receives)
-        buffer.resize(static_cast<size_t>(total));
+        b->recv.resize(static_cast<size_t>(total));
       const int myCount = counts[static_cast<size_t>(rank_)];
-      const char *send = myCount ? mine.data() + offset : nullptr;
-      char *recv = receives && total ? &buffer[0] : nullptr;
+      b->send.assign(myCount ? mine.data() + offset : nullptr, static_cast<size_t>(myCount));
+      const char *send = myCount ? b->send.data() : nullptr;
+      char *recv = receives && total ? &b->recv[0] : nullptr;
       {
         std::lock_guard<std::mutex> lock(mpi_);
         if (everyone)
@@ -404,10 +445,10 @@ private:
           MPI_Igatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, 0,
                        comm_, &request);
       }
-      wait(request, what);
+      wait(request, what, b);
       for (size_t i = 0; i < out.size(); ++i)
         if (counts[i])
-          std::memcpy(&out[i][offset], buffer.data() + displs[i],
+          std::memcpy(&out[i][offset], b->recv.data() + displs[i],
                       static_cast<size_t>(counts[i]));
     }
     return out;
@@ -432,16 +473,19 @@ private:
       sends_.pop_front();
     }
   }
+  // Cancels a posted receive and completes it: a message that matched already is received into
+  // its buffer now (MPI_Wait returns for a cancelled request whatever the peers do), not after the
+  // buffer is gone.
   void cancel(MPI_Request &request) {
     if (request == MPI_REQUEST_NULL)
       return;
     std::lock_guard<std::mutex> lock(mpi_);
     MPI_Cancel(&request);
-    MPI_Request_free(&request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
   // Polls `request` until it completes (true) or `abort` is set (false); throws Error after the
-  // peer timeout.
-  bool wait(MPI_Request &request, const std::string &what,
+  // peer timeout. A request left unfinished keeps `owner` (its buffers) alive: abandon.
+  bool wait(MPI_Request &request, const std::string &what, const std::shared_ptr<void> &owner,
             const std::atomic<bool> *abort = nullptr) {
     const auto start = std::chrono::steady_clock::now();
     for (int spin = 0;; ++spin) {
@@ -452,14 +496,18 @@ private:
         if (done)
           return true;
       }
-      if (abort && abort->load())
+      if (abort && abort->load()) {
+        abandon(owner);
         return false;
-      if (elapsedS(start) > timeoutS_)
+      }
+      if (elapsedS(start) > timeoutS_) {
+        abandon(owner);
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
                         seconds(timeoutS_) +
                         " s: a peer exited, hung, or runs other options (--peer-timeout sets the "
                         "limit)");
+      }
       backoff(spin);
     }
   }

@@ -3,12 +3,16 @@
 // sizes, an empty one and bytes that are not text; then again in rounds of 16 bytes per rank (a
 // long run's parts pass MPI's 2 GiB int counts and go in rounds of 64 MiB), so parts end inside,
 // at and after a round. allGather is what the NCCL setup exchanges its
-// communicator ids with, which otherwise runs only on machines with two GPUs. Then the stop votes.
+// communicator ids with, which otherwise runs only on machines with two GPUs. Then the stop votes,
+// and a gather that rank 0 gives up at its peer timeout and the others complete later (under
+// AddressSanitizer, scripts/sanitize.sh, a write into the buffers it gave up is a failure).
 #include "runtime/Transport.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -60,6 +64,27 @@ void checkVotes(pfrt::Transport &t, int rank, int world) {
   t.finish();
 }
 
+// Rank 0 gives its gather up after 0.2 s (the others start it 1 s late) and goes on to an
+// allGather on `t`, whose polling is MPI progress: the late ranks complete the collective rank 0
+// gave up, into its size buffer. That buffer must still be alive (MpiTransport's abandon); it was
+// on rank 0's stack.
+void checkGatherGivenUp(pfrt::Transport &t, int rank, int world) {
+  std::unique_ptr<pfrt::Transport> quick = pfrt::createMpiTransport(-1, -1, 0.2);
+  if (rank != 0)
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  bool timedOut = false;
+  try {
+    quick->gather(partOf(rank));
+  } catch (const pfrt::Error &e) {
+    timedOut = std::string(e.what()).find("timed out after 0.2 s") != std::string::npos;
+    check(timedOut, rank, std::string("gather given up: ") + e.what());
+  }
+  check(rank != 0 || timedOut, rank, "rank 0's gather did not time out");
+  quick.reset();
+  checkParts(t.allGather(partOf(rank)), world, rank, "allGather after a gather given up");
+  t.barrier();
+}
+
 } // namespace
 
 int main() {
@@ -89,6 +114,7 @@ int main() {
     }
     pfrt::mpiSetGatherChunkForTesting(0);
     checkVotes(*t, rank, world);
+    checkGatherGivenUp(*t, rank, world);
     std::printf("rank %d of %d: %s\n", rank, world, failures ? "FAILED" : "ok");
     if (failures)
       pfrt::mpiMarkFailed();
