@@ -146,15 +146,6 @@ private:
   llvm::DenseMap<mlir::StringAttr, std::pair<int64_t, int64_t>> byName;
 };
 
-/// The largest fill time any iteration puts into the bubble: per job the
-/// worst iteration's total, summed over jobs.
-inline double worstIterationFillUs(BubbleOp bubble) {
-  double sum = 0;
-  for (auto &[job, worst] : worstIterationPerJob(fillIterationTotals(bubble)))
-    sum += worst;
-  return sum;
-}
-
 } // namespace pipefill
 
 #endif // PIPEFILL_CODEGEN_IRQUERIES_H

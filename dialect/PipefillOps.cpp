@@ -494,6 +494,59 @@ pipefill::worstIterationPerJob(ArrayRef<FillIterationTotal> totals) {
   return perJob;
 }
 
+double pipefill::worstIterationFillUs(BubbleOp bubble) {
+  SmallVector<FillIterationTotal, 8> totals = fillIterationTotals(bubble);
+  SmallVector<std::pair<StringRef, double>, 4> perJob = worstIterationPerJob(totals);
+  double planned = 0;
+  for (auto &[job, worst] : perJob)
+    planned += worst;
+  // One job, or a sum that fits: the iterations need not be looked at.
+  const double duration = bubble.getDurationUs();
+  if (perJob.size() <= 1 || planned <= duration * (1 + 1e-9) + 1e-6)
+    return planned;
+  auto perIteration = [&](StringRef job, int64_t iteration) -> const FillIterationTotal * {
+    auto it = llvm::lower_bound(totals, std::make_pair(job, iteration),
+                                [](const FillIterationTotal &t,
+                                   const std::pair<StringRef, int64_t> &key) {
+                                  return std::make_pair(t.job, t.iteration) < key;
+                                });
+    return it != totals.end() && it->job == job && it->iteration == iteration ? &*it
+                                                                               : nullptr;
+  };
+  std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
+  if (auto stage = bubble->getParentOfType<StageOp>())
+    for (AssignmentOp a : stageAssignments(stage))
+      schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
+  constexpr int64_t kMaxHorizon = 4096;
+  int64_t maxPrefix = 0, lcm = 1;
+  for (auto &[job, total] : perJob) {
+    auto it = schedule.find(job);
+    // A prefix past the horizon is unbounded too (and keeps maxPrefix + lcm
+    // from overflowing, whatever the assignment's own verifier said yet).
+    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0 ||
+        it->second.first > kMaxHorizon)
+      return planned;
+    maxPrefix = std::max(maxPrefix, it->second.first);
+    lcm = std::lcm(lcm, it->second.second);
+    if (lcm > kMaxHorizon)
+      return planned;
+  }
+  if (maxPrefix + lcm > kMaxHorizon)
+    return planned;
+  planned = 0;
+  for (int64_t t = 0; t < maxPrefix + lcm; ++t) {
+    double sum = 0;
+    for (auto &[job, total] : perJob) {
+      auto [prefix, period] = schedule[job];
+      int64_t listed = t < prefix ? t : prefix + (t - prefix) % period;
+      if (const FillIterationTotal *entry = perIteration(job, listed))
+        sum += entry->us;
+    }
+    planned = std::max(planned, sum);
+  }
+  return planned;
+}
+
 InFlightDiagnostic BubbleOp::emitFillError(size_t i) {
   LocationAttr loc = getFills()[i].loc;
   return mlir::emitError(loc ? Location(loc) : getLoc())
@@ -532,64 +585,10 @@ LogicalResult BubbleOp::verify() {
                               << freeBytes << " free";
   }
   // Plans repeat over iterations and several jobs may share a bubble: in each
-  // iteration of the run a job uses the time of its chunks there, and the
-  // jobs' totals in that iteration must fit together. Iteration t of the run
-  // is a job's listed iteration t < prefix ? t : prefix + (t - prefix) %
-  // period (its pipefill.assignment), so all repeat after max prefix + lcm
-  // of the periods; past kMaxHorizon iterations (or without assignments),
-  // the jobs' largest per-iteration totals must fit together.
-  double duration = getDurationUs();
-  SmallVector<FillIterationTotal, 8> totals = fillIterationTotals(*this);
-  SmallVector<std::pair<StringRef, double>, 4> perJob = worstIterationPerJob(totals);
-  double planned = 0;
-  for (auto &[job, worst] : perJob)
-    planned += worst;
-  auto perIteration = [&](StringRef job, int64_t iteration) -> const FillIterationTotal * {
-    auto it = llvm::lower_bound(totals, std::make_pair(job, iteration),
-                                [](const FillIterationTotal &t,
-                                   const std::pair<StringRef, int64_t> &key) {
-                                  return std::make_pair(t.job, t.iteration) < key;
-                                });
-    return it != totals.end() && it->job == job && it->iteration == iteration ? &*it
-                                                                               : nullptr;
-  };
-  std::map<StringRef, std::pair<int64_t, int64_t>> schedule; // prefix, period
-  if (perJob.size() > 1 && planned > duration * (1 + 1e-9) + 1e-6)
-    if (auto stage = (*this)->getParentOfType<StageOp>())
-      for (AssignmentOp a : stageAssignments(stage))
-        schedule[a.getJob()] = {(int64_t)a.getPrefix(), (int64_t)a.getPeriod()};
-  constexpr int64_t kMaxHorizon = 4096;
-  int64_t maxPrefix = 0, lcm = 1;
-  bool bounded = !schedule.empty();
-  for (auto &[job, total] : perJob) {
-    auto it = schedule.find(job);
-    // A prefix past the horizon is unbounded too (and keeps maxPrefix + lcm
-    // from overflowing, whatever the assignment's own verifier said yet).
-    if (it == schedule.end() || it->second.second < 1 || it->second.first < 0 ||
-        it->second.first > kMaxHorizon) {
-      bounded = false;
-      break;
-    }
-    maxPrefix = std::max(maxPrefix, it->second.first);
-    lcm = std::lcm(lcm, it->second.second);
-    if (lcm > kMaxHorizon) {
-      bounded = false;
-      break;
-    }
-  }
-  if (bounded && maxPrefix + lcm <= kMaxHorizon) {
-    planned = 0;
-    for (int64_t t = 0; t < maxPrefix + lcm; ++t) {
-      double sum = 0;
-      for (auto &[job, total] : perJob) {
-        auto [prefix, period] = schedule[job];
-        int64_t listed = t < prefix ? t : prefix + (t - prefix) % period;
-        if (const FillIterationTotal *entry = perIteration(job, listed))
-          sum += entry->us;
-      }
-      planned = std::max(planned, sum);
-    }
-  }
+  // iteration of the run the jobs' totals in that iteration must fit
+  // together.
+  const double duration = getDurationUs();
+  const double planned = worstIterationFillUs(*this);
   if (planned > duration * (1 + 1e-9) + 1e-6)
     return emitOpError() << "holds " << fmtNum(planned)
                          << " us of fill work but lasts only " << fmtNum(duration)

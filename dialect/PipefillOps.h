@@ -62,6 +62,15 @@ llvm::SmallVector<FillIterationTotal, 8> fillIterationTotals(BubbleOp bubble);
 llvm::SmallVector<std::pair<llvm::StringRef, double>, 4>
 worstIterationPerJob(llvm::ArrayRef<FillIterationTotal> totals);
 
+/// The most fill time any iteration of the run puts into `bubble`, all jobs
+/// together. Iteration t of the run is a job's listed iteration t < prefix ?
+/// t : prefix + (t - prefix) % period (its pipefill.assignment), so all repeat
+/// after max prefix + lcm of the periods; past 4096 iterations (or without
+/// assignments) it is the stricter sum of each job's largest iteration total.
+/// The verifier holds it to the bubble's duration; the report's predicted
+/// slowdown is what passes it.
+double worstIterationFillUs(BubbleOp bubble);
+
 /// A stage's pipefill.assignment ops, in order. They are its leading ops
 /// (AssignmentOp's verifier keeps them before every instruction and
 /// bubble), so they are found without walking the 10^3-10^5 ops after them.
