@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Any, Iterable, Optional
 
 
 class CompileError(ValueError):
@@ -23,11 +23,14 @@ class RunError(RuntimeError):
     """The runtime (pfrt) refused a stream program or failed while running it.
 
     ``status`` is the pfrt status name, e.g. ``"PFRT_ERROR_INVALID_PROGRAM"``.
+    ``bubble_result``: from a bubble's end that failed (a fill task failed in the
+    bubble, which still ended), what the end returns otherwise; else ``None``.
     """
 
     def __init__(self, message: str, status: str = "") -> None:
         super().__init__(message)
         self.status: str = status
+        self.bubble_result: Optional[dict[str, Any]] = None
 
 
 def _looks_like_path(text: str) -> bool:

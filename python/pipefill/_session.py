@@ -84,7 +84,8 @@ def _weak_step_context(session: "Session") -> Callable[[], Any]:
 class BubbleScope:
     """What ``with session.bubble(k) as b`` yields: ``b.result`` holds the dict
     that bubble_end returned (chunks_run, chunks_deferred, samples_completed and
-    the measured fill_us, overrun_us, end_wait_us) once the block has exited."""
+    the measured fill_us, overrun_us, end_wait_us) once the block has exited, also
+    when a fill task failed in the bubble (the bubble ended all the same)."""
 
     def __init__(self, bubble: Optional[int]) -> None:
         self.bubble = bubble
@@ -185,6 +186,8 @@ class Session:
         )
         self._runners: list[_TaskRunner] = []
         self._backend = backend
+        # end(): the numbers of the last bubble whose end raised (it ended all the same).
+        self._failed_end: Optional[dict[str, Any]] = None
         self._torch_fill_stream: Any = None
         _live_sessions.add(self)
 
@@ -261,6 +264,7 @@ class Session:
         try:
             scope.result = self._s.end(bubble)
         except RunError as e:
+            scope.result = e.bubble_result
             error = error or e
         if raising is not None:
             self._note_task_error(raising, error)
@@ -397,9 +401,13 @@ class Session:
     def end(self, bubble: int) -> dict[str, Any]:
         """pfrt_session_bubble_end; ``bubble`` -1 ends an unplanned one."""
         bubble = native_option(bubble, "int", "bubble")
+        self._failed_end = None
         try:
             return self._s.end(bubble)
         except RunError as e:
+            # The bubble ended all the same: its numbers, for a caller that goes on
+            # (pipefill.torch counts them in the step's totals).
+            self._failed_end = e.bubble_result
             self._raise_task_error(e)
             raise
 

@@ -501,8 +501,8 @@ class FilledSchedule:
 
         ``fill=False`` runs the step with the order still checked and the gaps
         measured, but no bubble begun and no ``iteration_end`` (the session's
-        fill waits): for measuring the main job alone. Afterwards
-        :attr:`last_step` holds what was measured, on the clock named in ``clock``
+        fill waits): for measuring the main job alone. Afterwards, also after a
+        step that raised, :attr:`last_step` holds what was measured, on the clock named in ``clock``
         (``"perf_counter"``, or ``"cuda_events"`` on the stage's stream for CUDA
         stages): the step's wall time ``step_s`` (host), every compute action's
         time (``compute_us``: ``[("2F3", us), ...]``, the stage's own call, without
@@ -546,20 +546,30 @@ class FilledSchedule:
                     except Exception:  # noqa: BLE001 - the step's own error goes first
                         if not failed:
                             raise
+                # What this step did, also when it or a fill task failed (the bubbles that
+                # ended are counted; a stale record of the step before would count twice).
+                try:
+                    self._record_step(fill, now - t0, gaps_us)
+                except Exception:  # noqa: BLE001 - the step's own error goes first
+                    if not failed and self._fill_error is None:
+                        raise
             finally:
                 self._active = False
         if self._fill_error is not None:
             # A fill task's step failed in a bubble (pipefill.FillTask: its own exception).
             error, self._fill_error = self._fill_error, None
             raise error
-        if not failed and self._pos != len(self._compute):
+        if self._pos != len(self._compute):
             raise ScheduleMismatchError(
                 f"pipefill.torch: rank {self.session.rank}: step ran {self._pos} compute actions "
                 f"but the plan has {len(self._compute)} (next: {self._plan_op_text(self._pos)})"
             )
+        return out
+
+    def _record_step(self, fill: bool, step_s: float, gaps_us: dict[int, float]) -> None:
         self.last_step = {
             "fill": fill,
-            "step_s": now - t0,
+            "step_s": step_s,
             "clock": "cuda_events" if self._device is not None else "perf_counter",
             "bubbles": self._results,
             "gap_us": gaps_us,
@@ -575,7 +585,6 @@ class FilledSchedule:
             totals = {k: now_totals[k] - self._fill_totals[k] for k in _FILL_TOTALS}
             self._fill_totals = now_totals
         self.last_step.update(totals)
-        return out
 
     def _session_totals(self) -> dict[str, Any]:
         report = self.session.report()
@@ -637,12 +646,18 @@ class FilledSchedule:
             self._open = None
             try:
                 result = dict(self.session.end(bubble))
-            except Exception as e:  # noqa: BLE001 - a fill task's error, raised after the step
+            except BaseException as e:  # noqa: BLE001 - a fill task's error, raised after the step
                 # Raising here would stop this rank before its next compute and leave its
                 # peers waiting for it; the step finishes first (the failed task is disabled).
+                # Any exception: a task's SystemExit or KeyboardInterrupt too (the session
+                # raises it in the task's own type). The bubble ended all the same: its
+                # numbers count in the step's.
                 if self._fill_error is None:
                     self._fill_error = e
-                return
+                ended = getattr(self.session, "_failed_end", None)
+                if ended is None:
+                    return
+                result = dict(ended)
             result["bubble_id"] = bubble
             result["gap"] = gap
             self._results.append(result)

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -28,12 +29,30 @@ namespace pipefill::py {
 
 namespace nb = nanobind;
 
-/// A pfrt call failed; `status` is pfrt_status_name's text.
+/// A pfrt call failed; `status` is pfrt_status_name's text. A bubble_end that failed (a fill
+/// task failed in the bubble) still ended the bubble: its numbers ride along (RunError's
+/// `bubble_result`).
 struct RunFailure : std::runtime_error {
   RunFailure(const std::string &what, std::string status)
       : std::runtime_error(what), status(std::move(status)) {}
   std::string status;
+  std::optional<pfrt_session_bubble_result> bubbleResult;
 };
+
+/// What pfrt_session_bubble_end returned, as Session.end's dict.
+inline nanobind::dict bubbleResultDict(const pfrt_session_bubble_result &r) {
+  nanobind::dict d;
+  d["chunks_run"] = r.chunks_run;
+  d["chunks_deferred"] = r.chunks_deferred;
+  d["samples_completed"] = r.samples_completed;
+  d["fill_us"] = r.fill_us;
+  d["overrun_us"] = r.overrun_us;
+  d["end_wait_us"] = r.end_wait_us;
+  d["task_steps"] = r.task_steps;
+  d["task_samples"] = r.task_samples;
+  d["task_us"] = r.task_us;
+  return d;
+}
 
 /// The runtime's message with the C session calls it names replaced by the Session methods a
 /// Python user called (pfrt_session_bubble_end(PFRT_SESSION_UNPLANNED) -> Session.end(-1)).
@@ -291,18 +310,13 @@ public:
       throw std::invalid_argument("bubble must be a bubble id (>= 0 and < 2**32 - 1) or -1 (the "
                                   "unplanned bubble), got " + std::to_string(bubble));
     const uint32_t id = bubble < 0 ? PFRT_SESSION_UNPLANNED : static_cast<uint32_t>(bubble);
-    call([&](pfrt_session *s) { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
-    nb::dict d;
-    d["chunks_run"] = r.chunks_run;
-    d["chunks_deferred"] = r.chunks_deferred;
-    d["samples_completed"] = r.samples_completed;
-    d["fill_us"] = r.fill_us;
-    d["overrun_us"] = r.overrun_us;
-    d["end_wait_us"] = r.end_wait_us;
-    d["task_steps"] = r.task_steps;
-    d["task_samples"] = r.task_samples;
-    d["task_us"] = r.task_us;
-    return d;
+    try {
+      call([&](pfrt_session *s) { return pfrt_session_bubble_end(s, id, &r); }, "bubble_end");
+    } catch (RunFailure &e) {
+      e.bubbleResult = r; // zeros, or the ended bubble's numbers when a fill task failed in it
+      throw;
+    }
+    return bubbleResultDict(r);
   }
   // The calls below may wait for the worker on a CUDA session (they read what it counts); like
   // every call they run without the GIL (call).

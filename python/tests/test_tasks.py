@@ -199,7 +199,7 @@ def test_an_exception_in_step_is_raised_at_the_bubble_exit(plan, wait):
         s.add_task(bad, step_us=100, name="exploding")
         s.add_task(good, step_us=100, max_steps=10, name="good")
         with pytest.raises(KeyError, match="no sample 3") as info:
-            with s.unplanned(2e6, wait=wait):
+            with s.unplanned(2e6, wait=wait) as b:
                 if not wait:
                     deadline = time.monotonic() + 10
                     while bad.calls < 3 and time.monotonic() < deadline:
@@ -207,6 +207,11 @@ def test_an_exception_in_step_is_raised_at_the_bubble_exit(plan, wait):
         assert any("fill task 'exploding'" in n for n in info.value.__notes__)
         assert isinstance(info.value.__cause__, pipefill.RunError)
         assert "fill task 'exploding'" in str(info.value.__cause__)
+        # The bubble ended all the same, and says what ran in it: the steps the tasks count.
+        ran = sum(t["steps"] for t in s.tasks())
+        assert b.result is not None and b.result["task_steps"] == ran >= 2
+        # Without the wait, the end reported the failure, and its error carries the numbers.
+        assert info.value.__cause__.bubble_result == (None if wait else b.result)
         # The bubble is over and the task is disabled: later bubbles never call it.
         with s.unplanned(2e6, wait=True):
             pass

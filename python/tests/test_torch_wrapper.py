@@ -486,9 +486,12 @@ def test_compile_torch_schedule_errors(tmp_path):
         pipefill.compile_torch_schedule("zbv.csv", job=job("ONE_F_ONE_B"))
 
 
-def test_failing_fill_task_is_raised_after_the_step():
-    """The task's exception must not stop the rank mid-step (its peers would wait for it):
-    torch's step completes, then the exception is raised; the task is disabled after it."""
+@pytest.mark.parametrize("exc", [KeyError, SystemExit, KeyboardInterrupt])
+def test_failing_fill_task_is_raised_after_the_step(exc):
+    """The task's exception must not stop the rank mid-step (its peers would wait for it),
+    whatever its type (a task's sys.exit() too): torch's step completes, then the exception is
+    raised; the task is disabled after it. last_step is the failed step's, its task steps
+    before the failure counted (it was the step before's, or empty)."""
     if not hasattr(pipefill, "FillTask"):
         pytest.skip("this pipefill has no FillTask")
 
@@ -497,7 +500,9 @@ def test_failing_fill_task_is_raised_after_the_step():
 
         def step(self):
             Boom.calls += 1
-            raise KeyError("fill task broke")
+            if Boom.calls == 3:
+                raise exc("fill task broke")
+            return 1
 
     plan = pipefill.compile(job("ONE_F_ONE_B", fill=False))
     sched, log = make_schedule("Schedule1F1B", 0)
@@ -507,13 +512,16 @@ def test_failing_fill_task_is_raised_after_the_step():
     with pipefill.Session(plan, 0) as session:
         session.add_task(Boom(), step_us=10)
         with pft.FilledSchedule(sched, session) as filled:
-            with pytest.raises(KeyError, match="fill task broke"):
+            with pytest.raises(exc, match="fill task broke"):
                 run_step(filled.step)
             assert len(log) == 2 * M  # every compute action ran
-            assert Boom.calls == 1
+            assert Boom.calls == 3
+            assert filled.last_step["task_steps"] == 2
+            assert filled.last_step["task_samples"] == 2
             del log[:]
-            run_step(filled.step)  # disabled: no second call, no error
-            assert len(log) == 2 * M and Boom.calls == 1
+            run_step(filled.step)  # disabled: no further call, no error
+            assert len(log) == 2 * M and Boom.calls == 3
+            assert filled.last_step["task_steps"] == 0
         assert session.report()["iterations"] == 2
 
 
