@@ -18,6 +18,13 @@ bool isCommOp(const std::string &name) {
          name.find("record_param_comms") != std::string::npos;
 }
 
+/// A point-to-point receive (`c10d::recv_`, the `gloo:recv` annotation that
+/// spans gloo's wait, `nccl:recv`): inside a single-stage schedule's range it
+/// is the wait for the range's input.
+bool isRecvOp(const std::string &name) {
+  return isCommOp(name) && name.find("recv") != std::string::npos;
+}
+
 bool isAutogradOp(const std::string &name) {
   return name.rfind("autograd::", 0) == 0;
 }
@@ -142,30 +149,43 @@ EventActions actionsOf(const TraceFile &f, const TraceEvent &e,
   return EventActions::Ok;
 }
 
+/// The events of `byThread` on `e`'s thread nested in `e`, in start order.
+template <class Fn>
+void forNested(const TraceEvent &e, const OpsByThread &byThread, Fn &&fn) {
+  auto it = byThread.find(e.thread);
+  if (it == byThread.end())
+    return;
+  const auto &list = it->second;
+  auto first = std::lower_bound(list.begin(), list.end(), e.ts,
+                                [](const TraceEvent *a, double t) { return a->ts < t; });
+  for (auto op = first; op != list.end() && (*op)->ts <= e.ts + e.dur; ++op)
+    if ((*op)->ts + (*op)->dur <= e.ts + e.dur + 1e-6)
+      fn(**op);
+}
+
 /// The samples of one action range: the compute span of its nested
 /// operators, split between the sub-actions of an OVERLAP_F_B group.
+/// Operators that start before the end of the range's last receive
+/// (`recvs`) prepare or wait for its input (ScheduleGPipe's ranges hold the
+/// receive buffer's allocation, the receive and its wait): not compute.
 void addSamples(const TraceEvent &e, const std::vector<Action> &subs,
-                const OpsByThread &ops, size_t fi, std::vector<Sample> &samples) {
+                const OpsByThread &ops, const OpsByThread &recvs, size_t fi,
+                std::vector<Sample> &samples) {
+  double inputAt = e.ts;
+  forNested(e, recvs, [&](const TraceEvent &r) { inputAt = std::max(inputAt, r.ts + r.dur); });
   // Spans of the nested operators: all, and split for OVERLAP_F_B.
   double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
-  auto it = ops.find(e.thread);
-  if (it != ops.end()) {
-    const auto &list = it->second;
-    auto first = std::lower_bound(
-        list.begin(), list.end(), e.ts,
-        [](const TraceEvent *a, double t) { return a->ts < t; });
-    for (auto op = first; op != list.end() && (*op)->ts <= e.ts + e.dur; ++op) {
-      if ((*op)->ts + (*op)->dur > e.ts + e.dur + 1e-6)
-        continue;
-      int cls = isAutogradOp((*op)->name) ? 1 : 0;
-      lo[cls] = std::min(lo[cls], (*op)->ts);
-      hi[cls] = std::max(hi[cls], (*op)->ts + (*op)->dur);
-    }
-  }
+  forNested(e, ops, [&](const TraceEvent &op) {
+    if (op.ts < inputAt)
+      return;
+    int cls = isAutogradOp(op.name) ? 1 : 0;
+    lo[cls] = std::min(lo[cls], op.ts);
+    hi[cls] = std::max(hi[cls], op.ts + op.dur);
+  });
   bool overlap = subs.size() > 1;
   double allLo = std::min(lo[0], lo[1]), allHi = std::max(hi[0], hi[1]);
-  if (!(allHi >= allLo)) { // no nested operators
-    allLo = e.ts;
+  if (!(allHi >= allLo)) { // no nested operators (after the input's arrival)
+    allLo = inputAt;
     allHi = e.ts + e.dur;
   }
   // For a group: the sub-actions of each class share that class's span.
@@ -201,13 +221,17 @@ bool samplesOfFile(const std::vector<TraceFile> &files, size_t fi,
                    const StagePlacement &placement,
                    std::vector<Sample> &samples, TraceDiag &diag) {
   const TraceFile &f = files[fi];
-  OpsByThread ops;
-  for (const TraceEvent &e : f.events)
+  OpsByThread ops, recvs;
+  for (const TraceEvent &e : f.events) {
     if (e.cat == "cpu_op" && !isCommOp(e.name))
       ops[e.thread].push_back(&e);
-  for (auto &[thread, list] : ops)
-    std::sort(list.begin(), list.end(),
-              [](const TraceEvent *a, const TraceEvent *b) { return a->ts < b->ts; });
+    else if ((e.cat == "cpu_op" || e.cat == "user_annotation") && isRecvOp(e.name))
+      recvs[e.thread].push_back(&e);
+  }
+  for (OpsByThread *byThread : {&ops, &recvs})
+    for (auto &[thread, list] : *byThread)
+      std::sort(list.begin(), list.end(),
+                [](const TraceEvent *a, const TraceEvent *b) { return a->ts < b->ts; });
   size_t before = samples.size();
   for (const TraceEvent &e : f.events) {
     std::vector<Action> subs;
@@ -215,13 +239,15 @@ bool samplesOfFile(const std::vector<TraceFile> &files, size_t fi,
     if (kind == EventActions::Error)
       return false;
     if (kind == EventActions::Ok)
-      addSamples(e, subs, ops, fi, samples);
+      addSamples(e, subs, ops, recvs, fi, samples);
   }
   if (samples.size() == before)
     return failAt(diag, f, 0, "the trace has no torch pipelining action events "
-                              "(PP:<action> ranges of _PipelineScheduleRuntime, or "
-                              "'Forward <mb>'/'Backward <mb>' of ScheduleGPipe and "
-                              "Schedule1F1B); profile a step of the schedule");
+                              "(PP:<action> ranges of _PipelineScheduleRuntime and the "
+                              "multi-stage schedules, or 'Forward <mb>'/'Backward <mb>' of "
+                              "ScheduleGPipe; Schedule1F1B records none: profile it as a "
+                              "_PipelineScheduleRuntime that loads its --to-torch-schedule "
+                              "table); profile a step of the schedule");
   return true;
 }
 

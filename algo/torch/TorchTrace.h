@@ -12,7 +12,7 @@
 //    `PP:(0F3;7B1)OVERLAP_F_B`, ...); communication and bookkeeping actions
 //    are skipped;
 //  - `Forward <mb>` / `Backward <mb>` ranges, which the single-stage
-//    schedules (ScheduleGPipe, Schedule1F1B) record; their stage is the
+//    schedule ScheduleGPipe records (Schedule1F1B records none); their stage is the
 //    trace's rank.
 // An action's compute time is the span of the operator events (category
 // cpu_op) nested in its range on the same thread, communication operators

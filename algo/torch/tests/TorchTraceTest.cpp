@@ -126,6 +126,33 @@ TEST(Trace, OverlapGroupsSplitByOperatorKindAndSingleStageLabels) {
   EXPECT_DOUBLE_EQ(find(t, 1, sched::InstrKind::Forward, 0)->meanUs, 10);
 }
 
+// ScheduleGPipe's "Forward <mb>" range holds the receive of its input: the
+// buffer's allocation (an operator), c10d::recv_ and gloo's wait (the
+// gloo:recv annotation), then the compute and the send. Times as in a real
+// 2-rank gloo trace (torch 2.15): the compute starts after the receive ends.
+TEST(Trace, SingleStageRangesLeaveOutTheReceiveOfTheirInput) {
+  TraceFile f;
+  f.path = "t.json";
+  f.rank = 1;
+  StagePlacement p = twoByOne();
+  f.events = {ev("Forward 0", "user_annotation", 0, 14674),
+              ev("aten::empty_strided", "cpu_op", 5602, 9),
+              ev("c10d::recv_", "cpu_op", 5827, 425),
+              ev("gloo:recv", "user_annotation", 6238, 2210),
+              ev("aten::linear", "cpu_op", 8830, 442),
+              ev("aten::tanh", "cpu_op", 9426, 1000),
+              ev("c10d::send", "cpu_op", 10500, 30),
+              // The last stage's backward receives nothing: all of it counts.
+              ev("Backward 0", "user_annotation", 20000, 900),
+              ev("aten::ones_like", "cpu_op", 20100, 100),
+              ev("autograd::engine::evaluate_function: AddmmBackward0", "cpu_op", 20300, 500)};
+  TraceProfile t;
+  TraceDiag d;
+  ASSERT_TRUE(profileFromTraces({f}, p, t, d)) << d.message;
+  EXPECT_DOUBLE_EQ(find(t, 1, sched::InstrKind::Forward, 0)->meanUs, 10426 - 8830);
+  EXPECT_DOUBLE_EQ(find(t, 1, sched::InstrKind::Backward, 0)->meanUs, 700);
+}
+
 TEST(Trace, ErrorsNameFileAndLine) {
   StagePlacement p = twoByOne();
   struct Case {
