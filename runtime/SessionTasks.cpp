@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cxxabi.h>
 #include <exception>
 #include <mutex>
@@ -151,9 +152,14 @@ uint32_t Session::addTask(const pfrt_session_task_desc &d) {
   const std::string what = "pfrt_session_task_add('" + name + "'): ";
   if (!d.step)
     invalid(what + "step is NULL");
-  if (!(d.step_us > 0) || std::isinf(d.step_us))
-    invalid(what + "step_us must be > 0 and finite (the estimated real us of one step), got " +
-            std::to_string(d.step_us));
+  // A step over 1000 s fits no bubble a pipeline has: the task would never run, unsaid.
+  constexpr double kMaxStepUs = 1e9;
+  if (!(d.step_us > 0 && d.step_us <= kMaxStepUs)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", d.step_us);
+    invalid(what + "step_us must be > 0 and at most 1e9 (1000 s; the estimated real us of one "
+                   "step), got " + got);
+  }
   for (const TaskState &ts : tasks_)
     if (ts.name == name)
       invalid(what + "a task of that name exists already (names are unique: checkpoints "

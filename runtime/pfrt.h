@@ -756,7 +756,7 @@ typedef struct pfrt_session_task_desc {
   const char *name;               /* unique in the session (copied); checkpoints match by it */
   pfrt_session_task_step_fn step; /* called on the session's worker thread */
   void *user_data;
-  double step_us;                 /* estimated real us per step (> 0, finite) */
+  double step_us;                 /* estimated real us per step (> 0, <= 1e9) */
   uint64_t memory_bytes;          /* memory a step needs; runs only where free bytes >= it */
   uint64_t max_steps;             /* 0: no limit; counts steps restored from a checkpoint */
 } pfrt_session_task_desc;

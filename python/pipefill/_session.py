@@ -353,7 +353,7 @@ class Session:
         one ``task.step()`` at a time on the worker thread, each only if its predicted
         time fits what is left of the bubble (bounded policy) and ``memory_bytes`` fits
         the bubble's free bytes. ``step_us``: estimated real microseconds per step
-        (> 0); the prediction starts at 1.2 x it and then follows the measured steps
+        (> 0, at most 1e9); the prediction starts at 1.2 x it and then follows the measured steps
         (max of 1.2 x median and the 90th percentile of the last 32). ``max_steps``:
         stop after that many steps in all (checkpointed steps count; 0: no limit).
         ``name``: unique in the session (default: ``task.name`` or the class name).
@@ -369,12 +369,17 @@ class Session:
         if not name:
             raise ValueError(f"{what} must not be empty (it names the task in reports and "
                              f"checkpoints)")
+        step = native_option(step_us, "number", "step_us")
+        if not 0 < step <= 1e9:
+            # A step over 1000 s would fit no bubble: the task would never run.
+            raise ValueError(f"step_us must be > 0 and at most 1e9 (1000 s; the estimated real "
+                             f"us of one step), got {step!r}")
         runner = _TaskRunner(task, name, _weak_step_context(self))
         tid = int(
             self._s.task_add(
                 name,
                 runner,
-                native_option(step_us, "number", "step_us"),
+                step,
                 native_option(memory_bytes, "int", "memory_bytes"),
                 native_option(max_steps, "int", "max_steps"),
             )

@@ -65,7 +65,8 @@ class FillTask:
 
     def step(self) -> int:
         """One step of the task; returns the samples (or items) it completed (an int,
-        0 .. 2**63 - 1)."""
+        0 .. 10**15: a task counts at most 10**15 samples in all, what a checkpoint
+        holds)."""
         raise NotImplementedError(f"{type(self).__name__} must override FillTask.step()")
 
     def state_dict(self) -> Any:
@@ -76,8 +77,9 @@ class FillTask:
         """Restores what :meth:`state_dict` returned."""
 
 
-# The most samples one step can report: the runtime's binding takes them as an int64.
-_MAX_SAMPLES = 2**63 - 1
+# The most samples one step can report: a task counts at most 10**15 in all (the runtime's
+# limit, what a checkpoint holds), so no single step may report more.
+_MAX_SAMPLES = 10**15
 
 
 def _is_bool(value: Any) -> bool:
@@ -121,7 +123,8 @@ class _TaskRunner:
             if samples < 0 or samples > _MAX_SAMPLES:
                 raise ValueError(
                     f"{type(self.task).__name__}.step() of fill task {self.name!r} returned "
-                    f"{samples}: samples must be >= 0 and <= 2**63 - 1"
+                    f"{samples}: samples must be >= 0 and <= 10**15 (a task counts at most 10**15 "
+                    f"in all)"
                 )
             return samples
         except BaseException as e:  # noqa: BLE001 - kept and raised on the main thread

@@ -619,12 +619,17 @@ TEST(SessionTaskErrorTest, BadTaskDescriptions) {
   bad.step = nullptr;
   expectError(pfrt_session_task_add(s.get(), &bad, &id), PFRT_ERROR_INVALID_ARGUMENT,
               "pfrt_session_task_add('t'): step is NULL");
-  for (double us : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+  for (double us : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e300}) {
     bad = d;
     bad.step_us = us;
     expectError(pfrt_session_task_add(s.get(), &bad, &id), PFRT_ERROR_INVALID_ARGUMENT,
-                "step_us must be > 0 and finite");
+                "step_us must be > 0 and at most 1e9 (1000 s; the estimated real us of one "
+                "step), got ");
   }
+  bad = d;
+  bad.step_us = 0;
+  expectError(pfrt_session_task_add(s.get(), &bad, &id), PFRT_ERROR_INVALID_ARGUMENT,
+              "one step), got 0");
   bad = d;
   bad.name = nullptr;
   expectError(pfrt_session_task_add(s.get(), &bad, &id), PFRT_ERROR_INVALID_ARGUMENT,
