@@ -25,6 +25,7 @@ import argparse
 import os
 import sys
 import time
+import traceback
 
 # Open MPI's single-copy shared-memory path (CMA) fails in containers without ptrace rights
 # ("Read -1, expected N, errno = 14") for messages above the eager limit; copy through the
@@ -264,4 +265,14 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (SystemExit, KeyboardInterrupt, Exception) as e:
+        if isinstance(e, SystemExit):
+            raise
+        # One rank failing (Ctrl-C too) must stop the job: its peers would wait for its
+        # messages forever, and mpi4py's exit hook (MPI_Finalize) would wait for them.
+        traceback.print_exc()
+        print(f"rank {MPI.COMM_WORLD.rank}: {type(e).__name__}: stopping every rank",
+              file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(130 if isinstance(e, KeyboardInterrupt) else 1)
