@@ -144,6 +144,7 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
     cfg.rank = transport->rank();
     // Each rank saves its own devices' fill progress: CHECKPOINT.rankR.
     if (!cfg.checkpointPath.empty()) {
+      pfrt::checkCheckpointMode(cfg.checkpointPath, cfg.rank);
       cfg.checkpointPath += ".rank" + std::to_string(cfg.rank);
       pfrt::checkOutputPath(cfg.checkpointPath, "checkpoint");
       pfrt::removeStaleCheckpointTemps(cfg.checkpointPath);
@@ -649,6 +650,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
       *out = runRank(pr, info, cfg, o);
       return;
     }
+    pfrt::checkCheckpointMode(cfg.checkpointPath, -1);
     pfrt::Executor exec(pr, info, cfg);
     pfrt::RunResult result = exec.run();
     auto *report = new pfrt_report();

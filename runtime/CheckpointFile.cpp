@@ -328,6 +328,45 @@ std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlig
   return "";
 }
 
+namespace {
+// A file that starts with the checkpoint magic (truncated or not: it was written as one).
+bool isCheckpointFile(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  char magic[6] = {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  const bool ok = regular && ::read(fd, magic, sizeof magic) == ssize_t(sizeof magic) &&
+                  std::memcmp(magic, "PFCKPT", sizeof magic) == 0;
+  ::close(fd);
+  return ok;
+}
+} // namespace
+
+void checkCheckpointMode(const std::string &base, int rank) {
+  if (base.empty())
+    return;
+  struct stat st;
+  if (rank >= 0) {
+    const std::string mine = base + ".rank" + std::to_string(rank);
+    if (::stat(mine.c_str(), &st) != 0 && isCheckpointFile(base))
+      throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                  "checkpoint " + base + " holds a single-process run's fill progress, but each "
+                  "rank of a run under mpirun resumes from its own " + base + ".rankR (" + mine +
+                  " does not exist), so this run would start at iteration 0: resume that run "
+                  "as one process, or give another checkpoint path");
+    return;
+  }
+  const std::string rank0 = base + ".rank0";
+  if (::stat(base.c_str(), &st) != 0 && isCheckpointFile(rank0))
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "checkpoint " + base + " does not exist, but " + rank0 + " does: " + base +
+                    ".rankR are the checkpoints of a run under mpirun (one per rank), and this "
+                    "single-process run would start at iteration 0: resume that run under "
+                    "mpirun with one rank per device, or give another checkpoint path");
+}
+
 void checkOutputPath(const std::string &path, const std::string &what) {
   if (path.empty() || path == "-")
     return;

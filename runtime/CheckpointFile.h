@@ -47,6 +47,12 @@ std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlig
 // run starts; throws Error(PFRT_ERROR_IO) naming `what` and the reason.
 void checkOutputPath(const std::string &path, const std::string &what);
 
+// Refuses a checkpoint path whose files belong to the other way of running, where the run would
+// start at iteration 0 and drop the progress they hold: a rank's run (`rank` >= 0) whose
+// BASE.rankR is missing while BASE is a single process's checkpoint, or a single-process run
+// (`rank` -1) whose BASE is missing while BASE.rank0 exists. Throws Error(INVALID_ARGUMENT).
+void checkCheckpointMode(const std::string &base, int rank);
+
 // Removes what a writer killed mid-write leaves behind: PATH.tmp.XXXXXX files (mkstemp names) next
 // to the checkpoint. Called before a run starts (one writer per checkpoint path). Returns how many
 // were removed.

@@ -430,6 +430,21 @@ def rank_checkpoints(exe, four, work):
                  ["the ranks' checkpoints have no iteration in common (rank 0: ", "rank 1: none",
                   "the ranks cannot resume at one iteration"],
                  "ranks whose checkpoints have no iteration in common fail, naming what each has")
+    # A checkpoint of the other way of running: each run would have started at iteration 0 with
+    # exit 0, the progress in those files dropped (a rank reads CHECKPOINT.rankR, one process
+    # CHECKPOINT).
+    one = os.path.join(work, "one.ckpt")
+    for f in glob.glob(one + "*"):
+        os.remove(f)
+    run([exe, four, *RUN, "--iterations", "2", "--checkpoint", one])
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "4", "--checkpoint", one],
+                 [f"checkpoint {one} holds a single-process run's fill progress",
+                  "resume that run as one process"],
+                 "a single process's checkpoint resumed under mpirun is refused")
+    expect_error([exe, four, *RUN, "--iterations", "4", "--checkpoint", ck],
+                 [f"checkpoint {ck} does not exist, but {ck}.rank0 does",
+                  "resume that run under mpirun"],
+                 "ranks' checkpoints resumed by one process are refused")
 
 
 def start_errors(exe, four):
