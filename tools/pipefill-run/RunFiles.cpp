@@ -150,10 +150,21 @@ int checkOutputsWritable(const RunArgs &args) {
                                  &args.compareJson})
     if (!checkWritable(*out, when))
       return 1;
+  struct stat st;
+  // Each rank writes its part beside the report: beside /dev/stdout that made regular files
+  // /dev/stdout.rankR.
+  if (args.rankMode() && !args.reportPath.empty() &&
+      (args.reportPath == "-" ||
+       (::stat(args.reportPath.c_str(), &st) == 0 && !S_ISREG(st.st_mode)))) {
+    std::fprintf(stderr,
+                 "pipefill-run: error: --report %s is not a regular file: with one process per rank "
+                 "each rank writes its part beside the report (%s), so give a file path\n",
+                 args.reportPath.c_str(), rankPartPath(args.reportPath, 0).c_str());
+    return 2;
+  }
   if (args.rankMode() && args.options.rank >= 0 && !args.reportPath.empty() &&
       !checkWritable(rankPartPath(args.reportPath, args.options.rank), when))
     return 1;
-  struct stat st;
   if (!args.checkpointPath.empty() && ::stat(args.checkpointPath.c_str(), &st) == 0 &&
       !S_ISREG(st.st_mode)) {
     std::fprintf(stderr, "pipefill-run: error: --checkpoint %s is not a regular file\n",
