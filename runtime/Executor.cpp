@@ -1290,8 +1290,10 @@ void Executor::checkRanksAgree() {
       {"the program (its fingerprint)", std::to_string(programFingerprint(program_))},
       {"--checkpoint", config_.checkpointPath.empty() ? "none" : "given"},
       {"--iterations", std::to_string(config_.iterations)},
+      // Profile mode first: without --profile-with-fill it turns fill off, and a rank given
+      // --profile-out alone was named as running with --no-fill.
+      {"profile mode (--profile-out)", config_.profile ? "on" : "off"},
       {"fill (--no-fill)", config_.fill ? "on" : "off"},
-      {"profile mode", config_.profile ? "on" : "off"},
       {"--time-model", config_.modelledTime ? "modelled" : "measured"},
       {"--time-scale", number(config_.timeScale)},
       {"--fill-policy", !config_.fillBounded ? "unbounded"

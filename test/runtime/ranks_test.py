@@ -30,6 +30,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # Common run options: deterministic main timeline and fill accounting.
@@ -477,7 +478,11 @@ def start_errors(exe, four):
     # out --peer-timeout (120 s by default), or merge.
     for what, theirs, needle in (
             ("--iterations", ["--iterations", "1"], "runs with --iterations "),
-            ("--no-fill", ["--iterations", "3", "--no-fill"], "runs with fill (--no-fill) o")):
+            ("--no-fill", ["--iterations", "3", "--no-fill"], "runs with fill (--no-fill) o"),
+            # Named as --no-fill before (profile mode runs without fill).
+            ("--profile-out", ["--iterations", "3", "--profile-out",
+                               os.path.join(tempfile.gettempdir(), "pf-rank3-profile.pbtxt")],
+             "runs with profile mode (--profile-out) o")):
         start = time.monotonic()
         cmd = mpirun_cmd(3) + [exe, four, *RUN, "--iterations", "3", ":",
                                "-n", "1", exe, four, *RUN, *theirs]
