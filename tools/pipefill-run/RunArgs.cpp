@@ -178,6 +178,9 @@ int parseOutputOption(ArgCursor &c, RunArgs &a) {
   return kContinue;
 }
 
+// Where rankFromLauncher found the world ("OMPI_COMM_WORLD_SIZE=4"), for runtimeError.
+std::string gWorldFromEnv;
+
 // Rank mode from the launcher's environment when neither --rank nor --world was given: a world
 // of one is a plain single-process run.
 void rankFromLauncher(pfrt_options &options) {
@@ -192,6 +195,7 @@ void rankFromLauncher(pfrt_options &options) {
       if (world > 1) {
         options.rank = static_cast<int32_t>(rank);
         options.world = static_cast<int32_t>(world);
+        gWorldFromEnv = std::string(p[1]) + "=" + w;
       }
       return;
     }
@@ -209,6 +213,12 @@ std::string runtimeError() {
                              {"run with max_dim ", "run with --max-dim "}})
     if (const size_t at = error.find(field); at != std::string::npos)
       error.replace(at, std::strlen(field), flag);
+  // Nobody passed --world: a launcher's variable did, perhaps one left in the environment.
+  if (!gWorldFromEnv.empty() && error.find(" was asked for but MPI_COMM_WORLD has ") !=
+                                    std::string::npos)
+    error += " (the world came from " + gWorldFromEnv +
+             " in pipefill-run's environment, which a launcher sets; unset it for a run "
+             "without mpirun)";
   return error;
 }
 
