@@ -656,12 +656,41 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
 // behind main by different amounts (killed ranks of four.pb: iterations 87 to 101). Each rank
 // keeps its last kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest
 // iteration every rank has. Ranks with none in common fail, listing what each has.
+std::string Executor::historyCheckpoint(const std::string &file, int64_t iteration,
+                                        pipefill::rt::FillCheckpoint *out) const {
+  pipefill::rt::FillCheckpoint cp;
+  std::string problem;
+  const CheckpointStatus st = readCheckpointFile(file, programFingerprint(program_), cp, problem);
+  if (st == CheckpointStatus::Missing)
+    return "does not exist";
+  if (st == CheckpointStatus::Ok)
+    problem = checkpointContentProblem(cp);
+  if (!problem.empty())
+    return problem;
+  if (static_cast<int64_t>(cp.iterations_done()) != iteration)
+    return "is at iteration " + std::to_string(cp.iterations_done());
+  if (out)
+    *out = std::move(cp);
+  return "";
+}
+
 void Executor::agreeOnCheckpointIteration() {
   const std::string &path = config_.checkpointPath;
   // A rank whose devices run no fill has no state to restore: it resumes at any iteration (it
   // writes only at the end of a run, so it has no history to offer).
   const bool stateless = fillStreams() == 0;
   std::vector<uint32_t> mine = checkpointHistory(path);
+  // Recovering from bad checkpoints (--on-bad-checkpoint previous|restart): a damaged file of the
+  // history is not offered, so the ranks agree on an iteration each of them can restore (a
+  // rank's latest checkpoint is a hard link of its newest history file: damaged together).
+  if (config_.checkpointRecovery != PFRT_CHECKPOINT_FAIL && !stateless)
+    mine.erase(std::remove_if(mine.begin(), mine.end(),
+                              [&](uint32_t n) {
+                                return n != first_ &&
+                                       !historyCheckpoint(path + ".it" + std::to_string(n), n)
+                                            .empty();
+                              }),
+               mine.end());
   if (first_ > 0 && std::find(mine.begin(), mine.end(), first_) == mine.end())
     mine.push_back(static_cast<uint32_t>(first_));
   // "<s|f> <first> <iterations...>"
@@ -733,18 +762,14 @@ void Executor::agreeOnCheckpointIteration() {
                           std::to_string(target) + ", this rank's (" +
                           std::to_string(config_.rank) + ") at " + std::to_string(first_);
   pipefill::rt::FillCheckpoint cp;
-  std::string problem;
-  CheckpointStatus st = readCheckpointFile(older, programFingerprint(program_), cp, problem);
-  if (st == CheckpointStatus::Ok)
-    problem = checkpointContentProblem(cp);
-  if (st != CheckpointStatus::Ok || !problem.empty() ||
-      static_cast<int64_t>(cp.iterations_done()) != target)
+  const std::string problem = historyCheckpoint(older, target, &cp);
+  if (!problem.empty())
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-                why + ", but " + older +
-                    (st == CheckpointStatus::Missing ? " does not exist"
-                     : !problem.empty()              ? " " + problem
-                                                     : " is at iteration " +
-                                                           std::to_string(cp.iterations_done())));
+                why + ", but " + older + " " + problem +
+                    (config_.checkpointRecovery == PFRT_CHECKPOINT_FAIL
+                         ? " (--on-bad-checkpoint previous resumes every rank at the latest "
+                           "iteration all of them can restore)"
+                         : ""));
   std::fprintf(stderr, "pfrt: %s; resuming from %s\n", why.c_str(), older.c_str());
   // The newer checkpoint's state is in the queues: start them again, then restore the older one.
   setupJobs();

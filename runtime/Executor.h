@@ -160,6 +160,10 @@ private:
   // Rank mode: every rank resumes at the same iteration (each has its own checkpoint file and
   // keeps its last kCheckpointHistory ones).
   void agreeOnCheckpointIteration();
+  // Why `file` (CHECKPOINT.itN) cannot be restored as iteration `iteration` ("" if it can; then
+  // its contents in `out`, when given).
+  std::string historyCheckpoint(const std::string &file, int64_t iteration,
+                                pipefill::rt::FillCheckpoint *out = nullptr) const;
   static constexpr uint32_t kCheckpointHistory = 32;
   // Rank mode: iterations between a stop vote and its reading (agreedStopBefore). A rank waits for
   // a vote only when a peer is that many iterations behind it.

@@ -431,6 +431,25 @@ def rank_checkpoints(exe, four, work):
                  ["the ranks' checkpoints have no iteration in common (rank 0: ", "rank 1: none",
                   "the ranks cannot resume at one iteration"],
                  "ranks whose checkpoints have no iteration in common fail, naming what each has")
+    # A rank's latest checkpoint damaged (it is a hard link of its newest history file: both are):
+    # the default fails naming the file and the way out; --on-bad-checkpoint previous resumes
+    # every rank at the latest iteration all of them can restore (it failed: rank 2 offered the
+    # damaged iteration 3 and could not load it).
+    bad = os.path.join(work, "bad.ckpt")
+    for f in glob.glob(bad + "*"):
+        os.remove(f)
+    run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "3", "--checkpoint", bad])
+    with open(bad + ".rank2", "r+b") as f:
+        f.truncate(100)
+    expect_error(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "5", "--checkpoint", bad],
+                 [f"checkpoint {bad}.rank2 is truncated", "--on-bad-checkpoint previous"],
+                 "a rank's damaged checkpoint fails by default, naming the way out")
+    out, _ = run(mpirun_cmd(4) + [exe, four, *RUN, "--iterations", "5", "--checkpoint", bad,
+                                  "--on-bad-checkpoint", "previous", "--report", resumed])
+    check(out is not None and out.returncode == 0 and
+          json.load(open(resumed))["first_iteration"] == 2 and jobs(resumed) == straight_run(5),
+          "--on-bad-checkpoint previous with ranks: all resume at the latest iteration every "
+          "rank can restore, as a straight run")
     # A checkpoint of the other way of running: each run would have started at iteration 0 with
     # exit 0, the progress in those files dropped (a rank reads CHECKPOINT.rankR, one process
     # CHECKPOINT).
