@@ -435,9 +435,17 @@ class Session:
         (one crash-safe, checksummed file)."""
         path = native_path(path, "the checkpoint path")
         for tid, runner in enumerate(self._runners):
-            state = runner.task.state_dict()
             try:
-                self._s.task_state_set(tid, b"" if state is None else pickle.dumps(state))
+                state = runner.task.state_dict()
+                data = b"" if state is None else pickle.dumps(state)
+            except Exception as e:
+                # A state_dict() that raises or returns what pickle refuses (a lambda, a lock):
+                # say which task (nothing is written).
+                _add_note(e, f"(pipefill fill task {runner.name!r}: its state_dict() for "
+                             f"Session.checkpoint_save; no checkpoint was written)")
+                raise
+            try:
+                self._s.task_state_set(tid, data)
             except RunError as e:
                 # Refused for the state the session is in (a bubble open, a task's step): the
                 # save is refused for the same reason; say so under the save's name.
