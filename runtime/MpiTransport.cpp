@@ -53,8 +53,15 @@ void atExit() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
-  if (gFailed)
-    MPI_Abort(MPI_COMM_WORLD, 1); // mpirun stops the peers (they may be waiting for this rank)
+  if (gFailed) {
+    // mpirun stops the peers (they may be waiting for this rank). A process alone in its world
+    // (started without mpirun) has none: it finalizes quietly, without MPI_Abort's banner after
+    // its own error.
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1)
+      MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   if (!gInitializedByUs)
     return;
   // Every rank has written its outputs before any exits: mpirun aborts the job when one rank
