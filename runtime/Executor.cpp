@@ -651,11 +651,6 @@ void Executor::restoreCheckpoint(const pipefill::rt::FillCheckpoint &cp) {
   }
 }
 
-// Each rank writes its own checkpoint after its own iterations, so ranks that were killed (a stop
-// request stops them together, agreedStopBefore) can be some iterations apart: fill streams run
-// behind main by different amounts (killed ranks of four.pb: iterations 87 to 101). Each rank
-// keeps its last kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest
-// iteration every rank has. Ranks with none in common fail, listing what each has.
 std::string Executor::historyCheckpoint(const std::string &file, int64_t iteration,
                                         pipefill::rt::FillCheckpoint *out) const {
   pipefill::rt::FillCheckpoint cp;
@@ -674,6 +669,11 @@ std::string Executor::historyCheckpoint(const std::string &file, int64_t iterati
   return "";
 }
 
+// Each rank writes its own checkpoint after its own iterations, so ranks that were killed (a stop
+// request stops them together, agreedStopBefore) can be some iterations apart: fill streams run
+// behind main by different amounts (killed ranks of four.pb: iterations 87 to 101). Each rank
+// keeps its last kCheckpointHistory checkpoints as CHECKPOINT.itN; all resume at the latest
+// iteration every rank has. Ranks with none in common fail, listing what each has.
 void Executor::agreeOnCheckpointIteration() {
   const std::string &path = config_.checkpointPath;
   // A rank whose devices run no fill has no state to restore: it resumes at any iteration (it
@@ -767,8 +767,9 @@ void Executor::agreeOnCheckpointIteration() {
     throw Error(PFRT_ERROR_INVALID_ARGUMENT,
                 why + ", but " + older + " " + problem +
                     (config_.checkpointRecovery == PFRT_CHECKPOINT_FAIL
-                         ? " (--on-bad-checkpoint previous resumes every rank at the latest "
-                           "iteration all of them can restore)"
+                         ? " (checkpoint_recovery PFRT_CHECKPOINT_PREVIOUS or "
+                           "PFRT_CHECKPOINT_RESTART resumes every rank at the latest iteration "
+                           "all of them can restore)"
                          : ""));
   std::fprintf(stderr, "pfrt: %s; resuming from %s\n", why.c_str(), older.c_str());
   // The newer checkpoint's state is in the queues: start them again, then restore the older one.
