@@ -174,4 +174,12 @@ int checkOutputsWritable(const RunArgs &args) {
   return kContinue;
 }
 
+std::string rankPartPath(const std::string &path, int rank) {
+  const std::string suffix = ".rank" + std::to_string(rank);
+  const std::string ext = ".json";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+    return path.substr(0, path.size() - ext.size()) + suffix + ext;
+  return path + suffix;
+}
+
 } // namespace pipefill::run
