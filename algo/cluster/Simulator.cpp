@@ -328,14 +328,22 @@ private:
   }
 
   /// The efficiency policy, after its starvation guard: the oldest runnable
-  /// head that waited >= agingS runs first, on its best class.
+  /// head of the highest tier that waited >= agingS runs first, on its best
+  /// class. Priorities are strict tiers here too: the guard acts inside the
+  /// tier (a model's head is its highest-priority, oldest job, so the heads
+  /// of the top tier are that tier's oldest job of each model). It looked at
+  /// every head: an aged priority-1 job of a model whose head was priority 2
+  /// stayed hidden while another model's aged priority-1 job went before the
+  /// priority-2 jobs.
   void pickByEfficiency(double now, int &pickModel, int &pickClass) const {
     double topTier = -1;
+    for (int m = 0; m < M; ++m)
+      if (!queues[m].empty() && bestFit(m) >= 0)
+        topTier = std::max(topTier, queues[m].top().tier);
     for (int m = 0; m < M; ++m) {
-      if (queues[m].empty() || bestFit(m) < 0)
+      if (queues[m].empty() || queues[m].top().tier != topTier || bestFit(m) < 0)
         continue;
       const QueueKey &h = queues[m].top();
-      topTier = std::max(topTier, h.tier);
       if (now - h.key >= opts.agingS &&
           (pickModel < 0 || h.key < queues[pickModel].top().key ||
            (h.key == queues[pickModel].top().key &&

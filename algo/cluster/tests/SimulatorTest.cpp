@@ -169,6 +169,32 @@ TEST(Simulator, AgingPreventsStarvation) {
   EXPECT_DOUBLE_EQ(fifo.jobs[1].startS, 5);
 }
 
+// Aging acts inside the top priority tier. One GPU, models a (1 sample/s)
+// and b (0.5 samples/s), 1 dedicated GPU-s per sample, aging 3 s:
+// A0 = (0, a, 10 s) runs [0, 10]; A1 = (1, a, p1), B2 = (1.5, b, p1) and
+// A3 = (2, a, p2) wait. At t = 10 all have waited >= 3 s. Strict tiers:
+// A3 (priority 2) runs [10, 11]; then the oldest aged priority-1 job, A1,
+// [11, 12] (not B2, although b's efficiency is worse); then B2 [12, 14].
+// The guard looked at every model's head whatever its tier: a's head A3 and
+// b's head B2 were both aged, the older B2 went first at 10, then A3, and A1
+// (hidden behind A3 in a's queue) last.
+TEST(Simulator, AgingActsInsideTheTopTier) {
+  ClusterModel cm;
+  cm.classes = {{"g", 1, 0.5}};
+  cm.models = {"a", "b"};
+  cm.usefulSPerSample = {1.0, 1.0};
+  cm.samplesPerS = {{1.0, 0.5}};
+  cm.efficiency = {{0.9, 0.45}};
+  std::vector<TraceJob> trace = {job(0, "a", 10), job(1, "a", 1),
+                                 job(1.5, "b", 1), job(2, "a", 1, 2)};
+  PolicyResult r = run(cm, trace, Policy::Efficiency, 0, 3);
+  EXPECT_DOUBLE_EQ(r.jobs[0].startS, 0);
+  EXPECT_DOUBLE_EQ(r.jobs[3].startS, 10);
+  EXPECT_DOUBLE_EQ(r.jobs[1].startS, 11);
+  EXPECT_DOUBLE_EQ(r.jobs[2].startS, 12);
+  EXPECT_DOUBLE_EQ(r.jobs[2].endS, 14);
+}
+
 // One GPU; model a recovers 1.0 GPU-s/s, model b 0.99 (within the 2%
 // tolerance). X0 = (0, a, 1 s) starts at once; B1 = (0.5, b) and
 // A1 = (0.6, a) wait. At t = 1 both pairs count as equally good and the
