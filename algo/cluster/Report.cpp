@@ -370,10 +370,15 @@ std::string runSvg(const RunReport &r) {
   return barChartSvg(title, {eq, gain, jct, wait});
 }
 
+// Every number pipefill-sim prints is modelled; the text says so once, on top.
+const char *const kModelledNote =
+    "(modelled: the cost model, the planner's fill rates and a simulated queue; nothing here is "
+    "measured)\n";
+
 std::string runTable(const RunReport &r) {
   const PipelineAnalysis &a = *r.analysis;
   const cost::TransformerConfig &c = a.costs.config;
-  std::string out;
+  std::string out = kModelledNote;
   out += r.name + ": " + std::to_string(a.gpus) + " " + a.costs.gpu.name +
          " GPUs = dp " + std::to_string(c.dp) + " x pp " +
          std::to_string(c.pp) + " x tp " + std::to_string(c.tp) + ", " +
@@ -600,7 +605,7 @@ std::string studyNotes(const StudyReport &r, const char *bullet) {
 }
 
 std::string studyTable(const StudyReport &r) {
-  std::string out = textTable(studyRows(r)) + studyNotes(r, "* ");
+  std::string out = kModelledNote + textTable(studyRows(r)) + studyNotes(r, "* ");
   bool anyPolicies = false;
   for (const StudyPoint &p : *r.points)
     anyPolicies |= !p.policies.empty();
@@ -636,7 +641,9 @@ std::string studyMarkdown(const StudyReport &r) {
   for (size_t i = 0; i < r.models.size(); ++i)
     out += (i ? ", " : " ") + r.models[i];
   out += ". Recovered work assumes an endless queue and runs the most "
-         "efficient model on each stage.\n\n";
+         "efficient model on each stage. Every figure is modelled (the cost "
+         "model, the planner's fill rates and a simulated queue), none "
+         "measured.\n\n";
   for (size_t k = 0; k < rows.size(); ++k) {
     out += "|";
     for (const std::string &cell : rows[k])
