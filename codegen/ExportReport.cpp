@@ -367,7 +367,8 @@ LogicalResult exportSummary(ModuleOp module, llvm::raw_ostream &os) {
                       r->virtualStages > 1
                           ? " x " + std::to_string(r->virtualStages) + " chunks"
                           : std::string());
-  os << llvm::formatv("iteration {0}, bubble fraction {1:f1}% of {2} GPU-time\n\n",
+  // Everything in the summary is planned (the compiler's model); the first numbers say so.
+  os << llvm::formatv("planned iteration {0}, bubble fraction {1:f1}% of {2} GPU-time\n\n",
                       t(r->iterationUs), 100 * r->bubbleFraction,
                       t(r->iterationUs * r->numStages));
   os << llvm::formatv("{0,5} {1,12} {2,12} {3,8} {4,14} {5,12} {6,8}  {7}\n", "stage",

@@ -512,17 +512,31 @@ def test_failing_fill_task_is_raised_after_the_step(exc):
     with pipefill.Session(plan, 0) as session:
         session.add_task(Boom(), step_us=10)
         with pft.FilledSchedule(sched, session) as filled:
-            with pytest.raises(exc, match="fill task broke"):
-                run_step(filled.step)
+            # The third call may come in a later step on a loaded machine (the bound admits
+            # fewer steps): step until it raises.
+            steps = 0
+            for _ in range(50):
+                before = Boom.calls
+                del log[:]
+                steps += 1
+                try:
+                    run_step(filled.step)
+                except exc as e:
+                    assert "fill task broke" in str(e)
+                    break
+                assert filled.last_step["task_steps"] == Boom.calls - before
+            else:
+                pytest.fail(f"the task's third call did not come in 50 steps ({Boom.calls} calls)")
             assert len(log) == 2 * M  # every compute action ran
             assert Boom.calls == 3
-            assert filled.last_step["task_steps"] == 2
-            assert filled.last_step["task_samples"] == 2
+            # The raising step's record: its calls before the failing one.
+            assert filled.last_step["task_steps"] == 2 - before
+            assert filled.last_step["task_samples"] == 2 - before
             del log[:]
             run_step(filled.step)  # disabled: no further call, no error
             assert len(log) == 2 * M and Boom.calls == 3
             assert filled.last_step["task_steps"] == 0
-        assert session.report()["iterations"] == 2
+        assert session.report()["iterations"] == steps + 1
 
 
 REFUSAL_SCRIPT = r'''
