@@ -111,7 +111,7 @@ bool expandModel(JobSource &job, Diagnostics &diags) {
   std::string error, field;
   if (!cost::stageCostsFromModel(model, derived, hw, error, &field)) {
     err(field.empty() ? modelPos : job.pos(model, job.sub("model"), field, -1, modelPos),
-        "model: " + error);
+        error.rfind("model.", 0) == 0 ? error : "model: " + error); // "model: model.x" once
     return false;
   }
   Pipeline *pipe = spec.mutable_pipeline();
