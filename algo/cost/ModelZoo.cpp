@@ -176,7 +176,7 @@ const std::vector<ZooEntry> &zooEntries() {
        "BERT-base inference: 12 layers, h 768, 12 heads, seq 128 (110M "
        "params)"},
       {"bert-large", {"bertlarge"}, fill::JobKind::Inference,
-       "BERT-large inference: 24 layers, h 1024, 16 heads, seq 128 (340M "
+       "BERT-large inference: 24 layers, h 1024, 16 heads, seq 128 (335M "
        "params)"},
       {"xlmr-large", {"xlm-r", "xlmr", "xlm-r-large", "xlm-roberta-large"},
        fill::JobKind::Inference,
