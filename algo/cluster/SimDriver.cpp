@@ -866,6 +866,9 @@ int loadSimInputs(const SimArgs &o, SimInputs &in) {
   }
   for (const std::string &p : splitList(o.policy)) {
     Policy pol;
+    if (lower(p) == "all")
+      return fail("--policy all runs every policy; it does not go in a list ('" + o.policy +
+                  "')");
     if (!parsePolicy(p, pol))
       return fail("unknown policy '" + p +
                   "'; expected fifo, sjf, efficiency or all");

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -135,6 +136,10 @@ bool parseTrace(const std::string &text, const std::string &file,
     ++lineNo;
     if (!raw.empty() && raw.back() == '\r')
       raw.pop_back();
+    // A UTF-8 byte-order mark (spreadsheet exports) before the header: an invisible
+    // character the header comparison would show as "got 'arrival_s,...'".
+    if (lineNo == 1 && raw.compare(0, 3, "\xEF\xBB\xBF") == 0)
+      raw.erase(0, 3);
     std::string line = trim(raw);
     if (line.empty() || line[0] == '#')
       continue;
@@ -232,6 +237,11 @@ bool parseTrace(const std::string &text, const std::string &file,
 
 bool readTraceFile(const std::string &path, const ModelResolver &models,
                    std::vector<TraceJob> &out, std::string &error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    error = path + ": error: is a directory, not a trace file";
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = path + ": error: cannot open the trace file";
