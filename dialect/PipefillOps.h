@@ -67,7 +67,9 @@ worstIterationPerJob(llvm::ArrayRef<FillIterationTotal> totals);
 /// t : prefix + (t - prefix) % period (its pipefill.assignment), so all repeat
 /// after max prefix + lcm of the periods; past 4096 iterations (or without
 /// assignments) it is the stricter sum of each job's largest iteration total.
-/// The verifier holds it to the bubble's duration; the report's predicted
+/// That sum is also returned, without walking the iterations, when it fits
+/// the bubble: an upper bound, exact for one job. Callers compare the result
+/// with the duration: the verifier holds it to it; the report's predicted
 /// slowdown is what passes it.
 double worstIterationFillUs(BubbleOp bubble);
 

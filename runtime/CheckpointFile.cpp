@@ -329,7 +329,8 @@ std::string checkInFlightShape(const JobShape &shape, const pipefill::rt::InFlig
 }
 
 namespace {
-// A file that starts with the checkpoint magic (truncated or not: it was written as one).
+// A file that starts with the checkpoint magic's name, "PFCKPT" (truncated or not: it was
+// written as one; readCheckpointFile uses the same rule for "truncated").
 bool isCheckpointFile(const std::string &path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
@@ -338,7 +339,7 @@ bool isCheckpointFile(const std::string &path) {
   char magic[6] = {};
   const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   const bool ok = regular && ::read(fd, magic, sizeof magic) == ssize_t(sizeof magic) &&
-                  std::memcmp(magic, "PFCKPT", sizeof magic) == 0;
+                  std::memcmp(magic, kMagic, sizeof magic) == 0;
   ::close(fd);
   return ok;
 }
