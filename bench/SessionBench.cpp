@@ -4,11 +4,14 @@
 // nothing to fill, on the host backend (pfrt_session_*):
 //   - NoWork: the bubble has no chunk and nothing is deferred: begin/end never
 //     wake the worker thread (the fast path);
-//   - Handoff: the bubble has a chunk that does not run in this iteration (a
-//     periodic plan), so begin hands the bubble to the worker thread, which
-//     finds nothing to start, and end waits for it: the cost of the thread
-//     handoff itself, a lower bound for every bubble with work.
-// Each iteration is begin + end + iteration_end (wall clock).
+//   - EndFirst: the bubble has a chunk that does not run in this iteration (a
+//     periodic plan), so begin wakes the worker thread; end comes at once,
+//     usually before the worker has taken the bubble, and then does the
+//     worker's part itself instead of waiting for it;
+//   - Handoff: the same bubble, but bubble_wait lets the worker take it (it
+//     finds nothing to start) before end: the round trip to the worker thread,
+//     a lower bound for every bubble whose fill runs.
+// Each iteration is begin (+ wait) + end + iteration_end (wall clock).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +55,10 @@ pfrt_program *makeProgram(bool withChunk, std::string *error) {
   return p.program;
 }
 
-void run(benchmark::State &state, bool withChunk) {
+enum class Case { NoWork, EndFirst, Handoff };
+
+void run(benchmark::State &state, Case c) {
+  const bool withChunk = c != Case::NoWork;
   std::string error;
   pfrt_program *p = makeProgram(withChunk, &error);
   if (!p) {
@@ -69,7 +75,10 @@ void run(benchmark::State &state, bool withChunk) {
     return;
   }
   for (auto _ : state) {
-    if (pfrt_session_bubble_begin(s, 0, nullptr, 0) != PFRT_OK ||
+    // A 1 us bubble: in the plan's iteration of the chunk (1000 of every 1001) it does not fit
+    // and is deferred, so no chunk runs in any case.
+    if (pfrt_session_bubble_begin(s, 0, nullptr, 1.0) != PFRT_OK ||
+        (c == Case::Handoff && pfrt_session_bubble_wait(s) != PFRT_OK) ||
         pfrt_session_bubble_end(s, 0, nullptr) != PFRT_OK ||
         pfrt_session_iteration_end(s) != PFRT_OK) {
       state.SkipWithError(pfrt_last_error());
@@ -84,10 +93,12 @@ void run(benchmark::State &state, bool withChunk) {
   pfrt_program_destroy(p);
 }
 
-void BM_EmptyBubble_NoWork(benchmark::State &state) { run(state, false); }
-void BM_EmptyBubble_Handoff(benchmark::State &state) { run(state, true); }
+void BM_EmptyBubble_NoWork(benchmark::State &state) { run(state, Case::NoWork); }
+void BM_EmptyBubble_EndFirst(benchmark::State &state) { run(state, Case::EndFirst); }
+void BM_EmptyBubble_Handoff(benchmark::State &state) { run(state, Case::Handoff); }
 
 BENCHMARK(BM_EmptyBubble_NoWork)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_EmptyBubble_EndFirst)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EmptyBubble_Handoff)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 } // namespace

@@ -43,6 +43,7 @@ namespace session {
 
 namespace {
 std::atomic<double (*)()> testClock{nullptr};
+std::atomic<void (*)()> testWorkerPause{nullptr};
 } // namespace
 
 double sessionNowUs() {
@@ -53,6 +54,7 @@ double sessionNowUs() {
 } // namespace session
 
 void setSessionClockForTesting(double (*clockUs)()) { session::testClock = clockUs; }
+void setSessionWorkerPauseForTesting(void (*pause)()) { session::testWorkerPause = pause; }
 
 namespace session {
 
@@ -576,6 +578,7 @@ void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
     }
   }
   std::unique_lock<std::mutex> lock(m_);
+  takeBackUnstarted(lock);
   cv_.wait(lock, [&] { return taskDone_; });
   const double waited = sessionNowUs() - t0;
   open_ = false;
@@ -592,6 +595,36 @@ void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
   lock.unlock();
   out = r;
   throwTaskError(); // the bubble is over either way
+}
+
+void Session::takeBackUnstarted(std::unique_lock<std::mutex> &lock) {
+  // The worker has not taken the bubble yet: a thread at idle priority waits for a free core, and
+  // a loaded machine may not give it one for a long time, so waiting for it would keep the
+  // framework's thread waiting on fill after its bubble. This thread does instead what the worker
+  // does with a bubble that is over: it defers the bubble's chunks. No chunk or step starts
+  // (stop_ is set and the policy is bounded), so no fill runs here. Unbounded fill runs whole
+  // whatever the end says: it stays the worker's.
+  if (!hasTask_ || !config_.fillBounded)
+    return;
+  hasTask_ = false;
+  lock.unlock();
+  pfrt_status st = PFRT_OK;
+  std::string message;
+  try {
+    runTask(task_);
+  } catch (const Error &e) {
+    st = e.status();
+    message = e.what();
+  } catch (const std::exception &e) {
+    st = PFRT_ERROR_INTERNAL;
+    message = std::string("internal error: ") + e.what();
+  }
+  lock.lock();
+  if (st != PFRT_OK && workerStatus_ == PFRT_OK) {
+    workerStatus_ = st;
+    workerError_ = message;
+  }
+  taskDone_ = true;
 }
 
 void Session::worker() {
@@ -646,8 +679,15 @@ void Session::worker() {
     {
       std::unique_lock<std::mutex> lock(m_);
       cv_.wait(lock, [&] { return hasTask_ || quit_; });
+      if (void (*pause)() = testWorkerPause.load(); pause && !quit_) {
+        lock.unlock();
+        pause();
+        lock.lock();
+      }
       if (quit_)
         break;
+      if (!hasTask_)
+        continue; // bubble_end took it back
       hasTask_ = false;
     }
     guarded([&] { runTask(task_); });

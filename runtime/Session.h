@@ -17,6 +17,10 @@ void setLastError(const std::string &message);
 // clock is read from the worker thread and the caller's at once: it must be thread-safe.
 void setSessionClockForTesting(double (*clockUs)());
 
+// Tests only: called by a host session's worker when it wakes for a bubble, before it takes it
+// (NULL: nothing). A test holds the worker there to stand for a thread that gets no core.
+void setSessionWorkerPauseForTesting(void (*pause)());
+
 } // namespace pfrt
 
 #endif // PFRT_SESSION_H

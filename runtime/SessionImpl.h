@@ -195,6 +195,9 @@ private:
   void runTasks(BubbleTask &task);
   void runStep(TaskState &ts, uint32_t t, BubbleTask &task);
   const TaskState &taskAt(uint32_t t, const char *call) const;
+  // Host, bubble_end: runs a bubble the worker has not taken yet on this thread (lock held on
+  // entry and return).
+  void takeBackUnstarted(std::unique_lock<std::mutex> &lock);
   // A task's failure, reported (and cleared) by the next bubble_wait / bubble_end.
   void throwTaskError();
 

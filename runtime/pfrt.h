@@ -646,7 +646,9 @@ typedef struct pfrt_session_bubble_result {
  * give away entirely (and for deterministic tests); the bubble stays open. */
 pfrt_status pfrt_session_bubble_wait(pfrt_session *session);
 /* Ends the open bubble: no further chunk starts; waits for the chunk in flight (host, bounded
- * policy: it stops at its next pass, the rest first in line for a later bubble). bubble_id must be
+ * policy: it stops at its next pass, the rest first in line for a later bubble). Host, bounded
+ * policies: if the worker has not taken the bubble yet, it is not waited for; this call defers the
+ * bubble's chunks itself (end_wait_us is then the time that took). bubble_id must be
  * the open bubble's (PFRT_SESSION_UNPLANNED for an unplanned one). out_result may be NULL; it is
  * written whenever the call gets that far, also when it returns a fill task's error (the bubble
  * ended; the failed step is in its numbers), else zeroed on error.

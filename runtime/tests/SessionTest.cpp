@@ -5,12 +5,15 @@
 // of every rank, driven bubble by bubble, must reproduce it exactly. The deferral and bound tests
 // derive their expected counts from the plan's chunks.
 #include "runtime/Program.h"
+#include "runtime/Session.h"
 #include "runtime/tests/TestUtil.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 namespace pfrt {
@@ -381,6 +384,49 @@ TEST(SessionTest, EndingEarlyStopsFurtherChunks) {
   // Nothing starts after bubble_end: the counts stay put while the session is idle.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(statsOf(s.get()).chunks_run, r.chunks_run);
+}
+
+// A worker that gets no core (a thread at idle priority on a loaded machine) has not taken the
+// bubble when bubble_end comes: the framework's thread does not wait for it. It defers the
+// bubble's chunks itself, and the worker, when it runs, finds nothing to do; the deferred chunks
+// run in the next bubble. The hook holds the worker for up to 10 s, so an end that waits for it
+// shows as end_wait_us of 10 s (and a test that still ends).
+std::mutex gPauseMutex;
+std::condition_variable gPauseCv;
+bool gPauseRelease = false;
+void holdWorker() {
+  std::unique_lock<std::mutex> lock(gPauseMutex);
+  gPauseCv.wait_for(lock, std::chrono::seconds(10), [] { return gPauseRelease; });
+}
+
+TEST(SessionTest, EndDoesNotWaitForAWorkerThatHasNotStarted) {
+  ProgramPtr p = oneBubbleSixChunks(1e6);
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  gPauseRelease = false;
+  setSessionWorkerPauseForTesting(&holdWorker);
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), 0, nullptr, 0));
+  pfrt_session_bubble_result r{};
+  const pfrt_status st = pfrt_session_bubble_end(s.get(), 0, &r);
+  {
+    std::lock_guard<std::mutex> lock(gPauseMutex);
+    gPauseRelease = true;
+  }
+  gPauseCv.notify_all();
+  setSessionWorkerPauseForTesting(nullptr);
+  PFRT_ASSERT_OK(st);
+  EXPECT_LT(r.end_wait_us, 5e6) << "bubble_end waited for the held worker";
+  EXPECT_EQ(r.chunks_run, 0u);
+  EXPECT_EQ(r.chunks_deferred, 6u);
+  EXPECT_EQ(statsOf(s.get()).chunks_pending, 6u);
+  // The worker runs the deferred chunks in the next iteration's bubble, first in line (its length
+  // given: the first one, ended at once, would make the session predict a short bubble).
+  PFRT_ASSERT_OK(pfrt_session_iteration_end(s.get()));
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), 0, nullptr, 1e6));
+  PFRT_ASSERT_OK(pfrt_session_bubble_wait(s.get()));
+  pfrt_session_bubble_result next{};
+  PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), 0, &next));
+  EXPECT_EQ(next.chunks_run, 12u); // the six deferred, then the bubble's own six
+  EXPECT_EQ(statsOf(s.get()).chunks_pending, 0u);
 }
 
 // An unplanned bubble takes the iteration's planned chunks forward; the planned bubbles then
