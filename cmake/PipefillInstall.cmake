@@ -5,9 +5,9 @@
 #   target_link_libraries(app PRIVATE pipefill::pfrt)   # #include "runtime/pfrt.h"
 #
 # and run the installed compiler through the imported executables
-# pipefill::pipefill-translate, pipefill::pipefill-opt, pipefill::pipefill-run and
-# pipefill::pipefill-sim. Layout under the prefix:
-#   bin/                       the four tools
+# pipefill::pipefill-compile, pipefill::pipefill-translate, pipefill::pipefill-opt,
+# pipefill::pipefill-run and pipefill::pipefill-sim. Layout under the prefix:
+#   bin/                       the five tools
 #   lib/libpfrt.a, lib/libpipefill_proto.a
 #   include/pipefill/runtime/pfrt.h
 #   lib/cmake/pipefill/        pipefillConfig.cmake, version file, exported targets
@@ -18,7 +18,7 @@ include(CMakePackageConfigHelpers)
 set(PIPEFILL_VERSION 0.1.0)
 set(PIPEFILL_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/pipefill)
 
-install(TARGETS pipefill-opt pipefill-translate pipefill-run pipefill-sim
+install(TARGETS pipefill-compile pipefill-opt pipefill-translate pipefill-run pipefill-sim
   EXPORT pipefillTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT pipefill)
 # pfrt and every library of this project it links, found by walking its link

@@ -22,7 +22,7 @@ set(prefix ${WORK_DIR}/prefix)
 file(REMOVE_RECURSE ${WORK_DIR})
 run_step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
-foreach(f bin/pipefill-opt bin/pipefill-translate bin/pipefill-run bin/pipefill-sim
+foreach(f bin/pipefill-compile bin/pipefill-opt bin/pipefill-translate bin/pipefill-run bin/pipefill-sim
           lib/libpfrt.a lib/libpipefill_proto.a include/pipefill/runtime/pfrt.h
           lib/cmake/pipefill/pipefillConfig.cmake lib/cmake/pipefill/pipefillConfigVersion.cmake
           lib/cmake/pipefill/pipefillTargets.cmake)
