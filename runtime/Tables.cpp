@@ -164,7 +164,7 @@ void usage(const char *argv0, FILE *to) {
                "  --backend host|cuda|auto     (default auto)\n"
                "  --iterations N               (default: the plan's)\n"
                "  --time-model measured|modelled\n"
-               "  --fill-policy bounded|unbounded\n"
+               "  --fill-policy bounded|whole|unbounded\n"
                "  --time-scale X               (host, modelled time)\n"
                "  --max-dim N                  cap fill-workload dimensions\n"
                "  --checkpoint FILE            resume from / save fill progress\n"
