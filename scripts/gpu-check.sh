@@ -259,6 +259,7 @@ def bound(u, stages, factor=1.0, k=4096):
 stages = {("bert-layer", "checksum"): (6, 1.0), ("mlp-train", "checksum"): (2, 2.0),
           ("mlp-train", "weights_checksum"): (4, 1.0)}
 h = load("numerics.host.json")
+over = []  # checksums past their bound: the check fails (below, in the shell)
 for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
                      ("tf32", "numerics.cuda-tf32.json", 2.0 ** -11)):
     g = load(name)
@@ -269,9 +270,12 @@ for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
             if key in jh and key in jg:
                 a, b = jh[key], jg[key]
                 d, f = stages.get((jh["name"], key), (6, 1.0))
+                err = abs(b - a) / max(abs(a), 1e-30)
                 rows.append((f"cuBLAS {tag} vs host, {jh['name']} {key}",
-                             f"rel. error {abs(b - a) / max(abs(a), 1e-30):.2e} "
+                             f"rel. error {err:.2e} "
                              f"(bound {bound(u, d, f):.1e}; host {a:.6g}, cuda {b:.6g})"))
+                if not err <= bound(u, d, f):  # NaN too
+                    over.append(f"{tag} {jh['name']} {key}: {err:.2e} > {bound(u, d, f):.1e}")
 if h and not load("numerics.cuda.json"):
     rows.append(("cuBLAS vs host numerics", "host side only (no GPU)"))
 try:
@@ -282,7 +286,17 @@ except OSError:
 w = max(len(r[0]) for r in rows)
 for k, v in rows:
     print(f"{k:<{w}}  {v}")
+with open(os.path.join(out, "numerics-over-bound.txt"), "w") as f:
+    f.write("".join(line + "\n" for line in over))
 PY
+# The table is only read by people: a number past its bound or a test that did not run on a GPU
+# machine fails the check.
+if [ -s "$out/numerics-over-bound.txt" ]; then
+  fail "cuBLAS checksums past their derived error bound: $(tr '\n' ';' <"$out/numerics-over-bound.txt")"
+fi
+if [ "$gpus" -gt 0 ] && [ "${cuda_skipped:-0}" -gt 0 ]; then
+  fail "$cuda_skipped CUDA tests skipped on a machine with $gpus GPU(s) (cuda-tests.log says why)"
+fi
 
 step "done"
 if [ "$gpus" -eq 0 ]; then
