@@ -14,6 +14,8 @@
 
 #ifdef PFRT_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "runtime/CudaKernels.h"
 #endif
 
 namespace pfrt {
@@ -627,8 +629,10 @@ TEST_F(CudaBackendTest, CheckpointIsPortableToHost) {
 
 // ---------------------------------------------------------------------------------------------
 // CUDA sessions (pfrt_session_* with backend CUDA): the framework's stream is a cudaStream_t of
-// the test whose "work" is host functions that sleep (cudaLaunchHostFunc: the stream is busy until
-// they return), so the test knows when the GPU reaches each bubble without a kernel of its own.
+// the test whose "work" is timed spin kernels (cuda::spin: one thread reading the GPU's global
+// timer), so the test knows when the GPU reaches each bubble. Not host functions that sleep: the
+// driver may run the host functions of all streams on one thread (cuda_runtime_api.h,
+// cudaLaunchHostFunc), so a fill stream's host function would wait behind the framework's.
 // ---------------------------------------------------------------------------------------------
 #ifdef PFRT_HAVE_CUDA
 
@@ -643,15 +647,10 @@ double steadyUs() {
       .count();
 }
 
-void CUDART_CB sleepOnStream(void *us) {
-  std::this_thread::sleep_for(
-      std::chrono::microseconds(static_cast<int64_t>(reinterpret_cast<uintptr_t>(us))));
-}
-
 // Keeps `stream` busy for `us` (the framework's forward/backward as far as the session can tell).
 void busy(cudaStream_t stream, uint64_t us) {
-  ASSERT_EQ(cudaLaunchHostFunc(stream, sleepOnStream, reinterpret_cast<void *>(uintptr_t(us))),
-            cudaSuccess);
+  cuda::spin(static_cast<double>(us), stream);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 pfrt_session_options sessionOptions(pfrt_backend backend, pfrt_fill_policy policy) {
@@ -798,7 +797,7 @@ TEST_F(CudaBackendTest, SessionStopsAtTheEndEdge) {
 
 // A task's step on a CUDA session puts its GPU work on the session's fill stream
 // (pfrt_session_fill_stream) and returns at once; the runtime waits for that stream after the
-// step, so the step's measured time is its GPU work (a 3 ms host function on the stream), not the
+// step, so the step's measured time is its GPU work (a 3 ms spin kernel on the stream), not the
 // microseconds its enqueue took, and the bound admits the next step only after it. Without that
 // wait the step would be measured at a few us and every step of a 1 s bubble would queue at once.
 TEST_F(CudaBackendTest, SessionTaskStepsAreTimedWithTheirGpuWork) {
@@ -819,10 +818,8 @@ TEST_F(CudaBackendTest, SessionTaskStepsAreTimedWithTheirGpuWork) {
   d.max_steps = 5;
   d.step = [](void *stream, uint64_t *samples) {
     *samples = 1;
-    return cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), sleepOnStream,
-                              reinterpret_cast<void *>(uintptr_t(3000))) == cudaSuccess
-               ? PFRT_OK
-               : PFRT_ERROR_BACKEND;
+    cuda::spin(3000, static_cast<cudaStream_t>(stream));
+    return cudaGetLastError() == cudaSuccess ? PFRT_OK : PFRT_ERROR_BACKEND;
   };
   ASSERT_EQ(pfrt_session_task_add(s.get(), &d, nullptr), PFRT_OK) << pfrt_last_error();
   FrameworkStream fw;
