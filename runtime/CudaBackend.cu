@@ -35,8 +35,11 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <cstdio>
 #include <map>
@@ -52,15 +55,46 @@ namespace {
 // The backend
 // ---------------------------------------------------------------------------------------------
 
-struct PublishCall {
-  std::unique_ptr<Publisher> publisher;
+// A failure in a host function on a stream: the driver's thread that runs it cannot take an
+// exception (it would end the process), so the first one is kept here and thrown by the backend's
+// next call from a host thread of the run (check()).
+struct CallbackErrors {
+  std::atomic<bool> failed{false};
+  std::mutex m;
+  std::string first;
+  void record(const std::string &message) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!failed.load()) {
+      first = message;
+      failed.store(true);
+    }
+  }
+  void check() {
+    if (!failed.load(std::memory_order_relaxed))
+      return;
+    std::lock_guard<std::mutex> lock(m);
+    throw Error(PFRT_ERROR_BACKEND, "publishing a send from its CUDA stream failed: " + first);
+  }
 };
 
+struct PublishCall {
+  std::unique_ptr<Publisher> publisher;
+  std::shared_ptr<CallbackErrors> errors;
+};
+
+// A host function (cudaLaunchHostFunc): it calls no CUDA API (the rule for host functions) and
+// lets no exception out.
 void CUDART_CB publishFromStream(void *data) {
   std::unique_ptr<PublishCall> call(static_cast<PublishCall *>(data));
   Message m;
   m.readyUs = hostNowUs();
-  call->publisher->publish(m);
+  try {
+    call->publisher->publish(m);
+  } catch (const std::exception &e) {
+    call->errors->record(e.what());
+  } catch (...) {
+    call->errors->record("an unknown exception");
+  }
 }
 
 // Creates the stream-ordered pools of GPU g: the default pool (main-job allocations) and the fill
@@ -233,6 +267,7 @@ public:
   }
 
   void compute(StreamCtx &ctx, const Op &op, double plannedUs) override {
+    callbackErrors_->check();
     CudaStreamState &st = streamState(ctx);
     if (config_.computeFn) {
       config_.computeFn(config_.computeUser, ctx.device, op.compute, op.microbatch, op.chunk,
@@ -301,7 +336,7 @@ public:
     // the planned transfer, then the message is published (host callback) when it gets there.
     cuda::spin(plannedUs, g.comm);
     PFRT_CUDA_LAUNCHED();
-    auto *call = new PublishCall{publisher.clone()};
+    auto *call = new PublishCall{publisher.clone(), callbackErrors_};
     cudaError_t e = cudaLaunchHostFunc(g.comm, publishFromStream, call);
     if (e != cudaSuccess) {
       delete call;
@@ -403,6 +438,7 @@ public:
   }
 
   void iterationEnd(StreamCtx &ctx) override {
+    callbackErrors_->check();
     CudaStreamState &st = streamState(ctx);
     cudaEvent_t end = st.take();
     PFRT_CUDA(cudaEventRecord(end, st.s));
@@ -537,6 +573,7 @@ public:
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
       PFRT_CUDA(cudaDeviceSynchronize());
+      callbackErrors_->check(); // every host function has run
       uint64_t reserved = 0;
       PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent, &reserved));
       if (reserved > g.fillPoolReserved)
@@ -846,6 +883,7 @@ private:
   }
 
   RunConfig config_;
+  std::shared_ptr<CallbackErrors> callbackErrors_ = std::make_shared<CallbackErrors>();
   FillMath fillMath_ = FillMath::Bf16;
   bool gateRequested_ = true;
   const Program *program_ = nullptr;
