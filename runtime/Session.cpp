@@ -80,6 +80,7 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
       options.fill_policy != PFRT_FILL_BOUNDED_WHOLE)
     invalid("unknown fill_policy " + std::to_string(static_cast<int>(options.fill_policy)));
   device_ = options.backend == PFRT_BACKEND_CUDA;
+  queued_ = device_ || options.host_end_at_once != 0;
   if (device_ && cudaDeviceCount() <= 0)
     throw Error(PFRT_ERROR_UNAVAILABLE,
                 createCudaBackend() ? "backend CUDA asked but there is no CUDA device "
@@ -306,8 +307,9 @@ void Session::enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream)
   }
   if (!c->iterationEnd) {
     double now = -1;
-    c->beginToken = backend_->markExternalEdge(rank_, mainStream, now);
-    c->beginNowUs = now;
+    // Host: the bubble begins now (token -1: the worker takes beginNowUs).
+    c->beginToken = device_ ? backend_->markExternalEdge(rank_, mainStream, now) : -1;
+    c->beginNowUs = device_ ? now : sessionNowUs();
   }
   {
     std::lock_guard<std::mutex> lock(m_);
@@ -317,7 +319,7 @@ void Session::enqueue(const std::shared_ptr<DeviceCommand> &c, void *mainStream)
 }
 
 void Session::sync() const {
-  if (!device_)
+  if (!queued_)
     return;
   checkNotWorker("a call that waits for the worker (stats, tasks, checkpoints)");
   std::unique_lock<std::mutex> lock(m_);
@@ -377,15 +379,20 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
                       ", which comes after it in schedule order, was begun already; call "
                       "pfrt_session_iteration_end to start the next iteration");
   }
-  if (device_) {
+  if (queued_) {
     auto c = std::make_shared<DeviceCommand>();
     c->task.bubble = k;
     c->task.bubbleId = bubbleId;
     c->skipBegin = bubbles_[nextBubble_].slotBegin;
     c->skipEnd = bubbles_[k].slotBegin;
-    c->durationUs =
-        durationUs > 0 ? durationUs : bubbles_[k].desc.planned_duration_us * config_.timeScale;
+    // Host: a bubble begun without a duration is predicted from its past lengths, as below.
+    c->durationUs = durationUs > 0 ? durationUs
+                                   : bubbles_[k].desc.planned_duration_us * config_.timeScale *
+                                         (device_ ? 1.0 : lengthFactor(bubbleId));
     enqueue(c, mainStream);
+    openWaited_ = false;
+    openIndex_ = k;
+    openBeginUs_ = c->beginNowUs;
     openCommand_ = c;
     openStream_ = mainStream;
     nextBubble_ = k + 1;
@@ -440,7 +447,7 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
   checkMainStream(mainStream);
   if (!(durationUs > 0) || std::isinf(durationUs))
     invalid("an unplanned bubble needs its duration: duration_us must be > 0 and finite");
-  if (device_) {
+  if (queued_) {
     auto c = std::make_shared<DeviceCommand>();
     c->task.unplanned = true;
     c->durationUs = durationUs;
@@ -494,12 +501,13 @@ void Session::wait() {
     invalid("pfrt_session_bubble_wait without an open bubble (call pfrt_session_bubble_begin "
             "first)");
   std::unique_lock<std::mutex> lock(m_);
-  if (device_) {
+  if (queued_) {
     // The open bubble is the last command: when it is done the worker is idle.
     const DeviceCommand *c = openCommand_.get();
     cv_.wait(lock, [&] { return c->done; });
     lock.unlock();
     sync();
+    openWaited_ = true;
   } else {
     cv_.wait(lock, [&] { return taskDone_; });
     lock.unlock();
@@ -537,16 +545,22 @@ void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
             "): the open bubble is " +
             (openUnplanned_ ? std::string("an unplanned one (end it with PFRT_SESSION_UNPLANNED)")
                             : std::to_string(openBubble_)));
-  if (device_) {
-    // Marks the end on the framework's stream and returns: the worker starts no chunk once the
-    // GPU has passed it. The bubble's numbers are not known yet (the stats have them after a
-    // call that waits for the worker); end_wait_us is 0: nothing waited.
+  if (queued_) {
+    // Marks the end (CUDA: on the framework's stream; host: now) and returns: the worker starts
+    // no chunk once the GPU, or the host clock, has passed it; a chunk in flight stops at its
+    // next pass, after this call. The bubble's numbers are not known yet (the stats have them
+    // after a call that waits for the worker); end_wait_us is 0: nothing waited.
     std::shared_ptr<DeviceCommand> c = std::move(openCommand_);
     open_ = false;
+    if (!device_)
+      recordLength(sessionNowUs());
     double now = -1;
     int64_t token = -1;
     try {
-      token = backend_->markExternalEdge(rank_, openStream_, now);
+      if (device_)
+        token = backend_->markExternalEdge(rank_, openStream_, now);
+      else
+        now = sessionNowUs();
     } catch (...) {
       c->endNowUs.store(sessionNowUs()); // the bubble ends now, as the host would
       c->endToken.store(-1, std::memory_order_release);
@@ -568,15 +582,7 @@ void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
   }
   const double t0 = sessionNowUs();
   stop_ = true;
-  if (!openUnplanned_) {
-    const double planned = bubbles_[openIndex_].desc.planned_duration_us * config_.timeScale;
-    if (planned > 0) {
-      std::deque<double> &h = lengthRatios_[openBubble_];
-      h.push_back(openWaited_ ? std::nan("") : (t0 - openBeginUs_) / planned);
-      if (h.size() > kLengthHistory)
-        h.pop_front();
-    }
-  }
+  recordLength(t0);
   std::unique_lock<std::mutex> lock(m_);
   takeBackUnstarted(lock);
   cv_.wait(lock, [&] { return taskDone_; });
@@ -595,6 +601,18 @@ void Session::end(uint32_t bubbleId, pfrt_session_bubble_result &out) {
   lock.unlock();
   out = r;
   throwTaskError(); // the bubble is over either way
+}
+
+void Session::recordLength(double endUs) {
+  if (openUnplanned_)
+    return;
+  const double planned = bubbles_[openIndex_].desc.planned_duration_us * config_.timeScale;
+  if (planned > 0) {
+    std::deque<double> &h = lengthRatios_[openBubble_];
+    h.push_back(openWaited_ ? std::nan("") : (endUs - openBeginUs_) / planned);
+    if (h.size() > kLengthHistory)
+      h.pop_front();
+  }
 }
 
 void Session::takeBackUnstarted(std::unique_lock<std::mutex> &lock) {
@@ -655,11 +673,16 @@ void Session::worker() {
   cv_.notify_all();
   if (!began)
     return;
-  while (device_) {
+  while (queued_) {
     std::shared_ptr<DeviceCommand> c;
     {
       std::unique_lock<std::mutex> lock(m_);
       cv_.wait(lock, [&] { return !commands_.empty() || quit_; });
+      if (void (*pause)() = testWorkerPause.load(); pause && !quit_) {
+        lock.unlock();
+        pause();
+        lock.lock();
+      }
       if (quit_)
         break;
       c = commands_.front();
@@ -675,7 +698,7 @@ void Session::worker() {
     }
     cv_.notify_all();
   }
-  while (!device_) {
+  while (!queued_) {
     {
       std::unique_lock<std::mutex> lock(m_);
       cv_.wait(lock, [&] { return hasTask_ || quit_; });

@@ -195,6 +195,8 @@ private:
   void runTasks(BubbleTask &task);
   void runStep(TaskState &ts, uint32_t t, BubbleTask &task);
   const TaskState &taskAt(uint32_t t, const char *call) const;
+  // Host, bubble_end: the open planned bubble's length, for lengthFactor.
+  void recordLength(double endUs);
   // Host, bubble_end: runs a bubble the worker has not taken yet on this thread (lock held on
   // entry and return).
   void takeBackUnstarted(std::unique_lock<std::mutex> &lock);
@@ -218,8 +220,10 @@ private:
   std::string taskError_;       // worker: a failed step's message (read after taskDone_)
   pfrt_status taskErrorStatus_ = PFRT_OK;
 
-  // CUDA: bubbles are edges on the framework's stream, run by the worker from a queue.
+  // CUDA: bubbles are edges on the framework's stream, run by the worker from a queue. Host with
+  // host_end_at_once: the same queue, with edges on the host clock (queued_).
   bool device_ = false;
+  bool queued_ = false;
   size_t maxQueued_ = 0;
   std::deque<std::shared_ptr<DeviceCommand>> commands_; // guarded by m_
   std::shared_ptr<DeviceCommand> openCommand_;          // caller's thread: the open bubble's

@@ -24,7 +24,7 @@ void Session::iterationEnd() {
   checkNoBubble("pfrt_session_iteration_end");
   ++loopIteration_;
   nextBubble_ = 0;
-  if (device_) {
+  if (queued_) {
     auto c = std::make_shared<DeviceCommand>();
     c->iterationEnd = true;
     enqueue(c, nullptr);

@@ -28,8 +28,9 @@ extern "C" {
 
 /* Version 12 removed the verb-first names of version 3 (pfrt_add_device, pfrt_enqueue_fill,
  * pfrt_request_stop, ...), kept as aliases since version 4: every call is object, then verb
- * (pfrt_program_add_device, pfrt_program_enqueue_fill, pfrt_stop_request). */
-#define PFRT_API_VERSION 12
+ * (pfrt_program_add_device, pfrt_program_enqueue_fill, pfrt_stop_request). Version 13 appended
+ * pfrt_session_options.host_end_at_once. */
+#define PFRT_API_VERSION 13
 
 /* The range of time_scale (real us per planned us) that runs and sessions accept. */
 #define PFRT_MIN_TIME_SCALE 1e-4
@@ -550,6 +551,15 @@ typedef struct pfrt_session_options {
                                  cap */
   pfrt_fill_policy fill_policy; /* BOUNDED (default) or UNBOUNDED (every chunk runs) */
   int fill_idle_priority;     /* 1: the worker thread runs at SCHED_IDLE (else nice 19); 0: not */
+  /* Appended in API version 13. Host: 1 makes bubble_end and iteration_end return at once, as on
+   * CUDA: the worker runs the bubbles from a queue (a bubble begins and ends at the calls' host
+   * clock readings), a chunk in flight at bubble_end finishes its pass on the worker after the
+   * call, and bubble_end's result is all zeros (the stats have the numbers; the calls that read
+   * them wait for the worker). For a framework whose thread must not wait for fill at a bubble's
+   * end: a worker at idle priority may get no core for a long time on a loaded machine. 0
+   * (default): bubble_end waits for the chunk in flight and returns the bubble's numbers. CUDA:
+   * ignored (always at once). */
+  int host_end_at_once;
 } pfrt_session_options;
 
 void pfrt_session_options_init(pfrt_session_options *options);

@@ -134,7 +134,11 @@ class Session:
     on a low-priority stream of the GPU current on this thread, each bubble gated
     on the framework's stream, given to :meth:`bubble` as ``stream``; without a CUDA
     device :class:`pipefill.RunError` with status ``PFRT_ERROR_UNAVAILABLE``; not yet
-    run on a GPU, docs/integration.md).
+    run on a GPU, docs/integration.md). ``end_at_once`` (host): :meth:`end` and
+    :meth:`iteration_end` return at once, as on CUDA; a chunk in flight finishes its
+    pass on the worker afterwards, and the bubble's result is all zeros (:meth:`report`
+    has the numbers and waits for the worker); for a loop that must not wait for fill
+    when its bubble ends.
 
     Threads: the C session takes one call at a time; this object serializes them, so
     threads may share it (a call waits for another thread's call, e.g. :meth:`close`
@@ -160,6 +164,7 @@ class Session:
         fill_policy: str = "bounded",
         fill_idle_priority: bool = True,
         backend: str = "host",
+        end_at_once: bool = False,
     ) -> None:
         if isinstance(program, Plan):
             data, name = program.stream_program(iterations=1), f"<plan {program.name}>"
@@ -183,6 +188,7 @@ class Session:
             native_option(fill_policy, "str", "fill_policy"),
             native_option(fill_idle_priority, "bool", "fill_idle_priority"),
             native_option(backend, "str", "backend"),
+            native_option(end_at_once, "bool", "end_at_once"),
         )
         self._runners: list[_TaskRunner] = []
         self._backend = backend

@@ -291,7 +291,7 @@ std::unique_ptr<RunReport> runFile(const std::string &path, const RunArgs &args)
 
 pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSize,
                                     double timeScale, int64_t maxDim, const std::string &policy,
-                                    bool idle) {
+                                    bool idle, bool endAtOnce) {
   pfrt_session_options o;
   pfrt_session_options_init(&o);
   if (backend == "host")
@@ -318,6 +318,7 @@ pfrt_session_options sessionOptions(const std::string &backend, int64_t worldSiz
     throw std::invalid_argument("unknown fill_policy '" + policy +
                                 "' (expected bounded, whole or unbounded)");
   o.fill_idle_priority = idle ? 1 : 0;
+  o.host_end_at_once = endAtOnce ? 1 : 0;
   return o;
 }
 
@@ -507,13 +508,14 @@ void registerSession(nb::module_ &m) {
       "open_session",
       [](nb::bytes data, const std::string &name, int64_t rank, int64_t worldSize,
          double timeScale, int64_t maxDim, const std::string &policy, bool idle,
-         const std::string &backend) {
-        return openSession(data, name, rank,
-                           sessionOptions(backend, worldSize, timeScale, maxDim, policy, idle));
+         const std::string &backend, bool endAtOnce) {
+        return openSession(
+            data, name, rank,
+            sessionOptions(backend, worldSize, timeScale, maxDim, policy, idle, endAtOnce));
       },
       "program"_a, "name"_a = "<memory>", "rank"_a = 0, "world_size"_a = 0,
       "time_scale"_a = 1.0, "max_dim"_a = 0, "fill_policy"_a = "bounded",
-      "fill_idle_priority"_a = true, "backend"_a = "host",
+      "fill_idle_priority"_a = true, "backend"_a = "host", "end_at_once"_a = false,
       "Creates a session for `rank` of a StreamProgram held in memory (pfrt_session_create_memory).");
   m.attr("SESSION_UNPLANNED") = -1;
 }

@@ -45,6 +45,30 @@ def test_sessions_of_every_rank_match_the_executor(tiny_plan):
     assert checksum == pytest.approx(ref["checksum"], rel=1e-9)
 
 
+def test_end_at_once_gives_the_numbers_later_and_the_same_work(tiny_plan):
+    """end_at_once: end() returns zeros (not known yet); report() waits for the worker and has
+    the same fill as the default mode, bubble for bubble (wait=True hands each bubble whole)."""
+    totals = []
+    for at_once in (False, True):
+        with pipefill.Session(tiny_plan, 0, end_at_once=at_once) as s:
+            results = []
+            for _ in range(3):
+                for b in s.bubbles():
+                    with s.bubble(b["bubble_id"], 10e6, wait=True) as scope:
+                        pass
+                    results.append(scope.result)
+                s.iteration_end()
+            report = s.report()
+            if at_once:
+                assert all(r["chunks_run"] == 0 and r["samples_completed"] == 0 for r in results)
+            else:
+                assert sum(r["chunks_run"] for r in results) == report["chunks_run"]
+            totals.append((report["chunks_run"], report["samples_completed"],
+                           s.jobs()[0]["checksum"], report["iterations"]))
+    assert totals[0][0] > 0
+    assert totals[1] == totals[0]
+
+
 def test_bubbles_and_ops_follow_the_plan(tiny_plan):
     s = pipefill.Session(tiny_plan, 0)
     bubbles, ops = s.bubbles(), s.ops()
@@ -208,6 +232,7 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
         ("world_size", True, "world_size must be an int, not bool"),
         ("fill_policy", 3, "fill_policy must be a str, not int"),
         ("fill_idle_priority", "yes", "fill_idle_priority must be a bool, not str"),
+        ("end_at_once", 1, "end_at_once must be a bool, not int"),
         ("backend", None, "backend must be a str, not NoneType"),
     ):
         with pytest.raises(TypeError, match=f"^{message}$"):

@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <thread>
@@ -599,6 +601,65 @@ TEST(SessionTaskTest, BusyWaitingStepOnTheRealClock) {
   pfrt_session_task_stats st = statsOf(s.get(), id);
   EXPECT_GE(st.measured_us_p50, kStepUs);
   EXPECT_GE(st.predicted_us, 1.2 * st.measured_us_p50);
+}
+
+// host_end_at_once: bubble_end and iteration_end return while the worker still runs the bubble's
+// work (here a step held until the test lets it go, at most 10 s); the numbers come with the next
+// call that waits for the worker. Without the option bubble_end waits for the step: the test
+// then sees the step over when the end returns (and takes the 10 s).
+TEST(SessionTaskTest, EndAtOnceReturnsWhileTheStepRuns) {
+  ProgramPtr p = noFillPlan();
+  pfrt_session_options o = options();
+  o.host_end_at_once = 1;
+  SessionPtr s = sessionOk(p.get(), 0, o);
+  struct Held {
+    std::mutex m;
+    std::condition_variable cv;
+    bool released = false;
+    std::atomic<bool> started{false}, returned{false};
+  } held;
+  pfrt_session_task_desc d{};
+  d.name = "held";
+  d.step = [](void *user, uint64_t *out) {
+    Held &h = *static_cast<Held *>(user);
+    h.started = true;
+    std::unique_lock<std::mutex> lock(h.m);
+    h.cv.wait_for(lock, std::chrono::seconds(10), [&] { return h.released; });
+    h.returned = true;
+    *out = 3;
+    return PFRT_OK;
+  };
+  d.user_data = &held;
+  d.step_us = 100;
+  d.max_steps = 1;
+  PFRT_ASSERT_OK(pfrt_session_task_add(s.get(), &d, nullptr));
+  pfrt_session_bubble first{};
+  PFRT_ASSERT_OK(pfrt_session_bubble_get(s.get(), 0, &first));
+  const uint32_t bubble = first.bubble_id;
+  PFRT_ASSERT_OK(pfrt_session_bubble_begin(s.get(), bubble, nullptr, 1e6));
+  for (int k = 0; k < 10000 && !held.started; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(held.started) << "the worker did not start the step";
+  pfrt_session_bubble_result r{};
+  r.task_steps = 99;
+  const pfrt_status ended = pfrt_session_bubble_end(s.get(), bubble, &r);
+  const pfrt_status iterated = pfrt_session_iteration_end(s.get());
+  const bool returnedBeforeEnd = held.returned;
+  {
+    std::lock_guard<std::mutex> lock(held.m);
+    held.released = true;
+  }
+  held.cv.notify_all();
+  PFRT_ASSERT_OK(ended);
+  PFRT_ASSERT_OK(iterated);
+  EXPECT_FALSE(returnedBeforeEnd) << "bubble_end waited for the step";
+  EXPECT_EQ(r.task_steps, 0u) << "the result is not known at the end";
+  pfrt_session_stats st{};
+  PFRT_ASSERT_OK(pfrt_session_get_stats(s.get(), &st)); // waits for the worker
+  EXPECT_TRUE(held.returned);
+  EXPECT_EQ(st.task_steps, 1u);
+  EXPECT_EQ(st.task_samples, 3u);
+  EXPECT_EQ(st.iterations, 1u);
 }
 
 TEST(SessionTaskErrorTest, BadTaskDescriptions) {
