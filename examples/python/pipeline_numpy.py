@@ -9,8 +9,10 @@ activations and gradients sent point to point with mpi4py. Where the plan has a
 bubble, the rank hands it to pipefill (``with session.bubble(k): ...``) while it
 waits for its peer; the fill job (an encoder's batch inference, real CPU work
 on the host backend) runs in it, bounded by the bubble. The bubble's duration
-is the framework's own measurement of that bubble in the previous fill step
-(the plan's, scaled, the first time).
+is the framework's own measurement of that bubble in the last step without
+fill (the plan's the first time), so fill does not lengthen its own bubbles.
+Leaving a bubble never waits for fill (``end_at_once``): a chunk in flight
+finishes its pass on the worker, at idle priority.
 
 Steps alternate without and with fill (step 0 is a warm-up with fill), so the
 measured main step times compare like for like.
@@ -45,6 +47,8 @@ LR = 0.05
 
 # The main job as pipefill sees it: 4 stages, 1F1B, stage costs in planned us (what a profile
 # would say; the bubbles' real lengths come from the framework's own timers), and the fill job.
+# Fill batches of 1-2 samples: a chunk's pass must be shorter than the real bubbles (a few
+# hundred us on a small machine), not only the planned ones, or the bound never admits it.
 JOB = f"""
 name: "numpy_mlp"
 pipeline {{ stages: {STAGES} microbatches: {MICROBATCHES} schedule: ONE_F_ONE_B }}
@@ -53,7 +57,7 @@ stage {{ forward_us: 2000 backward_us: 4000 activation_bytes: {BATCH * WIDTH * 4
 hardware {{ gpu_memory_bytes: 16000000000 p2p_latency_us: 10 p2p_bandwidth_gbps: 25
             pcie_bandwidth_gbps: 25 }}
 planner {{ min_bubble_us: 200 reserve_bytes: 100000000 context_switch_us: 20
-           batch_sizes: [1, 2, 4, 8] }}
+           batch_sizes: [1, 2] }}
 fill_job {{
   name: "encoder_inference"
   kind: INFERENCE
@@ -141,6 +145,9 @@ class Stage:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--end-waits", action="store_true",
+                        help="bubble ends wait for the fill chunk in flight (the host default); "
+                             "without it they return at once (end_at_once)")
     args = parser.parse_args()
     comm = MPI.COMM_WORLD
     rank = comm.rank
@@ -154,7 +161,9 @@ def main() -> int:
         plan = pipefill.compile(JOB, name="numpy_mlp.pbtxt")
         program = plan.stream_program(iterations=1)
     program = comm.bcast(program, root=0)
-    session = pipefill.Session(program, rank, world_size=comm.size)
+    # end_at_once: leaving a bubble never waits for fill (a chunk in flight finishes its pass on
+    # the worker, at idle priority); the numbers come with session.report().
+    session = pipefill.Session(program, rank, world_size=comm.size, end_at_once=not args.end_waits)
     ops = session.ops()
     bubbles_after: dict[int, list[dict]] = {}
     for b in session.bubbles():
@@ -168,7 +177,6 @@ def main() -> int:
     stage = Stage(rank, np.random.default_rng(rank))
 
     measured_bubble_us: dict[int, float] = {}  # the framework's own timer, per bubble
-    fill_samples = 0
     step_times = {True: [], False: []}
     for step in range(args.steps):
         fill = step % 2 == 0  # step 0 (warm-up), 2, 4, ... with fill; 1, 3, ... without
@@ -177,12 +185,17 @@ def main() -> int:
         open_bubble = None  # (bubble id, context manager, begin time)
 
         def begin_bubbles(after: int):
+            # Steps without fill time the plan's bubbles too (no session call): the
+            # durations handed to the session come from them, not from steps that fill
+            # slowed down, so fill does not feed its own bubbles.
             nonlocal open_bubble
             for b in bubbles_after.get(after, []):
                 end_bubble()
                 k = b["bubble_id"]
-                ctx = session.bubble(k, measured_bubble_us.get(k, 0.0))
-                ctx.__enter__()
+                ctx = None
+                if fill:
+                    ctx = session.bubble(k, measured_bubble_us.get(k, 0.0))
+                    ctx.__enter__()
                 open_bubble = (k, ctx, time.perf_counter())
 
         def end_bubble():
@@ -190,8 +203,10 @@ def main() -> int:
             if open_bubble is None:
                 return
             k, ctx, began = open_bubble
-            measured_bubble_us[k] = (time.perf_counter() - began) * 1e6
-            ctx.__exit__(None, None, None)
+            if ctx is None:
+                measured_bubble_us[k] = (time.perf_counter() - began) * 1e6
+            else:
+                ctx.__exit__(None, None, None)
             open_bubble = None
 
         pending_recv = {"act": [], "grad": []}
@@ -200,8 +215,7 @@ def main() -> int:
         last_mb = {"forward": None, "backward": None}
         losses = []
         sends = []
-        if fill:
-            begin_bubbles(-1)
+        begin_bubbles(-1)
         for i, op in enumerate(ops):
             kind = op["kind"]
             if kind in ("forward", "backward"):
@@ -227,8 +241,7 @@ def main() -> int:
             elif kind == "recv":
                 message = wait_for(comm.irecv(source=op["peer"], tag=op["tag"]))
                 pending_recv["act" if op["peer"] < rank else "grad"].append(message)
-            if fill:
-                begin_bubbles(i)
+            begin_bubbles(i)
         MPI.Request.waitall(sends)
         stage.sgd()
         # End of step: the loss reaches every rank (a tail bubble, if any, spans this wait).
@@ -239,14 +252,12 @@ def main() -> int:
         step_us = comm.allreduce((time.perf_counter() - t0) * 1e6, op=MPI.MAX)
         if step > 0:
             step_times[fill].append(step_us)
-        report = session.report()
-        samples = comm.allreduce(report["samples_completed"], op=MPI.SUM)
         if rank == 0:
             print(f"step {step} loss {loss:.6f} fill {'on ' if fill else 'off'} "
-                  f"step_ms {step_us / 1e3:.2f} fill_samples {samples}", flush=True)
-        fill_samples = samples
+                  f"step_ms {step_us / 1e3:.2f}", flush=True)
 
-    report = session.report()
+    report = session.report()  # waits for the worker: the last chunks' numbers are in
+    fill_samples = comm.allreduce(report["samples_completed"], op=MPI.SUM)
     totals = comm.gather(report, root=0)
     if rank == 0:
         deferred = sum(r["chunks_deferred"] for r in totals)
