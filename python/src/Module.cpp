@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Compile.h"
+#include "python/src/Gil.h"
 #include "python/src/PyText.h"
 #include "python/src/Runtime.h"
 #include "python/src/Session.h"
@@ -149,7 +150,7 @@ void registerPlan(nb::module_ &m) {
       [](const std::string &text, const std::string &name, const std::string &profile) {
         pipefill::embed::CompileOptions options;
         options.profile = profile;
-        nb::gil_scoped_release release;
+        pipefill::py::GilRelease release;
         return CompiledPlan::fromText(text, name, options);
       },
       "text"_a, "name"_a = "<string>", "profile"_a = "",
@@ -161,7 +162,7 @@ void registerPlan(nb::module_ &m) {
       [](const std::string &path, const std::string &profile) {
         pipefill::embed::CompileOptions options;
         options.profile = profile;
-        nb::gil_scoped_release release;
+        pipefill::py::GilRelease release;
         return CompiledPlan::fromFile(path, options);
       },
       "path"_a, "profile"_a = "",

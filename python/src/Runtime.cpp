@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Runtime.h"
+#include "python/src/Gil.h"
 
 #include "python/src/FileError.h"
 #include "python/src/PyText.h"
@@ -150,7 +151,7 @@ void callInterruptibly(Call &&call, Cleanup &&cleanup, const char *what) {
   bool interrupted = false;
   for (bool finished = false; !finished;) {
     {
-      nb::gil_scoped_release release;
+      pipefill::py::GilRelease release;
       std::unique_lock<std::mutex> lock(m);
       finished = cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; });
     }
@@ -542,6 +543,7 @@ void translateRuntimeException(const std::exception_ptr &p, void *) {
 } // namespace
 
 void registerRuntime(nb::module_ &m) {
+  watchInterpreterExit(); // GilRelease: which threads park at exit
   nb::register_exception_translator(translateRuntimeException);
   registerRun(m);
   registerSession(m);

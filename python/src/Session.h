@@ -9,6 +9,7 @@
 #define PIPEFILL_PYTHON_SESSION_H
 
 #include "python/src/FileError.h"
+#include "python/src/Gil.h"
 #include "runtime/Program.h"
 #include "runtime/pfrt.h"
 
@@ -113,7 +114,7 @@ inline void check(pfrt_status status, const std::string &what) {
 template <class Call> void checkWithoutGil(Call &&call, const std::string &what) {
   pfrt_status status;
   {
-    nb::gil_scoped_release release;
+    GilRelease release;
     status = call();
   }
   check(status, what);
@@ -131,15 +132,6 @@ struct TaskRunner {
   Session *session;
   nb::object runner;
 };
-
-/// Whether the interpreter is shutting down (a thread that takes the GIL then never returns).
-inline bool interpreterFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
-#else
-  return _Py_IsFinalizing();
-#endif
-}
 
 /// The session whose Python fill task step runs on this thread (its worker thread, during a
 /// step; Tasks.cpp), else null.
@@ -173,7 +165,7 @@ public:
                        "the bubbles)",
                        "PFRT_ERROR_INVALID_ARGUMENT");
     {
-      nb::gil_scoped_release release;
+      GilRelease release;
       std::lock_guard<std::mutex> turn(callMutex);
       if (pfrt_session *s = session.exchange(nullptr))
         pfrt_session_destroy(s);
@@ -188,7 +180,7 @@ public:
     pfrt_status status = PFRT_OK;
     bool closed = false;
     {
-      nb::gil_scoped_release release;
+      GilRelease release;
       std::unique_lock<std::mutex> turn(callMutex, std::defer_lock);
       if (stepSession != this)
         turn.lock();

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "python/src/Compile.h"
+#include "python/src/Gil.h"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -30,7 +31,7 @@ void pipefillRegisterTorchImport(nb::module_ &m) {
         pipefill::embed::CompileOptions options;
         options.profile = profile;
         options.torchScheduleJob = jobPath;
-        nb::gil_scoped_release release;
+        pipefill::py::GilRelease release;
         return pipefill::embed::CompiledPlan::fromText(table, name, options);
       },
       "table"_a, "name"_a, "job_path"_a, "profile"_a = "",

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -67,6 +70,38 @@ def test_end_at_once_gives_the_numbers_later_and_the_same_work(tiny_plan):
                            s.jobs()[0]["checksum"], report["iterations"]))
     assert totals[0][0] > 0
     assert totals[1] == totals[0]
+
+
+def test_daemon_threads_in_session_calls_do_not_abort_the_exit(tiny_job):
+    """At exit CPython ends daemon threads that take the GIL back (pthread_exit); one inside a
+    Session call (its GIL released) aborted the whole process ("terminate called without an
+    active exception", exit 134: 5 of 5 runs). They park now; the exit is clean."""
+    script = textwrap.dedent(f"""
+        import threading, time, pipefill
+        plan = pipefill.compile_file({str(tiny_job)!r})
+        s = pipefill.Session(plan, 0)
+        def poll():
+            while True:
+                try:
+                    s.ops()
+                    s.report()
+                except pipefill.RunError:
+                    pass  # the session is closed (atexit)
+        def wait_in_a_bubble():
+            s2 = pipefill.Session(plan, 1)
+            s2.begin(s2.bubbles()[0]["bubble_id"], 60e6)
+            s2.wait()
+        for target in (poll, poll, wait_in_a_bubble):
+            threading.Thread(target=target, daemon=True).start()
+        time.sleep(0.2)
+        print("main exits", flush=True)
+    """)
+    for _ in range(5):
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=60, env=dict(os.environ))
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == "main exits"
+        assert "terminate" not in out.stderr and "leaked" not in out.stderr, out.stderr[-2000:]
 
 
 def test_bubbles_and_ops_follow_the_plan(tiny_plan):
