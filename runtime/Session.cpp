@@ -400,6 +400,7 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
     openUnplanned_ = false;
     openBubble_ = bubbleId;
     ++bubblesRun_;
+  ++loopBubbles_;
     return;
   }
   const double now = sessionNowUs();
@@ -425,6 +426,7 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
   openIndex_ = k;
   openBeginUs_ = now;
   ++bubblesRun_;
+  ++loopBubbles_;
   startTask();
 }
 
@@ -457,6 +459,7 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
     open_ = true;
     openUnplanned_ = true;
     ++unplannedRun_;
+  ++loopBubbles_;
     return;
   }
   BubbleTask task;
@@ -467,6 +470,7 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
   open_ = true;
   openUnplanned_ = true;
   ++unplannedRun_;
+  ++loopBubbles_;
   startTask();
 }
 

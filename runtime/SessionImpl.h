@@ -195,6 +195,8 @@ private:
   void runTasks(BubbleTask &task);
   void runStep(TaskState &ts, uint32_t t, BubbleTask &task);
   const TaskState &taskAt(uint32_t t, const char *call) const;
+  // Checkpoints are taken and loaded between iterations (a load restarts the iteration).
+  void checkIterationStart(const char *call) const;
   // Host, bubble_end: the open planned bubble's length, for lengthFactor.
   void recordLength(double endUs);
   // Host, bubble_end: runs a bubble the worker has not taken yet on this thread (lock held on
@@ -234,6 +236,7 @@ private:
   int64_t iteration_ = 0;
   int64_t loopIteration_ = 0;
   uint32_t nextBubble_ = 0;     // bubbles below this index are over in this iteration
+  uint32_t loopBubbles_ = 0;    // caller: bubbles (planned or not) begun in this iteration
   std::vector<bool> slotDone_;  // per slot, this iteration
   bool open_ = false;
   bool openUnplanned_ = false;

@@ -24,6 +24,7 @@ void Session::iterationEnd() {
   checkNoBubble("pfrt_session_iteration_end");
   ++loopIteration_;
   nextBubble_ = 0;
+  loopBubbles_ = 0;
   if (queued_) {
     auto c = std::make_shared<DeviceCommand>();
     c->iterationEnd = true;
@@ -54,11 +55,28 @@ void Session::advanceIteration() {
   ++iteration_;
 }
 
+void Session::checkIterationStart(const char *call) const {
+  // The iteration's place in the plan has moved once a planned bubble was begun or an unplanned
+  // one took planned chunks forward (after sync(): CUDA's worker marks those). Bubbles that ran
+  // only deferred work or tasks leave it at the start.
+  bool moved = nextBubble_ > 0;
+  for (size_t s = 0; s < slotDone_.size() && !moved; ++s)
+    moved = slotDone_[s];
+  if (!moved)
+    return;
+  invalid(std::string(call) + " in the middle of iteration " + std::to_string(loopIteration_) +
+          " (" + std::to_string(loopBubbles_) +
+          " bubble(s) begun since it started): a checkpoint holds the fill between iterations "
+          "(a load restarts the iteration); call it after pfrt_session_iteration_end or before "
+          "the iteration's first bubble");
+}
+
 void Session::saveCheckpoint(const std::string &path) {
   checkNoBubble("pfrt_session_checkpoint_save");
   if (path.empty())
     invalid("checkpoint path is empty");
   sync();
+  checkIterationStart("pfrt_session_checkpoint_save");
   std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
   pipefill::rt::FillCheckpoint cp;
   cp.set_program_fingerprint(programFingerprint(program_));
@@ -94,6 +112,7 @@ void Session::loadCheckpoint(const std::string &path) {
   if (path.empty())
     invalid("checkpoint path is empty");
   sync();
+  checkIterationStart("pfrt_session_checkpoint_load");
   std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
   pipefill::rt::FillCheckpoint cp;
   std::string problem;
@@ -184,6 +203,7 @@ void Session::loadCheckpoint(const std::string &path) {
   }
   iteration_ = loopIteration_ = cp.iterations_done();
   nextBubble_ = 0;
+  loopBubbles_ = 0;
   slotDone_.assign(slots_.size(), false);
 }
 

@@ -670,7 +670,10 @@ pfrt_status pfrt_session_bubble_end(pfrt_session *session, uint32_t bubble_id,
 pfrt_status pfrt_session_iteration_end(pfrt_session *session);
 
 /* Fill progress (samples, checksums, training weights, batches in flight, deferred chunks) as a
- * FillCheckpoint file (the crash-safe format of pfrt_options.checkpoint_path), outside bubbles.
+ * FillCheckpoint file (the crash-safe format of pfrt_options.checkpoint_path), outside bubbles
+ * and between iterations: after pfrt_session_iteration_end or before an iteration's first planned
+ * bubble (a load restarts the iteration, so the bubbles begun in it would run twice; refused
+ * once a planned bubble was begun, or an unplanned one took planned chunks forward).
  * load: the file must be of the same program and rank's jobs; the session resumes from it.
  * Fill tasks (version 4): each task's steps, samples and state bytes are saved by name; load
  * needs every task the file names registered (by pfrt_session_task_add) before it; tasks the

@@ -169,6 +169,33 @@ def test_checkpoint_round_trip(tiny_plan, tmp_path):
     assert b.jobs()[0]["checksum"] == pytest.approx(a.jobs()[0]["checksum"], rel=1e-9)
 
 
+def test_checkpoints_are_taken_between_iterations(tiny_plan, tmp_path):
+    """A checkpoint saved or loaded between two bubbles of an iteration is refused: a load
+    restarts the iteration, so its bubbles ran their chunks twice (chunks pending 3 -> 6, then
+    "fill batch at sample 8 begun twice", found by the session fuzzer)."""
+    path = tmp_path / "s.ckpt"
+    s = pipefill.Session(tiny_plan, 0)
+    first = s.bubbles()[0]["bubble_id"]
+    with s.bubble(first, 1.0, wait=True):
+        pass
+    with pytest.raises(pipefill.RunError, match="checkpoint_save in the middle of iteration 0"):
+        s.checkpoint_save(path)
+    s.iteration_end()
+    s.checkpoint_save(path)
+    pending = s.report()["chunks_pending"]
+    with s.bubble(first, 1.0, wait=True):
+        pass
+    with pytest.raises(pipefill.RunError, match="checkpoint_load in the middle of iteration 1"):
+        s.checkpoint_load(path)
+    with pytest.raises(pipefill.RunError, match="begun already"):
+        s.begin(first)  # the refused load changed nothing
+    s.iteration_end()
+    s.checkpoint_load(path)
+    assert s.report()["chunks_pending"] == pending
+    with s.unplanned(10e6, wait=True):
+        pass  # no batch begun twice
+
+
 def test_a_checkpoint_without_fill_holds_the_plan(tiny_plan, tmp_path):
     """A checkpoint that pipefill.run wrote without fill names no device state: the session
     that loads it starts its plan at the beginning (the iterations count as held), so it

@@ -776,6 +776,13 @@ TEST(SessionErrorTest, CheckpointMisuse) {
   expectError(pfrt_session_checkpoint_save(s1.get(), path.c_str()), PFRT_ERROR_INVALID_ARGUMENT,
               "pfrt_session_checkpoint_save inside a bubble");
   PFRT_ASSERT_OK(pfrt_session_bubble_end(s1.get(), 0, nullptr));
+  // Between two bubbles of an iteration: a load would restart the iteration, and the bubbles
+  // begun in it would run their chunks twice.
+  expectError(pfrt_session_checkpoint_save(s1.get(), path.c_str()), PFRT_ERROR_INVALID_ARGUMENT,
+              "pfrt_session_checkpoint_save in the middle of iteration 0 (1 bubble(s) begun");
+  expectError(pfrt_session_checkpoint_load(s1.get(), path.c_str()), PFRT_ERROR_INVALID_ARGUMENT,
+              "call it after pfrt_session_iteration_end");
+  PFRT_ASSERT_OK(pfrt_session_iteration_end(s1.get()));
   PFRT_ASSERT_OK(pfrt_session_checkpoint_save(s1.get(), path.c_str()));
   expectError(pfrt_session_checkpoint_load(s0.get(), path.c_str()), PFRT_ERROR_INVALID_ARGUMENT,
               "not a session checkpoint of rank 0");
