@@ -45,6 +45,8 @@ def _stream_handle(stream: Any) -> int:
             "stream must be a CUDA stream (an object with cuda_stream, e.g. torch.cuda.Stream) "
             f"or a cudaStream_t as a non-negative int, not {type(stream).__name__}"
         )
+    if handle >= 2**64:  # a pointer: nanobind's refusal would only list begin()'s signature
+        raise ValueError(f"stream {handle:#x} is not a cudaStream_t: it is past 2**64")
     return handle
 
 
@@ -79,6 +81,13 @@ def _weak_step_context(session: "Session") -> Callable[[], Any]:
         return None if bound is None else bound()
 
     return context
+
+
+# The status of a call the runtime refused (a wrong bubble id, no open bubble, a call from a
+# fill task's step): the call did nothing, and a fill task's failure waits for the bubble's
+# real end (a task's failure in a bubble has another status: PFRT_ERROR_INTERNAL from a
+# Python step).
+_REFUSED = "PFRT_ERROR_INVALID_ARGUMENT"
 
 
 class BubbleScope:
@@ -416,10 +425,11 @@ class Session:
         try:
             return self._s.end(bubble)
         except RunError as e:
-            # The bubble ended all the same: its numbers, for a caller that goes on
-            # (pipefill.torch counts them in the step's totals).
-            self._failed_end = e.bubble_result
-            self._raise_task_error(e)
+            if e.status != _REFUSED:
+                # The bubble ended all the same: its numbers, for a caller that goes on
+                # (pipefill.torch counts them in the step's totals).
+                self._failed_end = e.bubble_result
+                self._raise_task_error(e)
             raise
 
     def wait(self) -> None:
@@ -427,7 +437,8 @@ class Session:
         try:
             self._s.wait()
         except RunError as e:
-            self._raise_task_error(e)
+            if e.status != _REFUSED:
+                self._raise_task_error(e)
             raise
 
     def iteration_end(self) -> None:

@@ -225,6 +225,37 @@ def test_an_exception_in_step_is_raised_at_the_bubble_exit(plan, wait):
         s.iteration_end()  # no bubble is open
 
 
+def test_a_refused_call_keeps_a_failed_task_for_the_bubble_end(plan):
+    """A refused end (another bubble's id) or wait (from a step) raises its own RunError; the
+    failed task's exception stays for the bubble's real end (found by the session fuzzer: the
+    refusal raised the task's exception and used it up, or a step's wait stole it)."""
+    with session(plan) as s:
+        bad = Exploding(after=0)
+        seen = []
+
+        class Probe(pipefill.FillTask):
+            def step(self):
+                try:
+                    s.wait()
+                except pipefill.RunError as e:
+                    seen.append(e)
+                return 1
+
+        s.add_task(bad, step_us=100, name="exploding")
+        s.add_task(Probe(), step_us=100, max_steps=2, name="probe")
+        first = s.bubbles()[0]["bubble_id"]
+        s.begin(first, 2e6)
+        deadline = time.monotonic() + 10  # both tasks run: one fails, the probe's waits are refused
+        while (bad.calls < 1 or len(seen) < 2) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with pytest.raises(pipefill.RunError, match=f"the open bubble is {first}$"):
+            s.end(first + 1)
+        with pytest.raises(KeyError, match="no sample 1"):
+            s.end(first)
+        assert len(seen) == 2
+        assert all("called from a fill task's step" in str(e) for e in seen)
+
+
 def test_a_step_must_return_an_int(plan):
     class Bad(pipefill.FillTask):
         def step(self):
