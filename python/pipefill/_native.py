@@ -16,6 +16,7 @@ import importlib.util
 import numbers
 import operator
 import os
+import sys
 from typing import Any
 
 __all__ = [
@@ -95,7 +96,11 @@ def native_option(value: Any, kind: str, what: str) -> Any:
             return value
     elif kind == "number":
         if isinstance(value, numbers.Real) and not _is_bool(value):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an int past the largest double: "int too large to convert"
+                raise ValueError(f"{what} is out of range: its magnitude is past the largest "
+                                 f"float, {sys.float_info.max:.3e}") from None
     elif kind == "bool":
         if _is_bool(value):
             return bool(value)

@@ -312,6 +312,16 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
     with pytest.raises(pipefill.RunError, match="unplanned bubble needs its duration"):
         with s.unplanned(0):
             pass
+    # Past the largest float: a ValueError naming the option, not "OverflowError: int too large
+    # to convert to float"; a stream past 2**64: not nanobind's list of begin()'s signature.
+    for call, message in (
+        (lambda: s.begin(0, 10**400), "duration_us is out of range"),
+        (lambda: s.unplanned(-10**400).__enter__(), "duration_us is out of range"),
+        (lambda: pipefill.Session(tiny_plan, 0, time_scale=10**400), "time_scale is out of range"),
+        (lambda: s.begin(0, stream=2**64), "past 2\\*\\*64"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
 
 
 def test_errors_name_the_python_methods(tiny_plan):
