@@ -9,6 +9,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -258,6 +259,14 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
         used[it->second] = true;
         // Only numbers read from a clock count; modelled/emulated entries keep the plan's cost.
         const rt::MeasuredInstruction &entry = ms.instructions(it->second);
+        if (entry.measured() && !(entry.measured_us() > 0)) {
+          char value[32];
+          std::snprintf(value, sizeof value, "%g", entry.measured_us());
+          return instrError(it->second)
+                 << "is marked measured but has no measured time (measured_us " << value
+                 << "): a compute takes time; a profile of a run that timed nothing marks "
+                    "nothing measured";
+        }
         if (entry.measured() && !dryRun)
           instr.setDeviceUs(entry.measured_us());
       }

@@ -72,6 +72,11 @@ public:
       return sortedMedian(sortedSample(w));
     return all_.empty() ? 1.0 : sortedMedian(sortedSample(all_));
   }
+  // Whether any compute was timed (before that, every ratio is the default 1).
+  bool any() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return !all_.empty();
+  }
   // Of any kind.
   double overall() const {
     std::lock_guard<std::mutex> lock(m_);
@@ -383,7 +388,8 @@ public:
   }
   double lagUs() const override { return lag_.load(); }
   double emulatedSpeedRatio() const override {
-    return config_.replayScalesPeers ? peerSpeed_.overall() : 0;
+    // 0 (the peers kept their planned times) until a compute was timed here.
+    return config_.replayScalesPeers && peerSpeed_.any() ? peerSpeed_.overall() : 0;
   }
 
   void compute(StreamCtx &ctx, const Op &op, double plannedUs) override {

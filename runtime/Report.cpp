@@ -60,8 +60,14 @@ void writeDeviceJson(JsonWriter &w, const DeviceReport &d, const Program &progra
   w.value("time_source", d.timeSource);
   w.value("fill", d.fill);
   w.value("planned_iteration_us", d.plannedIterationUs);
-  w.value("iteration_us_mean", d.iterationUsMean);
-  w.value("main_busy_us_mean", d.mainBusyUsMean);
+  // A device that ran no iteration measured nothing: null, not 0 (as the run's means).
+  if (d.iterations() > 0) {
+    w.value("iteration_us_mean", d.iterationUsMean);
+    w.value("main_busy_us_mean", d.mainBusyUsMean);
+  } else {
+    w.null("iteration_us_mean");
+    w.null("main_busy_us_mean");
+  }
   w.value("memory_bytes", d.memoryBytes);
   if (d.minFreeKnown)
     w.value("min_free_bytes", d.minFreeBytes);
@@ -430,9 +436,11 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     st->set_iteration_us(dr.iterationUsMean);
     st->set_memory_bytes(dr.memoryBytes);
     st->set_min_free_bytes(dr.minFreeKnown ? dr.minFreeBytes : 0);
-    st->set_measured(measured);
     std::map<int, std::pair<double, int>> byKind;
     const size_t n = dr.iterations();
+    // A stage that ran no iteration (a resume with nothing left, a stop before the first) has
+    // no time at all: marked measured, its zeros would plan the stage with no compute.
+    st->set_measured(measured && n > 0);
     const size_t from = n > 1 ? 1 : 0;
     for (size_t i = 0; i < main.ops.size(); ++i) {
       const Op &op = main.ops[i];
@@ -454,11 +462,10 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
       mi->set_microbatch(op.microbatch);
       mi->set_chunk(op.chunk);
       mi->set_planned_us(effectivePlannedUs(dev, op));
-      mi->set_measured(measured);
-      if (measured)
-        mi->set_measured_us(cnt ? dur / cnt : 0);
-      else
-        mi->set_modelled_us(cnt ? dur / cnt : 0);
+      // An instruction no iteration timed (a stop before it) has neither time.
+      mi->set_measured(measured && cnt > 0);
+      if (cnt > 0)
+        (measured ? mi->set_measured_us(dur / cnt) : mi->set_modelled_us(dur / cnt));
       mi->set_start_us(cnt ? start / cnt : 0);
       auto &acc = byKind[op.compute];
       acc.first += dur;
