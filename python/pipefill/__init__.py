@@ -219,7 +219,8 @@ def compare(
     ``slowdown_min`` / ``slowdown_max``, ``switch_latency_idle_fill`` (p50_us,
     p99_us, count), ``fill_samples_per_s`` measured and ``_planned``, chunk
     counts, ``overrun_us``, ``time_model`` ("measured" only when the runs timed
-    real main compute) and ``time_scale`` (times are plan us: real us /
+    real main compute; in the modelled one the slowdown is 0 by construction and
+    ``slowdown_measured`` is False) and ``time_scale`` (times are plan us: real us /
     time_scale); ``summary`` holds the text table. On the host backend with
     measured time, main and fill of the real device share one CPU (fill at the
     lowest priority), so the figure is a contention measurement

@@ -237,6 +237,7 @@ def test_compare_measures_slowdown_with_its_noise_floor(tiny_plan, tmp_path):
     c = pipefill.compare(tiny_plan, repetitions=1, iterations=2, time_scale=0.5, max_dim=32)
     assert c["repetitions"] == 1 and c["time_scale"] == 0.5
     assert c["time_model"] == "modelled"  # this module's PFRT_TIME_MODEL
+    assert c["slowdown_measured"] is False and "NOT MEASURED" in c["summary"]
     assert c["noise_floor"] >= 0 and c["slowdown_min"] <= c["slowdown"] <= c["slowdown_max"]
     assert c["main_only_us_mean"] > 0 and c["with_fill_us_mean"] > 0
     assert c["fill_samples_per_s_planned"] > 0
