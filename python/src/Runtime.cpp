@@ -61,6 +61,9 @@ public:
     d["overrun_us"] = s.overrun_us;
     d["switch_latency_us_mean"] = s.switch_latency_us_mean;
     d["jobs"] = s.jobs;
+    // Whether the times above were read from a clock (else modelled), as pfrt_report_stats says.
+    d["time_measured"] = s.time_measured != 0;
+    d["real_iteration_us_mean"] = s.real_iteration_us_mean;
     return d;
   }
 
@@ -349,7 +352,8 @@ void registerRun(nb::module_ &m) {
       .def("report_json", &RunReport::json, "The run report as JSON text.")
       .def("summary", &RunReport::summary, "The planned-versus-measured summary table.")
       .def("stats", &RunReport::stats, nb::sig("def stats(self) -> dict[str, typing.Any]"),
-           "The headline numbers (pfrt_report_get_stats) as a dict.")
+           "The headline numbers (pfrt_report_get_stats) as a dict; `time_measured` says "
+           "whether its times were read from a clock (False: modelled).")
       .def("jobs", &RunReport::jobs, nb::sig("def jobs(self) -> list[dict[str, typing.Any]]"),
            "One dict per fill job (pfrt_report_get_job): samples completed and planned, "
            "checksums, training steps, and iterations_held / samples_held: iterations in "

@@ -33,6 +33,8 @@ def test_run_plan_on_host(tiny_plan):
     run = pipefill.run(tiny_plan, iterations=2, **FAST)
     stats = run.stats()
     assert stats["backend"] == "host" and stats["iterations"] == 2
+    # The module runs with PFRT_TIME_MODEL=modelled: the times say they are not measured.
+    assert stats["time_measured"] is False and stats["real_iteration_us_mean"] > 0
     assert stats["planned_iteration_us"] == pytest.approx(planned["iteration_time_us"])
     iteration_us = run.iteration_us()
     assert isinstance(iteration_us, np.ndarray) and iteration_us.shape == (2,)
