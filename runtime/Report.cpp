@@ -14,6 +14,32 @@ namespace pfrt {
 
 using pipefill::JsonWriter;
 
+bool chunkTimeModelled(const ReportData &r, const RunResult::ChunkRun &c) {
+  if (r.measuredTime || c.job >= r.jobs.size())
+    return false;
+  const JobShape &shape = r.jobs[c.job].shape;
+  const uint32_t L = shape.numLayers();
+  for (uint32_t q = c.passBegin; q < c.passEnd; ++q)
+    if (shape.layers[q < L ? q : 2 * L - 1 - q].kind != PFRT_LAYER_GEMM_CHAIN)
+      return false;
+  return c.passEnd > c.passBegin;
+}
+
+const char *fillChunksLabel(const ReportData &r) {
+  if (!r.fillEnabled)
+    return "not run";
+  size_t modelled = 0, timed = 0;
+  for (const RunResult::ChunkRun &c : r.chunkRuns) {
+    if (c.start < 0)
+      continue;
+    ++timed;
+    modelled += chunkTimeModelled(r, c);
+  }
+  if (!modelled)
+    return "measured";
+  return modelled == timed ? "modelled" : "measured, GEMM_CHAIN-only chunks modelled";
+}
+
 namespace {
 
 // Mean of the known (>= 0) per-iteration values, excluding the first iteration when later ones
@@ -168,7 +194,7 @@ void writeJson(ReportData &r, const Program &program) {
     w.value("transfers_between_ranks", r.rankTransfer == "nccl" ? "measured" : "modelled");
   // Host replay: planned x the real stage's measured speed (modelled); otherwise planned.
   w.value("emulated_devices", r.emulatedSpeedRatio > 0 ? "modelled" : "planned");
-  w.value("fill_chunks", "measured");
+  w.value("fill_chunks", fillChunksLabel(r));
   w.endObject();
   w.value("time_scale", r.timeScale);
   if (r.replayDevice >= 0)
@@ -205,7 +231,10 @@ void writeJson(ReportData &r, const Program &program) {
   observed("bubble_us_per_iteration", r.bubbleUsPerIteration);
   w.value("bubbles_unobserved", r.bubblesUnobserved);
   w.value("planned_fill_us_per_iteration", r.plannedFillUsPerIteration);
-  observed("fill_us_per_iteration", r.fillUsPerIteration);
+  if (r.fillEnabled)
+    observed("fill_us_per_iteration", r.fillUsPerIteration);
+  else
+    w.null("fill_us_per_iteration"); // no fill ran: nothing was timed
   w.beginObject("overruns");
   w.value("count", r.overrunCount);
   w.value("total_us", r.overrunUs);
@@ -343,11 +372,14 @@ void writeSummary(ReportData &r) {
     bool scaled = false;
     for (const RunResult::Job &j : r.jobs)
       scaled |= j.shape.divisor > 1;
+    const std::string label = fillChunksLabel(r);
     row("fill work / iteration (us)", fmt("%.1f", r.plannedFillUsPerIteration),
-        fmt("%.1f", r.fillUsPerIteration),
-        std::string("fill chunks timed on the clock") +
+        r.fillEnabled ? fmt("%.1f", r.fillUsPerIteration) : std::string("-"),
+        (!r.fillEnabled ? std::string("fill not run (--no-fill or a profile run)")
+         : label == "measured" ? std::string("fill chunks timed on the clock")
+                               : "fill chunk times: " + label) +
             (emulated ? ", on the device that ran for real" : "") +
-            (scaled ? "; layers scaled down to dim <= " + std::to_string(r.maxDim) +
+            (scaled && r.fillEnabled ? "; layers scaled down to dim <= " + std::to_string(r.maxDim) +
                           " (max_dim), so less work than planned"
                     : ""));
   }
@@ -511,14 +543,10 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     const RunResult::Job &job = run.jobs[c.job];
     const uint32_t L = job.shape.numLayers();
     // A chunk of GEMM_CHAIN stand-ins in the modelled time model lasts its planned time: skip.
-    bool allChain = true;
     double plannedSum = 0;
-    for (uint32_t q = c.passBegin; q < c.passEnd; ++q) {
-      const LayerShape &ls = job.shape.layers[q < L ? q : 2 * L - 1 - q];
-      allChain = allChain && ls.kind == PFRT_LAYER_GEMM_CHAIN;
+    for (uint32_t q = c.passBegin; q < c.passEnd; ++q)
       plannedSum += plannedPassUs(job.shape, q, c.batch);
-    }
-    if ((allChain && !r.measuredTime) || plannedSum <= 0)
+    if (chunkTimeModelled(r, c) || plannedSum <= 0)
       continue;
     const double ratio = (c.end - c.start) / scale / plannedSum;
     const std::string name = job.name.substr(0, job.name.rfind('@'));

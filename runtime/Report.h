@@ -154,6 +154,14 @@ struct JobTotals {
 };
 JobTotals jobTotals(const std::vector<RunResult::Job> &jobs);
 
+// Whether the time of chunk `c` was modelled, not measured: in the modelled time model a chunk
+// of GEMM_CHAIN stand-ins only lasts its planned time on the scaled clock (HostBackend), like
+// main compute; every other chunk is real work timed on the clock.
+bool chunkTimeModelled(const ReportData &r, const RunResult::ChunkRun &c);
+// "measured", "modelled" (every chunk that ran was), "measured, GEMM_CHAIN-only chunks modelled"
+// or "not run" (no fill): what the report's fill chunk times are.
+const char *fillChunksLabel(const ReportData &r);
+
 // `c` as chunks_run, chunks_deferred, chunks_split, chunks_skipped, chunks_pending and
 // chunks_stopped_on_device: the names
 // of every JSON report (run, session, compare).

@@ -242,7 +242,7 @@ private:
         if (idleEnd >= 0 && end > idleEnd + 1e-3)
           w_.value("overrun_us", end - idleEnd);
       }
-      w_.value("time", "measured");
+      w_.value("time", chunkTimeModelled(r_, *c) ? "modelled" : "measured");
       endEvent();
     }
   }
