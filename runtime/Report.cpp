@@ -195,6 +195,11 @@ void writeJson(ReportData &r, const Program &program) {
   // Host replay: planned x the real stage's measured speed (modelled); otherwise planned.
   w.value("emulated_devices", r.emulatedSpeedRatio > 0 ? "modelled" : "planned");
   w.value("fill_chunks", fillChunksLabel(r));
+  // The pipeline's iteration time (iteration_us*, slowdown_vs_planned) ends at the last device:
+  // in a replay that is an emulated one, so the figure mixes the real stage with modelled peers.
+  w.value("pipeline_iteration", !r.measuredTime      ? "modelled"
+                                : r.replayDevice >= 0 ? "mixed: emulated devices modelled"
+                                                      : "measured");
   w.endObject();
   w.value("time_scale", r.timeScale);
   if (r.replayDevice >= 0)
@@ -353,7 +358,10 @@ void writeSummary(ReportData &r) {
   if (r.plannedIterationUs > 0 && r.iterations)
     delta = fmt("%+.2f%%", 100.0 * (r.iterationUsMean / r.plannedIterationUs - 1));
   row("iteration time (us)", fmt("%.1f", r.plannedIterationUs), fmt("%.1f", r.iterationUsMean),
-      delta);
+      delta + (emulated && r.measuredTime
+                   ? std::string(delta.empty() ? "" : "  ") +
+                         "pipeline: ends at emulated devices, whose times are modelled"
+                   : std::string()));
   if (emulated)
     row("real-stage iteration (us)", "-", fmt("%.1f", r.realIterationUsMean),
         "main stream of the device that ran for real");
