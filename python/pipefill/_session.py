@@ -565,7 +565,9 @@ class Session:
         return self._s.jobs()
 
     def chunks(self) -> list[dict[str, Any]]:
-        """The last chunks that ran, with admitted/start/end/deadline times (measured)."""
+        """The last chunks that ran: admitted/start/end times measured (us since the bubble's
+        begin); ``deadline_us`` is the bound's deadline, from the duration given to
+        :meth:`bubble` or, without one, the plan's scaled by the bubble's past lengths."""
         return self._s.chunks()
 
     def close(self) -> None:
