@@ -64,7 +64,8 @@ public:
     w_.beginObject("otherData");
     w_.value("program", r_.programName);
     w_.value("backend", r_.backend);
-    w_.value("time_unit", "modelled us from the run's start (real us / time_scale)");
+    // The unit of every timestamp; where each slice's time came from is its own "time".
+    w_.value("time_unit", "plan us from the run's start (real us / time_scale)");
     w_.value("time_scale", r_.timeScale);
     w_.value("first_iteration", r_.firstIteration + static_cast<int64_t>(firstK_));
     w_.value("iterations", static_cast<uint64_t>(r_.iterations - firstK_));
@@ -136,7 +137,8 @@ private:
     planned(d, dev, streams);
   }
 
-  // Where a transfer's time came from: CUDA times its sends, the host models them.
+  // Where a transfer's or a wait's time came from: CUDA times them on the GPU; the host places
+  // them at the stream's intended (modelled) times, only compute and fill being real work.
   const char *transferTime(const DeviceReport &d) const {
     if (d.timeSource == "emulated")
       return "emulated";
@@ -180,7 +182,7 @@ private:
             break;
           beginEvent("wait " + dev.events[op.event].name, "wait", d.device, s, t.start,
                      t.duration());
-          w_.value("iteration", iteration).value("time", d.timeSource);
+          w_.value("iteration", iteration).value("time", transferTime(d));
           endEvent();
           break;
         case OpKind::Fill:
