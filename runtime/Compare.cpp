@@ -134,7 +134,17 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       n.totals = jobTotals(d.jobs);
       n.fillUsRun = d.fillUsRun;
       n.overrunUs = d.overrunUs;
-      n.fillTimeUs = d.realIterationUsMean * d.iterations;
+      // The samples are every iteration's, so the time is the real devices' whole span (the
+      // mean leaves out the first iteration); a merged rank run has no timeline: the mean.
+      double span = 0;
+      int spans = 0;
+      for (const DeviceReport &dr : d.devices)
+        if (dr.timeSource != "emulated" && dr.iterations() && dr.iterationStart.front() >= 0 &&
+            dr.iterationEnd.back() > dr.iterationStart.front()) {
+          span += dr.iterationEnd.back() - dr.iterationStart.front();
+          ++spans;
+        }
+      n.fillTimeUs = spans ? span / spans : d.realIterationUsMean * d.iterations;
       n.plannedTimeUs = d.plannedIterationUs * d.iterations;
     }
     return n;
