@@ -187,7 +187,11 @@ void writeJson(ReportData &r, const Program &program) {
   // What each kind of number is (docs/runtime.md, "Labels").
   w.beginObject("labels");
   w.value("main_compute", r.measuredTime ? "measured" : "modelled");
-  w.value("transfers_and_copies", r.backend == "host" ? "modelled" : "measured");
+  // CUDA replay: a send to an emulated peer keeps the stream busy for its planned time and a
+  // receive from one waits for the peer's modelled send; the rest is timed on the GPU.
+  w.value("transfers_and_copies", r.backend == "host"           ? "modelled"
+                                  : r.backend == "cuda-replay" ? "measured, with emulated peers planned"
+                                                               : "measured");
   // CUDA ranks: sends to another rank's GPU move bytes with NCCL (timed on the GPU like any op)
   // or take their planned time.
   if (!r.rankTransfer.empty())

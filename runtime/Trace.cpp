@@ -139,10 +139,22 @@ private:
 
   // Where a transfer's or a wait's time came from: CUDA times them on the GPU; the host places
   // them at the stream's intended (modelled) times, only compute and fill being real work.
-  const char *transferTime(const DeviceReport &d) const {
+  const char *transferTime(const DeviceReport &d, const Op *op = nullptr) const {
     if (d.timeSource == "emulated")
       return "emulated";
-    return d.timeSource == "measured" && d.backend != "host" ? "measured" : "modelled";
+    if (d.timeSource != "measured" || d.backend == "host")
+      return "modelled";
+    if (op && (op->kind == OpKind::Send || op->kind == OpKind::Recv)) {
+      // CUDA replay: a transfer with an emulated peer lasts its plan (a send keeps the stream
+      // busy for it; a receive waits for the peer's modelled send). CUDA ranks without NCCL:
+      // transfers to another rank are modelled at their planned time.
+      for (const DeviceReport &p : r_.devices)
+        if (p.device == op->peer && p.timeSource == "emulated")
+          return "planned";
+      if (!r_.rankTransfer.empty() && r_.rankTransfer != "nccl" && op->peer != d.device)
+        return "modelled"; // as labels.transfers_between_ranks says
+    }
+    return "measured";
   }
 
   void streamOps(const DeviceReport &d, const Device &dev, uint32_t s, bool hostTimedFill) {
@@ -173,7 +185,7 @@ private:
           w_.value("iteration", iteration).value("bytes", op.bytes);
           if (op.kind != OpKind::Recv)
             w_.value("planned_us", effectivePlannedUs(dev, op));
-          w_.value("time", transferTime(d));
+          w_.value("time", transferTime(d, &op));
           endEvent();
           break;
         }
