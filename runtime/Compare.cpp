@@ -67,6 +67,22 @@ std::string fmt(const char *format, double v) {
 
 } // namespace
 
+
+// The time the run's fill samples were done in: every iteration's samples count, so the real
+// devices' whole span (their mean leaves the first iteration out); a merged rank run carries no
+// timeline: its mean times the iterations.
+static double realSpanUs(const ReportData &d) {
+  double span = 0;
+  int spans = 0;
+  for (const DeviceReport &dr : d.devices)
+    if (dr.timeSource != "emulated" && dr.iterations() && dr.iterationStart.front() >= 0 &&
+        dr.iterationEnd.back() > dr.iterationStart.front()) {
+      span += dr.iterationEnd.back() - dr.iterationStart.front();
+      ++spans;
+    }
+  return spans ? span / spans : d.realIterationUsMean * d.iterations;
+}
+
 pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &options,
                                uint32_t repetitions) {
   if (repetitions == 0 || repetitions > PFRT_COMPARE_MAX_REPETITIONS)
@@ -134,17 +150,7 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
       n.totals = jobTotals(d.jobs);
       n.fillUsRun = d.fillUsRun;
       n.overrunUs = d.overrunUs;
-      // The samples are every iteration's, so the time is the real devices' whole span (the
-      // mean leaves out the first iteration); a merged rank run has no timeline: the mean.
-      double span = 0;
-      int spans = 0;
-      for (const DeviceReport &dr : d.devices)
-        if (dr.timeSource != "emulated" && dr.iterations() && dr.iterationStart.front() >= 0 &&
-            dr.iterationEnd.back() > dr.iterationStart.front()) {
-          span += dr.iterationEnd.back() - dr.iterationStart.front();
-          ++spans;
-        }
-      n.fillTimeUs = spans ? span / spans : d.realIterationUsMean * d.iterations;
+      n.fillTimeUs = realSpanUs(d);
       n.plannedTimeUs = d.plannedIterationUs * d.iterations;
     }
     return n;
