@@ -322,6 +322,8 @@ LogicalResult exportReport(ModuleOp module, llvm::raw_ostream &os) {
   j.attribute("name", r->name);
   j.attribute("num_microbatches", r->numMicrobatches);
   j.attribute("num_stages", r->numStages);
+  // Every number below is the plan's (cost model, schedule, planner): nothing here was run.
+  j.attribute("numbers", "planned");
   j.attribute("schedule", r->schedule);
   j.attributeArray("stages", [&] {
     for (const ReportStage &s : r->stages)

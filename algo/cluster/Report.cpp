@@ -246,6 +246,7 @@ std::string runJson(const RunReport &r) {
   JsonWriter j;
   j.beginObject()
       .value("name", r.name)
+      .value("numbers", "modelled") // a queue simulation over the cost model: nothing was run
       .value("gpus", a.gpus)
       .value("tp", c.tp)
       .value("pp", c.pp)
@@ -443,6 +444,7 @@ std::string studyJson(const StudyReport &r) {
   const cost::TransformerConfig &c = r.base->model;
   JsonWriter j;
   j.beginObject().value("name", r.name);
+  j.value("numbers", "modelled"); // a queue simulation over the cost model: nothing was run
   j.beginObject("model")
       .value("layers", c.layers)
       .value("hidden", c.hidden)
