@@ -400,7 +400,7 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
     openUnplanned_ = false;
     openBubble_ = bubbleId;
     ++bubblesRun_;
-  ++loopBubbles_;
+    ++loopBubbles_;
     return;
   }
   const double now = sessionNowUs();
@@ -459,7 +459,7 @@ void Session::beginUnplanned(double durationUs, void *mainStream) {
     open_ = true;
     openUnplanned_ = true;
     ++unplannedRun_;
-  ++loopBubbles_;
+    ++loopBubbles_;
     return;
   }
   BubbleTask task;
