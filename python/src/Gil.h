@@ -5,6 +5,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cxxabi.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -33,10 +35,36 @@ inline std::atomic<int> threadsTakingGil{0};
 /// most 2 s).
 inline void beginInterpreterExit() {
   interpreterExiting = true;
+  // Daemon threads still running keep what they refer to (sessions, plans) alive past the
+  // exit; nanobind would report those objects as leaked ("likely a reference counting issue").
+  namespace nb = nanobind;
+  if (nb::len(nb::module_::import_("threading").attr("enumerate")()) > 1)
+    nb::set_leak_warnings(false);
   for (int k = 0; k < 2000 && threadsTakingGil.load() > 0; ++k) {
     Py_BEGIN_ALLOW_THREADS
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     Py_END_ALLOW_THREADS
+  }
+}
+
+/// Parks this thread until the exiting process ends it (a thread CPython would end: see below).
+/// What it still refers to is not freed: nanobind's leak report at exit is turned off.
+[[noreturn]] inline void parkForever() {
+  nanobind::set_leak_warnings(false);
+  for (;;)
+    std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+/// Runs `f`, which runs Python code (an import, json.loads, an exception's __init__), from the
+/// module's C++. At interpreter exit CPython ends a daemon thread whenever it takes the GIL back,
+/// also between two bytecodes of `f` (pthread_exit, a forced unwind); the unwind would reach
+/// nanobind's catch-all, which does not rethrow it, and abort the whole process. The thread parks
+/// instead, inside the handler (it holds no GIL then): the process is exiting.
+template <class F> decltype(auto) callingPython(F &&f) {
+  try {
+    return f();
+  } catch (abi::__forced_unwind &) {
+    parkForever();
   }
 }
 
@@ -54,8 +82,8 @@ inline void watchInterpreterExit() {
 /// the whole process would abort ("terminate called without an active exception", exit 134).
 /// A thread other than the main one parks here instead once the interpreter has begun to exit,
 /// without the GIL, until the exiting process ends it; one that was already waiting for the GIL
-/// gets it before CPython ends threads (beginInterpreterExit waits for it). What a parked thread
-/// still refers to is not freed: nanobind's leak report at exit is turned off then.
+/// gets it before CPython ends threads (beginInterpreterExit waits for it), and one that CPython
+/// ends all the same while it takes the GIL back parks there (callingPython).
 class GilRelease {
 public:
   GilRelease() : state_(PyEval_SaveThread()) {}
@@ -65,12 +93,14 @@ public:
       threadsTakingGil.fetch_add(1); // before the check: beginInterpreterExit sees one or other
       if (interpreterExiting.load() || interpreterFinalizing()) {
         threadsTakingGil.fetch_sub(1);
-        nanobind::set_leak_warnings(false);
-        for (;;)
-          std::this_thread::sleep_for(std::chrono::hours(1));
+        parkForever();
       }
     }
-    PyEval_RestoreThread(state_);
+    try {
+      PyEval_RestoreThread(state_); // may end this thread at exit: see callingPython
+    } catch (abi::__forced_unwind &) {
+      parkForever();
+    }
     if (!main)
       threadsTakingGil.fetch_sub(1);
   }

@@ -93,9 +93,11 @@ void translateCompileException(const std::exception_ptr &p, void *) {
   try {
     std::rethrow_exception(p);
   } catch (const pipefill::embed::CompileFailure &e) {
-    nb::object cls = nb::module_::import_("pipefill._errors").attr("CompileError");
-    nb::object exc = cls(pyText(e.what()), pyTexts(e.diagnostics));
-    PyErr_SetObject(cls.ptr(), exc.ptr());
+    pipefill::py::callingPython([&] {
+      nb::object cls = nb::module_::import_("pipefill._errors").attr("CompileError");
+      nb::object exc = cls(pyText(e.what()), pyTexts(e.diagnostics));
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    });
   }
 }
 

@@ -528,11 +528,13 @@ void translateRuntimeException(const std::exception_ptr &p, void *) {
   try {
     std::rethrow_exception(p);
   } catch (const RunFailure &e) {
-    nb::object cls = nb::module_::import_("pipefill._errors").attr("RunError");
-    nb::object exc = cls(pyText(e.what()), e.status);
-    if (e.bubbleResult)
-      exc.attr("bubble_result") = bubbleResultDict(*e.bubbleResult);
-    PyErr_SetObject(cls.ptr(), exc.ptr());
+    callingPython([&] {
+      nb::object cls = nb::module_::import_("pipefill._errors").attr("RunError");
+      nb::object exc = cls(pyText(e.what()), e.status);
+      if (e.bubbleResult)
+        exc.attr("bubble_result") = bubbleResultDict(*e.bubbleResult);
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    });
   } catch (const embed::FileError &e) {
     nb::object exc = e.path.empty()
                          ? nb::handle(PyExc_OSError)(pyText(e.what()))

@@ -121,7 +121,8 @@ template <class Call> void checkWithoutGil(Call &&call, const std::string &what)
 }
 
 inline nb::object jsonLoads(const std::string &text) {
-  return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size()));
+  return callingPython(
+      [&] { return nb::module_::import_("json").attr("loads")(nb::str(text.data(), text.size())); });
 }
 
 class Session;
