@@ -480,6 +480,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     st->set_iteration_us(dr.iterationUsMean);
     st->set_memory_bytes(dr.memoryBytes);
     st->set_min_free_bytes(dr.minFreeKnown ? dr.minFreeBytes : 0);
+    st->set_min_free_measured(dr.minFreeKnown && dr.minFreeMeasured);
     std::map<int, std::pair<double, int>> byKind;
     const size_t n = dr.iterations();
     // A stage that ran no iteration (a resume with nothing left, a stop before the first) has
