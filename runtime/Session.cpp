@@ -322,13 +322,18 @@ void Session::sync() const {
   if (!queued_)
     return;
   checkNotWorker("a call that waits for the worker (stats, tasks, checkpoints)");
-  std::unique_lock<std::mutex> lock(m_);
-  cv_.wait(lock, [&] { return commands_.empty(); });
-  if (workerStatus_ != PFRT_OK) {
-    const pfrt_status st = workerStatus_;
-    workerStatus_ = PFRT_OK;
-    throw Error(st, workerError_);
+  {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return commands_.empty(); });
+    if (workerStatus_ != PFRT_OK) {
+      const pfrt_status st = workerStatus_;
+      workerStatus_ = PFRT_OK;
+      throw Error(st, workerError_);
+    }
   }
+  // A fill task that failed after its bubble's end returned (the worker runs bubbles after the
+  // calls): the first call that waits for the worker reports it, once, else nothing would.
+  throwTaskError();
 }
 
 bool Session::stopped(const BubbleTask &task) {
@@ -351,6 +356,8 @@ bool Session::stopped(const BubbleTask &task) {
 }
 
 void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
+  // First: a step on the worker must not read the loop's state, which the framework's thread owns.
+  checkNotWorker(("pfrt_session_bubble_begin(" + std::to_string(bubbleId) + ")").c_str());
   if (open_)
     checkNoBubble(("pfrt_session_bubble_begin(" + std::to_string(bubbleId) + ")").c_str());
   checkMainStream(mainStream);
@@ -444,6 +451,7 @@ double Session::lengthFactor(uint32_t bubbleId) const {
 }
 
 void Session::beginUnplanned(double durationUs, void *mainStream) {
+  checkNotWorker("pfrt_session_unplanned_begin");
   if (open_)
     checkNoBubble("pfrt_session_unplanned_begin");
   checkMainStream(mainStream);
@@ -520,7 +528,7 @@ void Session::wait() {
   throwTaskError();
 }
 
-void Session::throwTaskError() {
+void Session::throwTaskError() const {
   std::string message;
   pfrt_status st = PFRT_OK;
   {

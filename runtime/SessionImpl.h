@@ -203,7 +203,7 @@ private:
   // entry and return).
   void takeBackUnstarted(std::unique_lock<std::mutex> &lock);
   // A task's failure, reported (and cleared) by the next bubble_wait / bubble_end.
-  void throwTaskError();
+  void throwTaskError() const;
 
   Program program_;
   ProgramInfo info_;
@@ -219,8 +219,8 @@ private:
   std::deque<TaskState> tasks_; // a deque: names stay put as tasks are added
   uint32_t taskTurn_ = 0;       // round-robin: the task that goes first in the next bubble
   uint64_t unplannedFreeBytes_ = 0;
-  std::string taskError_;       // worker: a failed step's message (read after taskDone_)
-  pfrt_status taskErrorStatus_ = PFRT_OK;
+  mutable std::string taskError_; // worker: a failed step's message (read after taskDone_)
+  mutable pfrt_status taskErrorStatus_ = PFRT_OK;
 
   // CUDA: bubbles are edges on the framework's stream, run by the worker from a queue. Host with
   // host_end_at_once: the same queue, with edges on the host clock (queued_).

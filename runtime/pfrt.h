@@ -555,9 +555,11 @@ typedef struct pfrt_session_options {
    * CUDA: the worker runs the bubbles from a queue (a bubble begins and ends at the calls' host
    * clock readings), a chunk in flight at bubble_end finishes its pass on the worker after the
    * call, and bubble_end's result is all zeros (the stats have the numbers; the calls that read
-   * them wait for the worker). For a framework whose thread must not wait for fill at a bubble's
-   * end: a worker at idle priority may get no core for a long time on a loaded machine. 0
-   * (default): bubble_end waits for the chunk in flight and returns the bubble's numbers. CUDA:
+   * them wait for the worker and report first a fill task that failed after its bubble's end).
+   * The queue holds 16 commands per planned bubble, iteration ends included; past that, begin and
+   * iteration_end wait for the worker. For a framework whose thread must not wait for fill at a
+   * bubble's end: a worker at idle priority may get no core for a long time on a loaded machine.
+   * 0 (default): bubble_end waits for the chunk in flight and returns the bubble's numbers. CUDA:
    * ignored (always at once). */
   int host_end_at_once;
 } pfrt_session_options;

@@ -299,10 +299,22 @@ class Session:
         if not noted and error is not None:
             _add_note(raising, f"(while this propagated, the bubble's end reported: {error})")
 
+    def _checked(self, call: Callable[..., Any], *args: Any) -> Any:
+        """A native call that waits for the worker. With ``end_at_once`` (and on CUDA) a bubble's
+        end returns before its fill ran, so a fill task that fails after it is reported by the
+        next such call: the task's own exception is raised, as :meth:`end` raises it."""
+        try:
+            return call(*args)
+        except RunError as e:
+            if e.status != _REFUSED:
+                self._raise_task_error(e)
+            raise
+
     def _raise_task_error(self, error: Optional[RunError]) -> None:
         """Raises the first failed task's exception (its own type), with a note for each other
         task that failed in the same bubble (all are disabled: each failure is reported once,
-        here, not at a later bubble where the task did not run); else ``error``."""
+        at the end of the bubble it failed in, or with ``end_at_once`` at the first call after
+        it that waits for the worker); else ``error``."""
         failed = [r for r in self._runners if r.error is not None]
         if not failed:
             if error is not None:
@@ -410,7 +422,7 @@ class Session:
         measured step times (measured_us_p50/p90 over the last 32, max, mean),
         predicted_us (what the bound uses next), task_us, skipped_no_fit,
         skipped_memory, overruns, overrun_us, done, failed. Between bubbles."""
-        return [self._s.task_get(t) for t in range(self._s.task_count())]
+        return self._checked(lambda: [self._s.task_get(t) for t in range(self._s.task_count())])
 
     def begin(self, bubble: int, duration_us: float = 0.0, *, stream: Any = None) -> None:
         """pfrt_session_bubble_begin (prefer ``with session.bubble(k)``); ``stream`` as for
@@ -468,7 +480,7 @@ class Session:
                 # save is refused for the same reason; say so under the save's name.
                 raise RunError(str(e).replace("task_state_set", "checkpoint_save"),
                                e.status) from None
-        self._s.save_checkpoint(path)
+        self._checked(self._s.save_checkpoint, path)
 
     def checkpoint_load(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Resumes from a checkpoint of the same plan and rank: register the same tasks
@@ -491,12 +503,12 @@ class Session:
             if type(runner.task).load_state_dict is not FillTask.load_state_dict
         ]
         if not loaders:
-            self._s.load_checkpoint(path)
+            self._checked(self._s.load_checkpoint, path)
             return
         with tempfile.TemporaryDirectory(prefix="pipefill-load-") as scratch:
             before = os.path.join(scratch, "before.ckpt")
             try:
-                self._s.save_checkpoint(before)
+                self._checked(self._s.save_checkpoint, before)
             except RunError as e:
                 # Refused for the state the session is in (a bubble open, closed): the load is
                 # refused for the same reason; say so under the load's name.
@@ -555,14 +567,14 @@ class Session:
         """The session report: iterations, bubbles, chunks run/deferred/pending, samples, and
         the measured fill time, overruns and bubble_end waits; ``jobs`` per fill job;
         ``tasks`` per fill task (the dicts of :meth:`tasks`)."""
-        return self._s.report()
+        return self._checked(self._s.report)
 
     def jobs(self) -> list[dict[str, Any]]:
         """One dict per fill job: samples, checksum, chunk counts, ``iterations_held`` and
         ``samples_held`` (iterations in which the job began nothing new because two
         iterations of its work were deferred, and the planned samples not begun because of
         that), and the measured chunk shapes."""
-        return self._s.jobs()
+        return self._checked(self._s.jobs)
 
     def chunks(self) -> list[dict[str, Any]]:
         """The last chunks that ran: admitted/start/end times measured (us since the bubble's
@@ -571,16 +583,28 @@ class Session:
         return self._s.chunks()
 
     def close(self) -> None:
-        """Ends an open bubble (waiting for its chunk in flight) and frees the session."""
+        """Ends an open bubble (waiting for its chunk in flight) and frees the session. A fill
+        task that failed after the last call that reports failures (possible with
+        ``end_at_once``) is raised here, once the session is closed."""
         self._s.close()
-        self._runners = []
         _live_sessions.discard(self)
+        try:
+            self._raise_task_error(None)
+        finally:
+            self._runners = []
 
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Optional[BaseException], tb: Any) -> None:
+        if exc is None:
+            self.close()
+            return
+        # The block's exception goes on; a fill task's failure is a note on it.
+        self._s.close()
+        _live_sessions.discard(self)
+        self._note_task_error(exc, None)
+        self._runners = []
 
     def __repr__(self) -> str:
         try:

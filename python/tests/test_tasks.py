@@ -256,6 +256,49 @@ def test_a_refused_call_keeps_a_failed_task_for_the_bubble_end(plan):
         assert all("called from a fill task's step" in str(e) for e in seen)
 
 
+class FailsAfterTheEnd(pipefill.FillTask):
+    """Its first step starts inside the bubble and raises 50 ms later, after the bubble's end
+    (with end_at_once the end returns while the step runs)."""
+
+    def __init__(self):
+        self.started = threading.Event()
+
+    def step(self):
+        self.started.set()
+        time.sleep(0.05)
+        raise KeyError("failed after the end")
+
+
+def test_end_at_once_reports_a_task_failing_after_the_end_at_the_next_call_that_waits(plan):
+    """With end_at_once the bubble's end returns before its fill has run: a step that fails
+    after it is raised, as its own exception, by the next call that waits for the worker
+    (report(), tasks(), a checkpoint, ...), once; one still pending at close() is raised
+    there. Before, every later call passed and close() dropped it (found by the end_at_once
+    fuzzer)."""
+    for where in ("report", "close"):
+        s = session(plan, end_at_once=True)
+        task = FailsAfterTheEnd()
+        s.add_task(task, step_us=100, name="late")
+        first = s.bubbles()[0]["bubble_id"]
+        s.begin(first, 2e6)
+        assert task.started.wait(10)
+        assert s.end(first)["task_steps"] == 0  # returned at once, the step still running
+        s.iteration_end()
+        if where == "report":
+            with pytest.raises(KeyError, match="failed after the end") as info:
+                s.report()  # waits for the worker: the step has failed by then
+            assert any("fill task 'late'" in n for n in info.value.__notes__)
+            s.report()  # reported once
+            assert s.tasks()[0]["failed"]
+            s.close()
+        else:
+            time.sleep(0.2)  # the step has failed; nothing has reported it
+            with pytest.raises(KeyError, match="failed after the end"):
+                s.close()
+            with pytest.raises(pipefill.RunError, match="closed"):
+                s.report()
+
+
 def test_a_step_must_return_an_int(plan):
     class Bad(pipefill.FillTask):
         def step(self):

@@ -778,7 +778,7 @@ TEST(SessionTaskErrorTest, UnknownTaskAndReadsInsideABubble) {
 // changed the loop position or waited for the worker before being refused. It records what the
 // call returned.
 struct ReentrantTask {
-  enum Call { kEnd, kWait, kDestroy, kIterationEnd, kStats } call = kEnd;
+  enum Call { kEnd, kWait, kDestroy, kIterationEnd, kStats, kBegin, kUnplanned } call = kEnd;
   pfrt_session *session = nullptr;
   std::atomic<uint64_t> calls{0};
   pfrt_status status = PFRT_OK;
@@ -806,6 +806,12 @@ pfrt_status reentrantStep(void *user, uint64_t *outSamples) {
       t.status = pfrt_session_get_stats(t.session, &st);
       break;
     }
+    case ReentrantTask::kBegin:
+      t.status = pfrt_session_bubble_begin(t.session, 0, nullptr, 0);
+      break;
+    case ReentrantTask::kUnplanned:
+      t.status = pfrt_session_unplanned_begin(t.session, 1000, nullptr);
+      break;
     }
     t.message = pfrt_last_error();
   }
@@ -837,7 +843,9 @@ TEST(SessionTaskErrorTest, EndAndWaitFromAStepAreRefused) {
       {ReentrantTask::kEnd, "pfrt_session_bubble_end"},
       {ReentrantTask::kWait, "pfrt_session_bubble_wait"},
       {ReentrantTask::kIterationEnd, "pfrt_session_iteration_end"},
-      {ReentrantTask::kStats, "pfrt_session_get_stats"}};
+      {ReentrantTask::kStats, "pfrt_session_get_stats"},
+      {ReentrantTask::kBegin, "pfrt_session_bubble_begin(0)"},
+      {ReentrantTask::kUnplanned, "pfrt_session_unplanned_begin"}};
   for (const auto &[call, callName] : calls) {
     SCOPED_TRACE(callName);
     SessionPtr s = sessionOk(p.get(), 0, options());
@@ -854,6 +862,68 @@ TEST(SessionTaskErrorTest, EndAndWaitFromAStepAreRefused) {
     // 1000 us, steps of 100 us predicted at 120: 9 steps, the refused call's among them.
     EXPECT_EQ(r.task_steps, 9u);
     EXPECT_EQ(statsOf(s.get(), id).failed, 0);
+  }
+}
+
+// The same with host_end_at_once, where bubble_end returns while a step runs: a step that called
+// begin after the framework's end (no bubble open) got the argument checks ("bubble 0 ... is out
+// of order") and read the loop's state without a lock, instead of this refusal. Real clock: the
+// step waits until the test has ended the bubble.
+struct AfterTheEnd {
+  ReentrantTask::Call call = ReentrantTask::kBegin;
+  pfrt_session *session = nullptr;
+  std::atomic<bool> started{false}, ended{false};
+  pfrt_status status = PFRT_OK;
+  std::string message;
+};
+
+TEST(SessionTaskErrorTest, CallsFromAStepAfterTheEndAreRefusedWithEndAtOnce) {
+  ProgramPtr p = noFillPlan();
+  pfrt_session_options o = options();
+  o.host_end_at_once = 1;
+  const std::pair<ReentrantTask::Call, const char *> calls[] = {
+      {ReentrantTask::kBegin, "pfrt_session_bubble_begin(0)"},
+      {ReentrantTask::kUnplanned, "pfrt_session_unplanned_begin"},
+      {ReentrantTask::kIterationEnd, "pfrt_session_iteration_end"}};
+  for (const auto &[call, callName] : calls) {
+    SCOPED_TRACE(callName);
+    SessionPtr s = sessionOk(p.get(), 0, o);
+    AfterTheEnd t;
+    t.call = call;
+    t.session = s.get();
+    pfrt_session_task_desc d{};
+    d.name = "after-the-end";
+    d.user_data = &t;
+    d.step_us = 100;
+    d.max_steps = 1;
+    d.step = [](void *user, uint64_t *out) {
+      AfterTheEnd &a = *static_cast<AfterTheEnd *>(user);
+      a.started = true;
+      for (int k = 0; k < 10000 && !a.ended; ++k)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      a.status = a.call == ReentrantTask::kBegin ? pfrt_session_bubble_begin(a.session, 0, nullptr, 0)
+                 : a.call == ReentrantTask::kUnplanned
+                     ? pfrt_session_unplanned_begin(a.session, 1000, nullptr)
+                     : pfrt_session_iteration_end(a.session);
+      a.message = pfrt_last_error();
+      *out = 1;
+      return PFRT_OK;
+    };
+    PFRT_ASSERT_OK(pfrt_session_task_add(s.get(), &d, nullptr));
+    PFRT_ASSERT_OK(pfrt_session_unplanned_begin(s.get(), 1e6, nullptr));
+    for (int k = 0; k < 10000 && !t.started; ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(t.started);
+    PFRT_ASSERT_OK(pfrt_session_bubble_end(s.get(), PFRT_SESSION_UNPLANNED, nullptr));
+    t.ended = true;
+    pfrt_session_stats st{};
+    PFRT_ASSERT_OK(pfrt_session_get_stats(s.get(), &st)); // waits for the step
+    EXPECT_EQ(t.status, PFRT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(t.message.find(std::string(callName) +
+                             " called from a fill task's step on the session's worker thread"),
+              std::string::npos)
+        << t.message;
+    EXPECT_EQ(st.task_steps, 1u);
   }
 }
 
