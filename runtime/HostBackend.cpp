@@ -137,10 +137,7 @@ public:
     const uint32_t L = shape_.numLayers();
     // A chunk of calibrated stand-ins only is modelled like main compute (planned time on the
     // scaled clock from the stream's intended time); real layers are timed on the real clock.
-    bool allChain = !measured_;
-    for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p)
-      if (shape_.layers[p < L ? p : 2 * L - 1 - p].kind != PFRT_LAYER_GEMM_CHAIN)
-        allChain = false;
+    const bool allChain = !measured_ && gemmChainOnly(shape_, ex.passBegin, ex.passEnd);
     if (!allChain)
       st.realWork = true;
     st.workStart = allChain ? st.intended : hostNowUs();

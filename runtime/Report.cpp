@@ -15,14 +15,8 @@ namespace pfrt {
 using pipefill::JsonWriter;
 
 bool chunkTimeModelled(const ReportData &r, const RunResult::ChunkRun &c) {
-  if (r.measuredTime || c.job >= r.jobs.size())
-    return false;
-  const JobShape &shape = r.jobs[c.job].shape;
-  const uint32_t L = shape.numLayers();
-  for (uint32_t q = c.passBegin; q < c.passEnd; ++q)
-    if (shape.layers[q < L ? q : 2 * L - 1 - q].kind != PFRT_LAYER_GEMM_CHAIN)
-      return false;
-  return c.passEnd > c.passBegin;
+  return !r.measuredTime && c.job < r.jobs.size() && c.passEnd > c.passBegin &&
+         gemmChainOnly(r.jobs[c.job].shape, c.passBegin, c.passEnd);
 }
 
 const char *fillChunksLabel(const ReportData &r) {

@@ -33,6 +33,14 @@ namespace {
 uint32_t scaled(uint32_t v, uint32_t divisor) { return v ? std::max(1u, v / divisor) : 0; }
 } // namespace
 
+bool gemmChainOnly(const JobShape &shape, uint32_t passBegin, uint32_t passEnd) {
+  const uint32_t L = shape.numLayers();
+  for (uint32_t q = passBegin; q < passEnd; ++q)
+    if (shape.layers[q < L ? q : 2 * L - 1 - q].kind != PFRT_LAYER_GEMM_CHAIN)
+      return false;
+  return true;
+}
+
 double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch) {
   const uint32_t L = shape.numLayers();
   const LayerShape &ls = shape.layers[q < L ? q : 2 * L - 1 - q];

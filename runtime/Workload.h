@@ -42,6 +42,10 @@ struct JobShape {
 // backward of layer 2L - 1 - q (the order of a training chunk's passes).
 double plannedPassUs(const JobShape &shape, uint32_t q, uint32_t batch);
 
+// Whether passes [passBegin, passEnd) are all of GEMM_CHAIN stand-ins: in the modelled time model
+// such a chunk lasts its planned time (HostBackend) and reports call its time modelled.
+bool gemmChainOnly(const JobShape &shape, uint32_t passBegin, uint32_t passEnd);
+
 // Shape of job `job` with every dimension divided by the smallest power of two that brings the
 // largest one to <= maxDim (maxDim 0: no scaling). Heads shrink to divide the scaled hidden size.
 JobShape makeJobShape(const Program &program, uint32_t job, uint32_t maxDim);

@@ -446,12 +446,7 @@ class Session:
 
     def wait(self) -> None:
         """Blocks until the open bubble has nothing more to start."""
-        try:
-            self._s.wait()
-        except RunError as e:
-            if e.status != _REFUSED:
-                self._raise_task_error(e)
-            raise
+        self._checked(self._s.wait)
 
     def iteration_end(self) -> None:
         """Ends this rank's iteration (chunks of bubbles not begun wait for later ones)."""
