@@ -320,11 +320,11 @@ public:
     }
 #if PFRT_HAVE_NCCL
     if (nccl_ && nccl_->has(ChannelKey{ctx.device, op.peer, op.tag})) {
-      // Another rank's GPU: the bytes go with ncclSend on the channel's own stream, after the
+      // Another rank's GPU: the bytes go with ncclSend on the link's own stream, after the
       // sending stream's earlier work; the receiver's ncclRecv waits for them on its GPU, so the
       // message only tells its host thread that the send is enqueued.
       const ChannelKey key{ctx.device, op.peer, op.tag};
-      NcclLink &link = ncclLinks_.at(key);
+      NcclLink &link = ncclLinks_.at(nccl_->linkOf(key));
       PFRT_CUDA(cudaEventRecord(link.fork, st.s));
       PFRT_CUDA(cudaStreamWaitEvent(link.stream, link.fork, 0));
       nccl_->send(key, link.buffer, op.bytes, link.stream);
@@ -348,7 +348,7 @@ public:
 #if PFRT_HAVE_NCCL
     if (nccl_ && nccl_->has(ChannelKey{op.peer, ctx.device, op.tag})) {
       const ChannelKey key{op.peer, ctx.device, op.tag};
-      nccl_->recv(key, ncclLinks_.at(key).buffer, op.bytes, streamState(ctx).s);
+      nccl_->recv(key, ncclLinks_.at(nccl_->linkOf(key)).buffer, op.bytes, streamState(ctx).s);
       return;
     }
 #else
@@ -744,12 +744,13 @@ private:
                            "time)\n", config_.rank, why.c_str());
       return;
     }
-    const std::vector<ChannelKey> channels = programChannels(program);
     GpuDevice &g = *gpus_.at(devices.front());
     PFRT_CUDA(cudaSetDevice(g.gpu));
     // Every rank must take part in the id exchange, even one whose device has no crossing
     // channel, so the communicators are made before the buffers are sized.
-    nccl_ = std::make_unique<NcclChannels>(api, channels, *config_.transport, config_.peerTimeoutS);
+    nccl_ = std::make_unique<NcclChannels>(api, orderedChannelLinks(program), *config_.transport,
+                                           config_.peerTimeoutS);
+    ncclLinks_.resize(nccl_->communicators());
     for (uint32_t d : devices)
       for (const Stream &st : program.devices[d].streams)
         for (const Op &op : st.ops) {
@@ -762,12 +763,11 @@ private:
             continue;
           if (!nccl_->has(key))
             continue;
-          NcclLink &link = ncclLinks_[key];
+          NcclLink &link = ncclLinks_[nccl_->linkOf(key)];
           link.bytes = std::max(link.bytes, op.bytes);
           link.sender = op.kind == OpKind::Send;
         }
-    for (auto &kv : ncclLinks_) {
-      NcclLink &link = kv.second;
+    for (NcclLink &link : ncclLinks_) {
       PFRT_CUDA(cudaMalloc(&link.buffer, std::max<uint64_t>(1, link.bytes)));
       if (link.sender) {
         PFRT_CUDA(cudaStreamCreateWithPriority(&link.stream, cudaStreamNonBlocking,
@@ -782,8 +782,9 @@ private:
 #endif
   }
 
-  // One crossing channel's end on this rank: its buffer and, on the sender, its own stream (so
-  // that channels never wait for each other) and the event that orders it after the sender.
+  // One crossing link's end on this rank (its channels' messages, one after another): a buffer
+  // for the largest and, on the sender, the link's own stream (so that its sends never hold up
+  // the sending stream) and the event that orders a send after the sending stream's work.
   struct NcclLink {
     uint64_t bytes = 0;
     bool sender = false;
@@ -802,8 +803,7 @@ private:
       nccl_->close(/*failed=*/!finished_);
     nccl_.reset();
 #endif
-    for (auto &kv : ncclLinks_) {
-      NcclLink &link = kv.second;
+    for (NcclLink &link : ncclLinks_) {
       if (!gpus_.empty())
         cudaSetDevice(gpus_.begin()->second->gpu); // rank mode: this rank's one GPU
       cudaFree(link.buffer);
@@ -891,7 +891,7 @@ private:
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, GpuChannel> channels_;
   std::map<std::pair<uint32_t, uint32_t>, PairBuffers> pairs_;
-  std::map<ChannelKey, NcclLink> ncclLinks_;
+  std::vector<NcclLink> ncclLinks_; // by NcclChannels::linkOf
 #if PFRT_HAVE_NCCL
   std::unique_ptr<NcclChannels> nccl_;
 #endif

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -13,6 +14,20 @@ namespace pfrt {
 std::string channelName(const ChannelKey &key) {
   return "device " + std::to_string(key.src) + " -> device " + std::to_string(key.dst) + " tag " +
          std::to_string(key.tag);
+}
+
+std::string linkName(const std::vector<ChannelKey> &link) {
+  if (link.size() == 1)
+    return channelName(link.front());
+  std::string tags;
+  const size_t shown = std::min<size_t>(link.size(), 4);
+  for (size_t i = 0; i < shown; ++i)
+    tags += (i ? ", " : "") + std::to_string(link[i].tag);
+  if (shown < link.size())
+    tags += ", ...";
+  return "device " + std::to_string(link.front().src) + " -> device " +
+         std::to_string(link.front().dst) + " tags " + tags + " (" +
+         std::to_string(link.size()) + " channels)";
 }
 
 namespace {
@@ -37,8 +52,8 @@ std::string seconds(double s) {
   return buf;
 }
 
-// FNV-1a over the channel list: ranks compare it before trusting each other's ids.
-uint64_t channelsHash(const std::vector<ChannelKey> &channels) {
+// FNV-1a over the links: ranks compare it before trusting each other's ids.
+uint64_t linksHash(const std::vector<std::vector<ChannelKey>> &links) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint32_t v) {
     for (int i = 0; i < 4; ++i) {
@@ -46,10 +61,13 @@ uint64_t channelsHash(const std::vector<ChannelKey> &channels) {
       h *= 1099511628211ull;
     }
   };
-  for (const ChannelKey &k : channels) {
-    mix(k.src);
-    mix(k.dst);
-    mix(k.tag);
+  for (const std::vector<ChannelKey> &link : links) {
+    mix(static_cast<uint32_t>(link.size()));
+    for (const ChannelKey &k : link) {
+      mix(k.src);
+      mix(k.dst);
+      mix(k.tag);
+    }
   }
   return h;
 }
@@ -58,14 +76,16 @@ void backoff(int spin) {
   std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
 }
 
-// The channels `senderRank` sends on to another rank, in channel order: the communicators whose
-// unique ids that rank makes.
-std::vector<ChannelKey> crossing(const std::vector<ChannelKey> &channels,
-                                 const Transport &transport, int senderRank) {
-  std::vector<ChannelKey> out;
-  for (const ChannelKey &k : channels)
-    if (transport.rankOf(k.src) == senderRank && transport.rankOf(k.dst) != senderRank)
-      out.push_back(k);
+// The links `senderRank` sends on to another rank, in link order: the communicators whose unique
+// ids that rank makes.
+std::vector<const std::vector<ChannelKey> *>
+crossing(const std::vector<std::vector<ChannelKey>> &links, const Transport &transport,
+         int senderRank) {
+  std::vector<const std::vector<ChannelKey> *> out;
+  for (const std::vector<ChannelKey> &link : links)
+    if (!link.empty() && transport.rankOf(link.front().src) == senderRank &&
+        transport.rankOf(link.front().dst) != senderRank)
+      out.push_back(&link);
   return out;
 }
 
@@ -114,14 +134,14 @@ std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
 }
 
 NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
-                           const std::vector<ChannelKey> &channels, Transport &transport,
-                           double timeoutS)
+                           const std::vector<std::vector<ChannelKey>> &links,
+                           Transport &transport, double timeoutS)
     : api_(std::move(api)), timeoutS_(timeoutS) {
   const int me = transport.rank();
-  // This rank makes the unique id of every crossing channel it sends on; all ranks exchange them.
-  // Each part: the hash of the sender's channel list, then its ids.
-  const std::vector<ChannelKey> mine = crossing(channels, transport, me);
-  const uint64_t hash = channelsHash(channels);
+  // This rank makes the unique id of every crossing link it sends on; all ranks exchange them.
+  // Each part: the hash of the sender's links, then its ids.
+  const std::vector<const std::vector<ChannelKey> *> mine = crossing(links, transport, me);
+  const uint64_t hash = linksHash(links);
   const size_t head = sizeof(hash);
   std::string blob(head + mine.size() * sizeof(ncclUniqueId), '\0');
   std::memcpy(&blob[0], &hash, head);
@@ -129,7 +149,7 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
     ncclUniqueId id;
     ncclResult_t r = api_->getUniqueId(&id);
     if (r != ncclSuccess)
-      fail(mine[i], "ncclGetUniqueId", r);
+      fail(linkName(*mine[i]), nullptr, "ncclGetUniqueId", r);
     std::memcpy(&blob[head + i * sizeof(ncclUniqueId)], &id, sizeof(ncclUniqueId));
   }
   const std::vector<std::string> all = transport.allGather(blob);
@@ -149,34 +169,36 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
   }
   // Every communicator of this rank, created nonblocking, then polled together.
   for (int r = 0; r < transport.world(); ++r) {
-    const std::vector<ChannelKey> theirs = crossing(channels, transport, r);
-    if (all[static_cast<size_t>(r)].size() != head + theirs.size() * sizeof(ncclUniqueId))
+    const std::vector<const std::vector<ChannelKey> *> theirs = crossing(links, transport, r);
+    const std::string &part = all[static_cast<size_t>(r)];
+    if (part.size() != head + theirs.size() * sizeof(ncclUniqueId))
       throw Error(PFRT_ERROR_INTERNAL,
                   "NCCL setup: rank " + std::to_string(r) + " sent " +
-                      std::to_string(all[static_cast<size_t>(r)].size()) +
-                      " bytes of ids for " + std::to_string(theirs.size()) +
-                      " channels (do all ranks run the same program?)");
+                      std::to_string(part.size()) + " bytes of ids for " +
+                      std::to_string(theirs.size()) + " links (do all ranks run the same program?)");
     for (size_t i = 0; i < theirs.size(); ++i) {
-      const ChannelKey &k = theirs[i];
-      const bool sender = transport.rankOf(k.src) == me;
-      if (!sender && transport.rankOf(k.dst) != me)
+      const std::vector<ChannelKey> &channels = *theirs[i];
+      const bool sender = transport.rankOf(channels.front().src) == me;
+      if (!sender && transport.rankOf(channels.front().dst) != me)
         continue;
       ncclUniqueId id;
-      std::memcpy(&id, &all[static_cast<size_t>(r)][head + i * sizeof(ncclUniqueId)], sizeof(id));
+      std::memcpy(&id, &part[head + i * sizeof(ncclUniqueId)], sizeof(id));
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
       ncclComm_t comm = nullptr;
       ncclResult_t res = api_->commInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config);
       if (res != ncclSuccess && res != ncclInProgress) {
         close(true);
-        fail(k, "ncclCommInitRankConfig", res);
+        fail(linkName(channels), nullptr, "ncclCommInitRankConfig", res);
       }
-      comms_[k] = comm;
+      for (const ChannelKey &k : channels)
+        linkOf_[k] = links_.size();
+      links_.push_back(Link{channels, comm});
     }
   }
   try {
-    for (const auto &kv : comms_)
-      settle(kv.second, kv.first, "creating the communicator");
+    for (const Link &link : links_)
+      settle(link, "creating the communicator", linkName(link.channels));
   } catch (...) {
     close(true);
     throw;
@@ -185,34 +207,34 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
 
 NcclChannels::~NcclChannels() { close(false); }
 
-void NcclChannels::fail(const ChannelKey &key, const char *what, ncclResult_t result) {
+void NcclChannels::fail(const std::string &where, ncclComm_t comm, const char *what,
+                        ncclResult_t result) {
   std::string detail = api_->getErrorString ? api_->getErrorString(result) : "error";
-  auto it = comms_.find(key);
   if (api_->getLastError) {
-    const char *last = api_->getLastError(it == comms_.end() ? nullptr : it->second);
+    const char *last = api_->getLastError(comm);
     if (last && *last)
       detail += std::string(": ") + last;
   }
-  throw Error(PFRT_ERROR_BACKEND, "NCCL " + std::string(what) + " on channel " + channelName(key) +
-                                      " failed: " + detail);
+  throw Error(PFRT_ERROR_BACKEND,
+              "NCCL " + std::string(what) + " on channel " + where + " failed: " + detail);
 }
 
 // Nonblocking communicators: a call may return ncclInProgress; the next call on the communicator
 // must wait until its state is ncclSuccess.
-void NcclChannels::settle(ncclComm_t comm, const ChannelKey &key, const char *what) {
+void NcclChannels::settle(const Link &link, const char *what, const std::string &where) {
   const auto start = std::chrono::steady_clock::now();
   for (int spin = 0;; ++spin) {
     ncclResult_t state = ncclSuccess;
-    ncclResult_t r = api_->commGetAsyncError(comm, &state);
+    ncclResult_t r = api_->commGetAsyncError(link.comm, &state);
     if (r != ncclSuccess)
-      fail(key, what, r);
+      fail(where, link.comm, what, r);
     if (state == ncclSuccess)
       return;
     if (state != ncclInProgress)
-      fail(key, what, state);
+      fail(where, link.comm, what, state);
     if (elapsedS(start) > timeoutS_)
       throw Error(PFRT_ERROR_BACKEND,
-                  "NCCL " + std::string(what) + " on channel " + channelName(key) +
+                  "NCCL " + std::string(what) + " on channel " + where +
                       " did not complete within " + seconds(timeoutS_) +
                       " s: the peer rank did not join or hung (--peer-timeout sets the limit)");
     backoff(spin);
@@ -221,29 +243,29 @@ void NcclChannels::settle(ncclComm_t comm, const ChannelKey &key, const char *wh
 
 void NcclChannels::send(const ChannelKey &key, const void *buffer, size_t bytes,
                         cudaStream_t stream) {
-  ncclComm_t comm = comms_.at(key);
-  ncclResult_t r = api_->send(buffer, bytes, ncclUint8, /*peer=*/1, comm, stream);
+  const Link &link = links_[linkOf_.at(key)];
+  ncclResult_t r = api_->send(buffer, bytes, ncclUint8, /*peer=*/1, link.comm, stream);
   if (r != ncclSuccess && r != ncclInProgress)
-    fail(key, "ncclSend", r);
-  settle(comm, key, "ncclSend");
+    fail(channelName(key), link.comm, "ncclSend", r);
+  settle(link, "ncclSend", channelName(key));
 }
 
 void NcclChannels::recv(const ChannelKey &key, void *buffer, size_t bytes, cudaStream_t stream) {
-  ncclComm_t comm = comms_.at(key);
-  ncclResult_t r = api_->recv(buffer, bytes, ncclUint8, /*peer=*/0, comm, stream);
+  const Link &link = links_[linkOf_.at(key)];
+  ncclResult_t r = api_->recv(buffer, bytes, ncclUint8, /*peer=*/0, link.comm, stream);
   if (r != ncclSuccess && r != ncclInProgress)
-    fail(key, "ncclRecv", r);
-  settle(comm, key, "ncclRecv");
+    fail(channelName(key), link.comm, "ncclRecv", r);
+  settle(link, "ncclRecv", channelName(key));
 }
 
 void NcclChannels::check() {
-  for (const auto &kv : comms_) {
+  for (const Link &link : links_) {
     ncclResult_t state = ncclSuccess;
-    ncclResult_t r = api_->commGetAsyncError(kv.second, &state);
+    ncclResult_t r = api_->commGetAsyncError(link.comm, &state);
     if (r != ncclSuccess)
-      fail(kv.first, "ncclCommGetAsyncError", r);
+      fail(linkName(link.channels), link.comm, "ncclCommGetAsyncError", r);
     if (state != ncclSuccess && state != ncclInProgress)
-      fail(kv.first, "a transfer", state);
+      fail(linkName(link.channels), link.comm, "a transfer", state);
   }
 }
 
@@ -251,30 +273,31 @@ void NcclChannels::close(bool failed) {
   if (closed_)
     return;
   closed_ = true;
-  for (auto &kv : comms_) {
-    if (!kv.second)
+  for (Link &link : links_) {
+    if (!link.comm)
       continue;
     if (failed) {
-      api_->commAbort(kv.second);
+      api_->commAbort(link.comm);
       continue;
     }
     // Finalize flushes the communicator's outstanding operations (nonblocking: poll it), then
     // destroy frees it. A failure here (a peer gone at the end) falls back to abort.
-    ncclResult_t r = api_->commFinalize(kv.second);
+    ncclResult_t r = api_->commFinalize(link.comm);
     bool ok = r == ncclSuccess || r == ncclInProgress;
     if (ok) {
       try {
-        settle(kv.second, kv.first, "finalizing the communicator");
+        settle(link, "finalizing the communicator", linkName(link.channels));
       } catch (const Error &) {
         ok = false;
       }
     }
     if (ok)
-      api_->commDestroy(kv.second);
+      api_->commDestroy(link.comm);
     else
-      api_->commAbort(kv.second);
+      api_->commAbort(link.comm);
   }
-  comms_.clear();
+  links_.clear();
+  linkOf_.clear();
 }
 
 } // namespace pfrt

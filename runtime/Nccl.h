@@ -5,11 +5,14 @@
 // must still start without it. The entry points are kept as function pointers (NcclApi), which
 // also lets the tests drive the channel logic with a fake NCCL on machines without GPUs.
 //
-// One two-rank communicator per channel (sender device, receiver device, tag) whose ends are on
-// different ranks. A channel carries one message per iteration, in iteration order on both ends,
-// so its ncclSend/ncclRecv pairs always match; sends of different channels never wait for each
-// other (each channel has its own stream on the sender), so a send never blocks the sender's
-// later work, as the compiler's simulation assumes. Communicators are created nonblocking
+// One two-rank communicator per ordered link (orderedChannelLinks, runtime/Transport.h) whose ends
+// are on different ranks: the link's channels carry their messages in the same order at both ends,
+// one message per channel and iteration, so the k-th ncclSend on a communicator always meets its
+// k-th ncclRecv. A 1F1B pipeline needs one communicator per direction between neighbouring ranks,
+// whatever its microbatch count (one per channel, as before, was 2 per microbatch: 126 on a middle
+// rank of the bundled example). The sender enqueues a link's sends on the link's own stream, so a
+// send never blocks the sender's later work, as the compiler's simulation assumes; sends of one
+// link wait for each other only as their receives do. Communicators are created nonblocking
 // (ncclConfig_t.blocking = 0) and polled with a time limit, so a peer that never joins is an error
 // after peer_timeout_s, never a hang.
 #ifndef PFRT_NCCL_H
@@ -48,23 +51,28 @@ struct NcclApi {
 // older than the header's major version.
 std::shared_ptr<const NcclApi> loadNccl(std::string &error);
 
-// The channels of one rank that cross to another rank.
+// The links of one rank that cross to another rank.
 class NcclChannels {
 public:
-  // Collective: every rank calls it with the program's channel list in the same order (the order
-  // the executor opens the transport with). Creates this rank's communicators on the current CUDA
-  // device. The unique ids are exchanged with transport.allGather. Throws Error
-  // (PFRT_ERROR_BACKEND) on an NCCL error, or when the communicators are not all ready after
-  // timeoutS (the failing ones are named).
-  NcclChannels(std::shared_ptr<const NcclApi> api, const std::vector<ChannelKey> &channels,
-               Transport &transport, double timeoutS);
+  // Collective: every rank calls it with the program's links (orderedChannelLinks) in the same
+  // order. Creates this rank's communicators on the current CUDA device. The unique ids are
+  // exchanged with transport.allGather. Throws Error (PFRT_ERROR_BACKEND) on an NCCL error, or
+  // when the communicators are not all ready after timeoutS (the failing ones are named).
+  NcclChannels(std::shared_ptr<const NcclApi> api,
+               const std::vector<std::vector<ChannelKey>> &links, Transport &transport,
+               double timeoutS);
   ~NcclChannels();
   NcclChannels(const NcclChannels &) = delete;
   NcclChannels &operator=(const NcclChannels &) = delete;
 
   // True when `key` crosses between this rank and another one.
-  bool has(const ChannelKey &key) const { return comms_.count(key) != 0; }
-  size_t size() const { return comms_.size(); }
+  bool has(const ChannelKey &key) const { return linkOf_.count(key) != 0; }
+  // Crossing channels of this rank, and the communicators (links) that carry them.
+  size_t size() const { return linkOf_.size(); }
+  size_t communicators() const { return links_.size(); }
+  // The link (0 .. communicators()-1) that carries `key`; its channels share a stream and a
+  // buffer on the sender. Throws std::out_of_range when !has(key).
+  size_t linkOf(const ChannelKey &key) const { return linkOf_.at(key); }
   // Enqueues the channel's send (this rank is its sender) / receive (its receiver) of `bytes` on
   // `stream`. Throws Error (PFRT_ERROR_BACKEND) when NCCL reports an error.
   void send(const ChannelKey &key, const void *buffer, size_t bytes, cudaStream_t stream);
@@ -76,17 +84,25 @@ public:
   void close(bool failed);
 
 private:
-  void settle(ncclComm_t comm, const ChannelKey &key, const char *what);
-  [[noreturn]] void fail(const ChannelKey &key, const char *what, ncclResult_t result);
+  struct Link {
+    std::vector<ChannelKey> channels;
+    ncclComm_t comm = nullptr;
+  };
+  void settle(const Link &link, const char *what, const std::string &where);
+  [[noreturn]] void fail(const std::string &where, ncclComm_t comm, const char *what,
+                         ncclResult_t result);
 
   std::shared_ptr<const NcclApi> api_;
   double timeoutS_;
-  std::map<ChannelKey, ncclComm_t> comms_;
+  std::vector<Link> links_;
+  std::map<ChannelKey, size_t> linkOf_;
   bool closed_ = false;
 };
 
-// "src->dst tag T" for messages.
+// "device S -> device D tag T" for messages.
 std::string channelName(const ChannelKey &key);
+// "device S -> device D tag T", or "... tags T1, T2, ... (N channels)" for a link of several.
+std::string linkName(const std::vector<ChannelKey> &link);
 
 } // namespace pfrt
 

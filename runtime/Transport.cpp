@@ -139,4 +139,72 @@ std::vector<ChannelKey> programChannels(const Program &program) {
   return keys;
 }
 
+std::vector<std::vector<ChannelKey>> orderedChannelLinks(const Program &program) {
+  // Where each channel's send and receive sit: (stream, op index) on their devices.
+  struct Ends {
+    uint32_t sendStream = 0, recvStream = 0;
+    size_t sendOp = 0, recvOp = 0;
+  };
+  std::map<ChannelKey, Ends> ends;
+  for (uint32_t d = 0; d < program.devices.size(); ++d) {
+    const std::vector<Stream> &streams = program.devices[d].streams;
+    for (uint32_t s = 0; s < streams.size(); ++s)
+      for (size_t i = 0; i < streams[s].ops.size(); ++i) {
+        const Op &op = streams[s].ops[i];
+        if (op.kind == OpKind::Send) {
+          Ends &e = ends[ChannelKey{d, op.peer, op.tag}];
+          e.sendStream = s;
+          e.sendOp = i;
+        } else if (op.kind == OpKind::Recv) {
+          Ends &e = ends[ChannelKey{op.peer, d, op.tag}];
+          e.recvStream = s;
+          e.recvOp = i;
+        }
+      }
+  }
+  // Sets of channels between the same two streams, each in send order.
+  using Streams = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>; // src, dst, their streams
+  std::map<Streams, std::vector<ChannelKey>> sets;
+  for (const ChannelKey &key : programChannels(program)) {
+    const Ends &e = ends[key];
+    sets[Streams{key.src, key.dst, e.sendStream, e.recvStream}].push_back(key);
+  }
+  std::vector<std::vector<ChannelKey>> links;
+  for (auto &kv : sets) {
+    std::vector<ChannelKey> &set = kv.second;
+    std::sort(set.begin(), set.end(), [&](const ChannelKey &a, const ChannelKey &b) {
+      return ends[a].sendOp < ends[b].sendOp;
+    });
+    // Patience sorting: each channel joins the chain whose last receive is the latest one before
+    // its own, else starts a chain. This gives the fewest chains with increasing receives.
+    std::vector<std::vector<ChannelKey>> chains;
+    std::vector<size_t> lastRecv;
+    for (const ChannelKey &key : set) {
+      const size_t r = ends[key].recvOp;
+      size_t best = chains.size();
+      for (size_t c = 0; c < chains.size(); ++c)
+        if (lastRecv[c] < r && (best == chains.size() || lastRecv[c] > lastRecv[best]))
+          best = c;
+      if (best == chains.size()) {
+        chains.emplace_back();
+        lastRecv.push_back(0);
+      }
+      chains[best].push_back(key);
+      lastRecv[best] = r;
+    }
+    for (std::vector<ChannelKey> &chain : chains)
+      links.push_back(std::move(chain));
+  }
+  // The order of programChannels for the links themselves, by their first channel.
+  const std::vector<ChannelKey> order = programChannels(program);
+  std::map<ChannelKey, size_t> place;
+  for (size_t i = 0; i < order.size(); ++i)
+    place[order[i]] = i;
+  std::sort(links.begin(), links.end(),
+            [&](const std::vector<ChannelKey> &a, const std::vector<ChannelKey> &b) {
+              return place[a.front()] < place[b.front()];
+            });
+  return links;
+}
+
 } // namespace pfrt

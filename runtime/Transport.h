@@ -94,6 +94,19 @@ public:
 // computes alike: devices, then streams, then ops (the MPI transport's tags are indices into it).
 std::vector<ChannelKey> programChannels(const Program &program);
 
+// The program's channels grouped into ordered links: channels that can share one FIFO connection
+// (an NCCL communicator) because their messages are issued in the same order at both ends. Two
+// channels of a link have the same sender and receiver device, their sends are on one stream of
+// the sender and their receives on one stream of the receiver (each stream's ops are issued by one
+// thread, in program order, iteration after iteration), and the order of the sends in the sender's
+// stream is the order of the receives in the receiver's. Within each (devices, streams) set the
+// split is into the fewest such chains (greedy patience sorting on the receive positions, taken in
+// send order; the fewest is the longest run received in the reverse of its send order), so a 1F1B
+// pipeline gets one link per direction between neighbouring stages, whatever its microbatch count.
+// Links come in an order every process computes alike (by their first channel's place in
+// programChannels); each link lists its channels in send order.
+std::vector<std::vector<ChannelKey>> orderedChannelLinks(const Program &program);
+
 std::unique_ptr<Transport> createInProcessTransport();
 
 // The MPI transport. Initialises MPI (thread level at least MPI_THREAD_SERIALIZED) unless the

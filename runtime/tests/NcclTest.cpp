@@ -1,8 +1,12 @@
 // NCCL rank transfers (runtime/Nccl.h) without GPUs: loading the real library, and the channel
-// setup (id exchange, one two-rank communicator per crossing channel, nonblocking creation with
-// a time limit, errors) driven through a fake NCCL by three ranks on threads. The real transfers
-// need two GPUs in two processes: pipefill-run.nccl (test/runtime/nccl_test.py) runs them.
+// setup (id exchange, one two-rank communicator per crossing ordered link, nonblocking creation
+// with a time limit, errors) driven through a fake NCCL by ranks on threads. The fake matches each
+// communicator's sends and receives in issue order, as NCCL does, so a link whose two ends issue
+// its messages in different orders shows up as mismatched bytes. The real transfers need two GPUs
+// in two processes: pipefill-run.nccl (test/runtime/nccl_test.py) runs them.
 #include "runtime/Nccl.h"
+#include "runtime/Program.h"
+#include "runtime/testing/SamplePrograms.h"
 
 #include <gtest/gtest.h>
 
@@ -96,6 +100,9 @@ struct FakeWorld {
   int failInitOnRank = -1;           // this rank's first init returns ncclSystemError
   std::atomic<int> nextId{1};
   std::vector<std::tuple<std::string, int, size_t, int>> ops; // id, rank, bytes, 0 send / 1 recv
+  // Per communicator id, the bytes of its sends and of its receives in issue order: NCCL pairs
+  // the k-th send with the k-th receive.
+  std::map<std::string, std::vector<size_t>> sent, received;
   std::vector<FakeComm *> comms;
   std::atomic<int> finalized{0}, destroyed{0}, aborted{0};
   // Declared before the ranks' channels in each test, so it outlives them.
@@ -159,6 +166,7 @@ ncclResult_t fakeSend(const void *, size_t bytes, ncclDataType_t type, int peer,
   EXPECT_EQ(peer, 1);
   std::lock_guard<std::mutex> lock(gWorld->m);
   gWorld->ops.emplace_back(c->id, tRank, bytes, 0);
+  gWorld->sent[c->id].push_back(bytes);
   return ncclSuccess;
 }
 ncclResult_t fakeRecv(void *, size_t bytes, ncclDataType_t type, int peer, ncclComm_t comm,
@@ -169,6 +177,7 @@ ncclResult_t fakeRecv(void *, size_t bytes, ncclDataType_t type, int peer, ncclC
   EXPECT_EQ(peer, 0);
   std::lock_guard<std::mutex> lock(gWorld->m);
   gWorld->ops.emplace_back(c->id, tRank, bytes, 1);
+  gWorld->received[c->id].push_back(bytes);
   return ncclSuccess;
 }
 const char *fakeErrorString(ncclResult_t r) {
@@ -232,8 +241,16 @@ private:
   int rank_;
 };
 
-// A 3-stage pipeline's channels: forward 0->1->2 and backward 2->1->0, plus a second tag 0->1.
-const std::vector<ChannelKey> kChannels = {{0, 1, 0}, {0, 1, 5}, {1, 2, 1}, {2, 1, 2}, {1, 0, 3}};
+// A 3-stage pipeline's links: forward 0->1->2 (two channels 0->1 on one link) and backward
+// 2->1->0.
+const std::vector<std::vector<ChannelKey>> kLinks = {
+    {{0, 1, 0}, {0, 1, 5}}, {{1, 2, 1}}, {{2, 1, 2}}, {{1, 0, 3}}};
+std::vector<ChannelKey> allChannels(const std::vector<std::vector<ChannelKey>> &links) {
+  std::vector<ChannelKey> out;
+  for (const auto &link : links)
+    out.insert(out.end(), link.begin(), link.end());
+  return out;
+}
 
 struct RankOutcome {
   std::unique_ptr<NcclChannels> channels;
@@ -241,16 +258,17 @@ struct RankOutcome {
 };
 
 std::vector<RankOutcome> runRanks(FakeWorld &w, double timeoutS,
-                                  const std::function<void(int, NcclChannels &)> &body = {}) {
+                                  const std::function<void(int, NcclChannels &)> &body = {},
+                                  const std::vector<std::vector<ChannelKey>> &links = kLinks) {
   gWorld = &w;
-  std::vector<RankOutcome> out(3);
+  std::vector<RankOutcome> out(static_cast<size_t>(w.world));
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r)
+  for (int r = 0; r < w.world; ++r)
     threads.emplace_back([&, r] {
       tRank = r;
       FakeTransport t(w, r);
       try {
-        out[r].channels = std::make_unique<NcclChannels>(fakeApi(), kChannels, t, timeoutS);
+        out[r].channels = std::make_unique<NcclChannels>(fakeApi(), links, t, timeoutS);
         if (body)
           body(r, *out[r].channels);
       } catch (const Error &e) {
@@ -262,51 +280,159 @@ std::vector<RankOutcome> runRanks(FakeWorld &w, double timeoutS,
   return out;
 }
 
-TEST(NcclChannels, OneCommunicatorPerCrossingChannelWithMatchingIds) {
+// What the fake NCCL saw: every communicator received exactly what it was sent, in order.
+void expectMatchedInOrder(const FakeWorld &w) {
+  for (const auto &kv : w.sent) {
+    auto it = w.received.find(kv.first);
+    ASSERT_NE(it, w.received.end()) << kv.first << ": sends that nothing received";
+    EXPECT_EQ(kv.second, it->second) << kv.first << ": the k-th send met another receive";
+  }
+  EXPECT_EQ(w.sent.size(), w.received.size());
+}
+
+TEST(NcclChannels, OneCommunicatorPerCrossingLinkWithMatchingIds) {
   FakeWorld w;
-  std::vector<RankOutcome> ranks = runRanks(w, 10.0, [](int r, NcclChannels &c) {
-    // Each rank sends and receives on the channels its device ends, as the backend would.
-    for (const ChannelKey &k : kChannels) {
-      if (static_cast<int>(k.src) == r)
-        c.send(k, nullptr, 100 + k.tag, nullptr);
-      if (static_cast<int>(k.dst) == r)
-        c.recv(k, nullptr, 100 + k.tag, nullptr);
-    }
+  const std::vector<ChannelKey> channels = allChannels(kLinks);
+  std::vector<RankOutcome> ranks = runRanks(w, 10.0, [&](int r, NcclChannels &c) {
+    // Each rank sends and receives on the channels its device ends, as the backend would, for two
+    // iterations.
+    for (int it = 0; it < 2; ++it)
+      for (const ChannelKey &k : channels) {
+        if (static_cast<int>(k.src) == r)
+          c.send(k, nullptr, 100 + k.tag, nullptr);
+        if (static_cast<int>(k.dst) == r)
+          c.recv(k, nullptr, 100 + k.tag, nullptr);
+      }
   });
   for (int r = 0; r < 3; ++r)
     ASSERT_EQ(ranks[r].error, "") << "rank " << r;
-  // Which channels each rank holds: exactly those its device ends.
+  // Which channels each rank holds: exactly those its device ends; one communicator per link.
   for (int r = 0; r < 3; ++r)
-    for (const ChannelKey &k : kChannels)
+    for (const ChannelKey &k : channels)
       EXPECT_EQ(ranks[r].channels->has(k), static_cast<int>(k.src) == r || static_cast<int>(k.dst) == r)
           << "rank " << r << " " << channelName(k);
   EXPECT_EQ(ranks[0].channels->size(), 3u);
+  EXPECT_EQ(ranks[0].channels->communicators(), 2u);
   EXPECT_EQ(ranks[1].channels->size(), 5u);
+  EXPECT_EQ(ranks[1].channels->communicators(), 4u);
   EXPECT_EQ(ranks[2].channels->size(), 2u);
-  // Every communicator id was joined by exactly its two ends, and each channel's send and receive
-  // went through the same communicator with the bytes given: the exchange mapped ids correctly.
-  EXPECT_EQ(w.joined.size(), kChannels.size());
+  EXPECT_EQ(ranks[2].channels->communicators(), 2u);
+  EXPECT_EQ(ranks[0].channels->linkOf({0, 1, 0}), ranks[0].channels->linkOf({0, 1, 5}));
+  EXPECT_NE(ranks[0].channels->linkOf({0, 1, 0}), ranks[0].channels->linkOf({1, 0, 3}));
+  // Every communicator id was joined by exactly its two ends, and each link's sends and receives
+  // went through the same communicator, in the same order: the exchange mapped ids correctly.
+  EXPECT_EQ(w.joined.size(), kLinks.size());
   for (const auto &kv : w.joined)
     EXPECT_EQ(kv.second, (std::set<int>{0, 1})) << kv.first;
-  std::map<std::string, std::vector<std::tuple<int, size_t, int>>> byId;
-  for (const auto &op : w.ops)
-    byId[std::get<0>(op)].emplace_back(std::get<1>(op), std::get<2>(op), std::get<3>(op));
-  ASSERT_EQ(byId.size(), kChannels.size());
-  for (const ChannelKey &k : kChannels) {
+  ASSERT_EQ(w.sent.size(), kLinks.size());
+  expectMatchedInOrder(w);
+  for (const std::vector<ChannelKey> &link : kLinks) {
+    std::vector<size_t> want;
+    for (int it = 0; it < 2; ++it)
+      for (const ChannelKey &k : link)
+        want.push_back(100 + k.tag);
     bool found = false;
-    for (const auto &kv : byId) {
-      std::set<std::tuple<int, size_t, int>> got(kv.second.begin(), kv.second.end());
-      std::set<std::tuple<int, size_t, int>> want = {
-          {static_cast<int>(k.src), 100 + k.tag, 0}, {static_cast<int>(k.dst), 100 + k.tag, 1}};
-      found = found || got == want;
-    }
-    EXPECT_TRUE(found) << channelName(k) << ": no communicator carried its send and its receive";
+    for (const auto &kv : w.sent)
+      found = found || kv.second == want;
+    EXPECT_TRUE(found) << linkName(link) << ": no communicator carried its messages";
   }
   for (RankOutcome &r : ranks)
     r.channels->close(false);
-  EXPECT_EQ(w.finalized.load(), 10); // 5 channels x 2 ends
-  EXPECT_EQ(w.destroyed.load(), 10);
+  EXPECT_EQ(w.finalized.load(), 8); // 4 links x 2 ends
+  EXPECT_EQ(w.destroyed.load(), 8);
   EXPECT_EQ(w.aborted.load(), 0);
+}
+
+// Each rank issues its device's sends and receives stream by stream in program order, for
+// `iterations` iterations, as the backend's stream threads do (on threads of their own; the order
+// between streams does not matter to the fake, which only pairs messages per communicator).
+// Bytes identify the channel.
+void issueProgram(const Program &program, int rank, NcclChannels &c, int iterations) {
+  const Device &dev = program.devices[static_cast<size_t>(rank)];
+  for (int it = 0; it < iterations; ++it)
+    for (const Stream &st : dev.streams)
+      for (const Op &op : st.ops) {
+        const uint32_t me = static_cast<uint32_t>(rank);
+        if (op.kind == OpKind::Send && c.has({me, op.peer, op.tag}))
+          c.send({me, op.peer, op.tag}, nullptr, 1000 + op.tag, nullptr);
+        if (op.kind == OpKind::Recv && c.has({op.peer, me, op.tag}))
+          c.recv({op.peer, me, op.tag}, nullptr, 1000 + op.tag, nullptr);
+      }
+}
+
+TEST(NcclChannels, A1F1BPipelineNeedsOneCommunicatorPerDirectionBetweenNeighbours) {
+  samples::PipelineSpec spec;
+  spec.stages = 4;
+  spec.microbatches = 8;
+  spec.fill = false;
+  std::string error;
+  pfrt_program *built = samples::buildPipeline(spec, &error);
+  ASSERT_NE(built, nullptr) << error;
+  const Program program = built->program;
+  pfrt_program_destroy(built);
+  const std::vector<std::vector<ChannelKey>> links = orderedChannelLinks(program);
+  FakeWorld w;
+  w.world = 4;
+  std::vector<RankOutcome> ranks = runRanks(
+      w, 10.0, [&](int r, NcclChannels &c) { issueProgram(program, r, c, 3); }, links);
+  for (int r = 0; r < 4; ++r)
+    ASSERT_EQ(ranks[r].error, "") << "rank " << r;
+  // 8 microbatches x 2 directions x 3 stage boundaries = 48 channels on 6 communicators.
+  EXPECT_EQ(programChannels(program).size(), 48u);
+  EXPECT_EQ(w.joined.size(), 6u);
+  EXPECT_EQ(ranks[0].channels->communicators(), 2u);
+  EXPECT_EQ(ranks[1].channels->communicators(), 4u);
+  EXPECT_EQ(ranks[1].channels->size(), 32u);
+  ASSERT_EQ(w.sent.size(), 6u);
+  for (const auto &kv : w.sent)
+    EXPECT_EQ(kv.second.size(), 3u * 8u) << kv.first;
+  expectMatchedInOrder(w);
+}
+
+TEST(NcclChannels, ChannelsReceivedOutOfSendOrderGetCommunicatorsOfTheirOwn) {
+  // Device 0 sends tags 1, 2, 3 in that order; device 1 receives 2, 3, 1. One communicator for
+  // all three would pair the send of 1 with the receive of 2; the links split them.
+  Program program;
+  program.devices.resize(2);
+  program.devices[0].streams.resize(1);
+  program.devices[1].streams.resize(1);
+  for (uint32_t tag : {1u, 2u, 3u}) {
+    Op op;
+    op.kind = OpKind::Send;
+    op.peer = 1;
+    op.tag = tag;
+    program.devices[0].streams[0].ops.push_back(op);
+  }
+  for (uint32_t tag : {2u, 3u, 1u}) {
+    Op op;
+    op.kind = OpKind::Recv;
+    op.peer = 0;
+    op.tag = tag;
+    program.devices[1].streams[0].ops.push_back(op);
+  }
+  const std::vector<std::vector<ChannelKey>> links = orderedChannelLinks(program);
+  FakeWorld w;
+  w.world = 2;
+  std::vector<RankOutcome> ranks = runRanks(
+      w, 10.0, [&](int r, NcclChannels &c) { issueProgram(program, r, c, 2); }, links);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ranks[r].error, "") << "rank " << r;
+  EXPECT_EQ(w.joined.size(), 2u);
+  expectMatchedInOrder(w);
+  for (RankOutcome &r : ranks)
+    r.channels->close(false); // while gWorld is still w
+  // The same program on one communicator per device pair: the fake sees the mismatch, so the
+  // check above can fail.
+  FakeWorld bad;
+  bad.world = 2;
+  std::vector<RankOutcome> badRanks = runRanks(
+      bad, 10.0, [&](int r, NcclChannels &c) { issueProgram(program, r, c, 1); },
+      {{{0, 1, 1}, {0, 1, 2}, {0, 1, 3}}});
+  for (RankOutcome &r : badRanks)
+    if (r.channels)
+      r.channels->close(false);
+  ASSERT_EQ(bad.sent.size(), 1u);
+  EXPECT_NE(bad.sent.begin()->second, bad.received.begin()->second);
 }
 
 TEST(NcclChannels, APeerThatNeverJoinsIsATimeoutNotAHang) {
@@ -319,7 +445,7 @@ TEST(NcclChannels, APeerThatNeverJoinsIsATimeoutNotAHang) {
   // Rank 1 shares channels with rank 2: it fails, naming one of them; rank 0 does not depend on
   // rank 2 and succeeds.
   EXPECT_EQ(ranks[0].error, "");
-  EXPECT_NE(ranks[1].error.find("creating the communicator on channel device 1 -> device 2 tag 1"),
+  EXPECT_NE(ranks[1].error.find("creating the communicator on channel device 1 -> device 2 tag 1 "),
             std::string::npos)
       << ranks[1].error;
   EXPECT_NE(ranks[1].error.find("the peer rank did not join or hung"), std::string::npos)
@@ -333,8 +459,8 @@ TEST(NcclChannels, AnInitErrorNamesTheChannelAndNcclsMessage) {
   FakeWorld w;
   w.failInitOnRank = 0;
   std::vector<RankOutcome> ranks = runRanks(w, 0.3);
-  EXPECT_NE(ranks[0].error.find("NCCL ncclCommInitRankConfig on channel device 0 -> device 1 tag 0 "
-                                "failed: unhandled system error (fake)"),
+  EXPECT_NE(ranks[0].error.find("NCCL ncclCommInitRankConfig on channel device 0 -> device 1 tags "
+                                "0, 5 (2 channels) failed: unhandled system error (fake)"),
             std::string::npos)
       << ranks[0].error;
   // Its peer on that channel then times out instead of hanging.
@@ -351,11 +477,11 @@ TEST(NcclChannels, RanksThatDisagreeOnTheProgramAreRefused) {
     threads.emplace_back([&, r] {
       tRank = r;
       FakeTransport t(w, r);
-      std::vector<ChannelKey> channels = kChannels;
+      std::vector<std::vector<ChannelKey>> links = kLinks;
       if (r == 0)
-        channels.push_back({0, 2, 9});
+        links.push_back({{0, 2, 9}});
       try {
-        NcclChannels c(fakeApi(), channels, t, 0.3);
+        NcclChannels c(fakeApi(), links, t, 0.3);
       } catch (const Error &e) {
         errors[r] = e.what();
       }
