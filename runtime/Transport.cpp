@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace pfrt {
 
@@ -128,12 +129,13 @@ bool launcherRank(int &rank, int &world) {
 
 std::vector<ChannelKey> programChannels(const Program &program) {
   std::vector<ChannelKey> keys;
+  std::set<ChannelKey> seen; // a plan may have millions of channels: no linear search
   for (uint32_t d = 0; d < program.devices.size(); ++d)
     for (const Stream &st : program.devices[d].streams)
       for (const Op &op : st.ops)
         if (op.kind == OpKind::Send) {
           ChannelKey key{d, op.peer, op.tag};
-          if (std::find(keys.begin(), keys.end(), key) == keys.end())
+          if (seen.insert(key).second)
             keys.push_back(key);
         }
   return keys;
@@ -165,7 +167,8 @@ std::vector<std::vector<ChannelKey>> orderedChannelLinks(const Program &program)
   // Sets of channels between the same two streams, each in send order.
   using Streams = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>; // src, dst, their streams
   std::map<Streams, std::vector<ChannelKey>> sets;
-  for (const ChannelKey &key : programChannels(program)) {
+  const std::vector<ChannelKey> order = programChannels(program);
+  for (const ChannelKey &key : order) {
     const Ends &e = ends[key];
     sets[Streams{key.src, key.dst, e.sendStream, e.recvStream}].push_back(key);
   }
@@ -176,18 +179,19 @@ std::vector<std::vector<ChannelKey>> orderedChannelLinks(const Program &program)
       return ends[a].sendOp < ends[b].sendOp;
     });
     // Patience sorting: each channel joins the chain whose last receive is the latest one before
-    // its own, else starts a chain. This gives the fewest chains with increasing receives.
+    // its own, else starts a chain. This gives the fewest chains with increasing receives. The
+    // chains' last receives stay in decreasing order (a new chain's is below all others; a chain
+    // that grows stays between its neighbours), so the chain is found by binary search.
     std::vector<std::vector<ChannelKey>> chains;
     std::vector<size_t> lastRecv;
     for (const ChannelKey &key : set) {
       const size_t r = ends[key].recvOp;
-      size_t best = chains.size();
-      for (size_t c = 0; c < chains.size(); ++c)
-        if (lastRecv[c] < r && (best == chains.size() || lastRecv[c] > lastRecv[best]))
-          best = c;
+      const size_t best = static_cast<size_t>(
+          std::partition_point(lastRecv.begin(), lastRecv.end(), [&](size_t t) { return t > r; }) -
+          lastRecv.begin());
       if (best == chains.size()) {
         chains.emplace_back();
-        lastRecv.push_back(0);
+        lastRecv.push_back(r);
       }
       chains[best].push_back(key);
       lastRecv[best] = r;
@@ -196,7 +200,6 @@ std::vector<std::vector<ChannelKey>> orderedChannelLinks(const Program &program)
       links.push_back(std::move(chain));
   }
   // The order of programChannels for the links themselves, by their first channel.
-  const std::vector<ChannelKey> order = programChannels(program);
   std::map<ChannelKey, size_t> place;
   for (size_t i = 0; i < order.size(); ++i)
     place[order[i]] = i;
