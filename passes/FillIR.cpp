@@ -1,7 +1,13 @@
 //===- FillIR.cpp - pipefill IR <-> fill planner data ---------------------===//
 #include "passes/FillIR.h"
 
+#include "passes/ScheduleIR.h"
+#include "support/Format.h"
+
 #include "mlir/IR/Threading.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
@@ -69,6 +75,62 @@ FillProblem fillProblemFromIR(ModuleOp module, PipelineOp pipeline) {
   if (auto sizes = pipeline.getBatchSizes())
     p.config.batchSizes.assign(sizes->begin(), sizes->end());
   return p;
+}
+
+LogicalResult verifyBubblesMatchTimeline(PipelineOp pipeline) {
+  if (!pipeline.getIterationUs())
+    return success(); // nothing simulated: no bubbles to compare
+  const double iteration = f64(*pipeline.getIterationUs());
+  const int64_t capacity = pipeline.getDeviceMemoryBytes();
+  // Relative tolerance of the timeline's sums (the simulation adds durations).
+  auto tol = [&](double t) { return 1e-9 * std::max({1.0, std::abs(t), iteration}) + 1e-6; };
+  for (StageOp stage : pipeline.getStages()) {
+    Block &body = stage.getBody().front();
+    // The start of the first device-occupying instruction after each op (the iteration's end
+    // after the last), from a backward walk.
+    llvm::DenseMap<Operation *, double> nextStart;
+    double next = iteration;
+    for (Operation &op : llvm::reverse(body)) {
+      nextStart[&op] = next;
+      if (auto instr = dyn_cast<InstructionOpInterface>(op))
+        if (sched::isCompute(toSchedKind(instr.getInstrKind())) && instr.getTiming().hasStart())
+          next = std::min(next, instr.getTiming().startUs);
+    }
+    double cursor = 0; // end of what occupies the device so far (instructions and bubbles)
+    int64_t live = static_cast<int64_t>(stage.getStaticBytes());
+    for (Operation &op : body) {
+      if (auto instr = dyn_cast<InstructionOpInterface>(op)) {
+        const InstrTiming &t = instr.getTiming();
+        if (!sched::isCompute(toSchedKind(instr.getInstrKind())))
+          continue;
+        if (t.hasEnd())
+          cursor = std::max(cursor, t.endUs);
+        if (t.hasLive())
+          live = t.liveBytes;
+        continue;
+      }
+      auto bubble = dyn_cast<BubbleOp>(op);
+      if (!bubble)
+        continue;
+      const double start = bubble.getStartUs(), end = start + bubble.getDurationUs();
+      const double limit = nextStart.lookup(&op);
+      if (start < cursor - tol(cursor) || end > limit + tol(limit))
+        return bubble.emitOpError()
+               << "spans " << fmtNum(start) << " to " << fmtNum(end)
+               << " us, outside the stage's idle gap from " << fmtNum(cursor) << " to "
+               << fmtNum(limit)
+               << " us in the simulated timeline (bubbles are the gaps between the instructions "
+                  "around them and do not overlap; re-run pipefill-insert-bubbles)";
+      const int64_t free = std::max<int64_t>(0, capacity - live);
+      if (bubble.getFreeBytes() > free)
+        return bubble.emitOpError()
+               << "has " << bubble.getFreeBytes() << " free bytes, but the device's "
+               << capacity << " less the " << live << " bytes live before it leave " << free
+               << " (re-run pipefill-insert-bubbles)";
+      cursor = std::max(cursor, end);
+    }
+  }
+  return success();
 }
 
 } // namespace pipefill

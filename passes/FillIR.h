@@ -42,6 +42,15 @@ struct FillProblem {
 /// capacity - peak live bytes - reserve.
 FillProblem fillProblemFromIR(mlir::ModuleOp module, PipelineOp pipeline);
 
+/// The bubbles of `pipeline` are gaps of its simulated timeline: each lies between the end of
+/// the device-occupying instructions before it and the start of those after it (or the
+/// iteration's end), bubbles do not overlap, and a bubble's free bytes do not exceed the device
+/// memory less the bytes live after the instruction before it (the stage's static bytes when
+/// none). pipefill-insert-bubbles makes them so; IR edited by hand (a longer bubble, one
+/// duplicated, more free memory) would otherwise get fill planned into time or memory the run
+/// does not have. pipefill-plan-fill and pipefill-verify-plan call it; errors are on the bubble.
+mlir::LogicalResult verifyBubblesMatchTimeline(PipelineOp pipeline);
+
 } // namespace pipefill
 
 #endif // PIPEFILL_PASSES_FILLIR_H

@@ -38,6 +38,8 @@ struct PlanFillPass : public impl::PlanFillBase<PlanFillPass> {
       return pipeline.emitError()
              << "has no simulated bubbles to fill; run pipefill-simulate and "
                 "pipefill-insert-bubbles first";
+    if (failed(verifyBubblesMatchTimeline(pipeline)))
+      return failure();
     FillProblem problem = fillProblemFromIR(getOperation(), pipeline);
     removePreviousPlan(pipeline, problem);
     if (problem.jobs.empty())

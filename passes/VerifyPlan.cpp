@@ -225,7 +225,8 @@ struct VerifyPlanPass : public impl::VerifyPlanBase<VerifyPlanPass> {
 LogicalResult verifyFillPlan(ModuleOp module, bool checkOrder) {
   for (PipelineOp pipeline : module.getOps<PipelineOp>())
     if ((checkOrder && failed(verifyDeadlockFree(pipeline))) ||
-        failed(verifyTimingMatchesCosts(pipeline)) || failed(verifyPipelinePlan(module, pipeline)))
+        failed(verifyTimingMatchesCosts(pipeline)) || failed(verifyBubblesMatchTimeline(pipeline)) ||
+        failed(verifyPipelinePlan(module, pipeline)))
       return failure();
   return success();
 }

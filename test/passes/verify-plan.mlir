@@ -138,3 +138,64 @@ pipefill.fill_job @enc inference samples 1000 {
   pipefill.layer "l0" forward 10.0 weights 1000 activations 100
   pipefill.layer "l1" forward 10.0 weights 1000 activations 100
 }
+
+// -----
+
+// Bubbles are the gaps of the simulated timeline too: a bubble edited to outlast its gap (875 us
+// to the backward's start at 975) had fill planned into time the run does not have, and verified.
+pipefill.pipeline @long schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0 live 1000
+    // expected-error @+1 {{spans 100 to 6100 us, outside the stage's idle gap from 100 to 975 us in the simulated timeline}}
+    pipefill.bubble steady start 100.0 duration 6000.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
+    ]
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
+
+// -----
+
+// The same bubble twice: the second overlaps the first (the plan counted its fill twice).
+pipefill.pipeline @twice schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0 live 1000
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
+    ]
+    // expected-error @+1 {{spans 100 to 975 us, outside the stage's idle gap from 975 to 975 us}}
+    pipefill.bubble steady start 100.0 duration 875.0 free 99000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
+    ]
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
+
+// -----
+
+// More free memory than the device has beside what is live before the bubble (1e11 - 1000).
+pipefill.pipeline @roomy schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100000000000 : i64, iteration_us = 1075.0, reserve_bytes = 0 : i64, safety_margin = 0.0, context_switch_us = 20.0, kernel_launch_us = 5.0, batch_sizes = array<i64: 8>} {
+  pipefill.stage 0 attributes {forward_us = 100.0, backward_us = 100.0, peak_bytes = 1000 : i64} {
+    pipefill.assignment @enc batch 8 weights resident acts device prefix 0 period 1 batches 1 samples 8.0 persistent 2800
+    pipefill.forward mb 0 chunk 0 duration 100.0 start 0.0 end 100.0 live 1000
+    // expected-error @+1 {{has 100000000000 free bytes, but the device's 100000000000 less the 1000 bytes live before it leave 99999999000}}
+    pipefill.bubble steady start 100.0 duration 875.0 free 100000000000 fills [
+      @enc layers 0 to 2 batch 8 samples 0 weights resident acts device time 190.0 mem 4400
+    ]
+    pipefill.backward mb 0 chunk 0 duration 100.0 start 975.0 end 1075.0
+  }
+}
+pipefill.fill_job @enc inference samples 1000 {
+  pipefill.layer "l0" forward 10.0 weights 1000 activations 100
+  pipefill.layer "l1" forward 10.0 weights 1000 activations 100
+}
