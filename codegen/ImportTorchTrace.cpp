@@ -43,10 +43,28 @@ llvm::cl::list<std::string> &traceOption() {
   return traces;
 }
 
-/// 1-based line of byte `offset` in `text`.
-int lineOf(StringRef text, size_t offset) {
-  return 1 + (int)text.substr(0, std::min(offset, text.size())).count('\n');
-}
+/// 1-based lines of increasing byte offsets in `text`: counts only the newlines since the
+/// previous offset (counting from the start for every event was quadratic in the trace's size:
+/// 24 s for a 15 MB trace).
+class LineCounter {
+public:
+  explicit LineCounter(StringRef text) : text_(text) {}
+  int lineOf(size_t offset) {
+    offset = std::min(offset, text_.size());
+    if (offset < at_) { // not increasing: count from the start
+      at_ = 0;
+      line_ = 1;
+    }
+    line_ += (int)text_.substr(at_, offset - at_).count('\n');
+    at_ = offset;
+    return line_;
+  }
+
+private:
+  StringRef text_;
+  size_t at_ = 0;
+  int line_ = 1;
+};
 
 bool isActionName(StringRef name) {
   return name.starts_with("PP:") || name.starts_with("Forward ") ||
@@ -117,6 +135,7 @@ bool readTrace(MLIRContext *ctx, const std::string &path,
   // Locate the action events in the text: they appear in array order, so
   // each is found after the previous one.
   size_t cursor = 0;
+  LineCounter lines(text);
   for (const llvm::json::Value &v : *events) {
     const llvm::json::Object *e = v.getAsObject();
     if (!e)
@@ -152,7 +171,7 @@ bool readTrace(MLIRContext *ctx, const std::string &path,
       std::string quoted = "\"" + ev.name + "\"";
       size_t at = text.find(quoted, cursor);
       if (at != StringRef::npos) {
-        ev.line = lineOf(text, at);
+        ev.line = lines.lineOf(at);
         cursor = at + quoted.size();
       }
       if (!hasTs || !hasDur) {

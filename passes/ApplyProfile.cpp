@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -35,6 +36,11 @@ std::optional<Kind> measuredKind(InstrKind kind) {
   case InstrKind::Recv: break;
   }
   return std::nullopt;
+}
+
+/// The iteration's tail: the gradient all-reduce and the optimizer step.
+bool isTailKind(Kind kind) {
+  return kind == rt::ComputeOp::ALLREDUCE || kind == rt::ComputeOp::OPTIMIZER;
 }
 
 struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
@@ -203,6 +209,11 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       return failure();
     if (!dryRun)
       pipeline.removeIterationUsAttr();
+    std::set<int> tailKindsTimed;
+    for (const rt::MeasuredStage &ms : measured.stages())
+      for (const rt::MeasuredInstruction &i : ms.instructions())
+        if (isTailKind(i.kind()))
+          tailKindsTimed.insert(int(i.kind()));
     for (StageOp stage : pipeline.getStages()) {
       const int e = (*entryOf)[stage.getIndex()];
       const rt::MeasuredStage &ms = measured.stages(e);
@@ -253,6 +264,11 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
           continue; // transfers take their time from the interconnect model
         int64_t mb = std::max<int64_t>(0, instr.getMicrobatchIndex());
         auto it = entryOfKey.find({(int)*kind, mb, instr.getChunkIndex()});
+        // A profile that does not time the iteration's tail (a torch trace: the all-reduce and
+        // the optimizer step are not pipelining actions) has no entry of that kind on any stage:
+        // the plan's cost stays. One that times some of them must time them all.
+        if (it == entryOfKey.end() && isTailKind(*kind) && !tailKindsTimed.count(int(*kind)))
+          continue;
         if (it == entryOfKey.end())
           return op.emitOpError() << "has no measurement in profile '" << profile
                                   << "' (stage " << stage.getIndex() << ")";

@@ -369,6 +369,18 @@ bool profileFromTraces(const std::vector<TraceFile> &files,
     return "stage " + std::to_string(stage) + " micro-batch " + std::to_string(mb) + " " +
            sched::toString(sched::InstrKind(kind));
   };
+  // A compute that the trace gives no time (a zero-length range with no operators inside) was
+  // not timed: refused here, at its line, rather than written as a measured 0 us.
+  for (auto &[key, list] : byKey) {
+    const size_t from = list.size() > 1 ? 1 : 0; // what measureOps averages
+    double total = 0;
+    for (size_t k = from; k < list.size(); ++k)
+      total += list[k]->end - list[k]->start;
+    if (!(total > 0))
+      return failAt(diag, files[list[from]->file], list[from]->line,
+                    describe(key) + " lasts 0 us in the trace (a zero-length range with no "
+                                    "operators after its input arrived): nothing timed it");
+  }
   for (auto &[key, list] : byKey)
     if (int(list.size()) != iterations)
       return failAt(diag, files[list.front()->file], list.front()->line,
