@@ -212,6 +212,9 @@ public:
   virtual void syncStream(StreamCtx &ctx) = 0;
   // After all threads joined: every slot is resolved.
   virtual void finish() = 0;
+  // The run failed (called before finish): give up transfers a peer may never complete, so that
+  // finish does not wait for them (CUDA with NCCL: abort the communicators).
+  virtual void runFailed() {}
   // The stream's current time on the host clock (host: its intended time if that is later).
   virtual double streamNowUs(StreamCtx &ctx) {
     (void)ctx;

@@ -568,11 +568,66 @@ public:
     return true;
   }
 
+  void runFailed() override {
+#if PFRT_HAVE_NCCL
+    // A peer may never send or receive what this rank's NCCL kernels wait for: aborting the
+    // communicators makes those kernels return, so finish's device synchronization cannot hang.
+    if (nccl_)
+      nccl_->close(/*failed=*/true);
+#endif
+  }
+
+  // With NCCL, a device synchronization would wait without a limit for a kernel whose peer hung:
+  // it runs on another thread while this one polls the communicators under the peer time limit,
+  // and aborts them (which ends the kernels) on an error or at the limit.
+  void synchronizeDevice(GpuDevice &g) {
+#if PFRT_HAVE_NCCL
+    if (nccl_ && nccl_->communicators() > 0) {
+      std::atomic<bool> done{false};
+      cudaError_t result = cudaSuccess;
+      std::thread sync([&] {
+        cudaSetDevice(g.gpu);
+        result = cudaDeviceSynchronize();
+        done = true;
+      });
+      const auto start = std::chrono::steady_clock::now();
+      std::string error;
+      while (!done) {
+        try {
+          nccl_->check();
+        } catch (const Error &e) {
+          error = e.what();
+        }
+        if (error.empty() && std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                           start).count() > config_.peerTimeoutS)
+        {
+          char limit[32];
+          std::snprintf(limit, sizeof limit, "%g", config_.peerTimeoutS);
+          error = std::string("the GPU's work did not finish within ") + limit +
+                  " s of the run's end: an NCCL transfer's peer rank hung (--peer-timeout sets "
+                  "the limit)";
+        }
+        if (!error.empty()) {
+          nccl_->close(/*failed=*/true);
+          sync.join();
+          throw Error(PFRT_ERROR_BACKEND, error);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      sync.join();
+      if (result != cudaSuccess)
+        cudaFail(result, "cudaDeviceSynchronize", __FILE__, __LINE__);
+      return;
+    }
+#endif
+    PFRT_CUDA(cudaDeviceSynchronize());
+  }
+
   void finish() override {
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
-      PFRT_CUDA(cudaDeviceSynchronize());
+      synchronizeDevice(g);
       callbackErrors_->check(); // every host function has run
       uint64_t reserved = 0;
       PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent, &reserved));
@@ -774,6 +829,20 @@ private:
                                                g.prioGreatest));
         PFRT_CUDA(cudaEventCreateWithFlags(&link.fork, cudaEventDisableTiming));
       }
+    }
+    // Connect every link now, both ends at once: NCCL connects a pair on its first message, and
+    // a run's first send would otherwise wait for a receive its peer issues only after it.
+    if (!ncclLinks_.empty()) {
+      cudaStream_t setup = nullptr;
+      PFRT_CUDA(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking));
+      try {
+        nccl_->connect(ncclLinks_.front().buffer, setup);
+        nccl_->waitStream(setup, "connecting the links");
+      } catch (...) {
+        cudaStreamDestroy(setup);
+        throw;
+      }
+      PFRT_CUDA(cudaStreamDestroy(setup));
     }
 #else
     if (config_.rankTransfer == PFRT_RANK_TRANSFER_NCCL)

@@ -1503,6 +1503,8 @@ RunResult Executor::run() {
   setupRunState(numDevices);
   runThreads(numDevices);
   try {
+    if (hasError_ && cuda_ && anyCuda)
+      cuda_->runFailed();
     if (host_)
       host_->finish();
     if (cuda_ && anyCuda)

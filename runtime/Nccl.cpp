@@ -72,8 +72,31 @@ uint64_t linksHash(const std::vector<std::vector<ChannelKey>> &links) {
   return h;
 }
 
+// Polling: yield for the first rounds (a send or receive settles in tens of microseconds), then
+// sleep longer and longer.
 void backoff(int spin) {
-  std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
+  if (spin < 50)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(spin < 100 ? 20 : spin < 300 ? 100 : 1000));
+}
+
+// NCCL settings that break this design, refused by name: a blocking communicator waits without
+// a time limit (a peer that never comes is a hang), and one rendezvous address for every unique
+// id makes the concurrent communicator setups collide.
+void refuseEnvironment() {
+  const char *blocking = std::getenv("NCCL_COMM_BLOCKING");
+  if (blocking && std::strcmp(blocking, "0") != 0 && *blocking)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                std::string("NCCL_COMM_BLOCKING=") + blocking +
+                    " makes NCCL's communicators blocking; pipefill's rank transfers need "
+                    "nonblocking ones (a peer that never joins would hang the rank): unset it");
+  const char *commId = std::getenv("NCCL_COMM_ID");
+  if (commId && *commId)
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                std::string("NCCL_COMM_ID=") + commId +
+                    " gives every NCCL communicator one rendezvous address; pipefill makes one "
+                    "communicator per link and exchanges their ids itself: unset it");
 }
 
 // The links `senderRank` sends on to another rank, in link order: the communicators whose unique
@@ -116,6 +139,8 @@ std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
   resolve(handle, "ncclRecv", api->recv, missing);
   resolve(handle, "ncclGetErrorString", api->getErrorString, missing);
   resolve(handle, "ncclGetLastError", api->getLastError, missing);
+  resolve(handle, "ncclGroupStart", api->groupStart, missing);
+  resolve(handle, "ncclGroupEnd", api->groupEnd, missing);
   if (!missing.empty()) {
     error = "the NCCL library '" + path + "' lacks " + missing + " (NCCL " +
             std::to_string(NCCL_MAJOR) + ".x or newer is needed)";
@@ -137,6 +162,7 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
                            const std::vector<std::vector<ChannelKey>> &links,
                            Transport &transport, double timeoutS)
     : api_(std::move(api)), timeoutS_(timeoutS) {
+  refuseEnvironment();
   const int me = transport.rank();
   // This rank makes the unique id of every crossing link it sends on; all ranks exchange them.
   // Each part: the hash of the sender's links, then its ids.
@@ -188,17 +214,18 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
       ncclComm_t comm = nullptr;
       ncclResult_t res = api_->commInitRankConfig(&comm, 2, id, sender ? 0 : 1, &config);
       if (res != ncclSuccess && res != ncclInProgress) {
+        if (comm)
+          api_->commAbort(comm); // NCCL may hand back a communicator that failed
         close(true);
         fail(linkName(channels), nullptr, "ncclCommInitRankConfig", res);
       }
       for (const ChannelKey &k : channels)
         linkOf_[k] = links_.size();
-      links_.push_back(Link{channels, comm});
+      links_.push_back(Link{channels, comm, sender});
     }
   }
   try {
-    for (const Link &link : links_)
-      settle(link, "creating the communicator", linkName(link.channels));
+    settleAll("creating the communicator");
   } catch (...) {
     close(true);
     throw;
@@ -241,8 +268,89 @@ void NcclChannels::settle(const Link &link, const char *what, const std::string 
   }
 }
 
+// Every link at once, with one time limit: waiting for each in turn added up to a limit per
+// link.
+void NcclChannels::settleAll(const char *what) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<bool> ready(links_.size(), false);
+  for (int spin = 0;; ++spin) {
+    size_t waiting = links_.size();
+    for (size_t l = 0; l < links_.size(); ++l) {
+      if (ready[l]) {
+        --waiting;
+        continue;
+      }
+      ncclResult_t state = ncclSuccess;
+      ncclResult_t r = api_->commGetAsyncError(links_[l].comm, &state);
+      if (r != ncclSuccess)
+        fail(linkName(links_[l].channels), links_[l].comm, what, r);
+      if (state != ncclSuccess && state != ncclInProgress)
+        fail(linkName(links_[l].channels), links_[l].comm, what, state);
+      if (state == ncclSuccess) {
+        ready[l] = true;
+        --waiting;
+      }
+    }
+    if (waiting == 0)
+      return;
+    if (elapsedS(start) > timeoutS_) {
+      size_t first = 0;
+      while (ready[first])
+        ++first;
+      throw Error(PFRT_ERROR_BACKEND,
+                  "NCCL " + std::string(what) + " on channel " + linkName(links_[first].channels) +
+                      " did not complete within " + seconds(timeoutS_) +
+                      " s: the peer rank did not join or hung (--peer-timeout sets the limit)");
+    }
+    backoff(spin);
+  }
+}
+
+void NcclChannels::connect(void *buffer, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (links_.empty())
+    return;
+  ncclResult_t r = api_->groupStart();
+  if (r != ncclSuccess)
+    fail(linkName(links_.front().channels), nullptr, "ncclGroupStart", r);
+  for (const Link &link : links_) {
+    // A link's sender is rank 0 of its communicator (see the constructor).
+    const bool sender = link.sender;
+    r = sender ? api_->send(buffer, 1, ncclUint8, /*peer=*/1, link.comm, stream)
+               : api_->recv(buffer, 1, ncclUint8, /*peer=*/0, link.comm, stream);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      api_->groupEnd();
+      fail(linkName(link.channels), link.comm,
+           sender ? "ncclSend (connecting)" : "ncclRecv (connecting)", r);
+    }
+  }
+  r = api_->groupEnd();
+  if (r != ncclSuccess && r != ncclInProgress)
+    fail(linkName(links_.front().channels), nullptr, "ncclGroupEnd (connecting)", r);
+  settleAll("connecting the link");
+}
+
+void NcclChannels::waitStream(cudaStream_t stream, const char *what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int spin = 0;; ++spin) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess)
+      return;
+    if (e != cudaErrorNotReady)
+      throw Error(PFRT_ERROR_BACKEND, std::string("NCCL ") + what + ": " +
+                                          cudaGetErrorString(e));
+    check();
+    if (elapsedS(start) > timeoutS_)
+      throw Error(PFRT_ERROR_BACKEND, std::string("NCCL ") + what + " did not complete within " +
+                                          seconds(timeoutS_) +
+                                          " s: a peer rank hung (--peer-timeout sets the limit)");
+    backoff(spin);
+  }
+}
+
 void NcclChannels::send(const ChannelKey &key, const void *buffer, size_t bytes,
                         cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
   const Link &link = links_[linkOf_.at(key)];
   ncclResult_t r = api_->send(buffer, bytes, ncclUint8, /*peer=*/1, link.comm, stream);
   if (r != ncclSuccess && r != ncclInProgress)
@@ -251,6 +359,7 @@ void NcclChannels::send(const ChannelKey &key, const void *buffer, size_t bytes,
 }
 
 void NcclChannels::recv(const ChannelKey &key, void *buffer, size_t bytes, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
   const Link &link = links_[linkOf_.at(key)];
   ncclResult_t r = api_->recv(buffer, bytes, ncclUint8, /*peer=*/0, link.comm, stream);
   if (r != ncclSuccess && r != ncclInProgress)
@@ -273,28 +382,29 @@ void NcclChannels::close(bool failed) {
   if (closed_)
     return;
   closed_ = true;
+  if (!failed) {
+    // Finalize flushes each communicator's outstanding operations (nonblocking: all are
+    // finalized, then polled together under one time limit), then destroy frees them. A failure
+    // here (a peer gone at the end) falls back to abort.
+    for (Link &link : links_) {
+      const ncclResult_t r = link.comm ? api_->commFinalize(link.comm) : ncclSuccess;
+      failed = failed || (r != ncclSuccess && r != ncclInProgress);
+    }
+    if (!failed) {
+      try {
+        settleAll("finalizing the communicator");
+      } catch (const Error &) {
+        failed = true;
+      }
+    }
+  }
   for (Link &link : links_) {
     if (!link.comm)
       continue;
-    if (failed) {
+    if (failed)
       api_->commAbort(link.comm);
-      continue;
-    }
-    // Finalize flushes the communicator's outstanding operations (nonblocking: poll it), then
-    // destroy frees it. A failure here (a peer gone at the end) falls back to abort.
-    ncclResult_t r = api_->commFinalize(link.comm);
-    bool ok = r == ncclSuccess || r == ncclInProgress;
-    if (ok) {
-      try {
-        settle(link, "finalizing the communicator", linkName(link.channels));
-      } catch (const Error &) {
-        ok = false;
-      }
-    }
-    if (ok)
-      api_->commDestroy(link.comm);
     else
-      api_->commAbort(link.comm);
+      api_->commDestroy(link.comm);
   }
   links_.clear();
   linkOf_.clear();

@@ -24,6 +24,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct NcclApi {
   decltype(&ncclRecv) recv = nullptr;
   decltype(&ncclGetErrorString) getErrorString = nullptr;
   decltype(&ncclGetLastError) getLastError = nullptr;
+  decltype(&ncclGroupStart) groupStart = nullptr;
+  decltype(&ncclGroupEnd) groupEnd = nullptr;
   int version = 0;  // ncclGetVersion: major * 10000 + minor * 100 + patch
   std::string path; // the library that was loaded
   void *handle = nullptr;
@@ -73,8 +76,19 @@ public:
   // The link (0 .. communicators()-1) that carries `key`; its channels share a stream and a
   // buffer on the sender. Throws std::out_of_range when !has(key).
   size_t linkOf(const ChannelKey &key) const { return linkOf_.at(key); }
+  // Collective, once after the constructor: connects every link with one 1-byte message from
+  // `buffer` (device memory of at least 1 byte) on `stream`, all links in one NCCL group, and
+  // waits (polling, at most the time limit) until the group is enqueued. NCCL connects a pair of
+  // ranks on their first message, and the connection needs both ends: without this, a link's
+  // first send would wait for a receive that its peer issues only once told the send is enqueued.
+  // The caller then waits for `stream` (the messages themselves) with waitStream.
+  void connect(void *buffer, cudaStream_t stream);
+  // Waits until `stream` has finished its work, polling the communicators for errors; throws
+  // Error (PFRT_ERROR_BACKEND) on an NCCL error or after the time limit.
+  void waitStream(cudaStream_t stream, const char *what);
   // Enqueues the channel's send (this rank is its sender) / receive (its receiver) of `bytes` on
-  // `stream`. Throws Error (PFRT_ERROR_BACKEND) when NCCL reports an error.
+  // `stream`. Throws Error (PFRT_ERROR_BACKEND) when NCCL reports an error. Calls from several
+  // threads are serialized (NCCL calls on one device must not run concurrently).
   void send(const ChannelKey &key, const void *buffer, size_t bytes, cudaStream_t stream);
   void recv(const ChannelKey &key, void *buffer, size_t bytes, cudaStream_t stream);
   // Throws when a communicator reports an asynchronous error (a peer failed).
@@ -87,8 +101,10 @@ private:
   struct Link {
     std::vector<ChannelKey> channels;
     ncclComm_t comm = nullptr;
+    bool sender = false; // this rank sends on the link (rank 0 of its communicator)
   };
   void settle(const Link &link, const char *what, const std::string &where);
+  void settleAll(const char *what);
   [[noreturn]] void fail(const std::string &where, ncclComm_t comm, const char *what,
                          ncclResult_t result);
 
@@ -96,6 +112,7 @@ private:
   double timeoutS_;
   std::vector<Link> links_;
   std::map<ChannelKey, size_t> linkOf_;
+  std::mutex mutex_; // NCCL calls of this rank, one at a time
   bool closed_ = false;
 };
 

@@ -86,6 +86,7 @@ TEST(NcclLibrary, LoadsTheInstalledLibrary) {
 struct FakeComm {
   std::string id;
   int rank = -1;
+  bool posted = false; // this end has issued a send or receive
 };
 
 struct FakeWorld {
@@ -103,6 +104,11 @@ struct FakeWorld {
   // Per communicator id, the bytes of its sends and of its receives in issue order: NCCL pairs
   // the k-th send with the k-th receive.
   std::map<std::string, std::vector<size_t>> sent, received;
+  // As NCCL does, a communicator connects its two ends on their first messages, and an end's
+  // first send or receive stays in progress until the other end has issued one too.
+  bool connectOnFirstMessage = false;
+  std::map<std::string, std::set<int>> postedBy; // communicator id -> ends that issued one
+  std::atomic<int> groups{0};
   std::vector<FakeComm *> comms;
   std::atomic<int> finalized{0}, destroyed{0}, aborted{0};
   // Declared before the ranks' channels in each test, so it outlives them.
@@ -143,7 +149,10 @@ ncclResult_t fakeInit(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank,
 ncclResult_t fakeAsyncError(ncclComm_t comm, ncclResult_t *state) {
   auto *c = reinterpret_cast<FakeComm *>(comm);
   std::lock_guard<std::mutex> lock(gWorld->m);
-  *state = gWorld->joined[c->id].size() == 2 ? ncclSuccess : ncclInProgress;
+  const bool joined = gWorld->joined[c->id].size() == 2;
+  const bool connecting = gWorld->connectOnFirstMessage && c->posted &&
+                          gWorld->postedBy[c->id].size() < 2;
+  *state = joined && !connecting ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
 ncclResult_t fakeFinalize(ncclComm_t) {
@@ -167,7 +176,9 @@ ncclResult_t fakeSend(const void *, size_t bytes, ncclDataType_t type, int peer,
   std::lock_guard<std::mutex> lock(gWorld->m);
   gWorld->ops.emplace_back(c->id, tRank, bytes, 0);
   gWorld->sent[c->id].push_back(bytes);
-  return ncclSuccess;
+  c->posted = true;
+  gWorld->postedBy[c->id].insert(c->rank);
+  return gWorld->connectOnFirstMessage ? ncclInProgress : ncclSuccess;
 }
 ncclResult_t fakeRecv(void *, size_t bytes, ncclDataType_t type, int peer, ncclComm_t comm,
                       cudaStream_t) {
@@ -178,12 +189,19 @@ ncclResult_t fakeRecv(void *, size_t bytes, ncclDataType_t type, int peer, ncclC
   std::lock_guard<std::mutex> lock(gWorld->m);
   gWorld->ops.emplace_back(c->id, tRank, bytes, 1);
   gWorld->received[c->id].push_back(bytes);
-  return ncclSuccess;
+  c->posted = true;
+  gWorld->postedBy[c->id].insert(c->rank);
+  return gWorld->connectOnFirstMessage ? ncclInProgress : ncclSuccess;
 }
 const char *fakeErrorString(ncclResult_t r) {
   return r == ncclSystemError ? "unhandled system error (fake)" : "fake error";
 }
 const char *fakeLastError(ncclComm_t) { return ""; }
+ncclResult_t fakeGroupStart() {
+  ++gWorld->groups;
+  return ncclSuccess;
+}
+ncclResult_t fakeGroupEnd() { return ncclSuccess; }
 
 std::shared_ptr<const NcclApi> fakeApi() {
   auto api = std::make_shared<NcclApi>();
@@ -198,6 +216,8 @@ std::shared_ptr<const NcclApi> fakeApi() {
   api->recv = fakeRecv;
   api->getErrorString = fakeErrorString;
   api->getLastError = fakeLastError;
+  api->groupStart = fakeGroupStart;
+  api->groupEnd = fakeGroupEnd;
   api->version = NCCL_VERSION_CODE;
   return api;
 }
@@ -433,6 +453,72 @@ TEST(NcclChannels, ChannelsReceivedOutOfSendOrderGetCommunicatorsOfTheirOwn) {
       r.channels->close(false);
   ASSERT_EQ(bad.sent.size(), 1u);
   EXPECT_NE(bad.sent.begin()->second, bad.received.begin()->second);
+}
+
+// The run's first message on a link: the sender's host thread tells the receiver that its send
+// is enqueued only once ncclSend has settled (CudaBackend::send publishes after it), and the
+// receiver issues ncclRecv only once told. NCCL connects the pair on that first message, which
+// needs both ends, so without connecting the links at setup the send never settles.
+std::vector<RankOutcome> firstMessage(FakeWorld &w, bool connectFirst) {
+  w.world = 2;
+  w.connectOnFirstMessage = true;
+  std::atomic<bool> told{false};
+  const std::vector<std::vector<ChannelKey>> links = {{{0, 1, 4}}};
+  return runRanks(
+      w, 0.5,
+      [&](int r, NcclChannels &c) {
+        if (connectFirst)
+          c.connect(nullptr, nullptr);
+        if (r == 0) {
+          c.send({0, 1, 4}, nullptr, 64, nullptr);
+          told = true;
+          return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        while (!told && std::chrono::steady_clock::now() - start < std::chrono::seconds(2))
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (told)
+          c.recv({0, 1, 4}, nullptr, 64, nullptr);
+      },
+      links);
+}
+
+TEST(NcclChannels, LinksAreConnectedAtSetupSoAFirstSendNeedsNoReceive) {
+  FakeWorld w;
+  std::vector<RankOutcome> ranks = firstMessage(w, /*connectFirst=*/true);
+  EXPECT_EQ(ranks[0].error, "");
+  EXPECT_EQ(ranks[1].error, "");
+  EXPECT_EQ(w.groups.load(), 2) << "each rank connects its links in one NCCL group";
+  // The 1-byte connecting messages, then the run's message, paired in order.
+  ASSERT_EQ(w.sent.size(), 1u);
+  EXPECT_EQ(w.sent.begin()->second, (std::vector<size_t>{1, 64}));
+  expectMatchedInOrder(w);
+  for (RankOutcome &r : ranks)
+    r.channels->close(false);
+
+  // Without the connection at setup the first send waits for its receive: the time limit.
+  FakeWorld unconnected;
+  ranks = firstMessage(unconnected, /*connectFirst=*/false);
+  EXPECT_NE(ranks[0].error.find("NCCL ncclSend on channel device 0 -> device 1 tag 4 did not "
+                                "complete within 0.5 s"),
+            std::string::npos)
+      << ranks[0].error;
+  for (RankOutcome &r : ranks)
+    if (r.channels)
+      r.channels->close(true);
+}
+
+TEST(NcclChannels, BlockingCommunicatorsAndOneRendezvousAddressAreRefused) {
+  const std::pair<const char *, const char *> settings[] = {{"NCCL_COMM_BLOCKING", "1"},
+                                                            {"NCCL_COMM_ID", "10.0.0.1:1234"}};
+  for (const auto &[name, value] : settings) {
+    ScopedEnv env(name, value);
+    FakeWorld w;
+    std::vector<RankOutcome> ranks = runRanks(w, 0.3);
+    for (const RankOutcome &r : ranks)
+      EXPECT_NE(r.error.find(std::string(name) + "="), std::string::npos) << r.error;
+    EXPECT_TRUE(w.joined.empty()) << name << ": refused before any communicator is made";
+  }
 }
 
 TEST(NcclChannels, APeerThatNeverJoinsIsATimeoutNotAHang) {
