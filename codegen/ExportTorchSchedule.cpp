@@ -11,9 +11,10 @@
 //
 // The table is checked as --import-torch-schedule checks it before it is
 // written (torchsched::checkTableShape and checkTableOrder), so what is
-// exported imports again and torch can run it. The dialect verifier accepts
-// orders that torch cannot (a stage missing a micro-batch that another
-// stage runs): the export names the operation at the refused cell.
+// exported imports again and torch can run it, and the table must have one
+// row per stage. The dialect verifier accepts orders that torch cannot run
+// (it checks each stage's order on its own, so stages may deadlock each
+// other): the export names the operation at the refused cell.
 //
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchSchedule.h"
@@ -40,9 +41,25 @@ static LogicalResult checkAsImported(PipelineOp pipeline, const std::string &tex
   torchsched::Imported imported;
   torchsched::Diag diag;
   if (torchsched::parseTable(text, table, diag) &&
-      torchsched::checkTableShape(table, imported, diag) &&
-      torchsched::checkTableOrder(table, imported, diag))
-    return success();
+      torchsched::checkTableShape(table, imported, diag)) {
+    // A stage without compute writes an empty row, which a reader drops at
+    // the end of the table: one rank per stage, or the table is not this
+    // pipeline's.
+    if (imported.ranks != int64_t(pipeline.getNumStages())) {
+      for (StageOp stage : pipeline.getStages())
+        if (stage.getIndex() == uint64_t(imported.ranks))
+          return stage.emitError()
+                 << "cannot be written as a torch action table: it runs no forward or "
+                    "backward, so the table would have "
+                 << imported.ranks << " rank rows for " << pipeline.getNumStages()
+                 << " stages";
+      return pipeline.emitError() << "cannot be written as a torch action table: it has "
+                                  << imported.ranks << " rank rows for "
+                                  << pipeline.getNumStages() << " stages";
+    }
+    if (torchsched::checkTableOrder(table, imported, diag))
+      return success();
+  }
   Operation *at = pipeline;
   auto stages = pipeline.getStages();
   for (size_t r = 0; r < table.rowLine.size(); ++r)

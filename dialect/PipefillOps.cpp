@@ -104,7 +104,8 @@ bool readAnyFields(Operation &op, InstrFields &f) {
 }
 
 /// The instruction rules of a pipeline, stage by stage, then the transfer
-/// pairing across stages.
+/// pairing across stages, then completeness (every stage runs every
+/// micro-batch and chunk once the pipeline holds instructions).
 ///
 /// Transfers are identified by a dense 64-bit packing of their key (indices
 /// are range-checked before packing). A send's sender is its own stage and a
@@ -126,15 +127,24 @@ public:
     std::fill(seen.begin(), seen.end(), 0);
     stageTransfers.clear();
     InstrFields fields;
+    stageHasCompute = false;
     for (Operation &op : stage.getBody().front())
       if (readAnyFields(op, fields))
         if (failed(checkInstruction(op, fields, self)))
           return failure();
+    anyCompute |= stageHasCompute;
+    if (!gap.stage)
+      findGap(stage);
     return success();
   }
 
   /// Every send has its recv with the same bytes, every recv its send.
   LogicalResult matchTransfers();
+
+  /// Once any stage holds compute instructions, every stage runs the forward
+  /// and the backward (or backward_input and backward_weight) of every
+  /// micro-batch and chunk: the first stage (in order) that misses one.
+  LogicalResult checkComplete();
 
 private:
   struct Transfer {
@@ -143,8 +153,16 @@ private:
     TransferEnd end;
   };
   // Per stage, per (mb, chunk): which of forward / backward / backward_input
-  // has been seen.
-  enum : uint8_t { kForward = 1, kBackward = 2, kInputGrad = 4 };
+  // / backward_weight has been seen.
+  enum : uint8_t { kForward = 1, kBackward = 2, kInputGrad = 4, kWeightGrad = 8 };
+
+  /// The first compute a stage misses: its forward, its backward (after a
+  /// forward), or its backward_weight (after a backward_input).
+  struct Gap {
+    StageOp stage;
+    InstrKind missing = InstrKind::Forward;
+    int64_t mb = 0, chunk = 0;
+  };
 
   uint64_t pack(const TransferKey &k) const {
     auto [from, to, payload, mb, chunk] = k;
@@ -159,9 +177,12 @@ private:
                            int64_t chunk, int64_t self);
   LogicalResult addTransfer(Operation &op, const InstrFields &instr,
                             int64_t self, int64_t mb, int64_t chunk);
+  void findGap(StageOp stage);
 
   const int64_t numStages, numMb, numChunks;
   std::vector<uint8_t> seen;
+  bool stageHasCompute = false, anyCompute = false;
+  Gap gap; ///< the first stage's first gap (gap.stage null: none so far)
   llvm::DenseSet<uint64_t> stageTransfers;
   std::vector<Transfer> sendList, recvList;
 };
@@ -200,6 +221,8 @@ LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
                                              int64_t mb, int64_t chunk,
                                              int64_t self) {
   uint8_t &flags = seen[static_cast<size_t>(mb) * numChunks + chunk];
+  stageHasCompute |= kind == InstrKind::Forward || kind == InstrKind::Backward ||
+                     kind == InstrKind::BackwardInput || kind == InstrKind::BackwardWeight;
   switch (kind) {
   case InstrKind::Forward:
     if (flags & kForward)
@@ -224,6 +247,7 @@ LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
       return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
                               << " comes before its backward_input on stage "
                               << self;
+    flags |= kWeightGrad;
     break;
   case InstrKind::Send:
   case InstrKind::Recv:
@@ -232,6 +256,50 @@ LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
     break;
   }
   return success();
+}
+
+/// Records the first (micro-batch, chunk) whose forward, backward or
+/// backward_weight `stage` misses, from the flags its scan left in `seen`.
+void InstructionChecker::findGap(StageOp stage) {
+  for (size_t i = 0; i < seen.size(); ++i) {
+    uint8_t flags = seen[i];
+    InstrKind missing;
+    if (!(flags & kForward))
+      missing = InstrKind::Forward;
+    else if (!(flags & kBackward))
+      missing = InstrKind::Backward;
+    else if ((flags & kInputGrad) && !(flags & kWeightGrad))
+      missing = InstrKind::BackwardWeight;
+    else
+      continue;
+    gap = {stage, missing, static_cast<int64_t>(i) / numChunks,
+           static_cast<int64_t>(i) % numChunks};
+    return;
+  }
+}
+
+LogicalResult InstructionChecker::checkComplete() {
+  if (!anyCompute || !gap.stage)
+    return success();
+  const int64_t self = gap.stage.getIndex(), mb = gap.mb, chunk = gap.chunk;
+  if (gap.missing == InstrKind::Forward)
+    return gap.stage.emitOpError()
+           << "never runs the forward of micro-batch " << mb << " chunk " << chunk
+           << "; a pipeline with instructions runs the forward and backward of "
+              "every micro-batch and chunk on every stage";
+  // The op that lacks its successor: the forward, or the backward_input.
+  InstrKind have = gap.missing == InstrKind::Backward ? InstrKind::Forward
+                                                      : InstrKind::BackwardInput;
+  InstrFields fields;
+  for (Operation &op : gap.stage.getBody().front())
+    if (readAnyFields(op, fields) && fields.kind == have && fields.mb == mb &&
+        fields.chunk == chunk)
+      return op.emitOpError()
+             << "of micro-batch " << mb << " chunk " << chunk << " on stage " << self
+             << (gap.missing == InstrKind::Backward
+                     ? " has no backward (or backward_input and backward_weight)"
+                     : " has no backward_weight");
+  return gap.stage.emitOpError() << "misses an instruction of micro-batch " << mb;
 }
 
 /// A send or recv: its peer in range, not a repeat on this stage; recorded
@@ -370,7 +438,9 @@ LogicalResult PipelineOp::verifyRegions() {
   for (StageOp stage : getStages())
     if (failed(checker.checkStage(stage)))
       return failure();
-  return checker.matchTransfers();
+  if (failed(checker.matchTransfers()))
+    return failure();
+  return checker.checkComplete();
 }
 
 //===----------------------------------------------------------------------===//

@@ -130,6 +130,71 @@ pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// A pipeline that holds instructions is complete: a stage without any (here
+// the last one, which --to-torch-schedule used to drop from its table)...
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+  }
+  // expected-error @+1 {{'pipefill.stage' op never runs the forward of micro-batch 0 chunk 0; a pipeline with instructions runs the forward and backward of every micro-batch and chunk on every stage}}
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 2.0} {
+  }
+}
+
+// -----
+
+// ... a stage that skips a micro-batch its peer runs...
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  // expected-error @+1 {{never runs the forward of micro-batch 1 chunk 0}}
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+  }
+  pipefill.stage 1 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+    pipefill.forward mb 1 chunk 0 duration 1.0
+    pipefill.backward mb 1 chunk 0 duration 2.0
+  }
+}
+
+// -----
+
+// ... a chunk it never runs (chunk 1 of an interleaved stage)...
+pipefill.pipeline @p schedule interleaved_1f1b attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, virtual_stages = 2 : i64, device_memory_bytes = 100 : i64} {
+  // expected-error @+1 {{never runs the forward of micro-batch 0 chunk 1}}
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 0.5
+    pipefill.backward mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+// ... a forward without its backward (reported at the forward)...
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward mb 0 chunk 0 duration 2.0
+    // expected-error @+1 {{'pipefill.forward' op of micro-batch 1 chunk 0 on stage 0 has no backward (or backward_input and backward_weight)}}
+    pipefill.forward mb 1 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
+// ... and a backward_input without its backward_weight.
+pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, backward_weight_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{'pipefill.backward_input' op of micro-batch 0 chunk 0 on stage 0 has no backward_weight}}
+    pipefill.backward_input mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     pipefill.forward mb 0 chunk 0 duration 1.0

@@ -52,9 +52,11 @@ pipefill.pipeline @t schedule interleaved_1f1b attributes {num_stages = 2 : i64,
 
 // -----
 
-// Exactly at every limit: valid (65536 x 64 = 2^22 chunks), and the
-// instruction at the last micro-batch and chunk is in range.
+// Exactly at every limit (65536 x 64 = 2^22 chunks) the shape is valid and
+// the instruction at the last micro-batch and chunk is in range: the only
+// error is that the stage runs one of its 2^22 chunks, not all of them.
 pipefill.pipeline @t schedule interleaved_1f1b attributes {num_stages = 1 : i64, num_microbatches = 65536 : i64, virtual_stages = 64 : i64, device_memory_bytes = 1000 : i64} {
+  // expected-error @+1 {{never runs the forward of micro-batch 0 chunk 0}}
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0} {
     pipefill.forward mb 65535 chunk 63 duration 1.0
     pipefill.backward mb 65535 chunk 63 duration 1.0
