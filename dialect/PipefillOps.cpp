@@ -216,7 +216,7 @@ LogicalResult InstructionChecker::checkInstruction(Operation &op,
 }
 
 /// Forward once, backward (or backward_input) once after it, backward_weight
-/// after backward_input.
+/// once after backward_input.
 LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
                                              int64_t mb, int64_t chunk,
                                              int64_t self) {
@@ -247,6 +247,9 @@ LogicalResult InstructionChecker::checkOrder(Operation &op, InstrKind kind,
       return op.emitOpError() << "of micro-batch " << mb << " chunk " << chunk
                               << " comes before its backward_input on stage "
                               << self;
+    if (flags & kWeightGrad)
+      return op.emitOpError() << "repeats the backward_weight of micro-batch " << mb
+                              << " chunk " << chunk << " on stage " << self;
     flags |= kWeightGrad;
     break;
   case InstrKind::Send:

@@ -130,6 +130,21 @@ pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// A repeated backward_weight is refused at the second one (the verifier used
+// to pass it and pipefill-simulate then blamed the pipeline for a missing
+// backward_input).
+pipefill.pipeline @p schedule zb_h1 attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 2.0, backward_weight_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0
+    pipefill.backward_input mb 0 chunk 0 duration 1.0
+    pipefill.backward_weight mb 0 chunk 0 duration 1.0
+    // expected-error @+1 {{'pipefill.backward_weight' op repeats the backward_weight of micro-batch 0 chunk 0 on stage 0}}
+    pipefill.backward_weight mb 0 chunk 0 duration 1.0
+  }
+}
+
+// -----
+
 // A pipeline that holds instructions is complete: a stage without any (here
 // the last one, which --to-torch-schedule used to drop from its table)...
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
