@@ -15,8 +15,11 @@
 namespace pipefill {
 
 /// Fills `placement` (deviceOfStage / chunkOfStage over p * v torch stages);
-/// an error on the stage op whose `torch_stages` has the wrong length or does
-/// not number the stages 0..p*v-1 once each.
+/// an error on the stage op whose `torch_stages` has the wrong length, does
+/// not number the stages 0..p*v-1 once each, is not ascending over its
+/// chunks, or disagrees with the pipeline's data flow: each send of the
+/// activation of torch stage s must go to the stage holding s + 1, of the
+/// gradient to the one holding s - 1.
 mlir::LogicalResult readTorchPlacement(PipelineOp pipeline,
                                        torchsched::StagePlacement &placement);
 
