@@ -103,6 +103,9 @@ const std::pair<const char *, ActKind> kTypes[] = {
 };
 
 constexpr int kMaxDigits = 7; // indices below 10^7
+/// Torch stages of the largest pipeline: support/Limits.h's ranks x stages
+/// per rank.
+constexpr int64_t kMaxTorchStages = kMaxStages * kMaxVirtualStages;
 
 /// The index written by `digits` (all decimal digits), or false when it has
 /// more than kMaxDigits significant ones: leading zeros do not count, as for
@@ -144,6 +147,15 @@ bool parseSimple(std::string_view text, int line, int col, Action &a,
                 "<stage><type>[<micro-batch>], e.g. 2F0 or 1SEND_B3");
   if (!parseIndex(text.substr(0, i), &a.stage))
     return fail("stage index in '" + quoted(text) + "' is too large");
+  // Checked here, before anything is sized by it: the layout check keeps a
+  // record per stage up to the largest index (a 10-byte `9999999F0` took
+  // 120 MB before it was refused for the stages it skips).
+  if (a.stage >= kMaxTorchStages)
+    return fail("stage " + std::to_string(a.stage) + " in '" + quoted(text) +
+                "' is beyond the " + std::to_string(kMaxTorchStages) +
+                " stages a pipeline holds (" + std::to_string(kMaxStages) + " ranks x " +
+                std::to_string(kMaxVirtualStages) +
+                " stages per rank: pipeline.stages x pipeline.virtual_stages)");
   std::string_view rest = text.substr(i);
   bool found = false;
   for (const auto &[spelling, kind] : kTypes) {

@@ -448,6 +448,35 @@ TEST(Import, ShapeLimits) {
   EXPECT_EQ(imp.ranks, 1024);
 }
 
+// A stage index past 1024 ranks x 64 stages per rank is refused while parsing, at its cell (also
+// inside an OVERLAP_F_B group): the layout check sized a record per stage up to the largest
+// index, 120 MB for a 10-byte `9999999F0`. The last index that fits parses.
+TEST(Import, StageIndexLimit) {
+  struct Case {
+    std::string text;
+    int col;
+    const char *needle;
+  };
+  const std::vector<Case> cases = {
+      {"9999999F0", 1, "stage 9999999 in '9999999F0' is beyond the 65536 stages a pipeline holds"},
+      {"0F0,65536B0\n", 5, "stage 65536 in '65536B0' is beyond the 65536 stages"},
+      {"0F0,(0B0;65536F1)OVERLAP_F_B\n", 10, "stage 65536 in '65536F1' is beyond"},
+      {"0F0,65536UNSHARD\n", 5, "stage 65536 in '65536UNSHARD' is beyond"},
+  };
+  for (const Case &c : cases) {
+    Table t;
+    Diag e;
+    EXPECT_FALSE(parseTable(c.text, t, e)) << c.text;
+    EXPECT_EQ(e.loc.line, 1) << e.message;
+    EXPECT_EQ(e.loc.col, c.col) << e.message;
+    EXPECT_NE(e.message.find(c.needle), std::string::npos) << e.message;
+  }
+  Table t;
+  Diag e;
+  ASSERT_TRUE(parseTable("65535F0\n", t, e)) << e.message;
+  EXPECT_EQ(t.ranks[0][0].stage, 65535);
+}
+
 // checkTableShape fills the sizes and placement without looking at the order: a table whose
 // order is wrong passes it, and checkTableOrder (and checkTable) then refuse it.
 TEST(Import, ShapeBeforeOrder) {
