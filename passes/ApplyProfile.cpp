@@ -1,6 +1,7 @@
 //===- ApplyProfile.cpp - pipefill-apply-profile --------------------------===//
 #include "passes/Passes.h"
 #include "proto/profile.pb.h"
+#include "support/Format.h"
 #include "support/Limits.h"
 #include "support/ProtoText.h"
 
@@ -243,6 +244,17 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
           return diag << ")";
         }
       }
+      // The stage's weight-gradient share must stay within its backward (the stage verifier's
+      // rule): a measured backward below it is the profile's error, at the profile's line.
+      const double backward = ms.backward_us() * pipeline.getVirtualStages();
+      const double weight = stage.getBackwardWeightUs().convertToDouble();
+      if (ms.backward_us() > 0 && backward < weight)
+        return profileError(fieldPos(ms, stageTree, "backward_us", -1,
+                                     fieldPos(measured, tree, "stages", e)))
+               << "stages[" << e << "].backward_us " << fmtNum(ms.backward_us()) << " puts stage "
+               << stage.getIndex() << "'s backward at " << fmtNum(backward)
+               << " us, below its backward_weight_us (" << fmtNum(weight)
+               << " us), which is part of the backward";
       if (!dryRun) {
         if (ms.forward_us() > 0)
           stage.setForwardUs(llvm::APFloat(ms.forward_us() * pipeline.getVirtualStages()));
