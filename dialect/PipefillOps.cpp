@@ -493,6 +493,14 @@ LogicalResult verifyInstrFields(Op op) {
       llvm::raw_string_ostream(text) << llvm::format("%g", us);
       return op.emitOpError() << "duration_us must be a number >= 0 (got " << text << ")";
     }
+    // The JobSpec's bound for one op's time (support/Limits.h): beyond it, sums lose the
+    // microsecond and printed times come out wrong (1e300 us printed as 1e30 ms).
+    if (us > kMaxUs) {
+      std::string text;
+      llvm::raw_string_ostream(text) << llvm::format("%g", us);
+      return op.emitOpError() << "duration_us " << text
+                              << " exceeds 1e+09 us (1000 s), the limit for one instruction";
+    }
   }
   return success();
 }

@@ -630,6 +630,18 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+// The JobSpec's bound for one op (1e9 us) holds here too: 1e300 us printed as 1e30 ms in the
+// summary. The bound itself passes.
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    pipefill.forward mb 0 chunk 0 duration 1.0e9
+    // expected-error @+1 {{'pipefill.backward' op duration_us 1e+300 exceeds 1e+09 us (1000 s), the limit for one instruction}}
+    pipefill.backward mb 0 chunk 0 duration 1.0e300
+  }
+}
+
+// -----
+
 // -0.0 (== 0) passes; the smallest negative denormal does not.
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
@@ -743,10 +755,18 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 2 : i64, num_microb
 
 // -----
 
-// +inf is >= 0 and passes, as -0.0 does.
+// +inf is >= 0 but past the bound of one instruction (it passed until that bound; -inf never).
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.forward' op duration_us inf exceeds 1e+09 us (1000 s), the limit for one instruction}}
     pipefill.forward mb 0 chunk 0 duration 0x7FF0000000000000
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{'pipefill.forward' op duration_us must be a number >= 0 (got -inf)}}
     pipefill.forward mb 1 chunk 0 duration 0xFFF0000000000000
   }
