@@ -1,6 +1,7 @@
 //===- InsertBubbles.cpp - pipefill-insert-bubbles ------------------------===//
 #include "passes/Passes.h"
 #include "passes/ScheduleIR.h"
+#include "support/Format.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Threading.h"
@@ -26,6 +27,26 @@ struct InsertBubblesPass : public impl::InsertBubblesBase<InsertBubblesPass> {
   using InsertBubblesBase::InsertBubblesBase;
 
   void runOnOperation() override {
+    // -1 (the default) means "the pipeline's own value"; any other negative or NaN is a mistake,
+    // not a request for the default.
+    Location at = getOperation().getLoc(); // the first pipeline's, where there is one
+    for (PipelineOp pipeline : getOperation().getOps<PipelineOp>()) {
+      at = pipeline.getLoc();
+      break;
+    }
+    if (!(minDurationUs >= 0) && minDurationUs != -1.0) {
+      emitError(at)
+          << "pipefill-insert-bubbles: min-duration-us must be a number >= 0 (got "
+          << fmtNum(minDurationUs.getValue())
+          << "); leave it out for the pipeline's min_bubble_us";
+      return signalPassFailure();
+    }
+    if (reserveBytes < -1) {
+      emitError(at)
+          << "pipefill-insert-bubbles: reserve-bytes must be >= 0 (got " << reserveBytes.getValue()
+          << "); leave it out for the pipeline's reserve_bytes";
+      return signalPassFailure();
+    }
     ScheduleAnalysis &lists = getAnalysis<ScheduleAnalysis>();
     for (PipelineOp pipeline : getOperation().getOps<PipelineOp>())
       if (failed(insertBubbles(pipeline, lists)))
