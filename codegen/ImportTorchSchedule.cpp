@@ -18,6 +18,8 @@
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
 #include "passes/ScheduleIR.h"
+#include "support/Files.h"
+#include "support/ProtoText.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -71,14 +73,15 @@ OwningOpRef<ModuleOp> importTorchSchedule(llvm::SourceMgr &sourceMgr,
            "costs, hardware and fill jobs";
     return nullptr;
   }
-  auto jobBuffer = llvm::MemoryBuffer::getFile(jobFile);
-  if (!jobBuffer) {
-    emitError(at({1, 1})) << "cannot read the job '" << jobFile
-                          << "': " << jobBuffer.getError().message();
+  std::string jobText;
+  const ReadStatus read = readBoundedFile(jobFile.str(), kMaxInputBytes, jobText);
+  if (!read) {
+    emitError(at({1, 1})) << "cannot read the job '" << jobFile << "': " << read.message;
     return nullptr;
   }
   llvm::SourceMgr jobSources;
-  jobSources.AddNewSourceBuffer(std::move(*jobBuffer), llvm::SMLoc());
+  jobSources.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(jobText, jobFile),
+                                llvm::SMLoc());
   OwningOpRef<ModuleOp> module = importJobSpec(jobSources, context);
   if (!module)
     return nullptr;

@@ -17,7 +17,9 @@
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/ScheduleIR.h"
 #include "proto/profile.pb.h"
+#include "support/Files.h"
 #include "support/JsonNesting.h"
+#include "support/ProtoText.h"
 
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
@@ -26,6 +28,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <map>
 
@@ -72,20 +75,23 @@ bool isActionName(StringRef name) {
 }
 
 /// Reads one trace file; emits a located error and returns false on failure.
-bool readTrace(MLIRContext *ctx, const std::string &path,
+bool readTrace(MLIRContext *ctx, const std::string &path, Location overLimitAt,
                torchsched::TraceFile &out) {
   out.path = path;
   auto fileLoc = [&](int line, int col = 1) {
     return FileLineColLoc::get(ctx, path, std::max(line, 1), std::max(col, 1));
   };
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
+  std::string data;
+  const pipefill::ReadStatus read = pipefill::readBoundedFile(path, pipefill::kMaxInputBytes, data);
+  if (!read) {
     // At the file itself (it has no line to show), as its other errors are: not "<unknown>:0".
-    emitError(fileLoc(1)) << "cannot read the torch trace '" << path
-                          << "': " << buffer.getError().message();
+    // An input over the limit at the pipeline: a diagnostic at the file would read it whole to
+    // show its first line.
+    emitError(read.error == EFBIG ? overLimitAt : Location(fileLoc(1)))
+        << "cannot read the torch trace '" << path << "': " << read.message;
     return false;
   }
-  StringRef text = (*buffer)->getBuffer();
+  StringRef text = data;
   // llvm::json::parse recurses per level, without a limit: refuse deep nesting first.
   if (auto deep = pipefill::findTooDeepJson(std::string_view(text.data(), text.size()))) {
     emitError(fileLoc(int(deep->line), int(deep->column)))
@@ -219,7 +225,7 @@ LogicalResult exportTorchTraceProfile(ModuleOp module, llvm::raw_ostream &os,
 
   std::vector<torchsched::TraceFile> files(traces.size());
   for (size_t i = 0; i < traces.size(); ++i)
-    if (!readTrace(ctx, traces[i], files[i]))
+    if (!readTrace(ctx, traces[i], pipeline.getLoc(), files[i]))
       return failure();
   torchsched::TraceProfile measured;
   torchsched::TraceDiag diag;

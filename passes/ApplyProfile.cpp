@@ -2,6 +2,7 @@
 #include "passes/Passes.h"
 #include "proto/profile.pb.h"
 #include "support/Format.h"
+#include "support/Files.h"
 #include "support/Limits.h"
 #include "support/ProtoText.h"
 
@@ -10,6 +11,7 @@
 
 #include <google/protobuf/text_format.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -53,16 +55,20 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       module.emitError() << "pipefill-apply-profile needs profile=FILE";
       return signalPassFailure();
     }
-    auto buffer = llvm::MemoryBuffer::getFile(profile);
-    if (!buffer) {
+    std::string data;
+    const ReadStatus read = readBoundedFile(profile, kMaxInputBytes, data);
+    if (!read) {
       // At the profile itself, as its parse errors are (the module's location is the JobSpec's
       // first line, which said nothing about a missing profile).
-      emitError(FileLineColLoc::get(module.getContext(), profile, 1, 1))
-          << "cannot read profile '" << profile << "': " << buffer.getError().message();
+      // An input over the limit at the module: a diagnostic at the file would read it whole to
+      // show its first line.
+      emitError(read.error == EFBIG
+                    ? module.getLoc()
+                    : Location(FileLineColLoc::get(module.getContext(), profile, 1, 1)))
+          << "cannot read profile '" << profile << "': " << read.message;
       return signalPassFailure();
     }
     rt::MeasuredProfile measured;
-    std::string data = (*buffer)->getBuffer().str();
     // Text by the name the runtime wrote it under, else by its bytes (support/ProtoText.h).
     bool text = readsAsTextProto(profile, data);
     // The shared reader (support/ProtoText.h) and limits: errors carry the profile's own

@@ -152,4 +152,49 @@ std::string overlappingFiles(const std::vector<std::pair<std::string, std::strin
   return "";
 }
 
+ReadStatus readBoundedFile(const std::string &path, size_t limit, std::string &out) {
+  out.clear();
+  const bool stdinPath = path == "-";
+  const int fd = stdinPath ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return {errno, std::strerror(errno)};
+  auto tooLarge = [&](const std::string &size) {
+    return ReadStatus{EFBIG, size + " bytes; the limit for an input is " + std::to_string(limit) +
+                                 " bytes"};
+  };
+  ReadStatus status;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    status = {EISDIR, std::strerror(EISDIR)};
+  } else if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+             static_cast<unsigned long long>(st.st_size) > limit) {
+    status = tooLarge("it is " + std::to_string(st.st_size));
+  } else {
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+      out.reserve(static_cast<size_t>(st.st_size));
+    std::vector<char> chunk(size_t(1) << 16);
+    for (;;) {
+      const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0) {
+        status = {errno, std::strerror(errno)};
+        break;
+      }
+      if (n == 0)
+        break;
+      if (out.size() + static_cast<size_t>(n) > limit) {
+        status = tooLarge("it has more than " + std::to_string(limit));
+        break;
+      }
+      out.append(chunk.data(), static_cast<size_t>(n));
+    }
+  }
+  if (!stdinPath)
+    ::close(fd);
+  if (!status)
+    out.clear();
+  return status;
+}
+
 } // namespace pipefill

@@ -10,11 +10,16 @@
 #ifndef PIPEFILL_SUPPORT_FILES_H
 #define PIPEFILL_SUPPORT_FILES_H
 
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace pipefill {
+
+/// Inputs larger than this are refused before parsing (256 MiB): the largest
+/// stream program the compiler writes for the 8K-GPU study is a few MB.
+constexpr size_t kMaxInputBytes = size_t(256) << 20;
 
 /// Writes `data` to `path`. A regular file (or a path that does not exist yet) is written to a
 /// temporary file next to it, flushed to disk and renamed over it, keeping the old file's mode;
@@ -40,6 +45,20 @@ std::vector<std::string> pathKeys(const std::string &path);
 /// output) are not files; files are told apart by samePath.
 std::string overlappingFiles(const std::vector<std::pair<std::string, std::string>> &outputs,
                              const std::vector<std::pair<std::string, std::string>> &inputs);
+
+/// What readBoundedFile found: errno (EFBIG for an input over the limit) and its message, or
+/// 0 and "" when the whole input was read.
+struct ReadStatus {
+  int error = 0;
+  std::string message;
+  explicit operator bool() const { return error == 0; }
+};
+
+/// Reads `path` whole into `out` ("-": standard input), at most `limit` bytes. A regular file
+/// larger than that is refused by its size before it is read; anything else (a pipe, a FIFO,
+/// /dev/zero) is read until it ends or passes the limit, so an input that never ends is an error,
+/// not a process that grows until the machine runs out of memory.
+ReadStatus readBoundedFile(const std::string &path, size_t limit, std::string &out);
 
 } // namespace pipefill
 

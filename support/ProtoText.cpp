@@ -1,5 +1,6 @@
 //===- ProtoText.cpp - one reader front end for every protobuf input ------===//
 #include "support/ProtoText.h"
+#include "support/Files.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -158,28 +159,14 @@ bool parseBinaryProto(const std::string &file, const std::string &data, pb::Mess
 }
 
 bool readInputFile(const std::string &path, std::string &out, Diagnostics &diags) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    diags.error(path, 0, 0, std::string("cannot open: ") + std::strerror(errno));
-    return false;
-  }
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  if (size > static_cast<std::streamoff>(kMaxInputBytes)) {
-    diags.error(path, 0, 0,
-                "file is " + std::to_string(size) + " bytes; the limit is " +
-                    std::to_string(kMaxInputBytes) + " bytes");
-    return false;
-  }
-  in.seekg(0, std::ios::beg);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    diags.error(path, 0, 0, "read error");
-    return false;
-  }
-  out = ss.str();
-  return true;
+  // Bounded (support/Files.h): a FIFO or /dev/zero that never ends is an error, not unbounded
+  // memory.
+  const ReadStatus read = readBoundedFile(path, kMaxInputBytes, out);
+  if (read)
+    return true;
+  diags.error(path, 0, 0,
+              read.error == EFBIG ? "file " + read.message : "cannot open: " + read.message);
+  return false;
 }
 
 SourcePos fieldPos(const pb::Message &msg, const pb::TextFormat::ParseInfoTree *tree,

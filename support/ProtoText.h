@@ -15,6 +15,8 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/text_format.h>
 
+#include "support/Files.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -70,9 +72,7 @@ private:
   bool hadError_ = false;
 };
 
-/// Inputs larger than this are refused before parsing (256 MiB): the largest
-/// stream program the compiler writes for the 8K-GPU study is a few MB.
-constexpr size_t kMaxInputBytes = size_t(256) << 20;
+// kMaxInputBytes, the size limit of every input, is in support/Files.h.
 
 /// The one rule for which protobuf files are text: by extension, .pbtxt
 /// .textproto .txtpb .prototxt .txt are text (what writers produce for those

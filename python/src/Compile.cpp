@@ -6,6 +6,7 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "support/Files.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -120,10 +121,12 @@ std::unique_ptr<CompiledPlan> CompiledPlan::fromText(const std::string &text,
 
 std::unique_ptr<CompiledPlan> CompiledPlan::fromFile(const std::string &path,
                                                      const CompileOptions &options) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (std::error_code ec = buffer.getError())
-    throw FileError("cannot open JobSpec (" + ec.message() + ")", path, ec.value());
-  return std::unique_ptr<CompiledPlan>(new CompiledPlan(compileBuffer(std::move(*buffer), options)));
+  std::string text; // read with a bound: a path to /dev/zero is an error, not a growing process
+  const pipefill::ReadStatus read = pipefill::readBoundedFile(path, pipefill::kMaxInputBytes, text);
+  if (!read)
+    throw FileError("cannot open JobSpec (" + read.message + ")", path, read.error);
+  return std::unique_ptr<CompiledPlan>(new CompiledPlan(
+      compileBuffer(llvm::MemoryBuffer::getMemBufferCopy(text, path), options)));
 }
 
 const std::string &CompiledPlan::name() const { return impl->name; }

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <sys/stat.h>
@@ -79,3 +82,39 @@ TEST_F(FilesTest, SamePath) {
 }
 
 } // namespace
+
+// readBoundedFile: whole inputs up to the limit; past it an error, also for inputs that have no
+// size (a FIFO, /dev/zero), which are read only up to the limit.
+TEST_F(FilesTest, ReadsWholeInputsUpToTheLimit) {
+  const std::string a = dir + "/a";
+  ASSERT_EQ(pipefill::writeFileAtomically(a, "0123456789"), "");
+  std::string out;
+  pipefill::ReadStatus r = pipefill::readBoundedFile(a, 10, out);
+  EXPECT_TRUE(r) << r.message;
+  EXPECT_EQ(out, "0123456789");
+  // One byte over: refused by its size, and nothing is returned.
+  r = pipefill::readBoundedFile(a, 9, out);
+  EXPECT_EQ(r.error, EFBIG);
+  EXPECT_EQ(r.message, "it is 10 bytes; the limit for an input is 9 bytes");
+  EXPECT_EQ(out, "");
+  // An input that never ends stops at the limit.
+  r = pipefill::readBoundedFile("/dev/zero", 1 << 20, out);
+  EXPECT_EQ(r.error, EFBIG);
+  EXPECT_EQ(r.message, "it has more than 1048576 bytes; the limit for an input is 1048576 bytes");
+  // A FIFO whose writer sends a little and closes: read whole.
+  const std::string fifo = dir + "/b";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] {
+    std::ofstream(fifo) << "through a pipe";
+  });
+  r = pipefill::readBoundedFile(fifo, 100, out);
+  writer.join();
+  EXPECT_TRUE(r) << r.message;
+  EXPECT_EQ(out, "through a pipe");
+  // Errors: a missing file, a directory.
+  r = pipefill::readBoundedFile(dir + "/none", 100, out);
+  EXPECT_EQ(r.error, ENOENT);
+  EXPECT_EQ(r.message, std::strerror(ENOENT));
+  r = pipefill::readBoundedFile(dir, 100, out);
+  EXPECT_EQ(r.error, EISDIR);
+}

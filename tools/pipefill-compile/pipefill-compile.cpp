@@ -12,6 +12,8 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "support/Files.h"
+#include "support/ProtoText.h"
 
 #include "tools/HideLLVMOptions.h"
 #include "tools/pipefill-compile/Options.h"
@@ -227,12 +229,16 @@ int main(int argc, char **argv) {
   // Diagnostics point at the JobSpec; dumping a 10^5-op stage would bury them.
   ctx.printOpOnDiagnostic(false);
 
-  std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(input, &error);
-  if (!buffer) {
-    llvm::errs() << "pipefill-compile: cannot read '" << input << "': " << error << "\n";
+  std::string text; // read with a bound (support/Files.h): /dev/zero is an error, not OOM
+  const pipefill::ReadStatus read =
+      pipefill::readBoundedFile(input, pipefill::kMaxInputBytes, text);
+  if (!read) {
+    llvm::errs() << "pipefill-compile: cannot read '" << input << "': " << read.message << "\n";
     return 1;
   }
+  std::unique_ptr<llvm::MemoryBuffer> buffer =
+      llvm::MemoryBuffer::getMemBufferCopy(text, input == "-" ? std::string("<stdin>") : input);
+  std::string().swap(text);
   // The outputs are created now, beside the import (OutputFiles.h).
   std::vector<std::string> paths;
   for (const auto &[option, path] : outputs())

@@ -2,7 +2,9 @@
 #include "dialect/PipefillDialect.h"
 #include "dialect/stream/PfstreamOps.h"
 #include "passes/Passes.h"
+#include "support/Files.h"
 #include "support/MlirNesting.h"
+#include "support/ProtoText.h"
 
 #include "tools/DiagnosticDefaults.h"
 #include "tools/HideLLVMOptions.h"
@@ -55,11 +57,18 @@ int main(int argc, char **argv) {
   // check between reading the input and parsing it.
   llvm::InitLLVM init(argc, argv);
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input = mlir::openInputFile(inputFile, &error);
-  if (!input) {
-    llvm::errs() << error << "\n";
+  // Read with a bound (support/Files.h): an input that never ends (/dev/zero, an endless pipe)
+  // is an error, not an allocation that ends in LLVM's out-of-memory abort.
+  std::string text;
+  const pipefill::ReadStatus read =
+      pipefill::readBoundedFile(inputFile, pipefill::kMaxInputBytes, text);
+  if (!read) {
+    llvm::errs() << "pipefill-opt: cannot read '" << inputFile << "': " << read.message << "\n";
     return 1;
   }
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      llvm::MemoryBuffer::getMemBufferCopy(text, inputFile == "-" ? "<stdin>" : inputFile);
+  std::string().swap(text);
   if (nestedTooDeep(*input))
     return 1;
   std::unique_ptr<llvm::ToolOutputFile> output = mlir::openOutputFile(outputFile, &error);
