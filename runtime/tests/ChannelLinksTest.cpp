@@ -13,37 +13,6 @@ namespace test {
 
 namespace {
 
-// A two-device program: device 0 sends `tags` in that order from stream sendStream[i], device 1
-// receives them in the order `recvOrder` (a permutation of the tags) on stream recvStream[tag].
-Program twoDeviceSends(const std::vector<uint32_t> &tags,
-                             const std::vector<uint32_t> &recvOrder,
-                             const std::map<uint32_t, uint32_t> &sendStream = {},
-                             const std::map<uint32_t, uint32_t> &recvStream = {}) {
-  Program program;
-  program.devices.resize(2);
-  program.devices[0].streams.resize(2);
-  program.devices[1].streams.resize(2);
-  auto streamOf = [](const std::map<uint32_t, uint32_t> &m, uint32_t tag) {
-    auto it = m.find(tag);
-    return it == m.end() ? 0u : it->second;
-  };
-  for (uint32_t tag : tags) {
-    Op op;
-    op.kind = OpKind::Send;
-    op.peer = 1;
-    op.tag = tag;
-    program.devices[0].streams[streamOf(sendStream, tag)].ops.push_back(op);
-  }
-  for (uint32_t tag : recvOrder) {
-    Op op;
-    op.kind = OpKind::Recv;
-    op.peer = 0;
-    op.tag = tag;
-    program.devices[1].streams[streamOf(recvStream, tag)].ops.push_back(op);
-  }
-  return program;
-}
-
 // The longest run of `seq` in decreasing order (O(n^2) dynamic programming): by Dilworth's
 // theorem, the fewest increasing runs that `seq` splits into.
 size_t longestDecreasing(const std::vector<size_t> &seq) {

@@ -7,6 +7,7 @@
 #include "runtime/Nccl.h"
 #include "runtime/Program.h"
 #include "runtime/testing/SamplePrograms.h"
+#include "runtime/tests/TestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -412,24 +413,7 @@ TEST(NcclChannels, A1F1BPipelineNeedsOneCommunicatorPerDirectionBetweenNeighbour
 TEST(NcclChannels, ChannelsReceivedOutOfSendOrderGetCommunicatorsOfTheirOwn) {
   // Device 0 sends tags 1, 2, 3 in that order; device 1 receives 2, 3, 1. One communicator for
   // all three would pair the send of 1 with the receive of 2; the links split them.
-  Program program;
-  program.devices.resize(2);
-  program.devices[0].streams.resize(1);
-  program.devices[1].streams.resize(1);
-  for (uint32_t tag : {1u, 2u, 3u}) {
-    Op op;
-    op.kind = OpKind::Send;
-    op.peer = 1;
-    op.tag = tag;
-    program.devices[0].streams[0].ops.push_back(op);
-  }
-  for (uint32_t tag : {2u, 3u, 1u}) {
-    Op op;
-    op.kind = OpKind::Recv;
-    op.peer = 0;
-    op.tag = tag;
-    program.devices[1].streams[0].ops.push_back(op);
-  }
+  const Program program = test::twoDeviceSends({1, 2, 3}, {2, 3, 1});
   const std::vector<std::vector<ChannelKey>> links = orderedChannelLinks(program);
   FakeWorld w;
   w.world = 2;

@@ -220,5 +220,29 @@ ProgramPtr tailThenWarmupProgram(double chunkUs, uint32_t layers) {
   return p;
 }
 
+Program twoDeviceSends(const std::vector<uint32_t> &sendOrder,
+                       const std::vector<uint32_t> &recvOrder,
+                       const std::map<uint32_t, uint32_t> &sendStream,
+                       const std::map<uint32_t, uint32_t> &recvStream) {
+  Program program;
+  program.devices.resize(2);
+  for (Device &d : program.devices)
+    d.streams.resize(2);
+  auto add = [&](uint32_t device, OpKind kind, const std::vector<uint32_t> &tags,
+                 const std::map<uint32_t, uint32_t> &streamOf) {
+    for (uint32_t tag : tags) {
+      Op op;
+      op.kind = kind;
+      op.peer = 1 - device;
+      op.tag = tag;
+      auto it = streamOf.find(tag);
+      program.devices[device].streams[it == streamOf.end() ? 0 : it->second].ops.push_back(op);
+    }
+  };
+  add(0, OpKind::Send, sendOrder, sendStream);
+  add(1, OpKind::Recv, recvOrder, recvStream);
+  return program;
+}
+
 } // namespace test
 } // namespace pfrt

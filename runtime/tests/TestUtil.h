@@ -2,12 +2,14 @@
 #ifndef PFRT_TESTS_TEST_UTIL_H
 #define PFRT_TESTS_TEST_UTIL_H
 
+#include "runtime/Program.h"
 #include "runtime/Report.h"
 #include "runtime/pfrt.h"
 #include "runtime/testing/SamplePrograms.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +76,14 @@ ProgramPtr tailThenWarmupProgram(double chunkUs = 3000, uint32_t layers = 1);
     pfrt_status pfrt_assert_status_ = (call);                                                      \
     ASSERT_EQ(pfrt_assert_status_, PFRT_OK) << #call << ": " << pfrt_last_error();                 \
   } while (0)
+
+// A two-device program of sends and receives only (for the channel-link tests): device 0 sends
+// `sendOrder`'s tags in that order, device 1 receives `recvOrder`'s (a permutation of them), each
+// on stream 0 unless `sendStream` / `recvStream` name another (0 or 1) for a tag.
+Program twoDeviceSends(const std::vector<uint32_t> &sendOrder,
+                       const std::vector<uint32_t> &recvOrder,
+                       const std::map<uint32_t, uint32_t> &sendStream = {},
+                       const std::map<uint32_t, uint32_t> &recvStream = {});
 
 } // namespace test
 } // namespace pfrt
