@@ -20,14 +20,17 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace pfrt {
@@ -45,8 +48,42 @@ std::string seconds(double s) {
   return buf;
 }
 
-// The peer timeout: how long a rank waits at exit before saying so (atExit).
+// The peer timeout: how long a rank waits at exit before saying so, and how long MPI_Finalize
+// may take (atExit).
 std::atomic<double> gExitNoteAfterS{120};
+
+int worldRank() {
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// Runs `call`, a blocking MPI call that takes no time limit of its own (Open MPI's MPI_Finalize is
+// a fence over the launcher that waits for every rank); if it has not returned after `limitS`
+// seconds, prints `message` and ends the process with exit status 1 at once (_exit: the call holds
+// MPI's state, and exit handlers would call into MPI again). mpirun then ends the job, the hung
+// peer included. Returns the call's result.
+int underDeadline(double limitS, const std::string &message, const std::function<int()> &call) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool returned = false;
+  std::thread dog([&] {
+    std::unique_lock<std::mutex> lock(m);
+    if (cv.wait_for(lock, std::chrono::duration<double>(limitS), [&] { return returned; }))
+      return;
+    std::fprintf(stderr, "pipefill-run: %s\n", message.c_str());
+    std::fflush(stderr);
+    ::_exit(1);
+  });
+  const int rc = call();
+  {
+    std::lock_guard<std::mutex> lock(m);
+    returned = true;
+  }
+  cv.notify_all();
+  dog.join();
+  return rc;
+}
 
 void atExit() {
   int finalized = 0;
@@ -79,8 +116,7 @@ void atExit() {
         break;
       if (!noted && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                             .count() > gExitNoteAfterS.load()) {
-        int rank = -1;
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        const int rank = worldRank();
         std::fprintf(stderr,
                      "pipefill-run: rank %d is done and waits for the other ranks to finish "
                      "writing their outputs (%s s so far)\n",
@@ -90,7 +126,16 @@ void atExit() {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
-  MPI_Finalize();
+  // Past the exit barrier every rank has written its outputs; Open MPI's MPI_Finalize waits for
+  // every rank once more, so a peer that hangs now (stopped, or stuck in its own exit) would hold
+  // this rank forever: bounded by the peer timeout.
+  const double limit = gExitNoteAfterS.load();
+  const int rank = worldRank();
+  underDeadline(limit,
+                "rank " + std::to_string(rank) + ": MPI_Finalize did not return after " +
+                    seconds(limit) +
+                    " s (a peer is hung; --peer-timeout sets the limit); exiting with status 1",
+                [] { return MPI_Finalize(); });
 }
 
 struct Wire {

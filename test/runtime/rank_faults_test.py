@@ -1,0 +1,152 @@
+"""ctest's pipefill-run.ranks-faults: ranks that hang, fail or were started differently.
+
+The project's rule for rank mode (docs/runtime.md, "Ranks as processes"): a peer that fails or
+freezes, or ranks started with different options, end with a clear error and a non-zero exit in
+bounded time (about --peer-timeout), never a hang, a crash or a lost result. A fault injector
+(test/runtime/fault_shim.c, preloaded into the ranks with mpirun -x LD_PRELOAD) freezes one rank
+(SIGSTOP) at a chosen call; each case checks the exit status, the error text and the time taken.
+Every run is bounded by a timeout; on a timeout the test kills what it started (mpirun's process
+group and the frozen ranks, by pid) and fails.
+
+Exits 77 (ctest: skipped, with the reason) without mpirun or when pipefill-run was built without
+MPI.
+
+usage: python3 rank_faults_test.py BIN_DIR FAULT_SHIM_SO FOUR_STAGE_PBTXT WORKDIR
+"""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+RUN = ["--backend", "host", "--time-model", "modelled", "--fill-policy", "unbounded",
+       "--time-scale", "0.2", "--quiet"]
+PEER_TIMEOUT = 3
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok: " if ok else "FAIL: ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def mpirun_prefix():
+    cmd = [shutil.which("mpirun"), "--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+class Env:
+    bin_dir = shim = four = work = ""
+
+
+def kill_pids(path):
+    for line in open(path).read().split() if os.path.exists(path) else []:
+        try:
+            os.kill(int(line), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+
+
+def run_mpi(groups, fault=None, timeout=60):
+    """Runs `groups` ([(n, args)], joined with ':') under mpirun, with the fault injector when
+    `fault` (a dict of FAULT_* settings) is given. Returns (returncode or None on a hang, output,
+    seconds)."""
+    pids = os.path.join(Env.work, "fault.pids")
+    if os.path.exists(pids):
+        os.remove(pids)
+    cmd = mpirun_prefix()
+    if fault:
+        cmd += ["-x", "LD_PRELOAD=" + Env.shim, "-x", "FAULT_PIDS=" + pids]
+        for k, v in fault.items():
+            cmd += ["-x", f"{k}={v}"]
+    exe = os.path.join(Env.bin_dir, "pipefill-run")
+    for i, (n, args) in enumerate(groups):
+        cmd += ([":"] if i else []) + ["-n", str(n), exe, Env.four, *args]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        kill_pids(pids)
+        out, _ = proc.communicate()
+        rc = None
+    kill_pids(pids)  # a frozen rank mpirun did not end
+    return rc, out, time.monotonic() - start
+
+
+def expect_failure(what, groups, needles, fault=None, limit=30, timeout=60):
+    """The run fails (non-zero exit) within `limit` seconds and its output names `needles`."""
+    rc, out, secs = run_mpi(groups, fault, timeout)
+    ok = rc is not None and rc != 0 and secs < limit and all(n in out for n in needles)
+    check(ok, f"{what}: exit {rc if rc is not None else 'none (hang, killed)'} in {secs:.1f} s "
+              f"(limit {limit} s), output names {needles}")
+    if not ok:
+        print(out[-3000:])
+    return out
+
+
+def report(name):
+    return os.path.join(Env.work, name + ".json")
+
+
+def clean(name):
+    for f in glob.glob(os.path.join(Env.work, name + "*")):
+        os.remove(f)
+
+
+def finalize_hang():
+    """A1: a rank frozen between the exit barrier and MPI_Finalize: the others' MPI_Finalize
+    waits for it (Open MPI's is a fence), bounded by the peer timeout; the reports are written."""
+    clean("fin")
+    expect_failure(
+        "a rank frozen before MPI_Finalize",
+        [(4, [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT),
+              "--report", report("fin")])],
+        [f"MPI_Finalize did not return after {PEER_TIMEOUT} s (a peer is hung"],
+        fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Finalize"})
+    check(os.path.exists(report("fin")) and
+          json.load(open(report("fin"))).get("iterations") == 3,
+          "a rank frozen before MPI_Finalize: the merged report was written before")
+
+
+CASES = {
+    "finalize": finalize_hang,
+}
+
+
+def main():
+    Env.bin_dir, Env.shim, four_pbtxt, Env.work = sys.argv[1:5]
+    only = sys.argv[5:]
+    os.makedirs(Env.work, exist_ok=True)
+    if shutil.which("mpirun") is None:
+        print("SKIP: mpirun not found (scripts/setup.sh installs openmpi-bin)")
+        return 77
+    Env.four = os.path.join(Env.work, "four.pb")
+    subprocess.run([os.path.join(Env.bin_dir, "pipefill-compile"), four_pbtxt,
+                    "--stream-program", Env.four], check=True, stdout=subprocess.DEVNULL)
+    for name, case in CASES.items():
+        if not only or name in only:
+            start = time.monotonic()
+            case()
+            print(f"-- {name}: {time.monotonic() - start:.1f} s", flush=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all rank fault checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
