@@ -646,6 +646,7 @@ pfrt_status pfrt_run(pfrt_program *p, const pfrt_options *options, pfrt_report *
     // Rank mode: called on the rank that runs the last device (the pipeline's last stage).
     cfg.progressFn = o.progress;
     cfg.progressUser = o.progress_user;
+    cfg.compareRun = pfrt::currentCompareRun();
     if (o.rank >= 0 || o.world > 0) {
       *out = runRank(pr, info, cfg, o);
       return;

@@ -73,6 +73,8 @@ struct RunConfig {
   // Rank mode: how long a peer may keep this rank waiting; how sends reach other ranks' GPUs.
   double peerTimeoutS = 120.0;
   pfrt_rank_transfer rankTransfer = PFRT_RANK_TRANSFER_AUTO;
+  // pfrt_compare's run this is (currentCompareRun: "none", or "N (run k of M)"); ranks must agree.
+  std::string compareRun = "none";
 };
 
 // A point-to-point message as published by a sender.

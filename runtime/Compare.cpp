@@ -65,8 +65,11 @@ std::string fmt(const char *format, double v) {
   return buf;
 }
 
+thread_local std::string tlsCompareRun;
+
 } // namespace
 
+std::string currentCompareRun() { return tlsCompareRun.empty() ? "none" : tlsCompareRun; }
 
 // The time the run's fill samples were done in: every iteration's samples count, so the real
 // devices' whole span (their mean leaves the first iteration out); a merged rank run carries no
@@ -128,7 +131,11 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
   auto run = [&](bool fill) {
     ++runIndex;
     pfrt_report *raw = nullptr;
-    if (pfrt_run(program, fill ? &b : &a, &raw) != PFRT_OK)
+    tlsCompareRun = std::to_string(repetitions) + " (run " + std::to_string(runIndex) + " of " +
+                    std::to_string(2 + 4 * uint64_t(repetitions)) + ")";
+    const pfrt_status status = pfrt_run(program, fill ? &b : &a, &raw);
+    tlsCompareRun.clear();
+    if (status != PFRT_OK)
       throw Error(PFRT_ERROR_BACKEND, std::string(fill ? "B" : "A") + " run " +
                                           std::to_string(runIndex) + ": " + pfrt_last_error());
     ReportPtr r(raw);

@@ -14,6 +14,11 @@ pfrt_compare_result runCompare(pfrt_program *program, const pfrt_options &option
                                uint32_t repetitions);
 std::string formatCompare(const pfrt_compare_result &result, bool json);
 
+// Which run of a comparison this thread's pfrt_run is, as "N (run k of M)" for N ABBA blocks;
+// "none" outside pfrt_compare. Rank mode checks that every rank runs the same comparison
+// (Executor::checkRanksAgree): ranks given different N ran different numbers of runs.
+std::string currentCompareRun();
+
 } // namespace pfrt
 
 #endif // PFRT_COMPARE_H

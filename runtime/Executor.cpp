@@ -1326,6 +1326,9 @@ void Executor::checkRanksAgree() {
                         : config_.fillSplit  ? "bounded"
                                              : "bounded-whole"},
       {"--max-dim (effective)", std::to_string(config_.maxDim)},
+      // Ranks given another --compare N run other numbers of runs: the ones with fewer waited at
+      // exit for ranks that started another run, a hang.
+      {"--compare", config_.compareRun},
   };
   std::string encoded;
   for (const auto &kv : mine)

@@ -121,8 +121,39 @@ def finalize_hang():
           "a rank frozen before MPI_Finalize: the merged report was written before")
 
 
+def compare_differs():
+    """A4: ranks given another --compare N ran other numbers of runs; the ones with fewer waited at
+    exit for the others, which waited in their next run: a hang. Now refused at the first run."""
+    common = [*RUN, "--iterations", "2", "--peer-timeout", str(PEER_TIMEOUT)]
+    expect_failure(
+        "ranks with another --compare N",
+        [(3, [*common, "--compare", "1"]), (1, [*common, "--compare", "2"])],
+        ["runs with --compare ", "(run 1 of ", "every rank must run the same program"],
+        limit=20)
+    expect_failure(
+        "a rank with --compare, the others without",
+        [(3, [*common, "--no-fill"]), (1, [*common, "--compare", "1"])],
+        ["runs with --compare ", "every rank must run the same program"], limit=20)
+
+
+def communicators_reused():
+    """C3a: each run made two communicators and never freed them (MPI has about 32k ids, --compare
+    1000 is 4002 runs); now a process makes them once. The fault injector kills rank 1 at a third
+    communicator made (MPI_Comm_dup): --compare 1 (6 runs) must not make one."""
+    rc, out, secs = run_mpi(
+        [(4, [*RUN, "--iterations", "2", "--compare", "1", "--peer-timeout", "20"])],
+        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Comm_dup", "FAULT_NTH": 3, "FAULT_SIG": "KILL"})
+    ok = rc == 0 and "FAULT:" not in out
+    check(ok, f"--compare 1 as 4 ranks (6 runs) makes its communicators once "
+              f"(exit {rc}, {secs:.1f} s)")
+    if not ok:
+        print(out[-3000:])
+
+
 CASES = {
     "finalize": finalize_hang,
+    "compare": compare_differs,
+    "communicators": communicators_reused,
 }
 
 
