@@ -1314,6 +1314,15 @@ void Executor::checkRanksAgree() {
   };
   const std::vector<std::pair<std::string, std::string>> mine = {
       {"the program (its fingerprint)", std::to_string(programFingerprint(program_))},
+      // The backend as chosen (auto resolves per machine): a CUDA rank and a host rank ran the
+      // whole run and were refused at the merge.
+      {"the backend (--backend, as resolved)", result_.backend},
+      // How sends reach other ranks' GPUs: the NCCL ranks' setup is a collective the others
+      // never join. Host ranks model every transfer (the option does not apply).
+      {"--rank-transfer", result_.backend != "cuda" ? "modelled (host backend)"
+                          : config_.rankTransfer == PFRT_RANK_TRANSFER_NCCL     ? "nccl"
+                          : config_.rankTransfer == PFRT_RANK_TRANSFER_MODELLED ? "modelled"
+                                                                                : "auto"},
       {"--checkpoint", config_.checkpointPath.empty() ? "none" : "given"},
       {"--iterations", std::to_string(config_.iterations)},
       // Profile mode first: without --profile-with-fill it turns fill off, and a rank given
@@ -1484,15 +1493,18 @@ RunResult Executor::run() {
   result_.profile = config_.profile;
   result_.maxDim = config_.maxDim;
   result_.checkpointPath = config_.checkpointPath;
+  // Rank mode: the options first, before the backends are prepared (the CUDA backend's NCCL setup
+  // exchanges ids between the ranks that use NCCL only: a rank with other options would join
+  // another collective) and before the checkpoint (a rank without --checkpoint would not take
+  // part in the checkpoint's agreement below); then each rank's own checkpoint, at one iteration
+  // for all.
+  if (config_.rank >= 0)
+    checkRanksAgree();
   const bool anyCuda = prepareBackends(numDevices);
   setupJobs();
   setupBubbleClocks(numDevices);
   first_ = 0;
   end_ = config_.iterations;
-  // Rank mode: the options first (a rank without --checkpoint would not take part in the
-  // checkpoint's agreement below), then each rank's own checkpoint, at one iteration for all.
-  if (config_.rank >= 0)
-    checkRanksAgree();
   loadCheckpoint();
   if (config_.rank >= 0 && !config_.checkpointPath.empty())
     agreeOnCheckpointIteration();

@@ -44,7 +44,7 @@ def mpirun_prefix():
 
 
 class Env:
-    bin_dir = shim = four = work = ""
+    bin_dir = shim = four = two_pbtxt = program = work = ""
 
 
 def kill_pids(path):
@@ -69,7 +69,7 @@ def run_mpi(groups, fault=None, timeout=60):
             cmd += ["-x", f"{k}={v}"]
     exe = os.path.join(Env.bin_dir, "pipefill-run")
     for i, (n, args) in enumerate(groups):
-        cmd += ([":"] if i else []) + ["-n", str(n), exe, Env.four, *args]
+        cmd += ([":"] if i else []) + ["-n", str(n), exe, Env.program, *args]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -150,10 +150,45 @@ def communicators_reused():
         print(out[-3000:])
 
 
+def has_gpu():
+    return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
+
+
+def backends_differ():
+    """C1, B2 (CUDA only, skipped without a GPU): ranks on different backends ran the whole run
+    and were refused at the merge; ranks with another --rank-transfer met in the NCCL setup, a
+    collective only the NCCL ranks join (mismatched MPI calls). Both are now refused at the start,
+    before the backends are prepared."""
+    if not has_gpu():
+        print("skip: backends: no GPU (/dev/nvidia0)")
+        return
+    two = os.path.join(Env.work, "two.pb")
+    subprocess.run([os.path.join(Env.bin_dir, "pipefill-compile"), Env.two_pbtxt,
+                    "--stream-program", two], check=True, stdout=subprocess.DEVNULL)
+    common = ["--time-model", "modelled", "--time-scale", "1", "--max-dim", "128", "--quiet",
+              "--iterations", "3", "--peer-timeout", "20"]
+    Env.program = two
+    try:
+        expect_failure(
+            "a CUDA rank and a host rank",
+            [(1, ["--backend", "cuda", "--rank-transfer", "modelled", *common]),
+             (1, ["--backend", "host", *common])],
+            ["runs with the backend (--backend, as resolved) ",
+             "every rank must run the same program"], limit=40, timeout=45)
+        expect_failure(
+            "CUDA ranks with another --rank-transfer",
+            [(1, ["--backend", "cuda", "--rank-transfer", "nccl", *common]),
+             (1, ["--backend", "cuda", "--rank-transfer", "modelled", *common])],
+            ["runs with --rank-transfer ", "every rank must run the same program"], limit=40, timeout=45)
+    finally:
+        Env.program = Env.four
+
+
 CASES = {
     "finalize": finalize_hang,
     "compare": compare_differs,
     "communicators": communicators_reused,
+    "backends": backends_differ,
 }
 
 
@@ -164,7 +199,8 @@ def main():
     if shutil.which("mpirun") is None:
         print("SKIP: mpirun not found (scripts/setup.sh installs openmpi-bin)")
         return 77
-    Env.four = os.path.join(Env.work, "four.pb")
+    Env.four = Env.program = os.path.join(Env.work, "four.pb")
+    Env.two_pbtxt = os.path.join(os.path.dirname(four_pbtxt), "two_stage.pbtxt")
     subprocess.run([os.path.join(Env.bin_dir, "pipefill-compile"), four_pbtxt,
                     "--stream-program", Env.four], check=True, stdout=subprocess.DEVNULL)
     for name, case in CASES.items():
