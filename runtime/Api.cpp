@@ -19,6 +19,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -162,9 +163,20 @@ pfrt_report *runRank(pfrt::Program &pr, const pfrt::ProgramInfo &info, pfrt::Run
     report->data.stopped = result.stopped;
     report->data.firstIteration = result.firstIteration;
     report->data.iterations = result.iterations;
+    const auto serializing = std::chrono::steady_clock::now();
     report->rankJson = pfrt::rankResultJson(pr, std::move(result), report->rank, report->world,
                                             transport->name());
-    std::vector<std::string> parts = transport->gather(report->rankJson);
+    // The part is saved before the gather: a gather or merge that fails must not lose it.
+    if (o.rank_part)
+      o.rank_part(o.rank_part_user, report->rank, report->rankJson.data(),
+                  report->rankJson.size());
+    // The ranks reach the gather as fast as each serializes and saves its part (seconds apart
+    // after a long run; parts of one run are of similar size): the gather waits that long again
+    // (four times) on top of the peer timeout, so a small --peer-timeout does not fail a healthy
+    // long run at its end.
+    const double ownS =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - serializing).count();
+    std::vector<std::string> parts = transport->gather(report->rankJson, 4 * ownS);
     if (report->rank == 0) {
       std::vector<std::string> names;
       for (size_t k = 0; k < parts.size(); ++k)

@@ -442,11 +442,11 @@ public:
     wait(request, "the start barrier (waiting for every rank to start the run)", nullptr);
   }
 
-  std::vector<std::string> gather(const std::string &mine) override {
-    return collect(mine, /*everyone=*/false);
+  std::vector<std::string> gather(const std::string &mine, double extraWaitS = 0) override {
+    return collect(mine, /*everyone=*/false, extraWaitS);
   }
   std::vector<std::string> allGather(const std::string &mine) override {
-    return collect(mine, /*everyone=*/true);
+    return collect(mine, /*everyone=*/true, 0);
   }
 
 private:
@@ -467,7 +467,7 @@ private:
   // to every rank), then the bytes in rounds of at most gChunkBytes per rank, so that MPI's int
   // counts and displacements hold however large the parts are (a long run's timelines pass 2 GiB)
   // and the receive buffer stays one round's size. Nonblocking, polled with the peer timeout.
-  std::vector<std::string> collect(const std::string &mine, bool everyone) {
+  std::vector<std::string> collect(const std::string &mine, bool everyone, double extraWaitS) {
     const char *what = everyone ? "exchanging setup data between the ranks"
                                 : "gathering the ranks' results on rank 0";
     // What the requests read and write, owned apart from this frame: a round given up at the peer
@@ -489,7 +489,7 @@ private:
       MPI_Iallgather(&b->size, 1, MPI_UINT64_T, b->sizes.data(), 1, MPI_UINT64_T, comm_,
                      &request);
     }
-    wait(request, what, b);
+    wait(request, what, b, nullptr, extraWaitS);
     const std::vector<uint64_t> &sizes = b->sizes;
     const bool receives = everyone || rank_ == 0;
     std::vector<std::string> out(receives ? sizes.size() : 0);
@@ -523,7 +523,7 @@ private:
           MPI_Igatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, 0,
                        comm_, &request);
       }
-      wait(request, what, b);
+      wait(request, what, b, nullptr, extraWaitS);
       for (size_t i = 0; i < out.size(); ++i)
         if (counts[i])
           std::memcpy(&out[i][offset], b->recv.data() + displs[i],
@@ -564,7 +564,8 @@ private:
   // Polls `request` until it completes (true) or `abort` is set (false); throws Error after the
   // peer timeout. A request left unfinished keeps `owner` (its buffers) alive: abandon.
   bool wait(MPI_Request &request, const std::string &what, const std::shared_ptr<void> &owner,
-            const std::atomic<bool> *abort = nullptr) {
+            const std::atomic<bool> *abort = nullptr, double extraWaitS = 0) {
+    const double limit = timeoutS_ + extraWaitS;
     const auto start = std::chrono::steady_clock::now();
     for (int spin = 0;; ++spin) {
       {
@@ -579,12 +580,12 @@ private:
         abandon(owner);
         return false;
       }
-      if (elapsedS(start) > timeoutS_) {
+      if (elapsedS(start) > limit) {
         abandoned_ = true;
         abandon(owner);
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "rank " + std::to_string(rank_) + ": " + what + " timed out after " +
-                        seconds(timeoutS_) +
+                        seconds(limit) +
                         " s: a peer exited, hung, or runs other options (--peer-timeout sets the "
                         "limit)");
       }

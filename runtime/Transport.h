@@ -75,7 +75,11 @@ public:
   virtual void barrier() {}
   // Rank 0 receives every rank's bytes (in rank order, its own included); the others get an
   // empty vector. Throws Error on a timeout.
-  virtual std::vector<std::string> gather(const std::string &mine) { return {mine}; }
+  // `extraWaitS`: how much longer than the peer timeout a rank may wait for the others.
+  virtual std::vector<std::string> gather(const std::string &mine, double extraWaitS = 0) {
+    (void)extraWaitS;
+    return {mine};
+  }
   // Every rank receives every rank's bytes (in rank order, its own included). Throws Error on a
   // timeout.
   virtual std::vector<std::string> allGather(const std::string &mine) { return {mine}; }

@@ -29,8 +29,8 @@ extern "C" {
 /* Version 12 removed the verb-first names of version 3 (pfrt_add_device, pfrt_enqueue_fill,
  * pfrt_request_stop, ...), kept as aliases since version 4: every call is object, then verb
  * (pfrt_program_add_device, pfrt_program_enqueue_fill, pfrt_stop_request). Version 13 appended
- * pfrt_session_options.host_end_at_once. */
-#define PFRT_API_VERSION 13
+ * pfrt_session_options.host_end_at_once, version 14 pfrt_options.rank_part. */
+#define PFRT_API_VERSION 14
 
 /* The range of time_scale (real us per planned us) that runs and sessions accept. */
 #define PFRT_MIN_TIME_SCALE 1e-4
@@ -281,6 +281,11 @@ typedef void (*pfrt_compute_fn)(void *user, uint32_t device, pfrt_compute_kind k
  * counts from its checkpoint) and the seconds since the run began. Keep it short. In rank mode
  * only the rank that runs the last device calls it. */
 typedef void (*pfrt_progress_fn)(void *user, uint32_t done, uint32_t total, double elapsed_s);
+/* Rank mode: this rank's part of the run report (the JSON of pfrt_report_rank_json, `size` bytes)
+ * as soon as the run is over, before the parts are gathered on rank 0 and merged, so that a
+ * gather or merge that fails does not lose it (pipefill-run writes its part file here, which
+ * `pipefill-run --merge` can merge later). Called once per run, on the calling thread. */
+typedef void (*pfrt_rank_part_fn)(void *user, int32_t rank, const char *json, size_t size);
 
 typedef enum pfrt_rank_transfer {
   PFRT_RANK_TRANSFER_AUTO = 0,
@@ -347,6 +352,9 @@ typedef struct pfrt_options {
    * main: a run then measures the bubble bound's own accuracy. pfrt_compare refuses it (it
    * measures main and fill contending for one core). */
   int32_t fill_cpu;
+  /* Appended in API version 14. Rank mode: see pfrt_rank_part_fn; NULL (default): none. */
+  pfrt_rank_part_fn rank_part;
+  void *rank_part_user;
 } pfrt_options;
 
 enum { PFRT_CHECKPOINT_FAIL = 0, PFRT_CHECKPOINT_PREVIOUS = 1, PFRT_CHECKPOINT_RESTART = 2 };

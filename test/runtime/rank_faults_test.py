@@ -150,6 +150,44 @@ def communicators_reused():
         print(out[-3000:])
 
 
+def parts_before_gather():
+    """B: a run that failed at its end (rank 0's gather or merge) lost every part: rank 0 wrote
+    none, the others after the gather only. Now each rank writes its part before the gather; a
+    rank frozen at the gather makes the run fail, and --merge of the parts gives the report."""
+    clean("pg")
+    expect_failure(
+        "a rank frozen at the gather",
+        [(4, [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT),
+              "--report", report("pg")])],
+        ["gathering the ranks' results on rank 0 timed out"],
+        fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Igatherv"})
+    parts = [os.path.join(Env.work, f"pg.rank{r}.json") for r in range(4)]
+    check(all(os.path.exists(p) for p in parts), "a rank frozen at the gather: every rank's part "
+          f"was written ({[os.path.basename(p) for p in parts if os.path.exists(p)]})")
+    merged = os.path.join(Env.work, "pg.merged.json")
+    out = subprocess.run([os.path.join(Env.bin_dir, "pipefill-run"), "--merge", *parts,
+                          "--report", merged, "--quiet"], capture_output=True, text=True,
+                         timeout=60)
+    check(out.returncode == 0 and json.load(open(merged)).get("iterations") == 3,
+          "a rank frozen at the gather: --merge of the parts gives the run's report")
+
+
+def long_run_small_timeout():
+    """B3: after 4000 iterations each rank serializes a part of MBs and reaches the gather up to
+    a second after the others: a --peer-timeout of 0.2 s failed that healthy run at its end. The
+    gather now also waits four times the rank's own serializing and saving time."""
+    clean("long")
+    rc, out, secs = run_mpi(
+        [(4, ["--backend", "host", "--time-model", "modelled", "--fill-policy", "unbounded",
+              "--quiet", "--time-scale", "0.001", "--iterations", "4000", "--no-fill",
+              "--peer-timeout", "0.2", "--report", report("long")])], timeout=120)
+    ok = rc == 0 and os.path.exists(report("long"))
+    check(ok, f"4000 iterations with --peer-timeout 0.2: the gather waits for ranks still "
+              f"serializing (exit {rc}, {secs:.1f} s)")
+    if not ok:
+        print(out[-3000:])
+
+
 def has_gpu():
     return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
 
@@ -189,6 +227,8 @@ CASES = {
     "compare": compare_differs,
     "communicators": communicators_reused,
     "backends": backends_differ,
+    "parts": parts_before_gather,
+    "long": long_run_small_timeout,
 }
 
 

@@ -140,6 +140,10 @@ int runProgram(pfrt_program *program, RunArgs &args) {
     args.options.progress_user = &progressState;
   }
   installStopHandlers(); // ranks agree on where to stop (a vote per iteration)
+  if (args.rankMode() && !args.reportPath.empty()) {
+    args.options.rank_part = writeRankPart;
+    args.options.rank_part_user = &args;
+  }
   pfrt_report *report = nullptr;
   pfrt_status status = pfrt_run(program, &args.options, &report);
   if (status != PFRT_OK) {

@@ -29,6 +29,8 @@ struct RunArgs {
   unsigned long long compare = 0; // ABBA blocks; 0: no comparison
   std::vector<std::string> positional;
   std::vector<std::string> given; // the options on the command line, by name (--merge's check)
+  // Rank mode with --report: this rank's part, written as soon as the run is over (writeRankPart).
+  bool partWritten = false, partFailed = false;
 
   RunArgs() { pfrt_options_init(&options); }
   RunArgs(const RunArgs &) = delete; // options.checkpoint_path points into it
@@ -89,6 +91,11 @@ int writeOutputs(pfrt_report *report, const RunArgs &args);
 /// Rank mode: every rank writes its part next to --report; rank 0 writes the
 /// merged report and the profile and prints the summary. The exit code.
 int writeRankOutputs(pfrt_report *report, const RunArgs &args);
+
+/// pfrt_rank_part_fn (user: the RunArgs): writes this rank's part next to
+/// --report before the parts are gathered and merged, so that a gather or a
+/// merge that fails leaves every part for --merge.
+void writeRankPart(void *user, int32_t rank, const char *json, size_t size);
 
 } // namespace pipefill::run
 

@@ -119,11 +119,22 @@ int runMerge(const RunArgs &args) {
   return rc;
 }
 
+void writeRankPart(void *user, int32_t rank, const char *json, size_t size) {
+  RunArgs &args = *static_cast<RunArgs *>(user);
+  args.partWritten = true;
+  const std::string error =
+      pipefill::writeFileAtomically(rankPartPath(args.reportPath, rank), std::string(json, size));
+  if (!error.empty()) {
+    std::fprintf(stderr, "pipefill-run: error: rank %d: %s\n", rank, error.c_str());
+    args.partFailed = true;
+  }
+}
+
 int writeRankOutputs(pfrt_report *report, const RunArgs &args) {
   int32_t rank = -1, world = 0;
   pfrt_report_get_rank(report, &rank, &world);
-  int rc = 0;
-  if (!args.reportPath.empty()) {
+  int rc = args.partFailed ? 1 : 0;
+  if (!args.reportPath.empty() && !args.partWritten) {
     const std::string part = rankPartPath(args.reportPath, rank);
     const std::string error = pipefill::writeFileAtomically(part, pfrt_report_rank_json(report));
     if (!error.empty()) {
