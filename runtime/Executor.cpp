@@ -1510,6 +1510,14 @@ RunResult Executor::run() {
     agreeOnCheckpointIteration();
   // A checkpoint at or past the target: nothing to run, and the checkpoint stays as it is.
   const bool nothingToDo = first_ >= end_;
+  // At most 10^6 iterations per run (a rank's part and the merge hold a run's count), in one
+  // process as with ranks; the iteration it starts at is not bounded (a resume past 10^6).
+  if (!nothingToDo && end_ - first_ > static_cast<int64_t>(kMaxIterations))
+    throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+                "--iterations " + std::to_string(end_) + " from iteration " +
+                    std::to_string(first_) + " would run " + std::to_string(end_ - first_) +
+                    " iterations; a run has at most " + std::to_string(kMaxIterations) +
+                    ": run fewer and resume from the checkpoint");
   result_.firstIteration = first_;
   if (nothingToDo)
     end_ = first_;

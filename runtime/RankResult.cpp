@@ -208,10 +208,13 @@ std::vector<int> checkRankParts(const Program &program,
       mismatch(names[i] + " is from a world of " + std::to_string(r.world()) +
                " ranks; the program has " + std::to_string(program.devices.size()) +
                " devices (one rank per device)");
-    if (r.first_iteration() < 0 || r.first_iteration() > pipefill::kMaxIterations ||
+    // A run starts at any iteration a checkpoint holds (a 32-bit count: a resume past 10^6) and
+    // runs at most 10^6.
+    if (r.first_iteration() < 0 || r.first_iteration() > int64_t(UINT32_MAX) ||
         r.iterations() > pipefill::kMaxIterations)
       mismatch(names[i] + " has iterations " + std::to_string(r.first_iteration()) + " + " +
-               std::to_string(r.iterations()) + "; a run has at most 10^6 of each");
+               std::to_string(r.iterations()) +
+               "; a run has at most 10^6, from an iteration 0 to 4294967295");
     if (!(r.time_scale() >= 1e-4 && r.time_scale() <= 1000))
       mismatch(names[i] + " has time scale " + pipefill::formatBound(r.time_scale()) +
                "; runs use 0.0001 to 1000");

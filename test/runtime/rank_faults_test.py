@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -188,6 +189,65 @@ def long_run_small_timeout():
         print(out[-3000:])
 
 
+def set_iterations_done(path, new):
+    """Rewrites a fresh checkpoint's iterations_done (2) to `new`, with its size and FNV-1a
+    header (a run past 10^6 iterations in seconds)."""
+    def varint(n):
+        out = b""
+        while True:
+            b, n = n & 0x7f, n >> 7
+            if not n:
+                return out + bytes([b])
+            out += bytes([b | 0x80])
+    data = open(path, "rb").read()
+    payload = data[32:]
+    i = payload.index(b"\x10\x02")  # field 2, iterations_done, = 2
+    payload = payload[:i] + b"\x10" + varint(new) + payload[i + 2:]
+    h = 1469598103934665603
+    for c in payload:
+        h = ((h ^ c) * 1099511628211) & 0xffffffffffffffff
+    os.remove(path)  # a new file: the history's hard links keep iteration 2
+    open(path, "wb").write(data[:16] + struct.pack("<QQ", len(payload), h) + payload)
+
+
+def resume_past_million():
+    """B1: a resume past iteration 10^6 ran and then failed at the merge ("a run has at most 10^6
+    of each": the bound was applied to the first iteration); --iterations above 10^6 ran in one
+    process and failed the merge with ranks. Now a run starts anywhere and runs at most 10^6, in
+    both modes, refused at the start."""
+    clean("million")
+    ck = os.path.join(Env.work, "million.ck")
+    args = [*RUN, "--no-fill", "--peer-timeout", "20", "--checkpoint", ck]
+    rc, out, _ = run_mpi([(4, [*args, "--iterations", "2"])])
+    check(rc == 0, f"a 2-iteration run with --checkpoint (exit {rc})")
+    for r in range(4):
+        set_iterations_done(f"{ck}.rank{r}", 1000010)
+        for f in glob.glob(f"{ck}.rank{r}.it*"):
+            os.remove(f)
+    rc, out, secs = run_mpi([(4, [*args, "--iterations", "1000012", "--report",
+                                  report("million")])])
+    got = json.load(open(report("million"))) if rc == 0 else {}
+    ok = rc == 0 and got.get("first_iteration") == 1000010 and got.get("iterations") == 2
+    check(ok, f"a resume from iteration 1000010 to 1000012 as 4 ranks (exit {rc}, {secs:.1f} s, "
+              f"first {got.get('first_iteration')}, {got.get('iterations')} iterations)")
+    if not ok:
+        print(out[-3000:])
+    exe = os.path.join(Env.bin_dir, "pipefill-run")
+    start = time.monotonic()
+    try:
+        p = subprocess.run([exe, Env.four, *RUN, "--iterations", "1000001"], capture_output=True,
+                           text=True, timeout=30)
+        rc, text = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        rc, text = None, "(ran on: not refused)"
+    check(rc not in (0, None) and "a run has at most 1000000" in text,
+          f"--iterations 1000001 in one process: refused at the start (exit {rc}, "
+          f"{time.monotonic() - start:.1f} s)")
+    expect_failure("--iterations 1000001 as 4 ranks: refused at the start",
+                   [(4, [*RUN, "--iterations", "1000001"])], ["a run has at most 1000000"],
+                   limit=20, timeout=30)
+
+
 def has_gpu():
     return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
 
@@ -229,6 +289,7 @@ CASES = {
     "backends": backends_differ,
     "parts": parts_before_gather,
     "long": long_run_small_timeout,
+    "million": resume_past_million,
 }
 
 
