@@ -248,6 +248,25 @@ def resume_past_million():
                    limit=20, timeout=30)
 
 
+def output_at_checkpoint_temp():
+    """C2: an output named like a checkpoint's temporary file (CHECKPOINT[.rankR].tmp.XXXXXX) was
+    written, then silently deleted by the next run with that --checkpoint (it removes such files
+    as left over by a killed run). Such names are now refused as outputs before the run."""
+    ck = os.path.join(Env.work, "tmpck")
+    exe = os.path.join(Env.bin_dir, "pipefill-run")
+    single = subprocess.run([exe, Env.four, *RUN, "--iterations", "1", "--checkpoint", ck,
+                             "--report", ck + ".tmp.report"], capture_output=True, text=True,
+                            timeout=60)
+    check(single.returncode == 2 and "is a name of the checkpoint's temporary files" in
+          single.stderr and not os.path.exists(ck + ".tmp.report"),
+          f"one process: --report CHECKPOINT.tmp.report refused (exit {single.returncode})")
+    expect_failure(
+        "4 ranks: --report CHECKPOINT.rank2.tmp.abcdef",
+        [(4, [*RUN, "--iterations", "1", "--checkpoint", ck, "--report",
+              ck + ".rank2.tmp.abcdef"])],
+        ["is a name of rank 2's checkpoint temporary files"], limit=20)
+
+
 def has_gpu():
     return os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl")
 
@@ -290,6 +309,7 @@ CASES = {
     "parts": parts_before_gather,
     "long": long_run_small_timeout,
     "million": resume_past_million,
+    "temps": output_at_checkpoint_temp,
 }
 
 

@@ -64,10 +64,22 @@ bool checkpointAndPrev(const std::string &a, const std::string &b) {
 }
 
 // An output at a name the checkpoint writer keeps as one rank's history (CHECKPOINT.rankR.itN,
-// CheckpointFile.cpp): the writer would replace it, or read it back as a checkpoint. "" if none.
+// CheckpointFile.cpp): the writer would replace it, or read it back as a checkpoint; or at the
+// name of one of its temporary files (CHECKPOINT[.rankR].tmp. and six characters, mkstemp's),
+// which the next run with that checkpoint removes as left over by a killed run. "" if none.
 std::string historyClash(const std::string &output, const std::string &checkpoint, int world) {
   if (output.empty() || checkpoint.empty())
     return "";
+  auto isTemp = [&](const std::string &file) {
+    const std::string prefix = file + ".tmp.";
+    return output.size() == prefix.size() + 6 && output.compare(0, prefix.size(), prefix) == 0;
+  };
+  const char *temps = "temporary files (the next run with this --checkpoint removes them)";
+  if (isTemp(checkpoint))
+    return std::string("the checkpoint's ") + temps;
+  for (int r = 0; r < world; ++r)
+    if (isTemp(checkpoint + ".rank" + std::to_string(r)))
+      return "rank " + std::to_string(r) + "'s checkpoint " + temps;
   for (int r = 0; r < world; ++r) {
     const std::string prefix = checkpoint + ".rank" + std::to_string(r) + ".it";
     if (output.size() > prefix.size() && output.compare(0, prefix.size(), prefix) == 0 &&
