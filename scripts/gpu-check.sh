@@ -122,6 +122,9 @@ tmo 150 "$build/bin/pfrt-cuda-tests" --gtest_color=no >"$out/cuda-tests.log" 2>&
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/cuda-tests.log"
 cuda_tests=$(grep -Eo "^\[  PASSED  \] [0-9]+" "$out/cuda-tests.log" | grep -Eo "[0-9]+$" || echo 0)
 cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda-tests.log" || true)
+# Failed tests by name (the table named only passed and skipped ones: 3 failures read as 18 / 0).
+cuda_failed=$(grep -oE "^\[  FAILED  \] CudaBackendTest\.[A-Za-z0-9_]+ \(" "$out/cuda-tests.log" |
+              sed -E 's/^\[  FAILED  \] CudaBackendTest\.//; s/ \($//' | paste -sd, - || true)
 
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
@@ -205,15 +208,19 @@ tmo 60 "$build/bin/pfrt-tests" --gtest_brief=1 --gtest_color=no \
   --gtest_filter='BubbleBound*:Profile*' || fail "pfrt-tests"
 
 step "table"
-python3 - "$out" "$gpus" "$cuda_tests" "$cuda_skipped" <<'PY' | tee "$out/table.txt"
+python3 - "$out" "$gpus" "$cuda_tests" "$cuda_skipped" "${cuda_failed:-}" <<'PY' | tee "$out/table.txt"
 import json, os, sys
 out, gpus, passed, skipped = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+failed = [f for f in sys.argv[5].split(",") if f]
 def load(name):
     try:
         return json.load(open(os.path.join(out, name)))
     except (OSError, ValueError):
         return None
-rows = [("GPUs visible", str(gpus)), ("CUDA tests passed / skipped", f"{passed} / {skipped}")]
+rows = [("GPUs visible", str(gpus)),
+        ("CUDA tests passed / failed / skipped", f"{passed} / {len(failed)} / {skipped}")]
+if failed:
+    rows.append(("CUDA tests failed", ", ".join(failed)))
 c = load("compare.json")
 if c:
     where = "GPU" if gpus else "host (no GPU)"
