@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 #include <time.h>
+#include <chrono>
 #include <vector>
 
 extern "C" {
@@ -47,7 +48,16 @@ void runWorkUnits(long units) {
 double workUnitUs() {
   static const double unit = [] {
     initBlas();
-    runWorkUnits(20); // warm-up (page faults, BLAS dispatch)
+    // Warm-up: page faults, BLAS dispatch, and the core's clock. An idle server core runs at a
+    // fraction of its full clock until it has been busy for a while; calibrated on a cold core
+    // (20 units, about 2 ms), a run on the GPU machine's 16-core CPU did its work in 0.35x the
+    // planned time. At least 40 ms of this thread's CPU time (at most 0.4 s of wall time).
+    runWorkUnits(20);
+    const double warmFrom = threadCpuUs();
+    const auto wallFrom = std::chrono::steady_clock::now();
+    while (threadCpuUs() - warmFrom < 40000 &&
+           std::chrono::steady_clock::now() - wallFrom < std::chrono::milliseconds(400))
+      runWorkUnits(10);
     // The median of 15 trials, timed in thread CPU time: the typical speed of the core while
     // this thread holds it. On the wall clock, the time other processes held the core counted
     // as the unit's on a loaded machine, and later runs did too little work (0.4x the planned
