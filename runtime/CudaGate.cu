@@ -306,6 +306,8 @@ GateState GatedLaunch::wait() {
   out.passesRun = s->passesRun;
   out.stop = s->stop;
   out.stopNs = s->stopNs;
+  out.firstNs = s->firstNs;
+  out.stopEdge = s->stopEdge;
   return out;
 }
 

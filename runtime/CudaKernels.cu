@@ -195,10 +195,14 @@ __global__ void gateKernel(cudaGraphConditionalHandle handle, const unsigned lon
   s.passesRun = out->passesRun;
   s.stop = out->stop;
   s.stopNs = out->stopNs;
+  s.firstNs = out->firstNs;
+  s.stopEdge = out->stopEdge;
   const bool runs = gateApply(globalTimerNs(), edge, s, args);
   out->passesRun = s.passesRun;
   out->stop = s.stop;
   out->stopNs = s.stopNs;
+  out->firstNs = s.firstNs;
+  out->stopEdge = s.stopEdge;
   __threadfence_system();
   cudaGraphSetConditional(handle, runs ? 1u : 0u);
 }

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 
 namespace pfrt {
 namespace cudabk {
@@ -445,8 +447,12 @@ public:
       }
       failure = e.what();
     }
+    const double waitT0 = hostNowUs();
     const GateState gs = launch.wait();
+    const double waitUs = hostNowUs() - waitT0;
     const uint32_t launched = static_cast<uint32_t>(launch.launched());
+    if (gateTrace())
+      traceGated(ex, gs, launched, waitUs);
     const uint32_t ran = std::min(gs.passesRun, launched);
     commit(batchPtr, snaps, ran, s);
     st.lastGated = launched > 0;
@@ -464,6 +470,45 @@ public:
     return passEnd;
   }
 
+  // PFRT_CUDA_GATE_TRACE=1: one stderr line per gated chunk (diagnostics of the device bound).
+  static bool gateTrace() {
+    static const bool on = [] {
+      const char *v = std::getenv("PFRT_CUDA_GATE_TRACE");
+      return v && *v && std::string(v) != "0";
+    }();
+    return on;
+  }
+  // Times relative to the host's decision (t = 0: captureAndLaunch began), on the host clock;
+  // the gates' %globaltimer readings converted with the run's calibration.
+  void traceGated(const FillExec &ex, const GateState &gs, uint32_t launched, double waitUs) {
+    const double gtToHost = dev_.gtHostUs - traceT0_;
+    auto hostOf = [&](uint64_t ns) {
+      return ns ? gtToHost + 1e-3 * (static_cast<double>(ns) - static_cast<double>(dev_.gtNs))
+                : -1.0;
+    };
+    std::string segs;
+    for (double t : traceLaunchUs_)
+      segs += (segs.empty() ? "" : ",") + std::to_string(static_cast<long>(t));
+    static const char *why[] = {"runs", "ENDED", "DEADLINE", "earlier"};
+    int64_t nextEdge = 0;
+    {
+      std::lock_guard<std::mutex> lock(dev_.edgeMutex);
+      nextEdge = dev_.nextEdge;
+    }
+    std::fprintf(stderr,
+                 "pfrt-gate: sample %llu passes [%u,%u) launched %u ran %u stop %s | host us "
+                 "from decision: launches at [%s], wait %.0f, deadline %.0f, first gate %.0f, "
+                 "stop gate %.0f | need[0] %.0f us | edge: begin %llu, word at stop %llu, "
+                 "device nextEdge %lld | bubble token %lld\n",
+                 (unsigned long long)ex.sampleBegin, ex.passBegin, ex.passEnd, launched,
+                 gs.passesRun, why[gs.stop < 4 ? gs.stop : 0], segs.c_str(), waitUs,
+                 ex.deadlineUs - traceT0_, hostOf(gs.firstNs), hostOf(gs.stopNs),
+                 ex.passNeedUs.empty() ? 0.0 : ex.passNeedUs[0],
+                 (unsigned long long)(ex.bubbleToken >= 0 ? ex.bubbleToken + 1 : 0),
+                 (unsigned long long)gs.stopEdge, (long long)nextEdge,
+                 (long long)ex.bubbleToken);
+  }
+
   // Captures and launches each pass behind its gate; snaps gets the batch after each pass
   // launched. Counts the gated chunk and the host time before its first pass could start.
   void captureAndLaunch(CudaStreamState &st, GatedLaunch &launch,
@@ -471,6 +516,8 @@ public:
                         std::vector<Snapshot> &snaps) {
     cudaStream_t s = st.s;
     const double t0 = hostNowUs();
+    traceT0_ = t0;
+    traceLaunchUs_.clear();
     const uint64_t deadlineNs = deadlineToGlobalNs(ex.deadlineUs, dev_.gtHostUs, dev_.gtNs);
     gating_ = &st;
     gatedAllocs_.clear();
@@ -489,6 +536,7 @@ public:
       if (p + 1 == ex.passEnd && ex.completes)
         enqueueCompletion(b, ex, s);
       launch.endSegment();
+      traceLaunchUs_.push_back(hostNowUs() - t0);
       snaps.push_back(snapshot(batchPtr));
       if (p == ex.passBegin) {
         hotPath().gatedChunks.fetch_add(1);
@@ -969,6 +1017,9 @@ private:
   // Set while a gated chunk's passes are captured: its stream, and what was allocated.
   CudaStreamState *gating_ = nullptr;
   std::vector<void *> gatedAllocs_;
+  // PFRT_CUDA_GATE_TRACE: the host time the chunk's capture began, and each pass's launch.
+  double traceT0_ = 0;
+  std::vector<double> traceLaunchUs_;
   int chainDim_ = 0;
   std::map<int, double> chainUs_;
   float *chainA_ = nullptr, *chainB_ = nullptr, *chainC_ = nullptr;

@@ -49,6 +49,10 @@ struct GateState {
   uint32_t passesRun = 0;
   uint32_t stop = kGateRuns; // why the first pass that did not run stopped
   uint64_t stopNs = 0;       // %globaltimer at that gate
+  // Diagnostics (PFRT_CUDA_GATE_TRACE): %globaltimer at the chunk's first gate, and the device
+  // word of the last bubble edge (token + 1) that the stopping gate read.
+  uint64_t firstNs = 0;
+  uint64_t stopEdge = 0;
 };
 
 // lastEdge: token + 1 of the last bubble edge the main stream has passed (0: none yet). Edges of
@@ -73,6 +77,8 @@ PFRT_HOST_DEVICE inline bool gateApply(uint64_t nowNs, uint64_t lastEdge, GateSt
     s.passesRun = 0;
     s.stop = kGateRuns;
     s.stopNs = 0;
+    s.firstNs = nowNs;
+    s.stopEdge = 0;
   }
   const GateOutcome o = gateDecide(nowNs, lastEdge, s.passesRun, a);
   if (o == kGateRuns) {
@@ -82,6 +88,7 @@ PFRT_HOST_DEVICE inline bool gateApply(uint64_t nowNs, uint64_t lastEdge, GateSt
   if (o != kGateEarlier) {
     s.stop = o;
     s.stopNs = nowNs;
+    s.stopEdge = lastEdge;
   }
   return false;
 }

@@ -298,6 +298,53 @@ TEST_F(DeviceStopTest, WholeAndUnboundedChunksTellTheDeviceSo) {
   EXPECT_EQ(job.last.bubbleToken, -1);
 }
 
+
+// What CudaBackendTest.DeviceGatesStopAChunkBetweenPasses saw on the GPU (gates on: "0 done + 8
+// pending" of 24): a job of one 4-pass chunk per iteration whose chunks the device skips whole
+// in iterations 0 and 1 has two chunks queued, so backpressure holds iterations 2.. (holdAt 2,
+// FillQueue::holdThreshold). Their batches are never begun: they are neither completed nor
+// pending but held (the report's samples_held), and completed + pending + held is what the
+// plan completes. Counting completed + pending alone is 16 short after 6 iterations.
+TEST_F(DeviceStopTest, ChunksSkippedWholeHoldThePlanAndTheirSamplesCountAsHeld) {
+  ScriptedJob &job = *job_;
+  RunConfig config;
+  const std::function<double()> deadlineNow = [] { return 1e9; };
+  q.holdAt = 2;
+  backend.stop = kGateEnded;
+  job.nextRan = 0;
+  uint64_t begun = 0;
+  for (int64_t it = 0; it < 6; ++it) {
+    int64_t planIt = 0;
+    if (q.planIteration(it, &planIt)) {
+      WorkItem own;
+      own.sampleBegin = 4 * static_cast<uint64_t>(planIt);
+      own.batch = 4;
+      own.passEnd = 4;
+      own.plannedUs = 200;
+      q.backlog.push_back(own);
+      begun += own.batch;
+    }
+    if (it >= 2) // the fill thread came too late (the bubble was over): nothing ran
+      continue;
+    const WorkItem item = q.backlog.front();
+    q.backlog.pop_front();
+    bool twice = false;
+    Flight *f = q.admit(item, &twice);
+    ASSERT_NE(f, nullptr);
+    q.run(ctx, backend, *f, 0, shape, 4, item, config, 1e9, 200, true, deadlineNow, 1);
+  }
+  uint64_t pending = 0;
+  for (const auto &fl : q.flights)
+    pending += fl.second.batch;
+  for (const WorkItem &w : q.backlog)
+    if (w.passBegin == 0)
+      pending += w.batch;
+  EXPECT_EQ(q.held, 4);
+  EXPECT_EQ(pending, 8u);
+  EXPECT_EQ(begun, 8u);
+  EXPECT_EQ(0u + pending + 4u * static_cast<uint64_t>(q.held), 6u * 4u);
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt
