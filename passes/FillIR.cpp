@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 using namespace mlir;
 
@@ -87,18 +88,21 @@ LogicalResult verifyBubblesMatchTimeline(PipelineOp pipeline) {
   for (StageOp stage : pipeline.getStages()) {
     Block &body = stage.getBody().front();
     // The start of the first device-occupying instruction after each op (the iteration's end
-    // after the last), from a backward walk.
-    llvm::DenseMap<Operation *, double> nextStart;
+    // after the last), by position, from a backward walk.
+    std::vector<double> nextStart(body.getOperations().size());
     double next = iteration;
+    size_t at = nextStart.size();
     for (Operation &op : llvm::reverse(body)) {
-      nextStart[&op] = next;
+      nextStart[--at] = next;
       if (auto instr = dyn_cast<InstructionOpInterface>(op))
         if (sched::isCompute(toSchedKind(instr.getInstrKind())) && instr.getTiming().hasStart())
           next = std::min(next, instr.getTiming().startUs);
     }
     double cursor = 0; // end of what occupies the device so far (instructions and bubbles)
     int64_t live = static_cast<int64_t>(stage.getStaticBytes());
+    at = 0;
     for (Operation &op : body) {
+      const double limit = nextStart[at++];
       if (auto instr = dyn_cast<InstructionOpInterface>(op)) {
         const InstrTiming &t = instr.getTiming();
         if (!sched::isCompute(toSchedKind(instr.getInstrKind())))
@@ -113,7 +117,6 @@ LogicalResult verifyBubblesMatchTimeline(PipelineOp pipeline) {
       if (!bubble)
         continue;
       const double start = bubble.getStartUs(), end = start + bubble.getDurationUs();
-      const double limit = nextStart.lookup(&op);
       if (start < cursor - tol(cursor) || end > limit + tol(limit))
         return bubble.emitOpError()
                << "spans " << fmtNum(start) << " to " << fmtNum(end)

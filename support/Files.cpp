@@ -164,13 +164,14 @@ ReadStatus readBoundedFile(const std::string &path, size_t limit, std::string &o
   };
   ReadStatus status;
   struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  const bool statted = ::fstat(fd, &st) == 0;
+  const bool regular = statted && S_ISREG(st.st_mode);
+  if (statted && S_ISDIR(st.st_mode)) {
     status = {EISDIR, std::strerror(EISDIR)};
-  } else if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-             static_cast<unsigned long long>(st.st_size) > limit) {
+  } else if (regular && static_cast<unsigned long long>(st.st_size) > limit) {
     status = tooLarge("it is " + std::to_string(st.st_size));
   } else {
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+    if (regular)
       out.reserve(static_cast<size_t>(st.st_size));
     std::vector<char> chunk(size_t(1) << 16);
     for (;;) {
