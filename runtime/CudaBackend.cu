@@ -191,6 +191,7 @@ public:
     program_ = &program;
     readFillMath();
     gateRequested_ = deviceGateRequested();
+    warmUp_ = warmUpRequested();
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     if (count <= 0)
@@ -224,6 +225,17 @@ public:
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
+      if (warmUp_) {
+        // The fill jobs' first use of CUDA and cuBLAS, before the loop (warmUpFillJobs); their
+        // graphs' closed gates need the clock calibrated.
+        PFRT_CUDA(cudaDeviceSynchronize());
+        calibrateGlobalTimer(g);
+        const uint32_t d = kv.first;
+        warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
+          auto it = streams_.find({d, s});
+          return it == streams_.end() ? nullptr : it->second.get();
+        });
+      }
       // The jobs' reservations go back to the fill pool together (it keeps their sum); what the
       // pool holds now is the baseline its growth in the loop is measured from.
       releaseFillReservations(g);
@@ -955,6 +967,7 @@ private:
   std::shared_ptr<CallbackErrors> callbackErrors_ = std::make_shared<CallbackErrors>();
   FillMath fillMath_ = FillMath::Bf16;
   bool gateRequested_ = true;
+  bool warmUp_ = true; // PFRT_CUDA_WARMUP
   const Program *program_ = nullptr;
   std::map<uint32_t, std::unique_ptr<GpuDevice>> gpus_;
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<CudaStreamState>> streams_;

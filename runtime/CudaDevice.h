@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -59,6 +60,18 @@ public:
 
 private:
   int saved_ = 0;
+};
+
+struct CudaStreamState;
+
+// What a fill job does once on its GPU before the loop (CudaBackend::begin; CudaJobData::warmUp):
+// streamOf gives the state of a program stream of this device (null for one this backend has not).
+class WarmUp {
+public:
+  virtual void warmUp(const std::function<CudaStreamState *(uint32_t stream)> &streamOf) = 0;
+
+protected:
+  ~WarmUp() = default;
 };
 
 struct GpuDevice {
@@ -112,6 +125,10 @@ struct GpuDevice {
   std::mutex buffersMutex;
   std::map<uint32_t, void *> buffers;
   std::atomic<uint64_t> minFree{UINT64_MAX};
+  // The fill jobs made on this GPU and not warmed up yet: each adds itself when made and removes
+  // itself when destroyed; CudaBackend::begin warms them up and empties the list.
+  std::mutex warmMutex;
+  std::vector<WarmUp *> toWarm;
 
   void sampleMemory() {
     size_t free = 0, total = 0;

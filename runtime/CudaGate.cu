@@ -216,6 +216,7 @@ GatedLaunch::~GatedLaunch() {
 }
 
 void GatedLaunch::beginSegment(const GateArgs &args) {
+  segmentT0_ = hostNowUs();
   cudaGraph_t graph = nullptr;
   PFRT_CUDA(cudaGraphCreate(&graph, 0));
   graphs_.push_back(graph);
@@ -249,6 +250,9 @@ void GatedLaunch::endSegment() {
   cudaGraph_t g = nullptr;
   capturing_ = false;
   PFRT_CUDA(cudaStreamEndCapture(st_.s, &g));
+  SegmentCost cost;
+  const double captured = hostNowUs();
+  cost.captureUs = captured - segmentT0_;
   cudaGraphExec_t exec = nullptr;
   cudaGraphInstantiateParams ip = {};
   const cudaError_t ie = cudaGraphInstantiateWithParams(&exec, graphs_.back(), &ip);
@@ -265,6 +269,8 @@ void GatedLaunch::endSegment() {
                                         "CudaGate.cu): " + cudaGetErrorName(ie) + ": " +
                                         cudaGetErrorString(ie) + " (" + why + ")");
   }
+  const double instantiated = hostNowUs();
+  cost.instantiateUs = instantiated - captured;
   // The segment's allocations (made on the allocation stream while it was captured) before it.
   const char *what = "cudaEventRecord";
   cudaError_t e = cudaEventRecord(st_.allocDone, st_.allocStream);
@@ -285,6 +291,8 @@ void GatedLaunch::endSegment() {
     cudaFail(e, what, __FILE__, __LINE__);
   }
   execs_.push_back(exec); // launched
+  cost.launchUs = hostNowUs() - instantiated;
+  costs_.push_back(cost);
 }
 
 GateState GatedLaunch::wait() {

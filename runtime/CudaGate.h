@@ -54,6 +54,12 @@ public:
   void abandon();
   // Segments launched so far.
   size_t launched() const { return execs_.size(); }
+  // The host's cost of each launched segment, us (PFRT_CUDA_GATE_TRACE): capturing the pass
+  // (beginSegment to the end of the capture), instantiating the graph, and launching it.
+  struct SegmentCost {
+    double captureUs = 0, instantiateUs = 0, launchUs = 0;
+  };
+  const std::vector<SegmentCost> &costs() const { return costs_; }
   // Orders every allocation made before the stream's later work, waits for the launched
   // segments, and returns the gates' state (passesRun 0 when none was launched);
   // st.lastStartUs/lastEndUs: their span on the GPU (events around them).
@@ -63,6 +69,8 @@ private:
   CudaStreamState &st_;
   std::vector<cudaGraph_t> graphs_;
   std::vector<cudaGraphExec_t> execs_;
+  std::vector<SegmentCost> costs_;
+  double segmentT0_ = 0;
   cudaGraph_t body_ = nullptr; // the segment's IF body (owned by its graph)
   bool capturing_ = false, waited_ = false;
 };

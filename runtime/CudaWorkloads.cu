@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 
 namespace pfrt {
 namespace cudabk {
@@ -63,7 +64,7 @@ private:
   CudaJobData &job_;
 };
 
-class CudaJobData : public JobData {
+class CudaJobData : public JobData, public WarmUp {
 public:
   CudaJobData(GpuDevice &dev, const JobShape &shape, FillMath math,
               const std::vector<JobChunk> &chunks)
@@ -162,9 +163,21 @@ public:
       dev_.reservations.push_back(r);
     }
     PFRT_CUDA(cudaStreamSynchronize(stream_));
+    // Warm-up shapes: each (stream, batch, streamed weights) of the plan's chunks once.
+    std::set<std::tuple<uint32_t, uint32_t, bool>> shapes;
+    for (const JobChunk &c : chunks)
+      if (shapes.insert({c.stream, c.batch, c.weightsStreamed}).second)
+        warmShapes_.push_back(c);
+    std::lock_guard<std::mutex> lock(dev_.warmMutex);
+    dev_.toWarm.push_back(this);
   }
 
   ~CudaJobData() override {
+    {
+      std::lock_guard<std::mutex> lock(dev_.warmMutex);
+      dev_.toWarm.erase(std::remove(dev_.toWarm.begin(), dev_.toWarm.end(), this),
+                        dev_.toWarm.end());
+    }
     cudaSetDevice(dev_.gpu);
     cudaDeviceSynchronize();
     for (size_t l = 0; l < dW_.size(); ++l)
@@ -406,6 +419,46 @@ public:
       batch.reset(); // its handles are empty now: the destructor frees nothing
   }
 
+  // Before the loop: one chunk of each warm-up shape (every pass, from the batch's creation to its
+  // completion) captured and launched behind gates whose deadline is long past, so no pass runs
+  // and no state changes (the batch made behind the first gate is freed by the commit). What CUDA
+  // and cuBLAS do the first time happens now instead of in a bubble: cuBLAS's host work for each
+  // GEMM shape during capture (the H200's first gated MLP chunk was launched 184 ms after its
+  // decision, docs/runtime.md §10b), the module loads of the gate kernel and of every kernel in
+  // the graphs (lazy module loading, CUDA's default, delayed the first gate by 3.4 ms there), and
+  // the graph machinery. Not counted in the hot path's counters or the gate trace.
+  void warmUp(const std::function<CudaStreamState *(uint32_t)> &streamOf) override {
+    DeviceGuard guard(dev_.gpu);
+    warming_ = true;
+    struct Done {
+      bool &flag;
+      ~Done() { flag = false; }
+    } done{warming_};
+    for (const JobChunk &c : warmShapes_) {
+      CudaStreamState *st = streamOf(c.stream);
+      if (!st || !st->gateHost || shape_.passes == 0)
+        continue;
+      stream_ = st->s;
+      arena_ = &arenas_[c.stream];
+      FillExec ex;
+      ex.shape = &shape_;
+      ex.passBegin = 0;
+      ex.passEnd = shape_.passes;
+      ex.batch = c.batch;
+      ex.weightsStreamed = c.weightsStreamed;
+      ex.begins = ex.completes = true;
+      ex.bounded = ex.splitPasses = true;
+      ex.deadlineUs = dev_.gtHostUs - 1e6;            // a second before the clock's calibration
+      ex.passNeedUs.assign(shape_.passes, 1e9);       // and no pass fits before it
+      std::unique_ptr<BatchData> batch;
+      const uint32_t ran = runGated(*st, batch, ex);
+      st->lastGated = false;
+      st->lastGate = GateState{};
+      if (ran != 0 || batch)
+        throw Error(PFRT_ERROR_INTERNAL, "cuda fill warm-up: a pass ran behind a closed gate");
+    }
+  }
+
   // Gated: bounded chunks of two passes or more that may stop between them. A chunk of one pass
   // (or a whole chunk, PFRT_FILL_BOUNDED_WHOLE) would get a single gate, which would check what
   // the host has just checked: the fill stream is idle when the host decides (streamNowUs waits
@@ -451,8 +504,8 @@ public:
     const GateState gs = launch.wait();
     const double waitUs = hostNowUs() - waitT0;
     const uint32_t launched = static_cast<uint32_t>(launch.launched());
-    if (gateTrace())
-      traceGated(ex, gs, launched, waitUs);
+    if (gateTrace() && !warming_)
+      traceGated(ex, gs, launched, waitUs, launch);
     const uint32_t ran = std::min(gs.passesRun, launched);
     commit(batchPtr, snaps, ran, s);
     st.lastGated = launched > 0;
@@ -480,15 +533,20 @@ public:
   }
   // Times relative to the host's decision (t = 0: captureAndLaunch began), on the host clock;
   // the gates' %globaltimer readings converted with the run's calibration.
-  void traceGated(const FillExec &ex, const GateState &gs, uint32_t launched, double waitUs) {
+  void traceGated(const FillExec &ex, const GateState &gs, uint32_t launched, double waitUs,
+                  const GatedLaunch &launch) {
     const double gtToHost = dev_.gtHostUs - traceT0_;
     auto hostOf = [&](uint64_t ns) {
       return ns ? gtToHost + 1e-3 * (static_cast<double>(ns) - static_cast<double>(dev_.gtNs))
                 : -1.0;
     };
-    std::string segs;
+    std::string segs, costs;
     for (double t : traceLaunchUs_)
       segs += (segs.empty() ? "" : ",") + std::to_string(static_cast<long>(t));
+    for (const GatedLaunch::SegmentCost &c : launch.costs())
+      costs += (costs.empty() ? "" : ",") + std::to_string(static_cast<long>(c.captureUs)) + "/" +
+               std::to_string(static_cast<long>(c.instantiateUs)) + "/" +
+               std::to_string(static_cast<long>(c.launchUs));
     static const char *why[] = {"runs", "ENDED", "DEADLINE", "earlier"};
     int64_t nextEdge = 0;
     {
@@ -497,11 +555,13 @@ public:
     }
     std::fprintf(stderr,
                  "pfrt-gate: sample %llu passes [%u,%u) launched %u ran %u stop %s | host us "
-                 "from decision: launches at [%s], wait %.0f, deadline %.0f, first gate %.0f, "
+                 "from decision: launches at [%s] (capture/instantiate/launch [%s]), wait %.0f, "
+                 "deadline %.0f, first gate %.0f, "
                  "stop gate %.0f | need[0] %.0f us | edge: begin %llu, word at stop %llu, "
                  "device nextEdge %lld | bubble token %lld\n",
                  (unsigned long long)ex.sampleBegin, ex.passBegin, ex.passEnd, launched,
-                 gs.passesRun, why[gs.stop < 4 ? gs.stop : 0], segs.c_str(), waitUs,
+                 gs.passesRun, why[gs.stop < 4 ? gs.stop : 0], segs.c_str(), costs.c_str(),
+                 waitUs,
                  ex.deadlineUs - traceT0_, hostOf(gs.firstNs), hostOf(gs.stopNs),
                  ex.passNeedUs.empty() ? 0.0 : ex.passNeedUs[0],
                  (unsigned long long)(ex.bubbleToken >= 0 ? ex.bubbleToken + 1 : 0),
@@ -538,7 +598,7 @@ public:
       launch.endSegment();
       traceLaunchUs_.push_back(hostNowUs() - t0);
       snaps.push_back(snapshot(batchPtr));
-      if (p == ex.passBegin) {
+      if (p == ex.passBegin && !warming_) {
         hotPath().gatedChunks.fetch_add(1);
         hotPath().gateBuildNs.fetch_add(static_cast<uint64_t>(1e3 * (hostNowUs() - t0)));
       }
@@ -660,7 +720,7 @@ public:
     PFRT_CUDA(cudaMallocFromPoolAsync(&p, bytes, dev_.fillPool, on));
     if (gating_)
       gatedAllocs_.push_back(p);
-    if (hot)
+    if (hot && !warming_)
       hotPath().batchAllocs.fetch_add(1);
     return p;
   }
@@ -806,7 +866,8 @@ private:
     a.capacity = 0;
     PFRT_CUDA(cudaMalloc(reinterpret_cast<void **>(&a.base), bytes));
     a.capacity = bytes;
-    hotPath().deviceAllocs.fetch_add(1);
+    if (!warming_)
+      hotPath().deviceAllocs.fetch_add(1);
   }
   void *carve(size_t bytes) {
     Arena &a = *arena_;
@@ -818,7 +879,8 @@ private:
                                            std::to_string(a.capacity) + " (scratchBytes is wrong)");
     void *p = a.base + a.used;
     a.used += need;
-    hotPath().scratchCarves.fetch_add(1);
+    if (!warming_)
+      hotPath().scratchCarves.fetch_add(1);
     return p;
   }
   float *carveF(size_t n) { return static_cast<float *>(carve(n * sizeof(float))); }
@@ -1017,6 +1079,10 @@ private:
   // Set while a gated chunk's passes are captured: its stream, and what was allocated.
   CudaStreamState *gating_ = nullptr;
   std::vector<void *> gatedAllocs_;
+  // The planned chunks' distinct (stream, batch, streamed weights), and whether warmUp is running
+  // (its allocations and graphs are not the hot path's).
+  std::vector<JobChunk> warmShapes_;
+  bool warming_ = false;
   // PFRT_CUDA_GATE_TRACE: the host time the chunk's capture began, and each pass's launch.
   double traceT0_ = 0;
   std::vector<double> traceLaunchUs_;
@@ -1064,6 +1130,26 @@ const char *fillMathName(FillMath m) { return m == FillMath::Bf16 ? "bf16" : "tf
 std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, FillMath math,
                                        const std::vector<JobChunk> &chunks) {
   return std::make_unique<CudaJobData>(dev, shape, math, chunks);
+}
+
+bool warmUpRequested() {
+  const char *v = std::getenv("PFRT_CUDA_WARMUP");
+  if (!v || !*v || std::string(v) == "1")
+    return true;
+  if (std::string(v) == "0")
+    return false;
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+              std::string("PFRT_CUDA_WARMUP=") + v + ": expected 1 (on) or 0 (off)");
+}
+
+void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf) {
+  std::vector<WarmUp *> jobs;
+  {
+    std::lock_guard<std::mutex> lock(dev.warmMutex);
+    jobs.swap(dev.toWarm);
+  }
+  for (WarmUp *job : jobs)
+    job->warmUp(streamOf);
 }
 
 void releaseFillReservations(GpuDevice &dev) {

@@ -126,6 +126,18 @@ cuda_skipped=$(grep -cE "^\[  SKIPPED \] CudaBackend.* \([0-9]+ ms\)" "$out/cuda
 cuda_failed=$(grep -oE "^\[  FAILED  \] CudaBackendTest\.[A-Za-z0-9_]+ \(" "$out/cuda-tests.log" |
               sed -E 's/^\[  FAILED  \] CudaBackendTest\.//; s/ \($//' | paste -sd, - || true)
 
+if [ "$gpus" -gt 0 ]; then
+  # Seconds: the gated tests again with one trace line per gated chunk (host cost of each pass's
+  # graph: capture / instantiate / launch), with the warm-up before the loop and without it.
+  step "gate diagnostics: the gated tests traced, warm-up on and off (30 s max each)"
+  gated='CudaBackendTest.*Gate*:CudaBackendTest.TailBubble*'
+  PFRT_CUDA_GATE_TRACE=1 tmo 30 "$build/bin/pfrt-cuda-tests" --gtest_color=no \
+    --gtest_filter="$gated" >"$out/gate-trace.log" 2>&1 || true
+  PFRT_CUDA_WARMUP=0 PFRT_CUDA_GATE_TRACE=1 tmo 30 "$build/bin/pfrt-cuda-tests" --gtest_color=no \
+    --gtest_filter="$gated" >"$out/gate-trace-nowarmup.log" 2>&1 || true
+  grep -hE "^\[  (PASSED|FAILED) " "$out/gate-trace.log" "$out/gate-trace-nowarmup.log" || true
+fi
+
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
   # No libnccl.so.2 on the loader's path: the NCCL wheel (nvidia-nccl) of the machine's Python.

@@ -438,8 +438,20 @@ def test_cuda_stages_fill_the_streams_gaps():
         gap = next(g for g, op in enumerate(compute) if op["kind"] == kind and
                    op["microbatch"] == mb) - 1
         assert 0.8 * want <= step["gap_us"][gap] <= 1.5 * want + 200, (gap, step["gap_us"][gap])
-    # Fill ran in those gaps: chunks on the fill stream, bounded by the gaps' ends.
-    assert step["chunks_run"] > 0 and step["samples_completed"] > 0
+    # Fill ran in those gaps: chunks on the fill stream, bounded by the gaps' ends. On failure,
+    # what the session did (a GPU run is rare: its message must say why by itself).
+    report = session.report()
+    why = {k: report.get(k) for k in ("iterations", "bubbles", "chunks_run", "chunks_deferred",
+                                      "chunks_skipped", "chunks_pending", "chunks_split",
+                                      "chunks_stopped_on_device", "samples_completed",
+                                      "fill_us", "overrun_count")}
+    why["jobs"] = [{k: j.get(k) for k in ("name", "iterations_held", "samples_held",
+                                          "chunk_shapes")} for j in report.get("jobs", [])]
+    why["last_chunks"] = session.chunks()[-8:]
+    why["bubbles_planned_us"] = {b["bubble_id"]: b["planned_duration_us"]
+                                 for b in session.bubbles()}
+    why["gap_us"] = step["gap_us"]
+    assert step["chunks_run"] > 0 and step["samples_completed"] > 0, why
     chunks = [c for c in session.chunks() if not c["deferred"]]
     inside = [c for c in chunks if c["end_us"] <= c["deadline_us"] + 200]
     assert len(inside) >= 0.75 * len(chunks), chunks

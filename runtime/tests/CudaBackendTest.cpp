@@ -540,6 +540,20 @@ TEST_F(CudaBackendTest, BadDeviceGateValueIsAnError) {
   pfrt_report_destroy(r);
 }
 
+// A bad PFRT_CUDA_WARMUP is an error naming it, not a silent default.
+TEST_F(CudaBackendTest, BadWarmUpValueIsAnError) {
+  ProgramPtr p = fourPassProgram();
+  ASSERT_TRUE(p);
+  ScopedEnv env("PFRT_CUDA_WARMUP", "later");
+  pfrt_options o = cudaOptions(1);
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << pfrt_last_error();
+  EXPECT_NE(std::string(pfrt_last_error()).find("PFRT_CUDA_WARMUP=later: expected 1 (on) or 0"),
+            std::string::npos)
+      << pfrt_last_error();
+  pfrt_report_destroy(r);
+}
+
 // Fewer GPUs than devices: one stage runs on the GPU, its peers are emulated at planned times.
 TEST_F(CudaBackendTest, ReplayModeRunsOneStage) {
   samples::PipelineSpec spec;
@@ -764,6 +778,41 @@ TEST_F(CudaBackendTest, SessionFillWaitsForTheGpuAndIsBounded) {
     EXPECT_GE(c.start_us, c.admitted_us);
     EXPECT_LE(c.admitted_us + c.predicted_us, c.deadline_us);
   }
+}
+
+// pipefill.torch hands the session torch's current stream, which is by default the legacy default
+// stream (cudaStream_t 0, torch.cuda.default_stream().cuda_stream): the framework's bubbles on it
+// are filled as on a stream of its own (the fill streams are non-blocking, so nothing on the
+// legacy stream waits for them or they for it). The same loop as above: the same counts.
+TEST_F(CudaBackendTest, SessionFillsBehindTheLegacyDefaultStream) {
+  ProgramPtr p = misPredictedProgram();
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(s);
+  cudaStream_t legacy = nullptr; // cudaStreamLegacy's handle as torch passes it: 0
+  busy(legacy, 50000);
+  for (int it = 0; it < 7; ++it) {
+    for (const pfrt_session_bubble &b : sessionBubbles(s.get())) {
+      busy(legacy, 1000);
+      ASSERT_EQ(pfrt_session_bubble_begin(s.get(), b.bubble_id, legacy, 0), PFRT_OK)
+          << pfrt_last_error();
+      busy(legacy, static_cast<uint64_t>(b.planned_duration_us));
+      ASSERT_EQ(pfrt_session_bubble_end(s.get(), b.bubble_id, nullptr), PFRT_OK)
+          << pfrt_last_error();
+    }
+    ASSERT_EQ(pfrt_session_iteration_end(s.get()), PFRT_OK) << pfrt_last_error();
+  }
+  pfrt_session_stats st{};
+  ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK) << pfrt_last_error();
+  for (const pfrt_session_chunk &c : chunkLog(s.get()))
+    std::printf("legacy stream: it %llu bubble %u admitted %.0f us, ran %.0f .. %.0f us, "
+                "deadline %.0f us%s\n",
+                (unsigned long long)c.iteration, c.bubble_id, c.admitted_us, c.start_us,
+                c.end_us, c.deadline_us, c.deferred ? " (deferred)" : "");
+  EXPECT_EQ(st.chunks_run, 12u);
+  EXPECT_EQ(st.chunks_deferred, 6u);
+  EXPECT_EQ(st.samples_completed, kMisPredictedSamples);
+  EXPECT_EQ(st.overrun_count, 0u) << st.overrun_us << " us over";
+  ASSERT_EQ(cudaStreamSynchronize(legacy), cudaSuccess);
 }
 
 // bubble_end's edge stops the fill when the GPU passes it, not when the host calls it: a fill task
