@@ -924,8 +924,11 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
         WorkItem head;
         if (!config_.fillSplit ||
             !dj.fittingHead(item, jr.shape, (deadline - now) / config_.timeScale, &head,
-                            &predicted))
+                            &predicted)) {
+          dj.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs,
+                               (deadline - now) / config_.timeScale);
           break;
+        }
         FillQueue::dropHead(dj.backlog.front(), head);
         ++jr.chunksSplit;
         if (!started) {

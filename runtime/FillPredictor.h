@@ -31,6 +31,41 @@ inline double sortedPercentile(const std::vector<double> &v, double q) {
   return v[std::min(n, std::max<size_t>(rank, 1)) - 1];
 }
 
+// The starvation escape of the predictors (ChunkPredictor, StepPredictor). A prediction made from
+// fewer than kThinWindow runs is the slowest of them (the nearest-rank 90th percentile of fewer
+// than ten values is the maximum), so one slow run (a cold start: the first use of a kernel or a
+// GEMM shape, first-touch page faults, a neighbour's burst) can hold its work out of every bubble
+// for good, and what never runs is never measured again. A *refusal* is an admission the estimate
+// (the plan, or the task's step_us) would have granted but the prediction did not. After
+// kFirstProbe refusals in a row the slowest run is retired, so the next admission probes the work
+// again; every probe doubles the refusals the next one needs (up to kLastProbe), so work that
+// really is slower than its estimate costs O(log n) overruns over n refusals, and a run resets the
+// count. Windows of kThinWindow runs or more are left alone: their p90 ignores one outlier.
+class ProbeBackoff {
+public:
+  static constexpr uint32_t kFirstProbe = 8, kLastProbe = 1024;
+  static constexpr size_t kThinWindow = 10;
+  // One refusal; true when the slowest run should be retired now.
+  bool refuse() {
+    if (++refusals_ < after_)
+      return false;
+    refusals_ = 0;
+    after_ = std::min(2 * after_, kLastProbe);
+    return true;
+  }
+  void ran() { refusals_ = 0; }
+  uint32_t nextProbeAfter() const { return after_; }
+
+private:
+  uint32_t refusals_ = 0, after_ = kFirstProbe;
+};
+
+// Removes the largest value of a window (nothing when empty).
+inline void retireLargest(std::deque<double> &window) {
+  if (!window.empty())
+    window.erase(std::max_element(window.begin(), window.end()));
+}
+
 // Predicts a chunk's time (planned microseconds) for the bubble bound. It starts from the plan and
 // is corrected online from the measured times of the job's chunks on this device:
 // - chunks of the same shape (passes, batch) seen before: the larger of 1.05 x their median and
@@ -40,12 +75,14 @@ inline double sortedPercentile(const std::vector<double> &v, double q) {
 // - a new shape of a job already measured: the plan scaled by the 90th percentile of the job's
 //   measured/planned ratios;
 // - nothing measured yet: the plan.
+// A shape refused while its plan would have fitted is probed again with ProbeBackoff's rule (the
+// shape's slowest run retired, or, for a shape not measured, the job's largest ratio).
 class ChunkPredictor {
 public:
   double predict(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs) const {
     auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
-    if (it != byShape_.end() && !it->second.empty()) {
-      const std::vector<double> v = sortedSample(it->second);
+    if (it != byShape_.end() && !it->second.times.empty()) {
+      const std::vector<double> v = sortedSample(it->second.times);
       const double median = sortedMedian(v);
       if (v.size() < 5)
         return std::max(1.2 * median, v.back());
@@ -57,7 +94,9 @@ public:
   }
   void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
            double measuredUs) {
-    auto &d = byShape_[std::make_tuple(passBegin, passEnd, batch)];
+    Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];
+    sh.probe.ran();
+    std::deque<double> &d = sh.times;
     d.push_back(measuredUs);
     if (d.size() > kWindow)
       d.pop_front();
@@ -68,9 +107,31 @@ public:
     }
   }
 
+  // A chunk of this shape did not start: its prediction exceeded roomUs, what was left of its
+  // bubble (planned us). A refusal when the plan fits the room (ProbeBackoff).
+  void refused(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
+               double roomUs) {
+    if (!(plannedUs <= roomUs))
+      return; // the plan would not have fitted either: the bubble is simply too short now
+    Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];
+    const bool thinShape = !sh.times.empty() && sh.times.size() < ProbeBackoff::kThinWindow;
+    const bool thinRatios = sh.times.empty() && !ratios_.empty() &&
+                            ratios_.size() < ProbeBackoff::kThinWindow;
+    if (!(thinShape || thinRatios) || !sh.probe.refuse())
+      return;
+    if (thinShape)
+      retireLargest(sh.times);
+    if (ratios_.size() < ProbeBackoff::kThinWindow) // the same slow run scaled the job's ratios
+      retireLargest(ratios_);
+  }
+
 private:
   static constexpr size_t kWindow = 32;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, std::deque<double>> byShape_;
+  struct Shape {
+    std::deque<double> times;
+    ProbeBackoff probe;
+  };
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Shape> byShape_;
   std::deque<double> ratios_;
 };
 

@@ -855,10 +855,13 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
     if (!fits(js, item, task, &predicted)) {
       // Its longest head that fits runs now; the rest (or all of it) waits, first in line.
       WorkItem head;
-      if (!config_.fillBounded || !config_.fillSplit || stopped(task) ||
-          !js.fittingHead(item, js.shape, (task.deadlineUs - admittedUs_) / config_.timeScale,
-                          &head, &predicted))
+      const double roomUs = (task.deadlineUs - admittedUs_) / config_.timeScale;
+      if (!config_.fillBounded || stopped(task))
         return false;
+      if (!config_.fillSplit || !js.fittingHead(item, js.shape, roomUs, &head, &predicted)) {
+        js.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
+        return false;
+      }
       FillQueue::dropHead(js.backlog.front(), head);
       ++js.chunksSplit;
       if (exec(js, job, head, predicted, task, deferred))

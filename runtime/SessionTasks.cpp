@@ -52,6 +52,7 @@ void Session::runTasks(BubbleTask &task) {
     if (!admit) {
       // The time left only shrinks and the prediction stays until the task runs again: it
       // waits for the next bubble.
+      ts.predictor.refused(task.deadlineUs - now);
       ++ts.skippedNoFit;
       out[t] = 1;
       continue;

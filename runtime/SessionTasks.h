@@ -33,11 +33,21 @@ public:
     return std::max(kMargin * sortedMedian(v), sortedPercentile(v, 0.9));
   }
   void add(double measuredUs) {
+    probe_.ran();
     recent_.push_back(measuredUs);
     if (recent_.size() > kWindow)
       recent_.pop_front();
   }
   size_t size() const { return recent_.size(); }
+  // A step did not start: its prediction exceeded roomUs, what was left of the bubble. A refusal
+  // when the estimate fits the room: after ProbeBackoff's count the slowest step is retired.
+  void refused(double roomUs) {
+    if (!(estimateUs_ <= roomUs) || recent_.empty() ||
+        recent_.size() >= ProbeBackoff::kThinWindow)
+      return;
+    if (probe_.refuse())
+      retireLargest(recent_);
+  }
   // q = 0.5: the median (mean of the two middle values for an even count); otherwise the
   // nearest-rank percentile. 0 when nothing was measured.
   double quantile(double q) const {
@@ -50,6 +60,7 @@ public:
 private:
   double estimateUs_;
   std::deque<double> recent_;
+  ProbeBackoff probe_;
 };
 
 struct TaskState {

@@ -90,5 +90,62 @@ TEST(FillPredictorTest, StartsFromThePlanThenScalesNewShapes) {
   EXPECT_NEAR(p.predict(0, 2, 8, 500), 1000, 1e-9);   // a new shape: plan x the job's ratio
 }
 
+// One slow first run (a cold start: 50x the plan) of a shape whose later runs take its planned
+// time. Without the escape its prediction stays at that run (the worst of fewer than five) and the
+// shape is refused from every 1 ms bubble for good. With it, the eighth refusal in a row (each one
+// a bubble whose room the plan fits) retires the run, and the shape runs again from the plan. A new
+// shape of the job, scaled by the job's ratios, is freed with it.
+TEST(FillPredictorTest, AColdFirstRunIsRetiredAfterEightRefusals) {
+  ChunkPredictor p;
+  p.add(0, 1, 4, 100, 5000);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 6000); // max(1.2 x median, worst)
+  EXPECT_DOUBLE_EQ(p.predict(0, 2, 4, 200), 10000); // a new shape: plan x the cold ratio 50
+  for (int i = 0; i < 7; ++i)
+    p.refused(0, 1, 4, 100, 1000);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 6000) << "retired before the eighth refusal";
+  // Refusals the plan would not have fitted either (room 50 < plan 100) do not count.
+  for (int i = 0; i < 20; ++i)
+    p.refused(0, 1, 4, 100, 50);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 6000);
+  p.refused(0, 1, 4, 100, 1000);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 100) << "the cold run should be retired";
+  EXPECT_DOUBLE_EQ(p.predict(0, 2, 4, 200), 200) << "and the job's ratio with it";
+  // The runs after it are what the shape learns from.
+  p.add(0, 1, 4, 100, 110);
+  EXPECT_NEAR(p.predict(0, 1, 4, 100), 132, 1e-9);
+}
+
+// A shape that really takes 50x its plan, reached once per bubble with 1 ms of room: each probe
+// overruns, and each doubles the refusals before the next, so runs happen at bubbles r_0 = 1 and
+// r_{k+1} = r_k + 8 x 2^k + 1 (the closed form, not the predictor's code). 1000 bubbles: 7 runs
+// (1, 10, 27, 60, 125, 254, 511), not one every 9 bubbles (111).
+TEST(FillPredictorTest, ASlowShapeIsProbedWithExponentialBackoff) {
+  ChunkPredictor p;
+  std::vector<int> runs;
+  for (int bubble = 1; bubble <= 1000; ++bubble) {
+    if (p.predict(0, 1, 4, 100) <= 1000) {
+      runs.push_back(bubble);
+      p.add(0, 1, 4, 100, 5000);
+    } else {
+      p.refused(0, 1, 4, 100, 1000);
+    }
+  }
+  std::vector<int> expected{1};
+  for (int k = 0; expected.back() + 8 * (1 << k) + 1 <= 1000; ++k)
+    expected.push_back(expected.back() + 8 * (1 << k) + 1);
+  EXPECT_EQ(runs, expected);
+  EXPECT_EQ(runs.size(), 7u);
+}
+
+// A shape with ten runs or more keeps them: its p90 no longer rests on one run.
+TEST(FillPredictorTest, AWellMeasuredShapeIsNotProbed) {
+  ChunkPredictor p;
+  for (int i = 0; i < 10; ++i)
+    p.add(0, 1, 4, 100, 2000);
+  for (int i = 0; i < 100; ++i)
+    p.refused(0, 1, 4, 100, 1000);
+  EXPECT_NEAR(p.predict(0, 1, 4, 100), 2100, 1e-9);
+}
+
 } // namespace
 } // namespace pfrt

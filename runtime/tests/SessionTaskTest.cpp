@@ -245,6 +245,30 @@ TEST(SessionTaskTest, PredictorCorrectsAnUnderestimatedStep) {
   EXPECT_DOUBLE_EQ(st.measured_us_p50, 300);
 }
 
+// A task whose first step is slow (50 ms: a framework's first call, which loads and compiles what
+// later calls reuse) and whose later steps take their 100 us estimate, in 1 ms bubbles. Without
+// the starvation escape the prediction stays at 1.2 x 50 ms and the task never runs again (1 step
+// in 20 bubbles). With it: bubbles 2-9 refuse it (8 refusals: the estimate fits each), the eighth
+// retires the slow step, and bubbles 10-20 run expectedSteps(1000, 100, 100) = 9 steps each.
+TEST(SessionTaskTest, ASlowFirstStepDoesNotStarveTheTask) {
+  VirtualClock clock;
+  ProgramPtr p = noFillPlan();
+  SessionPtr s = sessionOk(p.get(), 0, options());
+  FakeTask t;
+  t.costUs = 50000;
+  const uint32_t id = addOk(s.get(), "cold", t, 100);
+  std::vector<uint64_t> steps;
+  for (int b = 1; b <= 20; ++b) {
+    steps.push_back(unplanned(s.get(), 1000).task_steps);
+    t.costUs = 100;
+  }
+  const std::vector<uint64_t> expected{1, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9};
+  EXPECT_EQ(steps, expected);
+  const pfrt_session_task_stats st = statsOf(s.get(), id);
+  EXPECT_EQ(st.steps, 1u + 11u * 9u);
+  EXPECT_EQ(st.overruns, 1u) << "only the slow first step";
+}
+
 // The unbounded policy starts a step whenever the bubble has time left: more steps, overruns.
 TEST(SessionTaskTest, UnboundedPolicyOverrunsTheBound) {
   VirtualClock clock;
