@@ -448,8 +448,8 @@ public:
       ex.weightsStreamed = c.weightsStreamed;
       ex.begins = ex.completes = true;
       ex.bounded = ex.splitPasses = true;
-      ex.deadlineUs = dev_.gtHostUs - 1e6;            // a second before the clock's calibration
-      ex.passNeedUs.assign(shape_.passes, 1e9);       // and no pass fits before it
+      ex.deadlineUs = dev_.gtHostUs - 1e6; // a second before the clock's calibration
+      ex.passNeedUs.assign(shape_.passes, 1e9); // and no pass fits before it
       std::unique_ptr<BatchData> batch;
       const uint32_t ran = runGated(*st, batch, ex);
       st->lastGated = false;
