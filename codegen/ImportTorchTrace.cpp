@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "algo/torch/TorchTrace.h"
 #include "codegen/IRQueries.h"
+#include "codegen/JsonStream.h"
 #include "codegen/TorchPlacement.h"
 #include "codegen/Translate.h"
 #include "dialect/PipefillOps.h"
@@ -29,8 +30,8 @@
 #include <google/protobuf/text_format.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -74,7 +75,139 @@ bool isActionName(StringRef name) {
          name.starts_with("Backward ");
 }
 
+/// The TraceEvent of one element of `traceEvents`, or nullopt for an event
+/// that does not count (not an object, not complete, no times). An action
+/// without a numeric ts/dur is returned with `missing` naming the key.
+std::optional<torchsched::TraceEvent> traceEventOf(const llvm::json::Value &value,
+                                                   const char *&missing) {
+  missing = nullptr;
+  const llvm::json::Object *e = value.getAsObject();
+  if (!e)
+    return std::nullopt;
+  auto ph = e->getString("ph");
+  if (!ph || *ph != "X")
+    return std::nullopt;
+  torchsched::TraceEvent ev;
+  if (auto name = e->getString("name"))
+    ev.name = name->str();
+  if (auto cat = e->getString("cat"))
+    ev.cat = cat->str();
+  auto number = [&](StringRef key, double &to) {
+    if (auto d = e->getNumber(key)) {
+      to = *d;
+      return true;
+    }
+    return false;
+  };
+  bool hasTs = number("ts", ev.ts), hasDur = number("dur", ev.dur);
+  auto idOf = [&](StringRef key) -> std::string {
+    const llvm::json::Value *id = e->get(key);
+    if (!id)
+      return "";
+    if (auto s = id->getAsString())
+      return s->str();
+    if (auto i = id->getAsInteger())
+      return std::to_string(*i);
+    return "";
+  };
+  ev.thread = idOf("pid") + "/" + idOf("tid");
+  if (!hasTs || !hasDur) {
+    if (!isActionName(ev.name))
+      return std::nullopt;
+    missing = !hasTs ? "'ts'" : "'dur'";
+  }
+  return ev;
+}
+
+/// Collects a trace's events while streamJson reads it, one event at a time.
+/// Problems other than malformed JSON are kept, not reported: the JSON is
+/// checked to its end first, as when the file was parsed whole.
+class TraceCollector : public pipefill::JsonStreamHandler {
+public:
+  TraceCollector(StringRef text, torchsched::TraceFile &out)
+      : text_(text), lines_(text), out_(out) {}
+
+  void arrayBegins(size_t keyOffset) override {
+    eventsKeys_.push_back(keyOffset);
+    eventsIsArray_ = true;
+  }
+  void member(StringRef key, llvm::json::Value &&value, size_t keyOffset) override {
+    if (key == "traceEvents") {
+      eventsKeys_.push_back(keyOffset);
+      eventsIsArray_ = false;
+    } else if (key == "distributedInfo") { // a repeated key: the last one counts
+      rank_.reset();
+      if (const llvm::json::Object *info = value.getAsObject())
+        if (const llvm::json::Value *rank = info->get("rank"))
+          rank_ = *rank;
+    }
+  }
+  void element(llvm::json::Value &&value, size_t begin, size_t end) override {
+    if (!missing_.empty())
+      return; // refused at an earlier event
+    const char *missing = nullptr;
+    std::optional<torchsched::TraceEvent> ev = traceEventOf(value, missing);
+    if (!ev)
+      return;
+    if (isActionName(ev->name)) {
+      // The line of the action's name in its event's text (the event's first
+      // line if the name is written with escapes).
+      std::string quoted = "\"" + ev->name + "\"";
+      size_t at = text_.take_front(end).find(quoted, std::max(cursor_, begin));
+      ev->line = lines_.lineOf(at != StringRef::npos ? at : begin);
+      if (at != StringRef::npos)
+        cursor_ = at + quoted.size();
+      if (missing) {
+        missingLine_ = ev->line;
+        missing_ = "trace event '" + ev->name + "' has no numeric " + missing;
+        return;
+      }
+    }
+    out_.events.push_back(std::move(*ev));
+  }
+
+  /// After the whole text was read: the first problem, as (line, message),
+  /// in the order the whole-tree import found them; line 0 when none.
+  std::pair<int, std::string> problem() {
+    if (rank_) {
+      // Present but not a rank (-1, 0.5, "1", 1e30) is an error, not "no rank".
+      std::optional<int64_t> rank = rank_->getAsInteger();
+      if (!rank || *rank < 0 || *rank > (1 << 20)) {
+        std::string text;
+        llvm::raw_string_ostream(text) << *rank_;
+        return {1, "the torch trace's distributedInfo.rank is " + text +
+                       "; expected a rank, an integer from 0"};
+      }
+      out_.rank = int(*rank);
+    }
+    if (eventsKeys_.size() > 1)
+      return {lines_.lineOf(eventsKeys_[1]),
+              "the torch trace has a second 'traceEvents' (the first at line " +
+                  std::to_string(lines_.lineOf(eventsKeys_[0])) +
+                  "); expected one event array per trace"};
+    if (!eventsIsArray_)
+      return {1, "the torch trace has no 'traceEvents' array; expected a Chrome trace written "
+                 "by torch.profiler's export_chrome_trace"};
+    if (!missing_.empty())
+      return {missingLine_, missing_};
+    return {0, ""};
+  }
+
+private:
+  StringRef text_;
+  LineCounter lines_;
+  torchsched::TraceFile &out_;
+  size_t cursor_ = 0; ///< past the previous action's name
+  std::vector<size_t> eventsKeys_;
+  bool eventsIsArray_ = false;
+  std::optional<llvm::json::Value> rank_;
+  std::string missing_;
+  int missingLine_ = 0;
+};
+
 /// Reads one trace file; emits a located error and returns false on failure.
+/// The events are streamed: the file's text and one event's llvm::json value
+/// are alive at once, not the whole tree (about 60 times the file).
 bool readTrace(MLIRContext *ctx, const std::string &path, Location overLimitAt,
                torchsched::TraceFile &out) {
   out.path = path;
@@ -99,99 +232,18 @@ bool readTrace(MLIRContext *ctx, const std::string &path, Location overLimitAt,
         << " (a torch.profiler trace nests 3)";
     return false;
   }
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
-  if (!parsed) {
-    std::string message;
-    unsigned line = 1, col = 1, offset = 0;
-    llvm::handleAllErrors(parsed.takeError(), [&](const llvm::ErrorInfoBase &e) {
-      message = e.message();
-    });
-    // ParseError prints "[line:col, byte=offset]: message".
-    char rest[512] = {0};
-    if (std::sscanf(message.c_str(), "[%u:%u, byte=%u]: %511[^\n]", &line, &col,
-                    &offset, rest) == 4)
-      message = rest;
-    emitError(fileLoc(line, col)) << "malformed JSON in the torch trace: "
-                                  << message;
+  TraceCollector collector(text, out);
+  pipefill::JsonStreamError malformed;
+  if (!pipefill::streamJson(text, "traceEvents", collector, malformed)) {
+    emitError(fileLoc(int(malformed.line), int(malformed.column)))
+        << "malformed JSON in the torch trace: " << malformed.message;
     return false;
   }
-  const llvm::json::Array *events = parsed->getAsArray();
-  if (const llvm::json::Object *top = parsed->getAsObject()) {
-    events = top->getArray("traceEvents");
-    if (const llvm::json::Object *info = top->getObject("distributedInfo"))
-      if (const llvm::json::Value *value = info->get("rank")) {
-        // Present but not a rank (-1, 0.5, "1", 1e30) is an error, not "no rank".
-        std::optional<int64_t> rank = value->getAsInteger();
-        if (!rank || *rank < 0 || *rank > (1 << 20)) {
-          std::string text;
-          llvm::raw_string_ostream(text) << *value;
-          emitError(fileLoc(1)) << "the torch trace's distributedInfo.rank is " << text
-                                << "; expected a rank, an integer from 0";
-          return false;
-        }
-        out.rank = int(*rank);
-      }
-  }
-  if (!events) {
-    emitError(fileLoc(1)) << "the torch trace has no 'traceEvents' array; "
-                             "expected a Chrome trace written by "
-                             "torch.profiler's export_chrome_trace";
-    return false;
-  }
-  // Locate the action events in the text: they appear in array order, so
-  // each is found after the previous one.
-  size_t cursor = 0;
-  LineCounter lines(text);
-  for (const llvm::json::Value &v : *events) {
-    const llvm::json::Object *e = v.getAsObject();
-    if (!e)
-      continue;
-    auto ph = e->getString("ph");
-    if (!ph || *ph != "X")
-      continue;
-    torchsched::TraceEvent ev;
-    if (auto name = e->getString("name"))
-      ev.name = name->str();
-    if (auto cat = e->getString("cat"))
-      ev.cat = cat->str();
-    auto number = [&](StringRef key, double &to) {
-      if (auto d = e->getNumber(key)) {
-        to = *d;
-        return true;
-      }
-      return false;
-    };
-    bool hasTs = number("ts", ev.ts), hasDur = number("dur", ev.dur);
-    auto idOf = [&](StringRef key) -> std::string {
-      const llvm::json::Value *id = e->get(key);
-      if (!id)
-        return "";
-      if (auto s = id->getAsString())
-        return s->str();
-      if (auto i = id->getAsInteger())
-        return std::to_string(*i);
-      return "";
-    };
-    ev.thread = idOf("pid") + "/" + idOf("tid");
-    if (isActionName(ev.name)) {
-      std::string quoted = "\"" + ev.name + "\"";
-      size_t at = text.find(quoted, cursor);
-      if (at != StringRef::npos) {
-        ev.line = lines.lineOf(at);
-        cursor = at + quoted.size();
-      }
-      if (!hasTs || !hasDur) {
-        emitError(fileLoc(ev.line))
-            << "trace event '" << ev.name << "' has no numeric "
-            << (!hasTs ? "'ts'" : "'dur'");
-        return false;
-      }
-    } else if (!hasTs || !hasDur) {
-      continue;
-    }
-    out.events.push_back(std::move(ev));
-  }
-  return true;
+  auto [line, problem] = collector.problem();
+  if (line == 0)
+    return true;
+  emitError(fileLoc(line)) << problem;
+  return false;
 }
 
 rt::ComputeOp::Kind protoKind(sched::InstrKind k) {

@@ -87,8 +87,9 @@ JsonStreamStats same(const std::string &text, const char *what = "") {
   JsonStreamStats stats;
   bool ok = streamJson(text, "traceEvents", rebuilt, error, &stats);
   EXPECT_EQ(ok, whole.ok);
-  if (ok && whole.ok && (whole.value.getAsArray() || whole.value.getAsObject()))
+  if (ok && whole.ok && (whole.value.getAsArray() || whole.value.getAsObject())) {
     EXPECT_EQ(rebuilt.document(), whole.value);
+  }
   if (!ok && !whole.ok) {
     EXPECT_EQ(error.message, whole.message);
     EXPECT_EQ(error.offset, whole.offset);
