@@ -18,10 +18,10 @@ RUNS=${1:-1000000}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(jobspec program_text program_binary checkpoint profile trace mlir_parse compile)
+  TARGETS=(jobspec program_text program_binary checkpoint profile trace mlir_parse compile json_stream)
 fi
 FUZZ_MLIR_DIR=${PIPEFILL_FUZZ_MLIR_DIR:-build-fuzz-mlir}
-dir_of() { case "$1" in mlir_parse|compile) echo "$FUZZ_MLIR_DIR" ;; *) echo "$SAN_DIR" ;; esac; }
+dir_of() { case "$1" in mlir_parse|compile|json_stream) echo "$FUZZ_MLIR_DIR" ;; *) echo "$SAN_DIR" ;; esac; }
 PLAIN=() MLIR=()
 for t in "${TARGETS[@]}"; do
   if [ "$(dir_of "$t")" = "$SAN_DIR" ]; then PLAIN+=("fuzz-$t"); else MLIR+=("fuzz-$t"); fi

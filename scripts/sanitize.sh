@@ -32,5 +32,5 @@ if [ ! -f "$FUZZ_MLIR_DIR/build.ninja" ]; then
     -DPIPEFILL_FUZZ_SECONDS="${PIPEFILL_FUZZ_SECONDS:-3}" \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py >/dev/null
 fi
-ninja -C "$FUZZ_MLIR_DIR" -j"$JOBS" fuzz-mlir_parse fuzz-compile
+ninja -C "$FUZZ_MLIR_DIR" -j"$JOBS" fuzz-mlir_parse fuzz-compile fuzz-json_stream
 ctest --test-dir "$FUZZ_MLIR_DIR" -L fuzz --output-on-failure -j"$JOBS"
