@@ -90,6 +90,9 @@ JsonStreamStats same(const std::string &text, const char *what = "") {
   if (ok && whole.ok && (whole.value.getAsArray() || whole.value.getAsObject())) {
     EXPECT_EQ(rebuilt.document(), whole.value);
   }
+  if (whole.ok) { // valid text: the scanner found every piece's end, nothing was parsed twice
+    EXPECT_EQ(stats.reparsed, 0u);
+  }
   if (!ok && !whole.ok) {
     EXPECT_EQ(error.message, whole.message);
     EXPECT_EQ(error.offset, whole.offset);
