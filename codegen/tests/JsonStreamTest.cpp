@@ -160,7 +160,8 @@ TEST(JsonStream, ShapesAndWhiteSpace) {
         "[{\"a\":1} ,\n{\"b\":[2]}]", "42", "\"s\"", "null", " true ",
         "{\"trace\\u0045vents\": [1, 2]}", "{\"traceEvents\": {\"a\": [1]}}",
         "{\"traceEvents\": 5}", "{\"traceEvents\": [1], \"traceEvents\": [2, 3]}",
-        "{\"a\":1,\"a\":2}", "{\"traceEvents\":[[[[]]]]}", "[\"\\ud800\\u0041\"]"}) {
+        "{\"a\":1,\"a\":2}", "{\"traceEvents\":[[[[]]]]}", "[\"\\ud800\\u0041\"]",
+        "{\"traceEvents\": [null,true ,false, -0.5e-3, \"x\"], \"n\": null, \"t\": true}"}) {
     JsonStreamStats stats = same(text);
     EXPECT_EQ(stats.reparsed, 0u) << text;
   }
