@@ -27,6 +27,9 @@ import time
 RUN = ["--backend", "host", "--time-model", "modelled", "--fill-policy", "unbounded",
        "--time-scale", "0.2", "--quiet"]
 PEER_TIMEOUT = 3
+# MPI_Init, the ranks' meeting at exit and MPI_Finalize wait --peer-timeout but at least this long
+# (runtime/MpiExit.h, kMpiExitFloorS).
+EXIT_FLOOR = 5
 
 failures = []
 
@@ -115,11 +118,98 @@ def finalize_hang():
         "a rank frozen before MPI_Finalize",
         [(4, [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT),
               "--report", report("fin")])],
-        [f"MPI_Finalize did not return after {PEER_TIMEOUT} s (a peer is hung"],
+        [f"MPI_Finalize did not return after {EXIT_FLOOR} s (a peer is hung"],
         fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Finalize"})
     check(os.path.exists(report("fin")) and
           json.load(open(report("fin"))).get("iterations") == 3,
           "a rank frozen before MPI_Finalize: the merged report was written before")
+
+
+def init_hang():
+    """D1: a rank frozen before MPI_Init: Open MPI's MPI_Init waits for every rank (a fence over
+    the launcher), so the others waited in it forever. Now a watchdog ends each of them after
+    --peer-timeout (at least EXIT_FLOOR s) with a clear message."""
+    expect_failure(
+        "a rank frozen before MPI_Init",
+        [(4, [*RUN, "--iterations", "2", "--peer-timeout", str(PEER_TIMEOUT)])],
+        [f"MPI_Init did not return after {EXIT_FLOOR} s"],
+        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Init_thread"}, limit=25, timeout=45)
+
+
+def setup_hang():
+    """D2: a rank frozen right after MPI_Init: the others waited forever in MPI_Comm_dup (a
+    blocking collective). The communicators are now made with MPI_Comm_idup, polled under
+    --peer-timeout."""
+    expect_failure(
+        "a rank frozen after MPI_Init (before the communicators are made)",
+        [(4, [*RUN, "--iterations", "2", "--peer-timeout", str(PEER_TIMEOUT)])],
+        ["making the run's communicators", f"timed out after {PEER_TIMEOUT} s"],
+        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Init_thread", "FAULT_WHEN": "after"},
+        limit=25, timeout=45)
+
+
+def exit_hang():
+    """D3: a rank frozen before the ranks meet at exit: the others waited forever at the exit
+    barrier (unbounded: rank 0 may merge for minutes). Now each rank hears from the ranks it waits
+    for at least once a second (heartbeats from the final gather on); rank 0 fails when a rank
+    goes silent for --peer-timeout (at least EXIT_FLOOR s). The merged report was written."""
+    clean("eh")
+    expect_failure(
+        "a rank frozen before the ranks meet at exit",
+        [(4, [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT),
+              "--report", report("eh")])],
+        [f"rank 0: no word from rank 2 for {EXIT_FLOOR} s at exit"],
+        fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Finalized"}, limit=25, timeout=45)
+    check(os.path.exists(report("eh")) and json.load(open(report("eh"))).get("iterations") == 3,
+          "a rank frozen before the ranks meet at exit: the merged report was written before")
+
+
+def merge_hang():
+    """D4: rank 0 frozen while it writes the merged report: the others waited forever at exit.
+    Now rank 0 sends heartbeats while it merges and writes; without them for --peer-timeout (at
+    least EXIT_FLOOR s) the others fail. Every rank's part was written before."""
+    clean("mh")
+    expect_failure(
+        "rank 0 frozen while it writes the merged report",
+        [(4, [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT),
+              "--report", report("mh")])],
+        [f"no word from rank 0 for {EXIT_FLOOR} s while it merges and writes the report"],
+        fault={"FAULT_RANK": 0, "FAULT_AT": "rename", "FAULT_NTH": 2}, limit=25, timeout=45)
+    parts = [os.path.join(Env.work, f"mh.rank{r}.json") for r in range(4)]
+    check(all(os.path.exists(p) for p in parts),
+          "rank 0 frozen while it writes the merged report: every rank's part was written")
+
+
+def mpi_errors():
+    """D5: failed nonblocking MPI calls were ignored (MPI_Ibarrier, MPI_Test, the gathers' calls):
+    an MPI_Test that fails ran on into the peer timeout with a wrong reason, a failed MPI_Ibarrier
+    left its request unset. Each now fails the run naming the call and MPI's error."""
+    common = [*RUN, "--iterations", "3", "--peer-timeout", str(PEER_TIMEOUT)]
+    expect_failure(
+        "MPI_Ibarrier fails on a rank (the start barrier)",
+        [(4, common)], ["MPI_Ibarrier (the start barrier", "failed: MPI_ERR_OTHER"],
+        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Ibarrier", "FAULT_SIG": "ERR"}, limit=20)
+    expect_failure(
+        "MPI_Test fails on a rank (from its 30th call on)",
+        [(4, common)], ["rank 2: MPI_Test (", "failed: MPI_ERR_OTHER"],
+        fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Test", "FAULT_SIG": "ERR", "FAULT_NTH": 30},
+        limit=20)
+
+
+def finalize_floor():
+    """D6: MPI_Finalize was bounded by --peer-timeout alone: with --peer-timeout 0.5, a rank 2 s
+    late into MPI_Finalize failed a run whose outputs were all written. The bound is now at least
+    EXIT_FLOOR s."""
+    clean("ff")
+    rc, out, secs = run_mpi(
+        [(4, [*RUN, "--iterations", "2", "--peer-timeout", "0.5", "--report", report("ff")])],
+        fault={"FAULT_RANK": 2, "FAULT_AT": "MPI_Finalize", "FAULT_SIG": "DELAY",
+               "FAULT_DELAY_S": 2}, timeout=45)
+    ok = rc == 0 and "did not return" not in out and os.path.exists(report("ff"))
+    check(ok, f"--peer-timeout 0.5, a rank 2 s late into MPI_Finalize: the run succeeds "
+              f"(exit {rc}, {secs:.1f} s)")
+    if not ok:
+        print(out[-3000:])
 
 
 def compare_differs():
@@ -139,11 +229,12 @@ def compare_differs():
 
 def communicators_reused():
     """C3a: each run made two communicators and never freed them (MPI has about 32k ids, --compare
-    1000 is 4002 runs); now a process makes them once. The fault injector kills rank 1 at a third
-    communicator made (MPI_Comm_dup): --compare 1 (6 runs) must not make one."""
+    1000 is 4002 runs); now a process makes them once (three: messages, stop votes, exit). The
+    fault injector kills rank 1 at a fourth communicator made (MPI_Comm_idup): --compare 1 (6 runs)
+    must not make one."""
     rc, out, secs = run_mpi(
         [(4, [*RUN, "--iterations", "2", "--compare", "1", "--peer-timeout", "20"])],
-        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Comm_dup", "FAULT_NTH": 3, "FAULT_SIG": "KILL"})
+        fault={"FAULT_RANK": 1, "FAULT_AT": "MPI_Comm_idup", "FAULT_NTH": 4, "FAULT_SIG": "KILL"})
     ok = rc == 0 and "FAULT:" not in out
     check(ok, f"--compare 1 as 4 ranks (6 runs) makes its communicators once "
               f"(exit {rc}, {secs:.1f} s)")
@@ -303,6 +394,12 @@ def backends_differ():
 
 CASES = {
     "finalize": finalize_hang,
+    "init": init_hang,
+    "setup": setup_hang,
+    "exit": exit_hang,
+    "merge": merge_hang,
+    "errors": mpi_errors,
+    "floor": finalize_floor,
     "compare": compare_differs,
     "communicators": communicators_reused,
     "backends": backends_differ,
