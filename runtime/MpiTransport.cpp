@@ -1,9 +1,11 @@
 // The MPI transport: one rank per process, a rank runs one device of the program.
 //
-// Every MPI call goes through one mutex and is nonblocking (Isend, Irecv, Ibarrier, Igatherv
-// polled with MPI_Test), so any thread level from MPI_THREAD_SERIALIZED up works and no call ever
-// blocks without a timeout: a peer that exited or hung gives a clear error after `timeoutS`
-// instead of a hang. Channels whose both ends are in this process use the in-process transport.
+// Every MPI call goes through one mutex (mpiLock) and is nonblocking (Comm_idup, Isend, Irecv,
+// Ibarrier, Igatherv polled with MPI_Test), so any thread level from MPI_THREAD_SERIALIZED up
+// works and no call ever blocks without a timeout: a peer that exited or hung gives a clear error
+// after `timeoutS` instead of a hang, and an MPI call that fails gives its error. The calls that
+// cannot be nonblocking (MPI_Init, MPI_Finalize) and the ranks' meeting at exit are bounded too
+// (MpiExit.h). Channels whose both ends are in this process use the in-process transport.
 //
 // Wire message (MPI_BYTE, one per channel and iteration; the channel's index in the program-wide
 // channel list is the MPI tag, and MPI keeps the order of messages with the same source and tag):
@@ -11,26 +13,20 @@
 // therefore consistent across processes whose origins were aligned by the start barrier).
 #include "runtime/Transport.h"
 
-// The C API only (Open MPI would pull in its deprecated C++ bindings otherwise).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
+#include "runtime/MpiExit.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace pfrt {
@@ -41,48 +37,15 @@ std::atomic<bool> gFailed{false};
 std::atomic<uint64_t> gChunkBytes{uint64_t(64) << 20};
 bool gInitializedByUs = false;
 
-// A timeout as printed: 0.5 s is not "0 s".
-std::string seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
+std::string seconds(double s) { return mpiSeconds(s); }
 
-// The peer timeout: how long a rank waits at exit before saying so, and how long MPI_Finalize
-// may take (atExit).
-std::atomic<double> gExitNoteAfterS{120};
+// The peer timeout: how long MPI_Finalize may take (atExit; at least kMpiExitFloorS).
+std::atomic<double> gPeerTimeoutS{120};
 
 int worldRank() {
   int rank = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
-}
-
-// Runs `call`, a blocking MPI call that takes no time limit of its own (Open MPI's MPI_Finalize is
-// a fence over the launcher that waits for every rank); if it has not returned after `limitS`
-// seconds, prints `message` and ends the process with exit status 1 at once (_exit: the call holds
-// MPI's state, and exit handlers would call into MPI again). mpirun then ends the job, the hung
-// peer included. Returns the call's result.
-int underDeadline(double limitS, const std::string &message, const std::function<int()> &call) {
-  std::mutex m;
-  std::condition_variable cv;
-  bool returned = false;
-  std::thread dog([&] {
-    std::unique_lock<std::mutex> lock(m);
-    if (cv.wait_for(lock, std::chrono::duration<double>(limitS), [&] { return returned; }))
-      return;
-    std::fprintf(stderr, "pipefill-run: %s\n", message.c_str());
-    std::fflush(stderr);
-    ::_exit(1);
-  });
-  const int rc = call();
-  {
-    std::lock_guard<std::mutex> lock(m);
-    returned = true;
-  }
-  cv.notify_all();
-  dog.join();
-  return rc;
 }
 
 void atExit() {
@@ -91,6 +54,7 @@ void atExit() {
   if (finalized)
     return;
   if (gFailed) {
+    mpiExitHeartbeatStop();
     // mpirun stops the peers (they may be waiting for this rank). A process alone in its world
     // (started without mpirun) has none: it finalizes quietly, without MPI_Abort's banner after
     // its own error.
@@ -103,39 +67,20 @@ void atExit() {
     return;
   // Every rank has written its outputs before any exits: mpirun aborts the job when one rank
   // exits with a nonzero code (a stopped run exits 130, 143 or 138), which would kill rank 0
-  // while it merges and writes the report. Not bounded: rank 0's merge of a long run may take
-  // minutes, and a rank that died makes mpirun end the job anyway; past the peer timeout a note
-  // says who waits.
-  MPI_Request request;
-  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) == MPI_SUCCESS) {
-    const auto start = std::chrono::steady_clock::now();
-    bool noted = false;
-    for (int done = 0; !done;) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (done)
-        break;
-      if (!noted && std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                            .count() > gExitNoteAfterS.load()) {
-        const int rank = worldRank();
-        std::fprintf(stderr,
-                     "pipefill-run: rank %d is done and waits for the other ranks to finish "
-                     "writing their outputs (%s s so far)\n",
-                     rank, seconds(gExitNoteAfterS.load()).c_str());
-        noted = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  // Past the exit barrier every rank has written its outputs; Open MPI's MPI_Finalize waits for
-  // every rank once more, so a peer that hangs now (stopped, or stuck in its own exit) would hold
-  // this rank forever: bounded by the peer timeout.
-  const double limit = gExitNoteAfterS.load();
+  // while it merges and writes the report. Bounded by heartbeats, not by the merge's length: a
+  // rank that goes silent for the limit ends the wait (MpiExit.h).
+  mpiExitTogether();
+  // Past the exit every rank has written its outputs; Open MPI's MPI_Finalize waits for every
+  // rank once more, so a peer that hangs now (stopped, or stuck in its own exit) would hold this
+  // rank forever: bounded by the peer timeout, at least kMpiExitFloorS (a rank a second late must
+  // not fail a run whose outputs are written).
+  const double limit = std::max(gPeerTimeoutS.load(), kMpiExitFloorS);
   const int rank = worldRank();
-  underDeadline(limit,
-                "rank " + std::to_string(rank) + ": MPI_Finalize did not return after " +
-                    seconds(limit) +
-                    " s (a peer is hung; --peer-timeout sets the limit); exiting with status 1",
-                [] { return MPI_Finalize(); });
+  mpiUnderDeadline(limit,
+                   "rank " + std::to_string(rank) + ": MPI_Finalize did not return after " +
+                       seconds(limit) + " s (a peer is hung; --peer-timeout sets the limit, at "
+                       "least " + seconds(kMpiExitFloorS) + " s here)",
+                   [] { return MPI_Finalize(); });
 }
 
 struct Wire {
@@ -169,27 +114,41 @@ struct Comms {
 };
 std::mutex gSpareMutex;
 Comms gSpare;
+// The communicator of the ranks' exit (MpiExit.h): made once per process, with the first run's.
+MPI_Comm gExitComm = MPI_COMM_NULL;
 
-std::string mpiError(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(code, text, &len);
-  return std::string(text, static_cast<size_t>(len));
+// MPI_Init_thread, bounded: Open MPI's waits for every rank (a fence over the launcher), so a
+// peer that never gets there (frozen, or stuck before it) would hold this rank forever. The
+// launcher's rank names this one (MPI cannot be asked yet).
+void initMpi(double timeoutS, int &provided) {
+  int launched = -1, world = 0;
+  const std::string rank = launcherRank(launched, world) ? std::to_string(launched) : "?";
+  const double limit = std::max(timeoutS, kMpiExitFloorS);
+  const int rc = mpiUnderDeadline(
+      limit,
+      "rank " + rank + ": MPI_Init did not return after " + seconds(limit) +
+          " s (a peer did not start or is hung; --peer-timeout sets the limit, at least " +
+          seconds(kMpiExitFloorS) + " s here)",
+      [&] { return MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided); });
+  if (rc != MPI_SUCCESS)
+    throw Error(PFRT_ERROR_UNAVAILABLE, "MPI_Init_thread failed: " + mpiError(rc));
 }
 
 class MpiTransport : public Transport {
 public:
   MpiTransport(int rank, int world, double timeoutS) : timeoutS_(timeoutS) {
-    gExitNoteAfterS = timeoutS;
+    gPeerTimeoutS = timeoutS;
+    mpiExitHeartbeatStop(); // the previous run's (--compare): this one is under way
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
       int provided = 0;
-      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-      if (rc != MPI_SUCCESS)
-        throw Error(PFRT_ERROR_UNAVAILABLE, "MPI_Init_thread failed: " + mpiError(rc));
+      initMpi(timeoutS, provided);
       gInitializedByUs = true;
       std::atexit(atExit);
+      // Errors of calls on MPI_COMM_WORLD (MPI_Comm_idup below) come back as codes, as on the
+      // run's communicators, instead of aborting the job without saying where.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
       if (provided < MPI_THREAD_SERIALIZED)
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "the MPI library gives thread level " + std::to_string(provided) +
@@ -209,13 +168,18 @@ public:
       voteComm_ = gSpare.vote;
       gSpare = Comms{};
     }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     if (comm_ == MPI_COMM_NULL) {
-      MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+      comm_ = duplicateWorld();
       // The stop votes on their own communicator: they stay outstanding across the other
       // collectives (start barrier, final gather) without being ordered against them.
-      MPI_Comm_dup(MPI_COMM_WORLD, &voteComm_);
-      MPI_Comm_set_errhandler(voteComm_, MPI_ERRORS_RETURN);
+      voteComm_ = duplicateWorld();
+    }
+    if (gInitializedByUs && gExitComm == MPI_COMM_NULL) {
+      gExitComm = duplicateWorld();
+      mpiExitSetup(gExitComm, timeoutS);
+    } else if (gInitializedByUs) {
+      mpiExitSetup(gExitComm, timeoutS);
     }
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &world_);
@@ -288,11 +252,9 @@ public:
     send->wire.readyRelUs = message.readyUs >= 0 ? message.readyUs - originUs_ : 0;
     std::lock_guard<std::mutex> lock(mpi_);
     reapSendsLocked();
-    int rc = MPI_Isend(&send->wire, sizeof(Wire), MPI_BYTE, rankOf(key.dst), index_.at(key), comm_,
-                       &send->request);
-    if (rc != MPI_SUCCESS)
-      throw Error(PFRT_ERROR_BACKEND, "MPI_Isend to rank " + std::to_string(rankOf(key.dst)) +
-                                          " failed: " + mpiError(rc));
+    check(MPI_Isend(&send->wire, sizeof(Wire), MPI_BYTE, rankOf(key.dst), index_.at(key), comm_,
+                    &send->request),
+          "MPI_Isend (a message to rank " + std::to_string(rankOf(key.dst)) + ")");
     sends_.push_back(std::move(send));
   }
 
@@ -318,19 +280,14 @@ public:
       {
         std::lock_guard<std::mutex> lock(mpi_);
         if (!posted) {
-          int err = MPI_Irecv(&wire, sizeof(Wire), MPI_BYTE, peer, index_.at(key), comm_,
-                              &request);
-          if (err != MPI_SUCCESS)
-            throw Error(PFRT_ERROR_BACKEND, "MPI_Irecv from rank " + std::to_string(peer) +
-                                                " failed: " + mpiError(err));
+          check(MPI_Irecv(&wire, sizeof(Wire), MPI_BYTE, peer, index_.at(key), comm_, &request),
+                "MPI_Irecv (a message from rank " + std::to_string(peer) + ")");
           posted = true;
         }
         int done = 0;
         MPI_Status status;
-        int err = MPI_Test(&request, &done, &status);
-        if (err != MPI_SUCCESS)
-          throw Error(PFRT_ERROR_BACKEND, "MPI_Test (receive from rank " + std::to_string(peer) +
-                                              ") failed: " + mpiError(err));
+        check(MPI_Test(&request, &done, &status),
+              "MPI_Test (a message from rank " + std::to_string(peer) + ")");
         if (done)
           break;
       }
@@ -379,9 +336,8 @@ public:
     vote->round = round;
     vote->mine = stop ? 1 : 0;
     std::lock_guard<std::mutex> lock(mpi_);
-    int err = MPI_Iallreduce(&vote->mine, &vote->any, 1, MPI_INT, MPI_MAX, voteComm_, &vote->request);
-    if (err != MPI_SUCCESS)
-      throw Error(PFRT_ERROR_BACKEND, "MPI_Iallreduce (stop vote) failed: " + mpiError(err));
+    check(MPI_Iallreduce(&vote->mine, &vote->any, 1, MPI_INT, MPI_MAX, voteComm_, &vote->request),
+          "MPI_Iallreduce (the stop vote of iteration " + std::to_string(round) + ")");
     pendingVotes_.push_back(std::move(vote));
   }
 
@@ -411,6 +367,8 @@ public:
   }
 
   void finish() override {
+    // The run is over: from now on the peers hear from this process until it exits (MpiExit.h).
+    mpiExitHeartbeatStart();
     // The last rounds' votes, which nobody read (the run ended first); every rank posted them.
     while (!pendingVotes_.empty()) {
       std::shared_ptr<Vote> vote = std::move(pendingVotes_.front());
@@ -437,7 +395,7 @@ public:
     MPI_Request request;
     {
       std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Ibarrier(comm_, &request);
+      check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier (the start barrier)");
     }
     wait(request, "the start barrier (waiting for every rank to start the run)", nullptr);
   }
@@ -486,8 +444,9 @@ private:
     MPI_Request request;
     {
       std::lock_guard<std::mutex> lock(mpi_);
-      MPI_Iallgather(&b->size, 1, MPI_UINT64_T, b->sizes.data(), 1, MPI_UINT64_T, comm_,
-                     &request);
+      check(MPI_Iallgather(&b->size, 1, MPI_UINT64_T, b->sizes.data(), 1, MPI_UINT64_T, comm_,
+                           &request),
+            std::string("MPI_Iallgather (") + what + ")");
     }
     wait(request, what, b, nullptr, extraWaitS);
     const std::vector<uint64_t> &sizes = b->sizes;
@@ -517,11 +476,13 @@ private:
       {
         std::lock_guard<std::mutex> lock(mpi_);
         if (everyone)
-          MPI_Iallgatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE,
-                          comm_, &request);
+          check(MPI_Iallgatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(),
+                                MPI_BYTE, comm_, &request),
+                std::string("MPI_Iallgatherv (") + what + ")");
         else
-          MPI_Igatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, 0,
-                       comm_, &request);
+          check(MPI_Igatherv(send, myCount, MPI_BYTE, recv, counts.data(), displs.data(),
+                             MPI_BYTE, 0, comm_, &request),
+                std::string("MPI_Igatherv (") + what + ")");
       }
       wait(request, what, b, nullptr, extraWaitS);
       for (size_t i = 0; i < out.size(); ++i)
@@ -542,10 +503,35 @@ private:
     // Short sleeps first (a message usually comes soon), then 1 ms.
     std::this_thread::sleep_for(std::chrono::microseconds(spin < 20 ? 20 : spin < 200 ? 100 : 1000));
   }
+  // Throws Error naming `call` (and this rank) when an MPI call returned `rc` != MPI_SUCCESS.
+  void check(int rc, const std::string &call) const {
+    if (rc != MPI_SUCCESS)
+      throw Error(PFRT_ERROR_BACKEND,
+                  "rank " + std::to_string(rank_) + ": " + call + " failed: " + mpiError(rc));
+  }
+  // A new communicator with MPI_COMM_WORLD's ranks (MPI_Comm_idup, polled under the peer timeout:
+  // a peer frozen before it would hold a blocking MPI_Comm_dup forever). Every rank makes the
+  // same ones in the same order.
+  MPI_Comm duplicateWorld() {
+    auto made = std::make_shared<MPI_Comm>(MPI_COMM_NULL); // written when the request completes
+    MPI_Request request;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      check(MPI_Comm_idup(MPI_COMM_WORLD, made.get(), &request),
+            "MPI_Comm_idup (making the run's communicators)");
+    }
+    wait(request, "making the run's communicators (MPI_Comm_idup; every rank makes them as it "
+                  "starts)",
+         made);
+    check(MPI_Comm_set_errhandler(*made, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    return *made;
+  }
   void reapSendsLocked() {
     while (!sends_.empty()) {
       int done = 0;
-      MPI_Test(&sends_.front()->request, &done, MPI_STATUS_IGNORE);
+      check(MPI_Test(&sends_.front()->request, &done, MPI_STATUS_IGNORE),
+            "MPI_Test (a message to rank " +
+                std::to_string(rankOf(sends_.front()->wire.dst)) + ")");
       if (!done)
         break;
       sends_.pop_front();
@@ -558,8 +544,8 @@ private:
     if (request == MPI_REQUEST_NULL)
       return;
     std::lock_guard<std::mutex> lock(mpi_);
-    MPI_Cancel(&request);
-    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    check(MPI_Cancel(&request), "MPI_Cancel (a receive given up)");
+    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait (a receive given up)");
   }
   // Polls `request` until it completes (true) or `abort` is set (false); throws Error after the
   // peer timeout. A request left unfinished keeps `owner` (its buffers) alive: abandon.
@@ -571,7 +557,12 @@ private:
       {
         std::lock_guard<std::mutex> lock(mpi_);
         int done = 0;
-        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+          abandoned_ = true; // the request's state is unknown: keep what it may still write
+          abandon(owner);
+        }
+        check(rc, "MPI_Test (" + what + ")");
         if (done)
           return true;
       }
@@ -600,7 +591,7 @@ private:
   int rank_ = 0, world_ = 1;
   int64_t tagUb_ = 32767;
   double originUs_ = 0;
-  std::mutex mpi_;
+  std::mutex &mpi_ = mpiLock(); // one lock for every MPI call of the process (heartbeats too)
   std::map<ChannelKey, int> index_;
   std::map<ChannelKey, RecvChannel> recv_;
   std::deque<std::unique_ptr<PendingSend>> sends_;

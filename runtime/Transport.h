@@ -115,8 +115,9 @@ std::unique_ptr<Transport> createInProcessTransport();
 
 // The MPI transport. Initialises MPI (thread level at least MPI_THREAD_SERIALIZED) unless the
 // program already did, and finalises it at exit. `rank`/`world` < 0: taken from MPI_COMM_WORLD;
-// otherwise they must equal it. `timeoutS`: how long a receive, the start barrier or the final
-// gather waits for a peer before failing. Throws Error(PFRT_ERROR_UNAVAILABLE) when the runtime
+// otherwise they must equal it. `timeoutS`: how long a receive, the communicators' setup, the
+// start barrier or the final gather waits for a peer before failing; MPI_Init, the ranks' meeting
+// at exit and MPI_Finalize wait as long, at least kMpiExitFloorS (runtime/MpiExit.h). Throws Error(PFRT_ERROR_UNAVAILABLE) when the runtime
 // was built without MPI.
 std::unique_ptr<Transport> createMpiTransport(int rank, int world, double timeoutS);
 // True when the runtime was built with MPI.

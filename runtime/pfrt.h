@@ -332,8 +332,9 @@ typedef struct pfrt_options {
    * rank: -1 (default) runs every device in this process; >= 0 this process's rank, checked
    * against MPI_COMM_WORLD. world: 0 (default) takes MPI_COMM_WORLD's size. Setting either one
    * starts rank mode (MPI is initialised if the program has not). peer_timeout_s: how long a
-   * rank waits for a peer's message, the start barrier or the final gather before it fails
-   * (0 = 120 s). */
+   * rank waits for a peer's message, the communicators' setup, the start barrier or the final
+   * gather before it fails (0 = 120 s); when the runtime initialised MPI, also how long MPI_Init,
+   * a silent peer at exit and MPI_Finalize may take, at least 5 s. */
   int32_t rank;
   int32_t world;
   double peer_timeout_s;
