@@ -10,7 +10,8 @@
 // own: rank 0 to every rank, the others to rank 0. At exit the others tell rank 0 they are done
 // and wait for its release; rank 0 waits for every rank's "done", then releases them. A waiter
 // fails when it hears nothing (heartbeat, done or release) from the rank it waits for within the
-// limit: a process that is stopped, killed or frozen sends nothing. A process whose main thread
+// limit (no rank passes the final gather, whose first step is an allgather of the part sizes,
+// before rank 0 has ended its run and started its heartbeats): a process that is stopped, killed or frozen sends nothing. A process whose main thread
 // is stuck while its heartbeat thread runs is alive to its peers: that wait is not bounded.
 #ifndef PFRT_MPIEXIT_H
 #define PFRT_MPIEXIT_H

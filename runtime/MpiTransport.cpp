@@ -270,7 +270,10 @@ public:
                                            ")");
     const auto start = std::chrono::steady_clock::now();
     bool posted = false;
-    Wire wire{};
+    // Owned apart from this frame: a receive whose MPI_Test failed is in an unknown state and
+    // may still write into it (abandon).
+    auto buffer = std::make_shared<Wire>();
+    Wire &wire = *buffer;
     MPI_Request request = MPI_REQUEST_NULL;
     for (int spin = 0;; ++spin) {
       if (abort) {
@@ -286,8 +289,12 @@ public:
         }
         int done = 0;
         MPI_Status status;
-        check(MPI_Test(&request, &done, &status),
-              "MPI_Test (a message from rank " + std::to_string(peer) + ")");
+        const int err = MPI_Test(&request, &done, &status);
+        if (err != MPI_SUCCESS) {
+          abandoned_ = true;
+          abandon(buffer);
+        }
+        check(err, "MPI_Test (a message from rank " + std::to_string(peer) + ")");
         if (done)
           break;
       }
