@@ -11,8 +11,9 @@
 // and wait for its release; rank 0 waits for every rank's "done", then releases them. A waiter
 // fails when it hears nothing (heartbeat, done or release) from the rank it waits for within the
 // limit (no rank passes the final gather, whose first step is an allgather of the part sizes,
-// before rank 0 has ended its run and started its heartbeats): a process that is stopped, killed or frozen sends nothing. A process whose main thread
-// is stuck while its heartbeat thread runs is alive to its peers: that wait is not bounded.
+// before rank 0 has ended its run and started its heartbeats): a process that is stopped, killed
+// or frozen sends nothing. A process whose main thread is stuck while its heartbeat thread runs
+// is alive to its peers: that wait is not bounded.
 #ifndef PFRT_MPIEXIT_H
 #define PFRT_MPIEXIT_H
 
