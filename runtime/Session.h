@@ -8,7 +8,7 @@
 
 namespace pfrt {
 
-// Sets the message pfrt_last_error() returns on this thread (defined in Api.cpp).
+// Sets the message pfrt_last_error() returns on this thread (defined in ProgramApi.cpp).
 void setLastError(const std::string &message);
 
 // Tests only: the clock sessions read for bubble deadlines, the bound's decisions and fill task
