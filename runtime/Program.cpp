@@ -141,13 +141,20 @@ double plannedIterationUs(const Program &program) {
 
 namespace {
 
-[[noreturn]] void fail(const std::string &message) {
-  throw Error(PFRT_ERROR_INVALID_PROGRAM, message);
-}
-
 struct OpRef {
   uint32_t device, stream, op;
 };
+
+// Where a refusal points (ProgramCheck.h), beside the message that names it.
+ProgramSite opSite(uint32_t d, uint32_t s, uint32_t i) { return {d, s, i, -1, -1}; }
+ProgramSite opSite(const OpRef &o) { return opSite(o.device, o.stream, o.op); }
+ProgramSite streamSite(uint32_t d, uint32_t s) { return {d, s, -1, -1, -1}; }
+ProgramSite deviceSite(uint32_t d) { return {d, -1, -1, -1, -1}; }
+ProgramSite jobSite(uint32_t j, int64_t layer = -1) { return {-1, -1, -1, j, layer}; }
+
+[[noreturn]] void fail(const std::string &message, const ProgramSite &site = {}) {
+  throw Error(PFRT_ERROR_INVALID_PROGRAM, message, site);
+}
 
 std::string num(double v) {
   char buf[40];
@@ -156,14 +163,17 @@ std::string num(double v) {
 }
 
 // A time field: finite and within [0, limit].
-void checkTime(double v, double limit, const std::string &where, const char *field) {
+void checkTime(double v, double limit, const std::string &where, const char *field,
+               const ProgramSite &site = {}) {
   if (!(v >= 0 && v <= limit))
-    fail(where + ": " + field + " must be in [0, " + num(limit) + "] us (got " + num(v) + ")");
+    fail(where + ": " + field + " must be in [0, " + num(limit) + "] us (got " + num(v) + ")",
+         site);
 }
 
-void checkBytes(uint64_t v, const std::string &where, const char *field) {
+void checkBytes(uint64_t v, const std::string &where, const char *field,
+                const ProgramSite &site = {}) {
   if (static_cast<double>(v) > pipefill::kMaxBytes)
-    fail(where + ": " + field + " must be at most 2^50 (got " + std::to_string(v) + ")");
+    fail(where + ": " + field + " must be at most 2^50 (got " + std::to_string(v) + ")", site);
 }
 
 // The stream-model rules of docs/runtime.md ("Validation"), one function each, in the order they
@@ -272,8 +282,9 @@ void Validator::checkLimits() {
     std::string where = "device " + std::to_string(d);
     if (dev.streams.size() > kMaxStreamsPerDevice)
       fail(where + " has " + std::to_string(dev.streams.size()) + " streams; at most " +
-           std::to_string(kMaxStreamsPerDevice) +
-           " per device are supported (each is a thread on the host backend)");
+               std::to_string(kMaxStreamsPerDevice) +
+               " per device are supported (each is a thread on the host backend)",
+           deviceSite(d));
     streams += dev.streams.size();
     const pfrt_device_desc &dd = dev.desc;
     for (auto f : {std::make_pair(dd.forward_us, "forward_us"),
@@ -284,41 +295,47 @@ void Validator::checkLimits() {
                    std::make_pair(dd.optimizer_us, "optimizer_us"),
                    std::make_pair(dd.planned_iteration_us, "planned_iteration_us"),
                    std::make_pair(dd.p2p_latency_us, "p2p_latency_us")})
-      checkTime(f.first, pipefill::kMaxUs, where, f.second);
-    checkTime(dd.p2p_bandwidth_gbps, 1e6, where, "p2p_bandwidth_gbps");
-    checkTime(dd.pcie_bandwidth_gbps, 1e6, where, "pcie_bandwidth_gbps");
-    checkBytes(dd.memory_bytes, where, "memory_bytes");
-    checkBytes(dd.static_bytes, where, "static_bytes");
+      checkTime(f.first, pipefill::kMaxUs, where, f.second, deviceSite(d));
+    checkTime(dd.p2p_bandwidth_gbps, 1e6, where, "p2p_bandwidth_gbps", deviceSite(d));
+    checkTime(dd.pcie_bandwidth_gbps, 1e6, where, "pcie_bandwidth_gbps", deviceSite(d));
+    checkBytes(dd.memory_bytes, where, "memory_bytes", deviceSite(d));
+    checkBytes(dd.static_bytes, where, "static_bytes", deviceSite(d));
     for (uint32_t s = 0; s < dev.streams.size(); ++s) {
       const Stream &st = dev.streams[s];
       if (st.ops.size() > kMaxOpsPerStream)
         fail(where + " stream " + std::to_string(s) + " has " + std::to_string(st.ops.size()) +
-             " ops; at most " + std::to_string(kMaxOpsPerStream) + " are supported");
+                 " ops; at most " + std::to_string(kMaxOpsPerStream) + " are supported",
+             streamSite(d, s));
       for (uint32_t i = 0; i < st.ops.size(); ++i) {
         const Op &op = st.ops[i];
         std::string w = loc(d, s, i);
-        checkTime(op.plannedUs, pipefill::kMaxUs, w, "planned_us");
-        checkTime(op.plannedStartUs, pipefill::kMaxClockUs, w, "planned_start_us");
-        checkBytes(op.bytes, w, "bytes");
+        checkTime(op.plannedUs, pipefill::kMaxUs, w, "planned_us", opSite(d, s, i));
+        checkTime(op.plannedStartUs, pipefill::kMaxClockUs, w, "planned_start_us", opSite(d, s, i));
+        checkBytes(op.bytes, w, "bytes", opSite(d, s, i));
         if (op.kind == OpKind::Bubble) {
-          checkTime(op.bubble.planned_duration_us, pipefill::kMaxUs, w, "planned_duration_us");
-          checkTime(op.bubble.planned_start_us, pipefill::kMaxClockUs, w, "planned_start_us");
-          checkBytes(op.bubble.free_bytes, w, "free_bytes");
+          checkTime(op.bubble.planned_duration_us, pipefill::kMaxUs, w, "planned_duration_us",
+                    opSite(d, s, i));
+          checkTime(op.bubble.planned_start_us, pipefill::kMaxClockUs, w, "planned_start_us",
+                    opSite(d, s, i));
+          checkBytes(op.bubble.free_bytes, w, "free_bytes", opSite(d, s, i));
         } else if (op.kind == OpKind::Fill) {
           const pfrt_fill_chunk_desc &f = op.fill;
-          checkTime(f.planned_us, pipefill::kMaxUs, w, "planned_us");
-          checkBytes(f.peak_bytes, w, "peak_bytes");
+          checkTime(f.planned_us, pipefill::kMaxUs, w, "planned_us", opSite(d, s, i));
+          checkBytes(f.peak_bytes, w, "peak_bytes", opSite(d, s, i));
           if (f.iteration_offset < -kMaxIterationSpan)
-            fail(w + ": iteration_offset " + std::to_string(f.iteration_offset) +
-                 " is below -" + std::to_string(kMaxIterationSpan) +
-                 " (a batch may span at most that many iterations)");
+            fail(w + ": iteration_offset " + std::to_string(f.iteration_offset) + " is below -" +
+                     std::to_string(kMaxIterationSpan) +
+                     " (a batch may span at most that many iterations)",
+                 opSite(d, s, i));
           if (f.period > kMaxIterationSpan || f.phase > kMaxIterationSpan)
-            fail(w + ": period and phase must be at most " + std::to_string(kMaxIterationSpan));
+            fail(w + ": period and phase must be at most " + std::to_string(kMaxIterationSpan),
+                 opSite(d, s, i));
           if (f.batch > kMaxFillBatch)
             fail(w + ": batch " + std::to_string(f.batch) + " exceeds " +
-                 std::to_string(kMaxFillBatch));
+                     std::to_string(kMaxFillBatch),
+                 opSite(d, s, i));
           if (static_cast<double>(f.sample_begin) > pipefill::kMaxBytes)
-            fail(w + ": sample_begin must be below 2^50");
+            fail(w + ": sample_begin must be below 2^50", opSite(d, s, i));
         }
       }
     }
@@ -334,26 +351,31 @@ void Validator::checkLimits() {
     std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
     if (job.layers.size() > kMaxFillLayers)
       fail(where + ": " + std::to_string(job.layers.size()) + " layers; at most " +
-           std::to_string(kMaxFillLayers) + " are supported");
+               std::to_string(kMaxFillLayers) + " are supported",
+           jobSite(j));
     if (static_cast<double>(job.samples) > 1e15)
-      fail(where + ": samples must be at most 1e15 (got " + std::to_string(job.samples) + ")");
+      fail(where + ": samples must be at most 1e15 (got " + std::to_string(job.samples) + ")",
+           jobSite(j));
     if (job.samplesPerIteration > (uint64_t(1) << 20))
-      fail(where + ": samples_per_iteration must be at most 2^20");
+      fail(where + ": samples_per_iteration must be at most 2^20", jobSite(j));
     if (!(job.learningRate >= 0 && job.learningRate <= 10))
-      fail(where + ": learning_rate must be in [0, 10] (got " + num(job.learningRate) + ")");
+      fail(where + ": learning_rate must be in [0, 10] (got " + num(job.learningRate) + ")",
+           jobSite(j));
     for (size_t l = 0; l < job.layers.size(); ++l) {
       const pfrt_fill_layer_desc &d = job.layers[l].desc;
       std::string lw = where + " layer " + std::to_string(l);
-      checkTime(d.planned_us_per_sample, pipefill::kMaxUs, lw, "planned_us_per_sample");
+      checkTime(d.planned_us_per_sample, pipefill::kMaxUs, lw, "planned_us_per_sample",
+                jobSite(j, l));
       checkTime(d.planned_backward_us_per_sample, pipefill::kMaxUs, lw,
-                "planned_backward_us_per_sample");
-      checkBytes(d.weight_bytes, lw, "weight_bytes");
+                "planned_backward_us_per_sample", jobSite(j, l));
+      checkBytes(d.weight_bytes, lw, "weight_bytes", jobSite(j, l));
       for (uint32_t dim : {d.hidden, d.seq, d.in, d.out, d.width})
         if (dim > kMaxLayerDim)
           fail(lw + ": a dimension of " + std::to_string(dim) + " exceeds " +
-               std::to_string(kMaxLayerDim));
+                   std::to_string(kMaxLayerDim),
+               jobSite(j, l));
       if (d.ffn > 4 * kMaxLayerDim || d.heads > 4096 || d.dim > 16384)
-        fail(lw + ": ffn, heads or dim out of range");
+        fail(lw + ": ffn, heads or dim out of range", jobSite(j, l));
     }
   }
 }
@@ -363,7 +385,7 @@ void Validator::checkJobShapes() {
     const FillJob &job = program_.jobs[j];
     std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
     if (job.kind != PFRT_FILL_INFERENCE && job.kind != PFRT_FILL_TRAINING)
-      fail(where + ": kind must be INFERENCE or TRAINING");
+      fail(where + ": kind must be INFERENCE or TRAINING", jobSite(j));
     std::vector<pipefill::LayerShape> shapes;
     for (size_t l = 0; l < job.layers.size(); ++l) {
       const pfrt_fill_layer_desc &d = job.layers[l].desc;
@@ -374,7 +396,8 @@ void Validator::checkJobShapes() {
       case PFRT_LAYER_GEMM_CHAIN: shape.family = pipefill::LayerFamily::GemmChain; break;
       default:
         fail(where + " layer " + std::to_string(l) + ": unknown layer kind " +
-             std::to_string(static_cast<int>(d.kind)));
+                 std::to_string(static_cast<int>(d.kind)),
+             jobSite(j, l));
       }
       shape.hidden = d.hidden;
       shape.heads = d.heads;
@@ -388,7 +411,8 @@ void Validator::checkJobShapes() {
     pipefill::LayerProblem problem;
     if (!pipefill::checkFillLayers(job.kind == PFRT_FILL_TRAINING, shapes, problem))
       fail(where + (problem.layer >= 0 ? " layer " + std::to_string(problem.layer) : "") + ": " +
-           problem.message);
+               problem.message,
+           jobSite(j, problem.layer));
     info_.jobs[j].passes = job.passes();
   }
 }
@@ -397,22 +421,25 @@ void Validator::checkStreamRoles(uint32_t d) {
   const Device &dev = program_.devices[d];
   ProgramInfo::DeviceInfo &di = info_.devices[d];
   if (dev.streams.empty())
-    fail("device " + std::to_string(d) + " has no streams");
+    fail("device " + std::to_string(d) + " has no streams", deviceSite(d));
   int mains = 0;
   for (uint32_t s = 0; s < dev.streams.size(); ++s) {
     const Stream &st = dev.streams[s];
     if (st.role != PFRT_STREAM_MAIN && st.role != PFRT_STREAM_FILL && st.role != PFRT_STREAM_COPY)
       fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
-           ": role must be MAIN, FILL or COPY");
+               ": role must be MAIN, FILL or COPY",
+           streamSite(d, s));
     if (st.priority < PFRT_PRIORITY_DEFAULT || st.priority > PFRT_PRIORITY_LOW)
-      fail("device " + std::to_string(d) + " stream " + std::to_string(s) +
-           ": unknown priority " + std::to_string(static_cast<int>(st.priority)));
+      fail("device " + std::to_string(d) + " stream " + std::to_string(s) + ": unknown priority " +
+               std::to_string(static_cast<int>(st.priority)),
+           streamSite(d, s));
     if (st.role == PFRT_STREAM_MAIN && mains++ == 0)
       di.mainStream = s;
   }
   if (mains != 1)
     fail("device " + std::to_string(d) + " has " + std::to_string(mains) +
-         " MAIN streams; exactly one is required");
+             " MAIN streams; exactly one is required",
+         deviceSite(d));
   di.eventWaiters.assign(dev.events.size(), 0);
   di.streamHasFill.assign(dev.streams.size(), false);
 }
@@ -428,14 +455,15 @@ void Validator::checkBubbles(uint32_t d) {
       if (op.kind != OpKind::Bubble)
         continue;
       if (s != di.mainStream)
-        fail(loc(d, s, i) + ": bubble markers belong on the MAIN stream");
+        fail(loc(d, s, i) + ": bubble markers belong on the MAIN stream", opSite(d, s, i));
       if (op.bubble.planned_duration_us < 0 || op.bubble.planned_start_us < 0)
-        fail(loc(d, s, i) + ": negative bubble start or duration");
+        fail(loc(d, s, i) + ": negative bubble start or duration", opSite(d, s, i));
       if (op.bubble.kind < PFRT_BUBBLE_UNSPECIFIED || op.bubble.kind > PFRT_BUBBLE_TAIL)
-        fail(loc(d, s, i) + ": unknown bubble kind");
+        fail(loc(d, s, i) + ": unknown bubble kind", opSite(d, s, i));
       if (!di.bubbleOp.emplace(op.bubble.bubble_id, i).second)
         fail(loc(d, s, i) + ": bubble id " + std::to_string(op.bubble.bubble_id) +
-             " is used twice on this device");
+                 " is used twice on this device",
+             opSite(d, s, i));
     }
   }
 }
@@ -457,33 +485,37 @@ void Validator::checkOps(uint32_t d) {
       case OpKind::Compute:
         if (op.compute < PFRT_COMPUTE_FORWARD || op.compute > PFRT_COMPUTE_OPTIMIZER)
           fail(loc(d, s, i) + ": unknown compute kind " +
-               std::to_string(static_cast<int>(op.compute)));
+                   std::to_string(static_cast<int>(op.compute)),
+               opSite(d, s, i));
         if (st.role == PFRT_STREAM_FILL)
-          fail(loc(d, s, i) + ": main-job compute on a FILL stream");
+          fail(loc(d, s, i) + ": main-job compute on a FILL stream", opSite(d, s, i));
         break;
       case OpKind::Send:
       case OpKind::Recv: {
         if (op.peer >= numDevices)
           fail(loc(d, s, i) + ": peer device " + std::to_string(op.peer) +
-               " does not exist (program has " + std::to_string(numDevices) + " devices)");
+                   " does not exist (program has " + std::to_string(numDevices) + " devices)",
+               opSite(d, s, i));
         if (op.peer == d)
-          fail(loc(d, s, i) + ": peer is the device itself");
+          fail(loc(d, s, i) + ": peer is the device itself", opSite(d, s, i));
         bool isSend = op.kind == OpKind::Send;
         ChannelKey key = isSend ? ChannelKey{d, op.peer, op.tag} : ChannelKey{op.peer, d, op.tag};
         auto &table = isSend ? sends_ : recvs_;
         auto inserted = table.emplace(key, OpRef{d, s, i});
         if (!inserted.second)
           fail(loc(d, s, i) + ": a second " + (isSend ? "send" : "recv") + " with tag " +
-               std::to_string(op.tag) + " between devices " + std::to_string(std::get<0>(key)) +
-               " and " + std::to_string(std::get<1>(key)) + " (first at " +
-               loc(inserted.first->second) + ")");
+                   std::to_string(op.tag) + " between devices " + std::to_string(std::get<0>(key)) +
+                   " and " + std::to_string(std::get<1>(key)) + " (first at " +
+                   loc(inserted.first->second) + ")",
+               opSite(d, s, i));
         break;
       }
       case OpKind::Record:
       case OpKind::Wait:
         if (op.event >= dev.events.size())
           fail(loc(d, s, i) + ": event " + std::to_string(op.event) +
-               " does not exist (device has " + std::to_string(dev.events.size()) + " events)");
+                   " does not exist (device has " + std::to_string(dev.events.size()) + " events)",
+               opSite(d, s, i));
         (op.kind == OpKind::Record ? recordsOf_ : waitsOf_)[op.event].push_back({d, s, i});
         break;
       case OpKind::Bubble:
@@ -493,15 +525,17 @@ void Validator::checkOps(uint32_t d) {
         break;
       case OpKind::Copy:
         if (op.direction != PFRT_COPY_HOST_TO_DEVICE && op.direction != PFRT_COPY_DEVICE_TO_HOST)
-          fail(loc(d, s, i) + ": unknown copy direction");
+          fail(loc(d, s, i) + ": unknown copy direction", opSite(d, s, i));
         break;
       case OpKind::Alloc:
         if (allocs_[op.buffer]++)
-          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is allocated twice");
+          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is allocated twice",
+               opSite(d, s, i));
         break;
       case OpKind::Free:
         if (frees_[op.buffer]++)
-          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is freed twice");
+          fail(loc(d, s, i) + ": buffer " + std::to_string(op.buffer) + " is freed twice",
+               opSite(d, s, i));
         break;
       }
     }
@@ -513,28 +547,32 @@ void Validator::checkFillChunk(uint32_t d, uint32_t s, uint32_t i) {
   const pfrt_fill_chunk_desc &f = st.ops[i].fill;
   ProgramInfo::DeviceInfo &di = info_.devices[d];
   if (st.role == PFRT_STREAM_MAIN)
-    fail(loc(d, s, i) + ": fill chunks must not run on the MAIN stream");
+    fail(loc(d, s, i) + ": fill chunks must not run on the MAIN stream", opSite(d, s, i));
   if (f.job >= program_.jobs.size())
     fail(loc(d, s, i) + ": fill job " + std::to_string(f.job) + " does not exist (program has " +
-         std::to_string(program_.jobs.size()) + " fill jobs)");
+             std::to_string(program_.jobs.size()) + " fill jobs)",
+         opSite(d, s, i));
   if (!di.bubbleOp.count(f.bubble_id))
     fail(loc(d, s, i) + ": bubble id " + std::to_string(f.bubble_id) +
-         " is not a bubble of device " + std::to_string(d));
+             " is not a bubble of device " + std::to_string(d),
+         opSite(d, s, i));
   uint32_t passes = info_.jobs[f.job].passes;
   if (f.layer_begin >= f.layer_end || f.layer_end > passes)
     fail(loc(d, s, i) + ": layer range [" + std::to_string(f.layer_begin) + ", " +
-         std::to_string(f.layer_end) + ") is not within the job's " + std::to_string(passes) +
-         " passes");
+             std::to_string(f.layer_end) + ") is not within the job's " + std::to_string(passes) +
+             " passes",
+         opSite(d, s, i));
   if (f.batch == 0)
-    fail(loc(d, s, i) + ": batch must be > 0");
+    fail(loc(d, s, i) + ": batch must be > 0", opSite(d, s, i));
   if (f.iteration_offset > 0)
-    fail(loc(d, s, i) + ": iteration_offset must be <= 0");
+    fail(loc(d, s, i) + ": iteration_offset must be <= 0", opSite(d, s, i));
   ProgramInfo::JobInfo &ji = info_.jobs[f.job];
   auto placed = ji.streamOnDevice.emplace(d, s);
   if (!placed.second && placed.first->second != s)
     fail(loc(d, s, i) + ": chunks of fill job " + std::to_string(f.job) + " on device " +
-         std::to_string(d) + " are on streams " + std::to_string(placed.first->second) + " and " +
-         std::to_string(s) + "; one stream per job and device is required");
+             std::to_string(d) + " are on streams " + std::to_string(placed.first->second) +
+             " and " + std::to_string(s) + "; one stream per job and device is required",
+         opSite(d, s, i));
   ji.minIterationOffset = std::min(ji.minIterationOffset, f.iteration_offset);
   di.streamHasFill[s] = true;
 }
@@ -543,11 +581,13 @@ void Validator::checkAllocPairs(uint32_t d) {
   for (const auto &kv : allocs_)
     if (!frees_.count(kv.first))
       fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
-           " is allocated but never freed in the iteration body");
+               " is allocated but never freed in the iteration body",
+           deviceSite(d));
   for (const auto &kv : frees_)
     if (!allocs_.count(kv.first))
       fail("device " + std::to_string(d) + ": buffer " + std::to_string(kv.first) +
-           " is freed but never allocated");
+               " is freed but never allocated",
+           deviceSite(d));
 }
 
 void Validator::checkEvents(uint32_t d) {
@@ -555,10 +595,12 @@ void Validator::checkEvents(uint32_t d) {
   for (uint32_t e = 0; e < recordsOf_.size(); ++e) {
     if (recordsOf_[e].size() > 1)
       fail(loc(recordsOf_[e][1]) + ": event " + std::to_string(e) +
-           " is recorded twice in the iteration body (once per iteration is allowed)");
+               " is recorded twice in the iteration body (once per iteration is allowed)",
+           opSite(recordsOf_[e][1]));
     if (!waitsOf_[e].empty() && recordsOf_[e].empty())
       fail(loc(waitsOf_[e][0]) + ": waits on event " + std::to_string(e) +
-           " which is never recorded");
+               " which is never recorded",
+           opSite(waitsOf_[e][0]));
     di.eventWaiters[e] = static_cast<uint32_t>(waitsOf_[e].size());
     for (const OpRef &w : waitsOf_[e]) {
       const OpRef &r = recordsOf_[e][0];
@@ -573,18 +615,21 @@ void Validator::checkSendRecvPairs() {
     const OpRef &o = kv.second;
     if (it == recvs_.end())
       fail(loc(o) + ": send to device " + std::to_string(std::get<1>(kv.first)) + " with tag " +
-           std::to_string(std::get<2>(kv.first)) + " has no matching recv");
+               std::to_string(std::get<2>(kv.first)) + " has no matching recv",
+           opSite(o));
     const OpRef &r = it->second;
     uint64_t sb = opAt(o).bytes, rb = opAt(r).bytes;
     if (sb != rb)
       fail(loc(r) + ": recv of " + std::to_string(rb) + " bytes does not match the send of " +
-           std::to_string(sb) + " bytes at " + loc(o));
+               std::to_string(sb) + " bytes at " + loc(o),
+           opSite(r));
     edges_[node(o.device, o.stream, o.op)].push_back(node(r.device, r.stream, r.op));
   }
   for (const auto &kv : recvs_)
     if (!sends_.count(kv.first))
       fail(loc(kv.second) + ": recv from device " + std::to_string(std::get<0>(kv.first)) +
-           " with tag " + std::to_string(std::get<2>(kv.first)) + " has no matching send");
+               " with tag " + std::to_string(std::get<2>(kv.first)) + " has no matching send",
+           opSite(kv.second));
 }
 
 void Validator::checkNoDeadlock() {
@@ -596,8 +641,9 @@ void Validator::checkNoDeadlock() {
   });
   if (blocked >= 0)
     fail(loc(nodes_[blocked]) +
-         ": can never run: the waits/receives of one iteration form a dependency cycle "
-         "(deadlock)");
+             ": can never run: the waits/receives of one iteration form a dependency cycle "
+             "(deadlock)",
+         opSite(nodes_[blocked]));
 }
 
 void Validator::checkFreeAfterAlloc() {
@@ -632,8 +678,9 @@ void Validator::checkFreeAfterAlloc() {
       }
       if (!found)
         fail(loc(f) + ": frees buffer " + std::to_string(kv.first) +
-             " but is not ordered after its alloc at " + loc(a) +
-             " (same stream, or a wait on an event recorded after the alloc)");
+                 " but is not ordered after its alloc at " + loc(a) +
+                 " (same stream, or a wait on an event recorded after the alloc)",
+             opSite(f));
     }
   }
 }
@@ -661,7 +708,8 @@ void Validator::checkFillNeverBlocksMain() {
       origin[v] = origin[u];
       if (role(v) == PFRT_STREAM_MAIN)
         fail(loc(nodes_[v]) + ": the MAIN stream depends on " + loc(nodes_[origin[v]]) +
-             "; fill work must never block the main stream");
+                 "; fill work must never block the main stream",
+             opSite(nodes_[v]));
       queue.push_back(v);
     }
   }
@@ -673,8 +721,9 @@ void Validator::checkBatchContinuity(uint32_t j) {
   std::string where = "fill job " + std::to_string(j) + " ('" + job.name + "')";
   if (job.kind == PFRT_FILL_TRAINING && ji.streamOnDevice.size() > 1)
     fail(where + ": a TRAINING job must be placed on one device (it is on devices " +
-         std::to_string(ji.streamOnDevice.begin()->first) + " and " +
-         std::to_string(std::next(ji.streamOnDevice.begin())->first) + ")");
+             std::to_string(ji.streamOnDevice.begin()->first) + " and " +
+             std::to_string(std::next(ji.streamOnDevice.begin())->first) + ")",
+         jobSite(j));
   // Chunks per device in stream order.
   std::map<uint32_t, std::vector<std::pair<uint32_t, const pfrt_fill_chunk_desc *>>> chunks;
   uint64_t derived = 0;
@@ -697,12 +746,14 @@ void Validator::checkBatchContinuity(uint32_t j) {
   for (size_t k = 0; k < starts.size(); ++k) {
     if (starts[k].second > ji.stride)
       fail(where + ": batch [" + std::to_string(starts[k].first) + ", " +
-           std::to_string(starts[k].second) + ") lies outside the " + std::to_string(ji.stride) +
-           " samples per iteration");
+               std::to_string(starts[k].second) + ") lies outside the " +
+               std::to_string(ji.stride) + " samples per iteration",
+           jobSite(j));
     if (k && starts[k].first < starts[k - 1].second)
       fail(where + ": batches [" + std::to_string(starts[k - 1].first) + ", " +
-           std::to_string(starts[k - 1].second) + ") and [" + std::to_string(starts[k].first) +
-           ", " + std::to_string(starts[k].second) + ") overlap");
+               std::to_string(starts[k - 1].second) + ") and [" + std::to_string(starts[k].first) +
+               ", " + std::to_string(starts[k].second) + ") overlap",
+           jobSite(j));
   }
   // Simulate the cursor over enough iterations to see every batch begin and end. The limits
   // bound span and period by kMaxIterationSpan, so this loop is bounded too.
@@ -713,8 +764,9 @@ void Validator::checkBatchContinuity(uint32_t j) {
       int64_t p = c.second->period ? c.second->period : 1;
       if (period != 1 && p != period)
         fail(loc(dc.first, ji.streamOnDevice[dc.first], c.first) + ": " + where +
-             " mixes periods " + std::to_string(period) + " and " + std::to_string(p) +
-             "; all chunks of a job share one period");
+                 " mixes periods " + std::to_string(period) + " and " + std::to_string(p) +
+                 "; all chunks of a job share one period",
+             opSite(dc.first, ji.streamOnDevice[dc.first], c.first));
       period = p;
     }
   const int64_t simIterations = (span + 2) * period;
@@ -739,24 +791,28 @@ void Validator::checkBatchContinuity(uint32_t j) {
         if (f.layer_begin == 0) {
           if (found != flights.end())
             fail(loc(d, s, c.first) + ": begins samples [" + std::to_string(sb) + ", ...) of " +
-                 where + " again while that batch is still in flight at layer " +
-                 std::to_string(found->second.next));
+                     where + " again while that batch is still in flight at layer " +
+                     std::to_string(found->second.next),
+                 opSite(d, s, c.first));
           flights[sb] = {f.layer_end, f.batch, it};
         } else {
           if (found == flights.end())
             fail(loc(d, s, c.first) + ": continues layers [" + std::to_string(f.layer_begin) +
-                 ", " + std::to_string(f.layer_end) + ") of samples [" + std::to_string(sb) +
-                 ", ...) of " + where +
-                 " but no chunk on this device began that batch (check sample_begin and "
-                 "iteration_offset)");
+                     ", " + std::to_string(f.layer_end) + ") of samples [" + std::to_string(sb) +
+                     ", ...) of " + where +
+                     " but no chunk on this device began that batch (check sample_begin and "
+                     "iteration_offset)",
+                 opSite(d, s, c.first));
           if (found->second.next != f.layer_begin)
             fail(loc(d, s, c.first) + ": continues " + where + " at layer " +
-                 std::to_string(f.layer_begin) + " but the batch is at layer " +
-                 std::to_string(found->second.next));
+                     std::to_string(f.layer_begin) + " but the batch is at layer " +
+                     std::to_string(found->second.next),
+                 opSite(d, s, c.first));
           if (found->second.batch != f.batch)
             fail(loc(d, s, c.first) + ": batch " + std::to_string(f.batch) +
-                 " differs from the batch " + std::to_string(found->second.batch) +
-                 " the chunk that began it used");
+                     " differs from the batch " + std::to_string(found->second.batch) +
+                     " the chunk that began it used",
+                 opSite(d, s, c.first));
           found->second.next = f.layer_end;
         }
         auto cur = flights.find(sb);
@@ -767,8 +823,9 @@ void Validator::checkBatchContinuity(uint32_t j) {
     for (const auto &fl : flights)
       if (fl.second.began + (span + 1) * period <= simIterations - 1)
         fail(where + ": on device " + std::to_string(d) + " the batch beginning at sample " +
-             std::to_string(fl.first) + " never reaches the last layer (stuck at layer " +
-             std::to_string(fl.second.next) + ")");
+                 std::to_string(fl.first) + " never reaches the last layer (stuck at layer " +
+                 std::to_string(fl.second.next) + ")",
+             jobSite(j));
   }
 }
 

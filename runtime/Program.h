@@ -3,6 +3,7 @@
 #ifndef PFRT_PROGRAM_H
 #define PFRT_PROGRAM_H
 
+#include "runtime/ProgramCheck.h"
 #include "runtime/pfrt.h"
 
 #include <cstdint>
@@ -13,15 +14,18 @@
 
 namespace pfrt {
 
-// Error carrying a status; thrown inside the runtime, converted at the C API boundary.
+// Error carrying a status; thrown inside the runtime, converted at the C API boundary. A refusal
+// of a program also says where in it (the compiler maps that back to its IR; ProgramCheck.h).
 class Error : public std::runtime_error {
 public:
-  Error(pfrt_status status, const std::string &message)
-      : std::runtime_error(message), status_(status) {}
+  Error(pfrt_status status, const std::string &message, const ProgramSite &site = {})
+      : std::runtime_error(message), status_(status), site_(site) {}
   pfrt_status status() const { return status_; }
+  const ProgramSite &site() const { return site_; }
 
 private:
   pfrt_status status_;
+  ProgramSite site_;
 };
 
 enum class OpKind : uint8_t { Compute, Send, Recv, Record, Wait, Bubble, Fill, Copy, Alloc, Free };

@@ -1,5 +1,6 @@
 // The C API's program half: the builder calls, validation, loading and saving, and the thread's
-// last error. Part of pfrt_program (runtime/CMakeLists.txt): no backend, MPI or threads here.
+// last error. Part of pfrt_program (runtime/CMakeLists.txt), the library the compiler links to
+// refuse what the runtime would refuse (runtime/ProgramCheck.h); no backend, MPI or threads here.
 #include "runtime/pfrt.h"
 
 #include "runtime/ApiGuard.h"

@@ -33,29 +33,54 @@ bool parseText(const std::string &data, pipefill::rt::StreamProgram *proto, std:
   return false;
 }
 
-// The documented range of every numeric field and the count of every repeated one
-// (support/Limits.cpp), before any of it reaches the builder: no NaN/infinite times, no sizes
-// whose products overflow, no more streams than the host can run as threads.
-void checkProgramLimits(const pipefill::rt::StreamProgram &proto, const std::string &source,
-                        const google::protobuf::TextFormat::ParseInfoTree *tree) {
+// The op, stream, device or fill job a limit message's field path ("devices[0].streams[1].ops[2]
+// .fill.batch", "fill_jobs[3].layers[0].weight_bytes") begins with.
+ProgramSite siteOfPath(const std::string &path) {
+  ProgramSite site;
+  size_t pos = 0;
+  auto index = [&](const char *field, int64_t *out) {
+    const std::string open = std::string(field) + "[";
+    if (path.compare(pos, open.size(), open) != 0)
+      return false;
+    size_t end = path.find(']', pos + open.size());
+    if (end == std::string::npos)
+      return false;
+    *out = std::strtoll(path.c_str() + pos + open.size(), nullptr, 10);
+    pos = end + 1 < path.size() && path[end + 1] == '.' ? end + 2 : end + 1;
+    return true;
+  };
+  if (index("fill_jobs", &site.job)) {
+    index("layers", &site.layer);
+    return site;
+  }
+  if (index("devices", &site.device) && index("streams", &site.stream))
+    index("ops", &site.op);
+  return site;
+}
+
+// Refuses a message whose limits (support/Limits.cpp) it breaks.
+void checkMessageLimits(const google::protobuf::Message &msg, const std::string &source,
+                        const google::protobuf::TextFormat::ParseInfoTree *tree,
+                        const std::string &pathPrefix) {
   pipefill::Diagnostics diags;
-  if (pipefill::checkLimits(proto, tree, source, diags))
+  if (pipefill::checkLimits(msg, tree, source, diags, pathPrefix))
     return;
   const pipefill::Diagnostic &d = diags.all().front();
   std::string where = source;
   if (d.line > 0)
     where += ":" + std::to_string(d.line) + ":" + std::to_string(d.column);
-  throw Error(PFRT_ERROR_INVALID_PROGRAM, where + ": " + d.message);
+  throw Error(PFRT_ERROR_INVALID_PROGRAM, where + ": " + d.message, siteOfPath(d.message));
 }
 
 // Calls a builder function and rethrows its failure with the source and proto path prefixed.
-void check(pfrt_status status, const std::string &source, const std::string &where) {
+void check(pfrt_status status, const std::string &source, const std::string &where,
+           const ProgramSite &site = {}) {
   if (status == PFRT_OK)
     return;
   // A builder argument that came from a file is a defect of the program, not of a call.
   if (status == PFRT_ERROR_INVALID_ARGUMENT)
     status = PFRT_ERROR_INVALID_PROGRAM;
-  throw Error(status, source + ": " + where + ": " + pfrt_last_error());
+  throw Error(status, source + ": " + where + ": " + pfrt_last_error(), site);
 }
 
 std::string at(const char *field, int index) {
@@ -64,6 +89,19 @@ std::string at(const char *field, int index) {
 
 } // namespace
 
+void checkProgramLimits(const pipefill::rt::StreamProgram &proto, const std::string &source,
+                        const google::protobuf::TextFormat::ParseInfoTree *tree) {
+  checkMessageLimits(proto, source, tree, "");
+}
+
+void checkDeviceLimits(const pipefill::rt::DeviceProgram &device, uint32_t index,
+                       const std::string &source) {
+  if (index >= kMaxDevices)
+    throw Error(PFRT_ERROR_INVALID_PROGRAM,
+                source + ": devices has more than " + std::to_string(kMaxDevices) +
+                    " elements (at most " + std::to_string(kMaxDevices) + ")");
+  checkMessageLimits(device, source, nullptr, "devices[" + std::to_string(index) + "]");
+}
 
 std::string readFile(const std::string &path) {
   // A device would be read until memory runs out (/dev/zero) or block on a terminal; files,
@@ -105,10 +143,11 @@ void addFillJob(pfrt_program *prog, const pipefill::rt::FillWorkload &fj, int j,
   jd.seed = fj.seed();
   jd.learning_rate = fj.learning_rate();
   uint32_t job = 0;
-  check(pfrt_program_add_fill_job(prog, &jd, &job), source, where);
+  check(pfrt_program_add_fill_job(prog, &jd, &job), source, where, ProgramSite{-1, -1, -1, j, -1});
   for (int l = 0; l < fj.layers_size(); ++l) {
     const pipefill::rt::FillWorkloadLayer &fl = fj.layers(l);
     std::string lwhere = where + "." + at("layers", l);
+    const ProgramSite site{-1, -1, -1, j, l};
     pfrt_fill_layer_desc ld{};
     ld.name = fl.name().c_str();
     switch (fl.workload_case()) {
@@ -133,13 +172,14 @@ void addFillJob(pfrt_program *prog, const pipefill::rt::FillWorkload &fj, int j,
     case pipefill::rt::FillWorkloadLayer::WORKLOAD_NOT_SET:
       throw Error(PFRT_ERROR_INVALID_PROGRAM,
                   source + ": " + lwhere +
-                      ": layer has no workload (set encoder, mlp or gemm_chain)");
+                      ": layer has no workload (set encoder, mlp or gemm_chain)",
+                  site);
     }
     ld.planned_us_per_sample = fl.planned_us_per_sample();
     ld.planned_backward_us_per_sample = fl.planned_backward_us_per_sample();
     ld.weight_bytes = fl.weight_bytes();
     ld.activation_bytes_per_sample = fl.activation_bytes_per_sample();
-    check(pfrt_fill_job_add_layer(prog, job, &ld), source, lwhere);
+    check(pfrt_fill_job_add_layer(prog, job, &ld), source, lwhere, site);
   }
 }
 
@@ -163,26 +203,29 @@ uint32_t addDevice(pfrt_program *prog, const pipefill::rt::DeviceProgram &dp,
   dd.optimizer_us = c.optimizer_us();
   dd.gemm_dim = c.gemm_dim();
   uint32_t dev = 0;
-  check(pfrt_program_add_device(prog, &dd, &dev), source, where);
+  const int64_t d = static_cast<int64_t>(prog->program.devices.size());
+  check(pfrt_program_add_device(prog, &dd, &dev), source, where, ProgramSite{d, -1, -1, -1, -1});
   for (int s = 0; s < dp.streams_size(); ++s) {
     const pipefill::rt::ProgramStream &ps = dp.streams(s);
     uint32_t id = 0;
     check(pfrt_program_create_stream(prog, dev, static_cast<pfrt_stream_role>(ps.role()),
                                      static_cast<pfrt_priority>(ps.priority()), ps.name().c_str(),
                                      &id),
-          source, where + "." + at("streams", s));
+          source, where + "." + at("streams", s), ProgramSite{d, s, -1, -1, -1});
   }
   for (int e = 0; e < dp.events_size(); ++e) {
     uint32_t id = 0;
     check(pfrt_program_create_event(prog, dev, dp.events(e).name().c_str(), &id), source,
-          where + "." + at("events", e));
+          where + "." + at("events", e), ProgramSite{d, -1, -1, -1, -1});
   }
   return dev;
 }
 
-// One op of stream st of device dev.
-void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt::StreamOp &op,
-               const std::string &owhere, const std::string &source) {
+// Op `index` of stream st of device dev.
+void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, uint32_t index,
+               const pipefill::rt::StreamOp &op, const std::string &owhere,
+               const std::string &source) {
+  const ProgramSite site{dev, st, index, -1, -1};
   pfrt_status status = PFRT_OK;
   switch (op.op_case()) {
   case pipefill::rt::StreamOp::kCompute: {
@@ -242,12 +285,14 @@ void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt
         o.weights() != pipefill::rt::FillChunkOp::WEIGHTS_RESIDENT)
       throw Error(PFRT_ERROR_INVALID_PROGRAM,
                   source + ": " + owhere + ": unknown weights placement " +
-                      std::to_string(o.weights()));
+                      std::to_string(o.weights()),
+                  site);
     if (o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_HOST &&
         o.activations() != pipefill::rt::FillChunkOp::ACTIVATIONS_DEVICE)
       throw Error(PFRT_ERROR_INVALID_PROGRAM,
                   source + ": " + owhere + ": unknown activations placement " +
-                      std::to_string(o.activations()));
+                      std::to_string(o.activations()),
+                  site);
     status = pfrt_program_enqueue_fill(prog, dev, st, &f);
     break;
   }
@@ -263,46 +308,57 @@ void enqueueOp(pfrt_program *prog, uint32_t dev, uint32_t st, const pipefill::rt
     status = pfrt_program_enqueue_free(prog, dev, st, op.free().buffer());
     break;
   case pipefill::rt::StreamOp::OP_NOT_SET:
-    throw Error(PFRT_ERROR_INVALID_PROGRAM,
-                source + ": " + owhere + ": op has no instruction set");
+    throw Error(PFRT_ERROR_INVALID_PROGRAM, source + ": " + owhere + ": op has no instruction set",
+                site);
   }
-  check(status, source, owhere);
+  check(status, source, owhere, site);
 }
 
 } // namespace
 
-pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &p, const std::string &source) {
+ProgramPtr beginProgram(const pipefill::rt::StreamProgram &p, const std::string &source) {
   if (p.version() > 1)
     throw Error(PFRT_ERROR_PARSE, source + ": StreamProgram version " +
                                       std::to_string(p.version()) +
                                       " is newer than this runtime understands (1)");
-  pfrt_program *prog = nullptr;
-  check(pfrt_program_create(p.name().c_str(), &prog), source, "name");
-  try {
-    check(pfrt_program_set_iterations(prog, p.iterations()), source, "iterations");
-    check(pfrt_program_set_seed(prog, p.seed()), source, "seed");
-    check(pfrt_program_set_planned_iteration_us(prog, p.planned_iteration_us()), source,
-          "planned_iteration_us");
-    for (int j = 0; j < p.fill_jobs_size(); ++j)
-      addFillJob(prog, p.fill_jobs(j), j, source);
-    for (int d = 0; d < p.devices_size(); ++d) {
-      const pipefill::rt::DeviceProgram &dp = p.devices(d);
-      const std::string where = at("devices", d);
-      const uint32_t dev = addDevice(prog, dp, where, source);
-      for (int s = 0; s < dp.streams_size(); ++s) {
-        const pipefill::rt::ProgramStream &ps = dp.streams(s);
-        for (int i = 0; i < ps.ops_size(); ++i)
-          enqueueOp(prog, dev, static_cast<uint32_t>(s), ps.ops(i),
-                    where + "." + at("streams", s) + "." + at("ops", i), source);
-      }
-    }
-    if (pfrt_program_validate(prog) != PFRT_OK)
-      throw Error(PFRT_ERROR_INVALID_PROGRAM, source + ": " + pfrt_last_error());
-  } catch (...) {
-    pfrt_program_destroy(prog);
-    throw;
-  }
+  pfrt_program *created = nullptr;
+  check(pfrt_program_create(p.name().c_str(), &created), source, "name");
+  ProgramPtr prog(created);
+  check(pfrt_program_set_iterations(prog.get(), p.iterations()), source, "iterations");
+  check(pfrt_program_set_seed(prog.get(), p.seed()), source, "seed");
+  check(pfrt_program_set_planned_iteration_us(prog.get(), p.planned_iteration_us()), source,
+        "planned_iteration_us");
+  for (int j = 0; j < p.fill_jobs_size(); ++j)
+    addFillJob(prog.get(), p.fill_jobs(j), j, source);
   return prog;
+}
+
+void addDeviceProgram(pfrt_program *prog, const pipefill::rt::DeviceProgram &dp,
+                      const std::string &source) {
+  const std::string where = at("devices", static_cast<int>(prog->program.devices.size()));
+  const uint32_t dev = addDevice(prog, dp, where, source);
+  for (int s = 0; s < dp.streams_size(); ++s) {
+    const pipefill::rt::ProgramStream &ps = dp.streams(s);
+    for (int i = 0; i < ps.ops_size(); ++i)
+      enqueueOp(prog, dev, static_cast<uint32_t>(s), static_cast<uint32_t>(i), ps.ops(i),
+                where + "." + at("streams", s) + "." + at("ops", i), source);
+  }
+}
+
+void finishProgram(const pfrt_program &prog, const std::string &source) {
+  try {
+    validate(prog.program);
+  } catch (const Error &e) {
+    throw Error(PFRT_ERROR_INVALID_PROGRAM, source + ": " + e.what(), e.site());
+  }
+}
+
+pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &p, const std::string &source) {
+  ProgramPtr prog = beginProgram(p, source);
+  for (const pipefill::rt::DeviceProgram &dp : p.devices())
+    addDeviceProgram(prog.get(), dp, source);
+  finishProgram(*prog, source);
+  return prog.release();
 }
 
 pfrt_program *loadProgram(const std::string &data, const std::string &source) {

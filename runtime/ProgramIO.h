@@ -5,9 +5,13 @@
 #include "runtime/Program.h"
 #include "runtime/pfrt_tables.h"
 
+#include <google/protobuf/text_format.h>
+
+#include <memory>
 #include <string>
 
 namespace pipefill::rt {
+class DeviceProgram;
 class StreamProgram;
 }
 
@@ -18,8 +22,30 @@ namespace pfrt {
 // source (and line:column for text-format errors).
 pfrt_program *loadProgram(const std::string &data, const std::string &sourceName);
 
-// Drives the builder API from a parsed StreamProgram.
+// Drives the builder API from a parsed StreamProgram (beginProgram, addDeviceProgram for each
+// device, finishProgram).
 pfrt_program *buildFromProto(const pipefill::rt::StreamProgram &proto, const std::string &sourceName);
+
+// The steps of buildFromProto, for a program that arrives a device at a time (ProgramCheck.h).
+struct ProgramDeleter {
+  void operator()(pfrt_program *p) const { pfrt_program_destroy(p); }
+};
+using ProgramPtr = std::unique_ptr<pfrt_program, ProgramDeleter>;
+// Every field but the devices (which `proto` need not hold).
+ProgramPtr beginProgram(const pipefill::rt::StreamProgram &proto, const std::string &sourceName);
+// The next device: its streams, events and ops.
+void addDeviceProgram(pfrt_program *program, const pipefill::rt::DeviceProgram &device,
+                      const std::string &sourceName);
+// validate(), its refusal prefixed with the source.
+void finishProgram(const pfrt_program &program, const std::string &sourceName);
+
+// The field limits (support/Limits.cpp) that loadProgram checks before building: of a whole
+// program (`tree`: the text's positions, or null), or of device `index` alone (with the count of
+// devices; the checks of the whole program are those of its parts).
+void checkProgramLimits(const pipefill::rt::StreamProgram &proto, const std::string &sourceName,
+                        const google::protobuf::TextFormat::ParseInfoTree *tree);
+void checkDeviceLimits(const pipefill::rt::DeviceProgram &device, uint32_t index,
+                       const std::string &sourceName);
 // Replays static tables (runtime/pfrt_tables.h, what --to-cpp generates); see Tables.cpp.
 pfrt_program *buildFromTables(const pfrt_program_tables &tables);
 
