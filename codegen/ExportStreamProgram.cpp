@@ -13,9 +13,11 @@
 #include "passes/ScheduleIR.h"
 #include "passes/StageLowering.h"
 #include "proto/stream_program.pb.h"
+#include "runtime/ProgramCheck.h"
 #include "support/Limits.h"
 #include "support/ProtoText.h"
 
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Threading.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -256,6 +258,39 @@ Operation *exportDevice(ps::DeviceOp device, const JobInstances &jobInstance,
   return nullptr;
 }
 
+/// Where the op at `site` of a program exported by exportDevice came from:
+/// the device's, stream's or op's IR (the order mirrors exportDevice: events
+/// and streams in IR order, a fill_chunks op one instruction per row). A
+/// chunk's row has its own location, returned through `loc`.
+Operation *streamSiteOp(ArrayRef<ps::DeviceOp> devices, const pfrt::ProgramSite &site,
+                        std::optional<Location> &loc) {
+  if (site.device < 0 || size_t(site.device) >= devices.size())
+    return nullptr;
+  ps::DeviceOp device = devices[site.device];
+  if (site.stream < 0)
+    return device;
+  auto streams = device.getBody().front().getOps<ps::StreamOp>();
+  auto stream = streams.begin();
+  for (int64_t s = 0; s < site.stream && stream != streams.end(); ++s)
+    ++stream;
+  if (stream == streams.end())
+    return device;
+  if (site.op < 0)
+    return *stream;
+  int64_t index = 0;
+  for (Operation &op : (*stream).getBody().front()) {
+    auto chunks = dyn_cast<ps::FillChunksOp>(op);
+    int64_t n = chunks ? int64_t(chunks.getChunks().size()) : 1;
+    if (site.op < index + n) {
+      if (chunks && chunks.getChunks()[site.op - index].loc)
+        loc = Location(chunks.getChunks()[site.op - index].loc);
+      return &op;
+    }
+    index += n;
+  }
+  return *stream;
+}
+
 } // namespace
 
 namespace {
@@ -277,6 +312,12 @@ struct ProgramSource {
   /// Where set, writes the bytes of device `i`'s message (what
   /// exportDevice's message serializes to) without building the message.
   std::function<Operation *(size_t, const JobInstances &, std::string &)> encodeDevice;
+  /// The IR a refusal of the runtime's points at (pfrt::ProgramSite without
+  /// a fill job; null: the anchor), and a more precise location if any.
+  std::function<Operation *(const pfrt::ProgramSite &, std::optional<Location> &)> siteOp;
+  /// Whether the program is loaded through the runtime's loader before it
+  /// is written (runtime/ProgramCheck.h).
+  bool checkWithRuntime = true;
   /// Keeps what exportDevice reads alive.
   std::shared_ptr<void> state;
 };
@@ -305,6 +346,9 @@ std::optional<ProgramSource> streamSource(ModuleOp module) {
   src.exportDevice = [devices](size_t i, const JobInstances &jobs,
                                rt::DeviceProgram *d) {
     return exportDevice((*devices)[i], jobs, d);
+  };
+  src.siteOp = [devices](const pfrt::ProgramSite &site, std::optional<Location> &loc) {
+    return streamSiteOp(*devices, site, loc);
   };
   src.state = devices;
   return src;
@@ -477,6 +521,13 @@ std::optional<ProgramSource> pipelineSource(ModuleOp module, int64_t iterations,
     sink.finish(out);
     return nullptr;
   };
+  // A device is a stage; its instructions are not mapped back one by one.
+  src.siteOp = [s = state.get()](const pfrt::ProgramSite &site,
+                                 std::optional<Location> &) -> Operation * {
+    return site.device >= 0 && size_t(site.device) < s->stages.size()
+               ? s->stages[site.device].getOperation()
+               : nullptr;
+  };
   src.state = state;
   return src;
 }
@@ -496,6 +547,40 @@ bool startProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &
   return succeeded(addFillJobs(module, src.anchor, src.begun, out, instanceOf));
 }
 
+/// Reports the runtime's refusal of the program at the IR it points at: the
+/// op (a fill chunk's row) that made the offending instruction, its stream or
+/// device, the fill job (`jobNames`: the program's fill_jobs, "job@device"),
+/// else the program.
+LogicalResult reportRefusal(ModuleOp module, const ProgramSource &src,
+                            const std::vector<std::string> &jobNames,
+                            const pfrt::ProgramRefusal &refusal) {
+  Operation *at = nullptr;
+  std::optional<Location> loc;
+  if (refusal.site.job >= 0 && size_t(refusal.site.job) < jobNames.size()) {
+    StringRef name = StringRef(jobNames[refusal.site.job]).rsplit('@').first;
+    if (auto job = dyn_cast_or_null<FillJobOp>(SymbolTable::lookupSymbolIn(module, name))) {
+      at = job;
+      int64_t layer = 0;
+      for (LayerOp op : job.getLayers())
+        if (layer++ == refusal.site.layer)
+          at = op;
+    }
+  } else if (src.siteOp) {
+    at = src.siteOp(refusal.site, loc);
+  }
+  if (!at)
+    at = src.anchor ? src.anchor : module.getOperation();
+  return mlir::emitError(loc ? *loc : at->getLoc())
+         << "pipefill-run would refuse this StreamProgram: " << refusal.message;
+}
+
+std::vector<std::string> fillJobNames(const rt::StreamProgram &program) {
+  std::vector<std::string> names;
+  for (const rt::FillWorkload &job : program.fill_jobs())
+    names.push_back(job.name());
+  return names;
+}
+
 LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::StreamProgram &out) {
   std::vector<JobInstances> instanceOf;
   if (!startProgram(module, src, out, instanceOf))
@@ -513,6 +598,17 @@ LogicalResult buildProgram(ModuleOp module, const ProgramSource &src, rt::Stream
   for (Operation *op : unexported)
     if (op)
       return op->emitOpError() << "has no StreamProgram form";
+  return success();
+}
+
+/// What pipefill-run would refuse to load is refused here, by the runtime's
+/// own loader (runtime/ProgramCheck.h).
+LogicalResult checkWithRuntime(ModuleOp module, const ProgramSource &src,
+                               const rt::StreamProgram &program) {
+  if (!src.checkWithRuntime)
+    return success();
+  if (std::optional<pfrt::ProgramRefusal> refusal = pfrt::checkProgram(program))
+    return reportRefusal(module, src, fillJobNames(program), *refusal);
   return success();
 }
 
@@ -625,6 +721,14 @@ LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
   std::vector<JobInstances> instanceOf;
   if (!startProgram(module, src, tail, instanceOf))
     return failure();
+  // The runtime's loader takes the devices as they are written.
+  pfrt::ProgramChecker checker;
+  if (src.checkWithRuntime)
+    checker.begin(tail);
+  const std::vector<std::string> jobNames = fillJobNames(tail);
+  auto refused = [&] { return reportRefusal(module, src, jobNames, *checker.finish()); };
+  if (checker.refused())
+    return refused();
   // The fields numbered below `devices` go before it, the rest after.
   head.set_version(tail.version());
   head.set_name(tail.name());
@@ -670,10 +774,23 @@ LogicalResult writeBinaryProgram(ModuleOp module, const ProgramSource &src,
       end = CodedOutputStream::WriteVarint32ToArray(uint32_t(messages[k].size()), end);
       if (failed(fit.addBytes(end - prefix)) || failed(fit.addDevice(begin + k, messages[k])))
         return failure();
+      if (src.checkWithRuntime) {
+        google::protobuf::Arena arena;
+        auto *d = google::protobuf::Arena::CreateMessage<rt::DeviceProgram>(&arena);
+        if (!d->ParseFromString(messages[k]))
+          return module.emitError() << "could not re-read device " << begin + k
+                                    << "'s StreamProgram";
+        checker.addDevice(*d);
+        if (checker.refused())
+          return refused();
+      }
       os.write(reinterpret_cast<const char *>(prefix), end - prefix);
       os << messages[k];
     }
   }
+  if (src.checkWithRuntime)
+    if (std::optional<pfrt::ProgramRefusal> refusal = checker.finish())
+      return reportRefusal(module, src, jobNames, *refusal);
   bytes.clear();
   if (!tail.SerializeToString(&bytes))
     return module.emitError() << "could not serialize the StreamProgram";
@@ -701,6 +818,8 @@ LogicalResult writeProgram(ModuleOp module, const ProgramSource &src, llvm::raw_
       return failure();
   if (const size_t binary = program.ByteSizeLong(); binary > kMaxInputBytes)
     return fit.addBytes(binary);
+  if (failed(checkWithRuntime(module, src, program)))
+    return failure();
   std::string bytes;
   BoundedStringStream out(&bytes, kMaxInputBytes);
   const bool printed = google::protobuf::TextFormat::Print(program, &out);
@@ -716,7 +835,8 @@ LogicalResult writeProgram(ModuleOp module, const ProgramSource &src, llvm::raw_
 
 LogicalResult buildStreamProgram(ModuleOp module, rt::StreamProgram &out) {
   std::optional<ProgramSource> src = streamSource(module);
-  return src ? buildProgram(module, *src, out) : failure();
+  return success(src && succeeded(buildProgram(module, *src, out)) &&
+                 succeeded(checkWithRuntime(module, *src, out)));
 }
 
 LogicalResult exportStreamProgram(ModuleOp module, llvm::raw_ostream &os, bool text) {
@@ -725,9 +845,13 @@ LogicalResult exportStreamProgram(ModuleOp module, llvm::raw_ostream &os, bool t
 }
 
 LogicalResult lowerAndExportStreamProgram(ModuleOp module, int64_t iterations,
-                                          llvm::raw_ostream &os, bool text, bool checkOrder) {
+                                          llvm::raw_ostream &os, bool text, bool checkOrder,
+                                          bool checkWithRuntime) {
   std::optional<ProgramSource> src = pipelineSource(module, iterations, checkOrder);
-  return src ? writeProgram(module, *src, os, text) : failure();
+  if (!src)
+    return failure();
+  src->checkWithRuntime = checkWithRuntime;
+  return writeProgram(module, *src, os, text);
 }
 
 } // namespace pipefill

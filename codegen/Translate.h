@@ -36,7 +36,9 @@ mlir::LogicalResult exportTrace(mlir::ModuleOp module, llvm::raw_ostream &os);
 mlir::LogicalResult exportSvg(mlir::ModuleOp module, llvm::raw_ostream &os);
 
 /// Writes the module's pfstream.program as a StreamProgram protobuf, binary
-/// or text format.
+/// or text format. A program that pipefill-run would refuse to load is
+/// refused instead, with the runtime's message at the op (fill chunk row,
+/// stream, device or fill-job layer) it points at (runtime/ProgramCheck.h).
 mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
                                         llvm::raw_ostream &os, bool text);
 /// Writes the StreamProgram that pipefill-lower-to-stream (with
@@ -48,10 +50,15 @@ mlir::LogicalResult exportStreamProgram(mlir::ModuleOp module,
 /// is false: for a caller that has just simulated this very order
 /// (pipefill-simulate fails on the orders the check rejects,
 /// algo/schedule/tests/ErrorTest.cpp), where the check would only cost the
-/// whole pipeline's instruction lists in memory.
+/// whole pipeline's instruction lists in memory. Likewise `checkWithRuntime`
+/// loads the program through the runtime's loader as exportStreamProgram
+/// does (the errors point at the stages); pipefill-compile does so only
+/// under --verify-ir: the lowering is the pass's own code, and the check
+/// costs several times the export (docs/compiler.md).
 mlir::LogicalResult lowerAndExportStreamProgram(mlir::ModuleOp module, int64_t iterations,
                                                 llvm::raw_ostream &os, bool text,
-                                                bool checkOrder = true);
+                                                bool checkOrder = true,
+                                                bool checkWithRuntime = true);
 /// Writes C++ source holding the program as the runtime's tables
 /// (runtime/pfrt_tables.h) and a main() that runs them (a standalone runtime
 /// binary once compiled).

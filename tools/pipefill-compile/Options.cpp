@@ -48,9 +48,10 @@ constexpr bool kVerifyIRByDefault = true;
 #endif
 cl::opt<bool> verifyIR(
     "verify-ir",
-    cl::desc("Run MLIR's verifier once on the compiled IR, beside the exports (default: "
-             "in builds with assertions only, as clang verifies LLVM IR; the lit tests "
-             "always pass it; the plan check runs either way)"),
+    cl::desc("Run MLIR's verifier once on the compiled IR, beside the exports, and load "
+             "the StreamProgram through the runtime's checks (default: in builds with "
+             "assertions only, as clang verifies LLVM IR; the lit tests always pass it; the "
+             "plan check runs either way)"),
     cl::init(kVerifyIRByDefault), cl::cat(category));
 cl::opt<bool> verifyEach("verify-each",
                          cl::desc("Verify the IR after every pass, the lowering included "

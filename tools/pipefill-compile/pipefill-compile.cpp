@@ -117,7 +117,8 @@ LogicalResult compile(MLIRContext &ctx, llvm::SourceMgr &sourceMgr, PhaseTimer &
           return true;
         out = writeFile(files, path, [&](llvm::raw_ostream &os) {
           return pipefill::lowerAndExportStreamProgram(*module, iterations.getValue(), os, text,
-                                                       /*checkOrder=*/false);
+                                                       /*checkOrder=*/false,
+                                                       /*checkWithRuntime=*/verifyIR);
         });
         return out != nullptr;
       };
