@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdint>
 
 using namespace mlir;
 
@@ -33,6 +34,10 @@ std::string checkFillChunkRow(const FillChunkRow &r) {
     os << "has a negative layer, batch, sample, byte count or phase";
   else if (r.period < 1)
     os << "has period " << r.period << "; it must be at least 1";
+  // The StreamProgram's fields are 32 bits: a larger number would be cut to a different one.
+  else if (r.batch > UINT32_MAX || r.layerEnd > UINT32_MAX || r.period > UINT32_MAX ||
+           r.iterationOffset < INT32_MIN || r.iterationOffset > INT32_MAX)
+    os << "has a batch, layer, period or offset beyond the StreamProgram's 32-bit fields";
   else if (r.phase >= r.period)
     os << "has phase " << r.phase << " outside its period " << r.period;
   else if (!(std::isfinite(r.plannedUs) && !(r.plannedUs < 0)))

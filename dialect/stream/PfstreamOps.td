@@ -31,6 +31,9 @@ class Pfstream_Op<string mnemonic, list<Trait> traits = []>
 // Non-negative numbers: the constraints the pipefill dialect uses.
 defvar Pfstream_NonNegF64 = Pipefill_NonNegF64;
 defvar Pfstream_NonNegI64 = Pipefill_NonNegI64;
+// A number the StreamProgram holds in a uint32 field (proto/stream_program.proto): a larger one
+// would be cut to its low 32 bits by the export, a different program that the runtime runs.
+def Pfstream_U32 : ConfinedAttr<I64Attr, [IntNonNegative, IntMaxValue<4294967295>]>;
 
 def Pfstream_StreamRole : I32EnumAttr<"StreamRole", "stream role", [
     I32EnumAttrCase<"Main", 1, "main">,
@@ -112,7 +115,7 @@ def Pfstream_DeviceOp : Pfstream_Op<"device", [
     ```
   }];
   let arguments = (ins Pfstream_NonNegI64:$index,
-                       DefaultValuedAttr<Pfstream_NonNegI64, "0">:$stage,
+                       DefaultValuedAttr<Pfstream_U32, "0">:$stage,
                        DefaultValuedAttr<Pfstream_NonNegI64, "0">:$memory_bytes,
                        DefaultValuedAttr<Pfstream_NonNegI64, "0">:$static_bytes,
                        DefaultValuedAttr<Pfstream_NonNegF64, "0.0">:$planned_iteration_us,
@@ -198,8 +201,8 @@ def Pfstream_ComputeOp : Pfstream_StreamBodyOp<"compute"> {
     pfstream.compute backward mb 3 chunk 0 planned 1.66e4 at 4.2e5
     ```
   }];
-  let arguments = (ins Pfstream_ComputeKind:$kind, Pfstream_NonNegI64:$microbatch,
-                       Pfstream_NonNegI64:$chunk, Pfstream_NonNegF64:$planned_us,
+  let arguments = (ins Pfstream_ComputeKind:$kind, Pfstream_U32:$microbatch,
+                       Pfstream_U32:$chunk, Pfstream_NonNegF64:$planned_us,
                        Pfstream_PlannedStartProp:$planned_start_us);
   let assemblyFormat = "$kind `mb` $microbatch `chunk` $chunk `planned` $planned_us `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
@@ -211,8 +214,8 @@ def Pfstream_SendOp : Pfstream_StreamBodyOp<"send"> {
     pfstream.send to 1 bytes 33554432 tag 0 planned 1.35e3 at 8.3e3
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
-                       Pfstream_NonNegI64:$tag, Pfstream_NonNegF64:$planned_us,
+  let arguments = (ins Pfstream_U32:$peer, Pfstream_NonNegI64:$bytes,
+                       Pfstream_U32:$tag, Pfstream_NonNegF64:$planned_us,
                        Pfstream_PlannedStartProp:$planned_start_us);
   let assemblyFormat = "`to` $peer `bytes` $bytes `tag` $tag `planned` $planned_us `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
@@ -226,8 +229,8 @@ def Pfstream_RecvOp : Pfstream_StreamBodyOp<"recv"> {
     pfstream.recv from 0 bytes 33554432 tag 0 at 0.0
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$peer, Pfstream_NonNegI64:$bytes,
-                       Pfstream_NonNegI64:$tag, Pfstream_PlannedStartProp:$planned_start_us);
+  let arguments = (ins Pfstream_U32:$peer, Pfstream_NonNegI64:$bytes,
+                       Pfstream_U32:$tag, Pfstream_PlannedStartProp:$planned_start_us);
   let assemblyFormat = "`from` $peer `bytes` $bytes `tag` $tag `at` custom<PlannedStart>($planned_start_us) attr-dict";
 }
 
@@ -238,7 +241,7 @@ def Pfstream_RecordOp : Pfstream_StreamBodyOp<"record"> {
     pfstream.record 0
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$event);
+  let arguments = (ins Pfstream_U32:$event);
   let assemblyFormat = "$event attr-dict";
 }
 
@@ -253,7 +256,7 @@ def Pfstream_WaitOp : Pfstream_StreamBodyOp<"wait"> {
     pfstream.wait 0
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$event);
+  let arguments = (ins Pfstream_U32:$event);
   let assemblyFormat = "$event attr-dict";
 }
 
@@ -267,7 +270,7 @@ def Pfstream_BubbleOp : Pfstream_StreamBodyOp<"bubble"> {
     pfstream.bubble 0 steady start 1.3e5 duration 2.9e5 free 60000000000
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$bubble_id, Pfstream_BubbleKind:$kind,
+  let arguments = (ins Pfstream_U32:$bubble_id, Pfstream_BubbleKind:$kind,
                        Pfstream_NonNegF64:$planned_start_us,
                        Pfstream_NonNegF64:$planned_duration_us,
                        Pfstream_NonNegI64:$free_bytes);
@@ -319,7 +322,7 @@ def Pfstream_FillChunksOp : Pfstream_StreamBodyOp<"fill_chunks", [
     ]
     ```
   }];
-  let arguments = (ins Pfstream_NonNegI64:$bubble_id,
+  let arguments = (ins Pfstream_U32:$bubble_id,
                        Pfstream_FillChunkTableProp:$chunks);
   let assemblyFormat = "`bubble` $bubble_id custom<FillChunkTable>($chunks) attr-dict";
   let hasVerifier = 1;

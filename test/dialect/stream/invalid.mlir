@@ -425,3 +425,56 @@ pfstream.program @p iterations 1000001 planned 1.0 {
 // expected-error @+1 {{iterations = 4294967301 exceeds the limit of 1000000 per run}}
 pfstream.program @p iterations 4294967301 planned 1.0 {
 }
+
+// -----
+
+// A number beyond the StreamProgram's uint32 field: the export would cut it
+// to its low 32 bits (tag 4294967296 would become tag 0).
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      // expected-error @+1 {{attribute 'tag' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative whose maximum value is 4294967295}}
+      pfstream.send to 1 bytes 1 tag 4294967296 planned 1.0 at 0.0
+    }
+  }
+}
+
+// -----
+
+// A chunk's batch beyond the StreamProgram's 32 bits (2^32 + 2 would become 2).
+pipefill.fill_job @j inference samples 100 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.fill_chunks bubble 0 [
+        // expected-error @+1 {{'pfstream.fill_chunks' op chunk 0 has a batch, layer, period or offset beyond the StreamProgram's 32-bit fields}}
+        @j layers 0 to 1 batch 4294967298 samples 0 offset 0 planned 1.0 peak 0
+      ]
+    }
+  }
+}
+
+// -----
+
+// An offset beyond int32 (4294967296 would become 0).
+pipefill.fill_job @j inference samples 100 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      pfstream.fill_chunks bubble 0 [
+        // expected-error @+1 {{'pfstream.fill_chunks' op chunk 0 has a batch, layer, period or offset beyond the StreamProgram's 32-bit fields}}
+        @j layers 0 to 1 batch 1 samples 0 offset 4294967296 planned 1.0 peak 0
+      ]
+    }
+  }
+}
