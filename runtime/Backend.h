@@ -175,6 +175,10 @@ public:
   // Called once, before any thread starts, with the devices this backend runs.
   virtual void prepare(const Program &program, const ProgramInfo &info, const RunConfig &config,
                        const std::vector<uint32_t> &devices) = 0;
+  // Called once the jobs are made and before the run's clocks start (before the ranks' start
+  // barrier): one-time costs of the jobs' first chunks are paid here, not in a bubble (CUDA:
+  // docs/runtime.md §4b "Warm-up before the loop"). Best effort: a failure is a warning.
+  virtual void warmUp() {}
   // Called right before the stream threads start; originUs (host clock) is the common instant
   // the first ops of every stream are modelled to start at.
   virtual void begin(double originUs) { (void)originUs; }

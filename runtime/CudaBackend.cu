@@ -217,6 +217,44 @@ public:
     prepareRankTransfers(program, devices);
   }
 
+  // The fill jobs' first capture of their gated chunks (warmUpFillJobs), where chunks may run
+  // gated: gates on and the bounded policy that stops chunks between passes. The jobs'
+  // reservations go back to the fill pool first (the warm-up reuses that memory), and the clocks
+  // are set as begin() sets them (GatedLaunch reads the span from the timing origin; the closed
+  // gates' deadline is in %globaltimer time). Best effort: an error is a warning, after which the
+  // loop pays these costs itself.
+  void warmUp() override {
+    if (!warmUp_ || !config_.fillBounded || !config_.fillSplit)
+      return;
+    int current = 0;
+    PFRT_CUDA(cudaGetDevice(&current));
+    DeviceGuard restore(current); // a session calls this from the framework's thread
+    for (auto &kv : gpus_) {
+      GpuDevice &g = *kv.second;
+      if (!g.gateOn.load())
+        continue;
+      const uint32_t d = kv.first;
+      try {
+        PFRT_CUDA(cudaSetDevice(g.gpu));
+        releaseFillReservations(g);
+        PFRT_CUDA(cudaDeviceSynchronize());
+        PFRT_CUDA(cudaEventRecord(g.base, g.setup));
+        PFRT_CUDA(cudaEventSynchronize(g.base));
+        g.baseHostUs = hostNowUs();
+        calibrateGlobalTimer(g);
+        warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
+          auto it = streams_.find({d, s});
+          return it == streams_.end() ? nullptr : it->second.get();
+        });
+      } catch (const Error &e) {
+        std::fprintf(stderr,
+                     "pfrt: warning: cuda device %u (gpu %d): the fill jobs' warm-up failed "
+                     "(%s); their first chunks pay for it in the loop\n",
+                     d, g.gpu, e.what());
+      }
+    }
+  }
+
   void begin(double originUs) override {
     (void)originUs;
     int current = 0;
@@ -225,17 +263,6 @@ public:
     for (auto &kv : gpus_) {
       GpuDevice &g = *kv.second;
       PFRT_CUDA(cudaSetDevice(g.gpu));
-      if (warmUp_) {
-        // The fill jobs' first use of CUDA and cuBLAS, before the loop (warmUpFillJobs); their
-        // graphs' closed gates need the clock calibrated.
-        PFRT_CUDA(cudaDeviceSynchronize());
-        calibrateGlobalTimer(g);
-        const uint32_t d = kv.first;
-        warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
-          auto it = streams_.find({d, s});
-          return it == streams_.end() ? nullptr : it->second.get();
-        });
-      }
       // The jobs' reservations go back to the fill pool together (it keeps their sum); what the
       // pool holds now is the baseline its growth in the loop is measured from.
       releaseFillReservations(g);

@@ -163,11 +163,20 @@ public:
       dev_.reservations.push_back(r);
     }
     PFRT_CUDA(cudaStreamSynchronize(stream_));
-    // Warm-up shapes: each (stream, batch, streamed weights) of the plan's chunks once.
-    std::set<std::tuple<uint32_t, uint32_t, bool>> shapes;
+    // Warm-up shapes: per (stream, batch, streamed weights) of the chunks that may run gated
+    // (two passes or more), the batch from its creation to the last pass such a chunk runs.
+    std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> lastPass;
     for (const JobChunk &c : chunks)
-      if (shapes.insert({c.stream, c.batch, c.weightsStreamed}).second)
-        warmShapes_.push_back(c);
+      if (c.passEnd >= c.passBegin + 2) {
+        uint32_t &end = lastPass[{c.stream, c.batch, c.weightsStreamed}];
+        end = std::max(end, c.passEnd);
+      }
+    for (const auto &kv : lastPass) {
+      JobChunk w;
+      std::tie(w.stream, w.batch, w.weightsStreamed) = kv.first;
+      w.passEnd = kv.second;
+      warmShapes_.push_back(w);
+    }
     std::lock_guard<std::mutex> lock(dev_.warmMutex);
     dev_.toWarm.push_back(this);
   }
@@ -419,39 +428,67 @@ public:
       batch.reset(); // its handles are empty now: the destructor frees nothing
   }
 
-  // Before the loop: one chunk of each warm-up shape (every pass, from the batch's creation to its
-  // completion) captured and launched behind gates whose deadline is long past, so no pass runs
-  // and no state changes (the batch made behind the first gate is freed by the commit). What CUDA
-  // and cuBLAS do the first time happens now instead of in a bubble: cuBLAS's host work for each
-  // GEMM shape during capture (the H200's first gated MLP chunk was launched 184 ms after its
-  // decision, docs/runtime.md §10b), the module loads of the gate kernel and of every kernel in
-  // the graphs (lazy module loading, CUDA's default, delayed the first gate by 3.4 ms there), and
-  // the graph machinery. Not counted in the hot path's counters or the gate trace.
+  // Before the loop (CudaBackend::warmUp): one chunk of each warm-up shape, passes [0, end) from
+  // the batch's creation, captured and launched behind gates whose deadline is long past, so no
+  // pass runs and no state changes (the batch made behind the first gate is freed by the commit).
+  // What CUDA and cuBLAS do the first time happens now instead of in a bubble: cuBLAS's host work
+  // for each GEMM shape during capture (the H200's first gated MLP chunk was launched 184 ms after
+  // its decision, docs/runtime.md §10b), loading the modules of the gate kernel and of every
+  // kernel captured (lazy module loading, CUDA's default, loads a kernel when its handle is first
+  // resolved, which a capture does; it delayed the first gate by 3.4 ms there), and the graph
+  // machinery's one-time set-up. A shape whose passes need more scratch than the stream's arena
+  // holds is skipped (growing the arena here would keep memory the plan never asked for). Not
+  // counted in the hot path's counters or the gate trace. On an error the chunk's allocations are
+  // freed and the error goes to the caller (which warns and goes on).
   void warmUp(const std::function<CudaStreamState *(uint32_t)> &streamOf) override {
     DeviceGuard guard(dev_.gpu);
     warming_ = true;
     struct Done {
-      bool &flag;
-      ~Done() { flag = false; }
-    } done{warming_};
+      CudaJobData &job;
+      ~Done() {
+        job.warming_ = false;
+        job.stream_ = job.dev_.setup;
+        job.arena_ = nullptr;
+      }
+    } done{*this};
     for (const JobChunk &c : warmShapes_) {
       CudaStreamState *st = streamOf(c.stream);
-      if (!st || !st->gateHost || shape_.passes == 0)
+      if (!st || !st->gateHost || !dev_.gateOn.load())
+        continue;
+      size_t most = 0;
+      for (uint32_t p = 0; p < c.passEnd; ++p)
+        most = std::max(most, scratchBytes(p, c.batch, c.weightsStreamed));
+      Arena &arena = arenas_[c.stream];
+      if (most > arena.capacity)
         continue;
       stream_ = st->s;
-      arena_ = &arenas_[c.stream];
+      arena_ = &arena;
       FillExec ex;
       ex.shape = &shape_;
       ex.passBegin = 0;
-      ex.passEnd = shape_.passes;
+      ex.passEnd = c.passEnd;
       ex.batch = c.batch;
       ex.weightsStreamed = c.weightsStreamed;
-      ex.begins = ex.completes = true;
+      ex.begins = true;
+      ex.completes = c.passEnd == shape_.passes;
       ex.bounded = ex.splitPasses = true;
       ex.deadlineUs = dev_.gtHostUs - 1e6; // a second before the clock's calibration
-      ex.passNeedUs.assign(shape_.passes, 1e9); // and no pass fits before it
+      ex.passNeedUs.assign(c.passEnd, 1e9); // and no pass fits before it
       std::unique_ptr<BatchData> batch;
-      const uint32_t ran = runGated(*st, batch, ex);
+      uint32_t ran = 0;
+      try {
+        ran = runGated(*st, batch, ex);
+      } catch (...) {
+        gating_ = nullptr;
+        restoreSnapshot(batch, Snapshot{}); // its tensors are among the chunk's allocations
+        cudaStreamSynchronize(st->s);
+        for (void *p : gatedAllocs_)
+          cudaFreeAsync(p, st->s);
+        gatedAllocs_.clear();
+        cudaStreamSynchronize(st->s);
+        cudaGetLastError();
+        throw;
+      }
       st->lastGated = false;
       st->lastGate = GateState{};
       if (ran != 0 || batch)

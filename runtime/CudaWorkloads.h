@@ -36,8 +36,8 @@ std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, Fi
                                        const std::vector<JobChunk> &chunks);
 // Before the loop (PFRT_CUDA_WARMUP, default on): every fill job made on `dev` since the last call
 // captures each of its chunk shapes once behind gates that never open (CudaJobData::warmUp), so
-// what CUDA and cuBLAS do the first time happens here and not in a bubble. Nothing runs on the GPU
-// and no job's state changes. streamOf: as in WarmUp.
+// what CUDA and cuBLAS do the first time happens here and not in a bubble. Only the gates run on
+// the GPU; no pass runs and no job's state changes. streamOf: as in WarmUp.
 void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf);
 // PFRT_CUDA_WARMUP: "1" (or unset) on, "0" off; anything else is an error.
 bool warmUpRequested();

@@ -1375,6 +1375,10 @@ void Executor::checkRanksAgree() {
 
 // Starts the clocks together and runs one thread per local stream.
 void Executor::runThreads(uint32_t numDevices) {
+  // The backends' one-time costs first, outside every clock.
+  host_->warmUp();
+  if (cuda_)
+    cuda_->warmUp();
   // One process per rank: every rank starts its clock together (the modelled times of messages
   // between ranks are relative to this common start).
   if (config_.rank >= 0)

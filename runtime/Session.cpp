@@ -122,8 +122,10 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
   {
     std::unique_ptr<Backend::DeviceScope> scope = backend_->useDevice(rank_);
     createJobData();
-    if (device_)
+    if (device_) {
+      backend_->warmUp();
       backend_->begin(hostNowUs()); // the edges' time base; frees the jobs' pool reservations
+    }
   }
 
   ctx_.device = rank_;

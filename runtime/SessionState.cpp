@@ -181,8 +181,10 @@ void Session::loadCheckpoint(const std::string &path) {
     ts.steps = ts.samples = 0;
   }
   createJobData();
-  if (device_)
+  if (device_) {
+    backend_->warmUp();
     backend_->begin(hostNowUs()); // frees the new jobs' pool reservations; no edge is pending
+  }
   for (uint32_t j = 0; j < jobs_.size(); ++j) {
     const pipefill::rt::FillJobCheckpoint &jc = cp.jobs(static_cast<int>(j));
     JobState &js = jobs_[j];
