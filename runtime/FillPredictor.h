@@ -35,8 +35,8 @@ inline double sortedPercentile(const std::vector<double> &v, double q) {
 // fewer than kThinWindow runs is the slowest of them (the nearest-rank 90th percentile of fewer
 // than ten values is the maximum), so one slow run (a cold start: the first use of a kernel or a
 // GEMM shape, first-touch page faults, a neighbour's burst) can hold its work out of every bubble
-// for good, and what never runs is never measured again. A *refusal* is an admission the estimate
-// (the plan, or the task's step_us) would have granted but the prediction did not. After
+// for good, and what never runs is never measured again. A *refusal* is an admission the
+// prediction denied but would have granted without the slowest run. After
 // kFirstProbe refusals in a row the slowest run is retired, so the next admission probes the work
 // again; every probe doubles the refusals the next one needs (up to kLastProbe), so work that
 // really is slower than its estimate costs O(log n) overruns over n refusals, and a run resets the
@@ -75,22 +75,14 @@ inline void retireLargest(std::deque<double> &window) {
 // - a new shape of a job already measured: the plan scaled by the 90th percentile of the job's
 //   measured/planned ratios;
 // - nothing measured yet: the plan.
-// A shape refused while its plan would have fitted is probed again with ProbeBackoff's rule (the
-// shape's slowest run retired, or, for a shape not measured, the job's largest ratio).
+// A shape refused because of its slowest run is probed again with ProbeBackoff's rule (that run
+// retired, and with the shape's last run the job's largest ratio).
 class ChunkPredictor {
 public:
   double predict(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs) const {
     auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
-    if (it != byShape_.end() && !it->second.times.empty()) {
-      const std::vector<double> v = sortedSample(it->second.times);
-      const double median = sortedMedian(v);
-      if (v.size() < 5)
-        return std::max(1.2 * median, v.back());
-      return std::max(1.05 * median, sortedPercentile(v, 0.9));
-    }
-    if (!ratios_.empty() && plannedUs > 0)
-      return plannedUs * sortedPercentile(sortedSample(ratios_), 0.9);
-    return plannedUs;
+    const std::deque<double> none;
+    return rule(it != byShape_.end() ? it->second.times : none, ratios_, plannedUs);
   }
   void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
            double measuredUs) {
@@ -108,24 +100,50 @@ public:
   }
 
   // A chunk of this shape did not start: its prediction exceeded roomUs, what was left of its
-  // bubble (planned us). A refusal when the plan fits the room (ProbeBackoff).
+  // bubble (planned us). A refusal (ProbeBackoff) when the slowest run is the reason: the same rule
+  // without the shape's slowest run (with one run: the job's ratios without their largest, else
+  // the plan) would have fitted the room. A bubble that is simply short, or a margin the rule
+  // always keeps (1.2 x the median of a few runs), is not a refusal.
   void refused(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
                double roomUs) {
-    if (!(plannedUs <= roomUs))
-      return; // the plan would not have fitted either: the bubble is simply too short now
     Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];
     const bool thinShape = !sh.times.empty() && sh.times.size() < ProbeBackoff::kThinWindow;
     const bool thinRatios = sh.times.empty() && !ratios_.empty() &&
                             ratios_.size() < ProbeBackoff::kThinWindow;
-    if (!(thinShape || thinRatios) || !sh.probe.refuse())
+    if (!(thinShape || thinRatios))
       return;
+    std::deque<double> times = sh.times, ratios = ratios_;
     if (thinShape)
-      retireLargest(sh.times);
-    if (ratios_.size() < ProbeBackoff::kThinWindow) // the same slow run scaled the job's ratios
-      retireLargest(ratios_);
+      retireLargest(times);
+    if (times.empty() && ratios.size() < ProbeBackoff::kThinWindow)
+      retireLargest(ratios); // the same slow run scaled the job's ratios
+    // Without any run the rule has no margin (the plan is trusted until measured); the margin of
+    // a few runs (1.2 x) is kept, so a shape that runs at its plan is not probed in rooms between
+    // 1 and 1.2 x its plan.
+    const double margin = times.empty() ? 1.2 : 1.0;
+    if (!(margin * rule(times, ratios, plannedUs) <= roomUs) || !sh.probe.refuse())
+      return;
+    sh.times = std::move(times);
+    if (sh.times.empty())
+      ratios_ = std::move(ratios);
   }
 
 private:
+  // The prediction from a shape's runs (`times`), else the job's ratios, else the plan.
+  static double rule(const std::deque<double> &times, const std::deque<double> &ratios,
+                     double plannedUs) {
+    if (!times.empty()) {
+      const std::vector<double> v = sortedSample(times);
+      const double median = sortedMedian(v);
+      if (v.size() < 5)
+        return std::max(1.2 * median, v.back());
+      return std::max(1.05 * median, sortedPercentile(v, 0.9));
+    }
+    if (!ratios.empty() && plannedUs > 0)
+      return plannedUs * sortedPercentile(sortedSample(ratios), 0.9);
+    return plannedUs;
+  }
+
   static constexpr size_t kWindow = 32;
   struct Shape {
     std::deque<double> times;

@@ -26,12 +26,7 @@ public:
 
   explicit StepPredictor(double estimateUs = 0) : estimateUs_(estimateUs) {}
 
-  double predict() const {
-    if (recent_.empty())
-      return kMargin * estimateUs_;
-    const std::vector<double> v = sortedSample(recent_);
-    return std::max(kMargin * sortedMedian(v), sortedPercentile(v, 0.9));
-  }
+  double predict() const { return rule(recent_); }
   void add(double measuredUs) {
     probe_.ran();
     recent_.push_back(measuredUs);
@@ -40,13 +35,15 @@ public:
   }
   size_t size() const { return recent_.size(); }
   // A step did not start: its prediction exceeded roomUs, what was left of the bubble. A refusal
-  // when the estimate fits the room: after ProbeBackoff's count the slowest step is retired.
+  // (ProbeBackoff) when the slowest of fewer than ten steps is the reason: without it the rule
+  // would have fitted the room. After ProbeBackoff's count that step is retired.
   void refused(double roomUs) {
-    if (!(estimateUs_ <= roomUs) || recent_.empty() ||
-        recent_.size() >= ProbeBackoff::kThinWindow)
+    if (recent_.empty() || recent_.size() >= ProbeBackoff::kThinWindow)
       return;
-    if (probe_.refuse())
-      retireLargest(recent_);
+    std::deque<double> rest = recent_;
+    retireLargest(rest);
+    if (rule(rest) <= roomUs && probe_.refuse())
+      recent_ = std::move(rest);
   }
   // q = 0.5: the median (mean of the two middle values for an even count); otherwise the
   // nearest-rank percentile. 0 when nothing was measured.
@@ -58,6 +55,13 @@ public:
   }
 
 private:
+  double rule(const std::deque<double> &steps) const {
+    if (steps.empty())
+      return kMargin * estimateUs_;
+    const std::vector<double> v = sortedSample(steps);
+    return std::max(kMargin * sortedMedian(v), sortedPercentile(v, 0.9));
+  }
+
   double estimateUs_;
   std::deque<double> recent_;
   ProbeBackoff probe_;

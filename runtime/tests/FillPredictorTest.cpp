@@ -137,6 +137,22 @@ TEST(FillPredictorTest, ASlowShapeIsProbedWithExponentialBackoff) {
   EXPECT_EQ(runs.size(), 7u);
 }
 
+// A shape whose one run took its plan is refused from rooms between 1 and 1.2 x the plan by the
+// rule's margin, not by a slow run: no probe (it would retire a good run and admit the shape with
+// no margin). A second run at twice the plan, though, is what holds the shape out of a room that
+// 1.2 x the first one fits: the eighth refusal retires it.
+TEST(FillPredictorTest, OnlyARefusalCausedByTheSlowestRunCounts) {
+  ChunkPredictor p;
+  p.add(0, 1, 4, 100, 100);
+  for (int i = 0; i < 100; ++i)
+    p.refused(0, 1, 4, 100, 110);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 120);
+  p.add(0, 1, 4, 100, 200); // max(1.2 x 150, 200) = 200
+  for (int i = 0; i < 8; ++i)
+    p.refused(0, 1, 4, 100, 150); // without the 200: 1.2 x 100 = 120 <= 150
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 120);
+}
+
 // A shape with ten runs or more keeps them: its p90 no longer rests on one run.
 TEST(FillPredictorTest, AWellMeasuredShapeIsNotProbed) {
   ChunkPredictor p;
