@@ -29,6 +29,9 @@ struct ExitState {
   std::mutex m;
   std::condition_variable cv;
   MPI_Comm comm = MPI_COMM_NULL;
+  // This rank and the world on `comm`, read once at setup: the heartbeat thread must not call MPI
+  // outside mpiLock(), and the calls below that need them may hold it already.
+  int rank = -1, size = 1;
   double limitS = 120;
   bool running = false, stop = false;
   std::thread thread;
@@ -41,17 +44,9 @@ ExitState &state() {
   return *s;
 }
 
-int commRank(MPI_Comm comm) {
-  int rank = -1;
-  MPI_Comm_rank(comm, &rank);
-  return rank;
-}
-
-int commSize(MPI_Comm comm) {
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  return size;
-}
+// The exit communicator's rank and size (cached by mpiExitSetup; `comm` is that communicator).
+int commRank(MPI_Comm) { return state().rank; }
+int commSize(MPI_Comm) { return state().size; }
 
 // Ends the process with exit status 1 after `message` (stdout first: exit handlers do not run).
 [[noreturn]] void die(const std::string &message) {
@@ -264,8 +259,12 @@ int mpiUnderDeadline(double limitS, const std::string &message, const std::funct
 void mpiExitSetup(MPI_Comm comm, double limitS) {
   ExitState &s = state();
   std::lock_guard<std::mutex> lock(s.m);
-  if (s.comm == MPI_COMM_NULL)
+  if (s.comm == MPI_COMM_NULL) {
+    std::lock_guard<std::mutex> mpi(mpiLock());
+    MPI_Comm_rank(comm, &s.rank);
+    MPI_Comm_size(comm, &s.size);
     s.comm = comm;
+  }
   s.limitS = std::max(limitS, kMpiExitFloorS);
 }
 

@@ -277,7 +277,7 @@ public:
     MPI_Request request = MPI_REQUEST_NULL;
     for (int spin = 0;; ++spin) {
       if (abort) {
-        cancel(request);
+        cancel(request, buffer);
         return false;
       }
       {
@@ -299,7 +299,7 @@ public:
           break;
       }
       if (elapsedS(start) > timeoutS_) {
-        cancel(request);
+        cancel(request, buffer);
         throw Error(PFRT_ERROR_UNAVAILABLE,
                     "no message from rank " + std::to_string(peer) + " (device " +
                         std::to_string(key.src) + ", tag " + std::to_string(key.tag) +
@@ -546,13 +546,23 @@ private:
   }
   // Cancels a posted receive and completes it: a message that matched already is received into
   // its buffer now (MPI_Wait returns for a cancelled request whatever the peers do), not after the
-  // buffer is gone.
-  void cancel(MPI_Request &request) {
+  // buffer is gone. If either call fails the receive may still write into `owner` (its buffer),
+  // which is then kept alive (abandon).
+  void cancel(MPI_Request &request, const std::shared_ptr<void> &owner) {
     if (request == MPI_REQUEST_NULL)
       return;
     std::lock_guard<std::mutex> lock(mpi_);
-    check(MPI_Cancel(&request), "MPI_Cancel (a receive given up)");
-    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait (a receive given up)");
+    int rc = MPI_Cancel(&request);
+    const char *what = "MPI_Cancel (a receive given up)";
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+      what = "MPI_Wait (a receive given up)";
+    }
+    if (rc != MPI_SUCCESS) {
+      abandoned_ = true;
+      abandon(owner);
+    }
+    check(rc, what);
   }
   // Polls `request` until it completes (true) or `abort` is set (false); throws Error after the
   // peer timeout. A request left unfinished keeps `owner` (its buffers) alive: abandon.
