@@ -527,6 +527,37 @@ TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
             "weights");
 }
 
+// The warm-up before the loop (PFRT_CUDA_WARMUP, docs/runtime.md §4b) runs every pass of the job's
+// chunks behind gates that never open: with it on, an MLP training job (chunks of two passes, so
+// they run gated) ends with the same losses and weights as with it off, and every chunk still
+// runs gated with no pass stopped. A warm-up that ran a pass (an SGD step) or left a batch behind
+// would change the weights or the step count.
+TEST_F(CudaBackendTest, WarmUpChangesNoResult) {
+  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, testMlp(), 3,
+                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300,
+                             /*bubbleUs=*/20000);
+  pfrt_options bounded = cudaOptions(5);
+  bounded.fill_policy = PFRT_FILL_BOUNDED;
+  const CudaHotPathStats before = cudaHotPathStats();
+  ReportPtr warm = runOk(p.get(), bounded);
+  const CudaHotPathStats after = cudaHotPathStats();
+  ReportPtr cold;
+  {
+    ScopedEnv env("PFRT_CUDA_WARMUP", "0");
+    cold = runOk(p.get(), bounded);
+  }
+  ASSERT_TRUE(warm && cold);
+  EXPECT_EQ(after.gatedChunks - before.gatedChunks, 15u) << "the warm-up's chunks are not counted";
+  EXPECT_EQ(after.deviceAllocs - before.deviceAllocs, 0u);
+  for (const ReportPtr *r : {&warm, &cold}) {
+    EXPECT_EQ((*r)->data.jobs[0].steps, 5u);
+    EXPECT_EQ((*r)->data.jobs[0].chunksStoppedOnDevice, 0u);
+  }
+  expectRel(warm->data.jobs[0].checksum, cold->data.jobs[0].checksum, 1e-6, "loss sum");
+  expectRel(warm->data.jobs[0].weightsChecksum, cold->data.jobs[0].weightsChecksum, 1e-6,
+            "weights");
+}
+
 // A bad PFRT_CUDA_DEVICE_GATE is an error, not a silent default.
 TEST_F(CudaBackendTest, BadDeviceGateValueIsAnError) {
   ProgramPtr p = fourPassProgram();
