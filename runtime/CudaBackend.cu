@@ -191,7 +191,7 @@ public:
     program_ = &program;
     readFillMath();
     gateRequested_ = deviceGateRequested();
-    warmUp_ = warmUpRequested();
+    warmUp_ = envSwitch("PFRT_CUDA_WARMUP");
     int count = 0;
     PFRT_CUDA(cudaGetDeviceCount(&count));
     if (count <= 0)

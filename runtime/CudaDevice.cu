@@ -1,7 +1,9 @@
 // CUDA backend, device and stream state (see CudaDevice.h).
 #include "runtime/CudaDevice.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace pfrt {
 namespace cudabk {
@@ -40,6 +42,16 @@ void CudaStreamState::resolve(std::pair<cudaEvent_t, std::vector<PendingTiming>>
   }
   pool.push_back(entry.first);
   entry.second.clear();
+}
+
+bool envSwitch(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v || std::string(v) == "1")
+    return true;
+  if (std::string(v) == "0")
+    return false;
+  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
+              std::string(name) + "=" + v + ": expected 1 (on) or 0 (off)");
 }
 
 HotPathCounters &hotPath() {

@@ -27,6 +27,10 @@ namespace cudabk {
 constexpr int64_t kEventRing = 8;   // device events per program event / channel
 constexpr size_t kTimingLag = 2;    // iterations a stream thread may run ahead of its GPU stream
 
+// An on/off environment switch of the CUDA backend: unset, empty or "1" on, "0" off; anything else
+// is an Error(PFRT_ERROR_INVALID_ARGUMENT) naming the variable and its value.
+bool envSwitch(const char *name);
+
 // Throws Error(PFRT_ERROR_BACKEND) naming the call and its source line.
 [[noreturn]] void cudaFail(cudaError_t e, const char *what, const char *file, int line);
 

@@ -93,15 +93,7 @@ std::string describeGraph(cudaGraph_t graph) {
 
 } // namespace
 
-bool deviceGateRequested() {
-  const char *v = std::getenv("PFRT_CUDA_DEVICE_GATE");
-  if (!v || !*v || std::string(v) == "1")
-    return true;
-  if (std::string(v) == "0")
-    return false;
-  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-              std::string("PFRT_CUDA_DEVICE_GATE=") + v + ": expected 1 (on) or 0 (off)");
-}
+bool deviceGateRequested() { return envSwitch("PFRT_CUDA_DEVICE_GATE"); }
 
 void createGate(GpuDevice &g, bool requested) {
   PFRT_CUDA(cudaMalloc(&g.lastEdge, sizeof(unsigned long long)));

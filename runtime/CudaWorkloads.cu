@@ -1169,16 +1169,6 @@ std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, Fi
   return std::make_unique<CudaJobData>(dev, shape, math, chunks);
 }
 
-bool warmUpRequested() {
-  const char *v = std::getenv("PFRT_CUDA_WARMUP");
-  if (!v || !*v || std::string(v) == "1")
-    return true;
-  if (std::string(v) == "0")
-    return false;
-  throw Error(PFRT_ERROR_INVALID_ARGUMENT,
-              std::string("PFRT_CUDA_WARMUP=") + v + ": expected 1 (on) or 0 (off)");
-}
-
 void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf) {
   std::vector<WarmUp *> jobs;
   {

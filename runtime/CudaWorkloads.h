@@ -39,8 +39,6 @@ std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, Fi
 // what CUDA and cuBLAS do the first time happens here and not in a bubble. Only the gates run on
 // the GPU; no pass runs and no job's state changes. streamOf: as in WarmUp.
 void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf);
-// PFRT_CUDA_WARMUP: "1" (or unset) on, "0" off; anything else is an error.
-bool warmUpRequested();
 // Frees the jobs' fill-pool reservations (the pool keeps the memory: release threshold).
 void releaseFillReservations(GpuDevice &dev);
 

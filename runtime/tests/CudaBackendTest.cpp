@@ -498,6 +498,13 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
   EXPECT_LT(gated->data.overrunMaxUs, open->data.overrunMaxUs);
 }
 
+// An MLP training job of three layers whose chunks of two passes (so they run gated under the
+// bounded policy) alternate streamed weights and parked activations, one per 20 ms bubble.
+ProgramPtr twoPassMlpProgram() {
+  return fillProgram(PFRT_FILL_TRAINING, testMlp(), 3, {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}},
+                     /*computeUs=*/300, /*bubbleUs=*/20000);
+}
+
 // Gated chunks compute what ungated ones do: an MLP training job whose chunks of two passes
 // alternate streamed weights and parked activations, in bubbles that fit them (every gate opens:
 // 20 ms bubbles, because each pass's gate waits for the host to build that pass's graph, about
@@ -508,9 +515,7 @@ TEST_F(CudaBackendTest, DeviceGatesStopAChunkBetweenPasses) {
 // Same kernels, same order, same cuBLAS handles: the results agree to fp32 round-off (bitwise,
 // barring a reordered reduction).
 TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
-  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, testMlp(), 3,
-                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300,
-                             /*bubbleUs=*/20000);
+  ProgramPtr p = twoPassMlpProgram();
   pfrt_options bounded = cudaOptions(5);
   bounded.fill_policy = PFRT_FILL_BOUNDED;
   const CudaHotPathStats before = cudaHotPathStats();
@@ -533,9 +538,7 @@ TEST_F(CudaBackendTest, GatedChunksComputeWhatUngatedOnesDo) {
 // runs gated with no pass stopped. A warm-up that ran a pass (an SGD step) or left a batch behind
 // would change the weights or the step count.
 TEST_F(CudaBackendTest, WarmUpChangesNoResult) {
-  ProgramPtr p = fillProgram(PFRT_FILL_TRAINING, testMlp(), 3,
-                             {{0, 2, 8, 0}, {2, 4, 8, 0}, {4, 6, 8, 0}}, /*computeUs=*/300,
-                             /*bubbleUs=*/20000);
+  ProgramPtr p = twoPassMlpProgram();
   pfrt_options bounded = cudaOptions(5);
   bounded.fill_policy = PFRT_FILL_BOUNDED;
   const CudaHotPathStats before = cudaHotPathStats();
