@@ -751,6 +751,28 @@ LogicalResult AssignmentOp::verify() {
   return success();
 }
 
+// The runtime holds a layer's dimensions in 32 bits (StreamProgram, pfrt_fill_layer_desc): a
+// larger one would be exported cut to its low bits, a different layer.
+LogicalResult LayerOp::verify() {
+  constexpr int64_t kMax = UINT32_MAX;
+  for (auto [name, value] : {std::pair<const char *, std::optional<uint64_t>>{"hidden", getHidden()},
+                             {"heads", getHeads()},
+                             {"seq", getSeq()},
+                             {"ffn", getFfn()}})
+    if (value && *value > static_cast<uint64_t>(kMax))
+      return emitOpError() << name << " = " << *value
+                           << " exceeds the runtime's 32-bit limit of " << kMax;
+  // Without ffn the runtime's layer takes 4 x hidden (encoder feed-forward, MLP hidden width).
+  const std::optional<uint64_t> hidden = getHidden();
+  if (hidden && !getFfn() && getWorkload() &&
+      (*getWorkload() == "ENCODER_LAYER" || *getWorkload() == "MLP") &&
+      4 * *hidden > static_cast<uint64_t>(kMax))
+    return emitOpError() << "hidden = " << *hidden << " gives ffn = 4 x hidden = " << 4 * *hidden
+                         << ", over the runtime's 32-bit limit of " << kMax
+                         << "; give ffn explicitly";
+  return success();
+}
+
 LogicalResult
 AssignmentOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto job =

@@ -520,6 +520,7 @@ def Pipefill_LayerOp : Pipefill_Op<"layer", [HasParent<"FillJobOp">]> {
                        OptionalAttr<Pipefill_PosI64>:$seq,
                        OptionalAttr<Pipefill_PosI64>:$ffn);
   let assemblyFormat = "$name `forward` $forward_us_per_sample `weights` $weight_bytes `activations` $activation_bytes_per_sample attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // PIPEFILL_OPS_TD

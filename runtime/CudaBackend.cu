@@ -234,24 +234,32 @@ public:
       if (!g.gateOn.load())
         continue;
       const uint32_t d = kv.first;
+      std::string failed;
       try {
         PFRT_CUDA(cudaSetDevice(g.gpu));
         releaseFillReservations(g);
         PFRT_CUDA(cudaDeviceSynchronize());
+        uint64_t reserved = 0; // what the pool holds for the jobs: the warm-up keeps no more
+        PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent,
+                                          &reserved));
         PFRT_CUDA(cudaEventRecord(g.base, g.setup));
         PFRT_CUDA(cudaEventSynchronize(g.base));
         g.baseHostUs = hostNowUs();
         calibrateGlobalTimer(g);
-        warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
+        failed = warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
           auto it = streams_.find({d, s});
           return it == streams_.end() ? nullptr : it->second.get();
         });
-      } catch (const Error &e) {
+        PFRT_CUDA(cudaDeviceSynchronize()); // the warm chunks' stream-ordered frees
+        PFRT_CUDA(cudaMemPoolTrimTo(g.fillPool, reserved));
+      } catch (const std::exception &e) {
+        failed = e.what();
+      }
+      if (!failed.empty())
         std::fprintf(stderr,
                      "pfrt: warning: cuda device %u (gpu %d): the fill jobs' warm-up failed "
                      "(%s); their first chunks pay for it in the loop\n",
-                     d, g.gpu, e.what());
-      }
+                     d, g.gpu, failed.c_str());
     }
   }
 

@@ -163,19 +163,20 @@ public:
       dev_.reservations.push_back(r);
     }
     PFRT_CUDA(cudaStreamSynchronize(stream_));
-    // Warm-up shapes: per (stream, batch, streamed weights) of the chunks that may run gated
-    // (two passes or more), the batch from its creation to the last pass such a chunk runs.
-    std::map<std::tuple<uint32_t, uint32_t, bool>, uint32_t> lastPass;
-    for (const JobChunk &c : chunks)
-      if (c.passEnd >= c.passBegin + 2) {
-        uint32_t &end = lastPass[{c.stream, c.batch, c.weightsStreamed}];
-        end = std::max(end, c.passEnd);
-      }
-    for (const auto &kv : lastPass) {
-      JobChunk w;
-      std::tie(w.stream, w.batch, w.weightsStreamed) = kv.first;
-      w.passEnd = kv.second;
-      warmShapes_.push_back(w);
+    // Warm-up shapes: each distinct chunk that may run gated (two passes or more). A training
+    // chunk that continues a batch is warmed from the batch's creation (its backward passes read
+    // the forward passes' stashes); any other from its own first pass, with a batch made for it,
+    // so a warm chunk holds no more memory than the chunk itself.
+    std::set<std::tuple<uint32_t, uint32_t, bool, uint32_t, uint32_t>> seen;
+    for (const JobChunk &c : chunks) {
+      if (c.passEnd < c.passBegin + 2)
+        continue;
+      JobChunk w = c;
+      if (shape_.kind == PFRT_FILL_TRAINING)
+        w.passBegin = 0;
+      w.activationsHost = false;
+      if (seen.insert({w.stream, w.batch, w.weightsStreamed, w.passBegin, w.passEnd}).second)
+        warmShapes_.push_back(w);
     }
     std::lock_guard<std::mutex> lock(dev_.warmMutex);
     dev_.toWarm.push_back(this);
@@ -428,9 +429,9 @@ public:
       batch.reset(); // its handles are empty now: the destructor frees nothing
   }
 
-  // Before the loop (CudaBackend::warmUp): one chunk of each warm-up shape, passes [0, end) from
-  // the batch's creation, captured and launched behind gates whose deadline is long past, so no
-  // pass runs and no state changes (the batch made behind the first gate is freed by the commit).
+  // Before the loop (CudaBackend::warmUp): one chunk of each warm-up shape, its batch made behind
+  // its first gate, captured and launched behind gates whose deadline is long past, so no pass
+  // runs and no state changes (the commit frees the batch and everything the capture allocated).
   // What CUDA and cuBLAS do the first time happens now instead of in a bubble: cuBLAS's host work
   // for each GEMM shape during capture (the H200's first gated MLP chunk was launched 184 ms after
   // its decision, docs/runtime.md §10b), loading the modules of the gate kernel and of every
@@ -456,7 +457,7 @@ public:
       if (!st || !st->gateHost || !dev_.gateOn.load())
         continue;
       size_t most = 0;
-      for (uint32_t p = 0; p < c.passEnd; ++p)
+      for (uint32_t p = c.passBegin; p < c.passEnd; ++p)
         most = std::max(most, scratchBytes(p, c.batch, c.weightsStreamed));
       Arena &arena = arenas_[c.stream];
       if (most > arena.capacity)
@@ -465,15 +466,15 @@ public:
       arena_ = &arena;
       FillExec ex;
       ex.shape = &shape_;
-      ex.passBegin = 0;
+      ex.passBegin = c.passBegin;
       ex.passEnd = c.passEnd;
       ex.batch = c.batch;
       ex.weightsStreamed = c.weightsStreamed;
-      ex.begins = true;
+      ex.begins = true; // the batch is made behind the first gate (never, as no gate opens)
       ex.completes = c.passEnd == shape_.passes;
       ex.bounded = ex.splitPasses = true;
-      ex.deadlineUs = dev_.gtHostUs - 1e6; // a second before the clock's calibration
-      ex.passNeedUs.assign(c.passEnd, 1e9); // and no pass fits before it
+      ex.deadlineUs = dev_.gtHostUs - 1e6;                  // a second before the calibration
+      ex.passNeedUs.assign(c.passEnd - c.passBegin, 1e9); // and no pass fits before it
       std::unique_ptr<BatchData> batch;
       uint32_t ran = 0;
       try {
@@ -481,6 +482,7 @@ public:
       } catch (...) {
         gating_ = nullptr;
         restoreSnapshot(batch, Snapshot{}); // its tensors are among the chunk's allocations
+        cudaStreamSynchronize(st->allocStream); // allocations not yet ordered before st->s
         cudaStreamSynchronize(st->s);
         for (void *p : gatedAllocs_)
           cudaFreeAsync(p, st->s);
@@ -1169,23 +1171,34 @@ std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, Fi
   return std::make_unique<CudaJobData>(dev, shape, math, chunks);
 }
 
-void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf) {
+std::string warmUpFillJobs(GpuDevice &dev,
+                           const std::function<CudaStreamState *(uint32_t)> &streamOf) {
   std::vector<WarmUp *> jobs;
   {
     std::lock_guard<std::mutex> lock(dev.warmMutex);
     jobs.swap(dev.toWarm);
   }
-  for (WarmUp *job : jobs)
-    job->warmUp(streamOf);
+  std::string failed;
+  for (WarmUp *job : jobs) {
+    try {
+      job->warmUp(streamOf);
+    } catch (const std::exception &e) { // Error, std::bad_alloc, ...: the next job still warms
+      if (failed.empty())
+        failed = e.what();
+    }
+  }
+  return failed;
 }
 
 void releaseFillReservations(GpuDevice &dev) {
   std::lock_guard<std::mutex> lock(dev.reserveMutex);
   if (dev.reservations.empty())
     return;
-  for (void *p : dev.reservations)
+  while (!dev.reservations.empty()) { // one at a time: a failed free leaves only the rest listed
+    void *p = dev.reservations.back();
+    dev.reservations.pop_back();
     PFRT_CUDA(cudaFreeAsync(p, dev.setup));
-  dev.reservations.clear();
+  }
   PFRT_CUDA(cudaStreamSynchronize(dev.setup));
 }
 

@@ -37,8 +37,10 @@ std::unique_ptr<JobData> createCudaJob(GpuDevice &dev, const JobShape &shape, Fi
 // Before the loop (PFRT_CUDA_WARMUP, default on): every fill job made on `dev` since the last call
 // captures each of its chunk shapes once behind gates that never open (CudaJobData::warmUp), so
 // what CUDA and cuBLAS do the first time happens here and not in a bubble. Only the gates run on
-// the GPU; no pass runs and no job's state changes. streamOf: as in WarmUp.
-void warmUpFillJobs(GpuDevice &dev, const std::function<CudaStreamState *(uint32_t)> &streamOf);
+// the GPU; no pass runs and no job's state changes. streamOf: as in WarmUp. A job that fails is
+// left cold and the others still warm; returns the first failure's message ("" when none).
+std::string warmUpFillJobs(GpuDevice &dev,
+                           const std::function<CudaStreamState *(uint32_t)> &streamOf);
 // Frees the jobs' fill-pool reservations (the pool keeps the memory: release threshold).
 void releaseFillReservations(GpuDevice &dev);
 

@@ -823,3 +823,34 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
     pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 1 batches 1 samples 1.0 persistent 1
   }
 }
+
+// -----
+
+// A layer's dimensions are 32-bit in the runtime: a larger one was exported cut to its low bits
+// (4294967360 as 64), a different layer.
+pipefill.fill_job @j inference samples 1 {
+  // expected-error @+1 {{hidden = 4294967360 exceeds the runtime's 32-bit limit of 4294967295}}
+  pipefill.layer "l" forward 1.0 weights 1 activations 1 {workload = "ENCODER_LAYER", hidden = 4294967360 : i64, heads = 1 : i64, seq = 1 : i64, ffn = 1 : i64}
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  // expected-error @+1 {{ffn = 4294967424 exceeds the runtime's 32-bit limit}}
+  pipefill.layer "l" forward 1.0 weights 1 activations 1 {workload = "MLP", hidden = 64 : i64, ffn = 4294967424 : i64}
+}
+
+// -----
+
+pipefill.fill_job @j inference samples 1 {
+  // expected-error @+1 {{hidden = 1073741824 gives ffn = 4 x hidden = 4294967296, over the runtime's 32-bit limit of 4294967295; give ffn explicitly}}
+  pipefill.layer "l" forward 1.0 weights 1 activations 1 {workload = "MLP", hidden = 1073741824 : i64}
+}
+
+// -----
+
+// The largest 32-bit dimensions pass, and so does a hidden whose 4 x fits.
+pipefill.fill_job @j inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1 {workload = "MLP", hidden = 1073741823 : i64}
+  pipefill.layer "m" forward 1.0 weights 1 activations 1 {workload = "GEMM_CHAIN", hidden = 4294967295 : i64}
+}
