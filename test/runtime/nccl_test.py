@@ -11,7 +11,8 @@ GPU per rank (the local rank picks it):
    no hang.
 
 Needs two GPUs, mpirun and a runtime built with MPI and nccl.h; otherwise it exits 77 (ctest:
-skipped) and says which is missing. (NCCL refuses two ranks on one GPU, so one GPU is not enough.)
+skipped) and says which is missing. (NCCL refuses two ranks on one GPU by default, so one GPU is not
+enough here; docs/runtime.md §5b says how ranks with different NCCL_HOSTID values could share one.)
 
 usage: python3 nccl_test.py BIN_DIR TWO_STAGE_PBTXT WORKDIR
 """
