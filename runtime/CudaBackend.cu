@@ -242,10 +242,7 @@ public:
         uint64_t reserved = 0; // what the pool holds for the jobs: the warm-up keeps no more
         PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent,
                                           &reserved));
-        PFRT_CUDA(cudaEventRecord(g.base, g.setup));
-        PFRT_CUDA(cudaEventSynchronize(g.base));
-        g.baseHostUs = hostNowUs();
-        calibrateGlobalTimer(g);
+        setClocks(g);
         failed = warmUpFillJobs(g, [&](uint32_t s) -> CudaStreamState * {
           auto it = streams_.find({d, s});
           return it == streams_.end() ? nullptr : it->second.get();
@@ -277,10 +274,7 @@ public:
       PFRT_CUDA(cudaMemPoolGetAttribute(g.fillPool, cudaMemPoolAttrReservedMemCurrent,
                                         &g.fillPoolReserved));
       PFRT_CUDA(cudaDeviceSynchronize());
-      PFRT_CUDA(cudaEventRecord(g.base, g.setup));
-      PFRT_CUDA(cudaEventSynchronize(g.base));
-      g.baseHostUs = hostNowUs();
-      calibrateGlobalTimer(g);
+      setClocks(g);
     }
   }
 
@@ -554,11 +548,7 @@ public:
   void resyncClock(uint32_t device) override {
     GpuDevice &g = *gpus_.at(device);
     DeviceGuard guard(g.gpu);
-    // The setup stream is idle in the loop: the event completes as soon as the GPU sees it.
-    PFRT_CUDA(cudaEventRecord(g.base, g.setup));
-    PFRT_CUDA(cudaEventSynchronize(g.base));
-    g.baseHostUs = hostNowUs();
-    calibrateGlobalTimer(g);
+    setClocks(g);
   }
 
   std::unique_ptr<DeviceScope> useDevice(uint32_t device) override {
@@ -732,6 +722,16 @@ public:
   }
 
 private:
+  // The timing origin (g.base recorded on the idle setup stream, read on the host clock) and the
+  // %globaltimer calibration, with g's GPU current. The setup stream is idle outside allocations
+  // made before the loop: the event completes as soon as the GPU sees it.
+  static void setClocks(GpuDevice &g) {
+    PFRT_CUDA(cudaEventRecord(g.base, g.setup));
+    PFRT_CUDA(cudaEventSynchronize(g.base));
+    g.baseHostUs = hostNowUs();
+    calibrateGlobalTimer(g);
+  }
+
   struct PairBuffers {
     void *src = nullptr, *dst = nullptr;
   };

@@ -44,9 +44,9 @@ ExitState &state() {
   return *s;
 }
 
-// The exit communicator's rank and size (cached by mpiExitSetup; `comm` is that communicator).
-int commRank(MPI_Comm) { return state().rank; }
-int commSize(MPI_Comm) { return state().size; }
+// This rank and the world on the exit communicator (read once by mpiExitSetup).
+int exitRank() { return state().rank; }
+int exitSize() { return state().size; }
 
 // Ends the process with exit status 1 after `message` (stdout first: exit handlers do not run).
 [[noreturn]] void die(const std::string &message) {
@@ -59,7 +59,7 @@ int commSize(MPI_Comm) { return state().size; }
 // One heartbeat to every rank that may wait for this one at exit: rank 0 to all, the others to
 // rank 0. False (after a note) when MPI refuses: the peers then fail at their limit.
 bool beat(MPI_Comm comm) {
-  const int rank = commRank(comm), size = commSize(comm);
+  const int rank = exitRank(), size = exitSize();
   std::lock_guard<std::mutex> lock(mpiLock());
   for (int peer = rank == 0 ? 1 : 0; peer < (rank == 0 ? size : 1); ++peer) {
     MPI_Request request;
@@ -103,13 +103,13 @@ int poll(Listener &l, MPI_Comm comm) {
   if (l.request == MPI_REQUEST_NULL) {
     const int rc = MPI_Irecv(&l.word, 1, MPI_INT, l.peer, MPI_ANY_TAG, comm, &l.request);
     if (rc != MPI_SUCCESS)
-      die("rank " + std::to_string(commRank(comm)) + ": MPI_Irecv" + where + mpiError(rc));
+      die("rank " + std::to_string(exitRank()) + ": MPI_Irecv" + where + mpiError(rc));
   }
   int done = 0;
   MPI_Status status;
   const int rc = MPI_Test(&l.request, &done, &status);
   if (rc != MPI_SUCCESS)
-    die("rank " + std::to_string(commRank(comm)) + ": MPI_Test" + where + mpiError(rc));
+    die("rank " + std::to_string(exitRank()) + ": MPI_Test" + where + mpiError(rc));
   if (!done)
     return 0;
   l.heard = Clock::now();
@@ -127,7 +127,7 @@ MPI_Request sendWord(MPI_Comm comm, int peer, int tag, const char *what) {
   MPI_Request request = MPI_REQUEST_NULL;
   const int rc = MPI_Isend(&kWord, 1, MPI_INT, peer, tag, comm, &request);
   if (rc != MPI_SUCCESS)
-    die("rank " + std::to_string(commRank(comm)) + ": MPI_Isend (" + what + " to rank " +
+    die("rank " + std::to_string(exitRank()) + ": MPI_Isend (" + what + " to rank " +
         std::to_string(peer) + ") failed: " + mpiError(rc));
   return request;
 }
@@ -138,7 +138,7 @@ bool sent(MPI_Comm comm, MPI_Request &request, const char *what) {
   int done = 0;
   const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
   if (rc != MPI_SUCCESS)
-    die("rank " + std::to_string(commRank(comm)) + ": MPI_Test (" + what + ") failed: " +
+    die("rank " + std::to_string(exitRank()) + ": MPI_Test (" + what + ") failed: " +
         mpiError(rc));
   return done != 0;
 }
@@ -146,7 +146,7 @@ bool sent(MPI_Comm comm, MPI_Request &request, const char *what) {
 // Rank 0: waits for every rank's "done" (each must be heard from within the limit), then
 // releases them.
 void waitForRanks(const ExitState &s) {
-  const int size = commSize(s.comm);
+  const int size = exitSize();
   std::vector<Listener> from(static_cast<size_t>(size));
   std::vector<bool> done(from.size(), false);
   int left = size - 1;
@@ -185,7 +185,7 @@ void waitForRanks(const ExitState &s) {
 // Rank 1 and up: tells rank 0 it is done, then waits for its release, as long as rank 0 is heard
 // from (heartbeats while it merges and writes the report) within the limit.
 void waitForRankZero(const ExitState &s) {
-  const int rank = commRank(s.comm);
+  const int rank = exitRank();
   mpiExitHeartbeatStop(); // "done" is the last message to rank 0
   MPI_Request doneSend = sendWord(s.comm, 0, kDone, "done at exit");
   Listener l;
@@ -299,7 +299,7 @@ void mpiExitTogether() {
     mpiExitHeartbeatStop();
     return;
   }
-  if (commRank(s.comm) == 0)
+  if (exitRank() == 0)
     waitForRanks(s);
   else
     waitForRankZero(s);
