@@ -33,9 +33,9 @@ bool implicitModule() {
 }
 
 /// --mlir-print-op-on-diagnostic as given (pipefill-translate turns it off
-/// unless asked, tools/DiagnosticDefaults.h). mlirTranslateMain sets its
-/// context's flag itself (to !verify-diagnostics), so the exports apply the
-/// option again on the context they are handed.
+/// unless asked, tools/DiagnosticDefaults.h). Its driver, like
+/// mlirTranslateMain, sets the context's flag itself (to !verify-diagnostics),
+/// so the exports apply the option again on the context they are handed.
 bool printOpOnDiagnostic() {
   llvm::StringMap<llvm::cl::Option *> &options = llvm::cl::getRegisteredOptions();
   auto it = options.find("mlir-print-op-on-diagnostic");

@@ -1,10 +1,10 @@
 //===- pipefill-translate.cpp - import and export -------------------------===//
 #include "codegen/Translate.h"
+#include "tools/pipefill-translate/TranslateMain.h"
 
 #include "tools/DiagnosticDefaults.h"
 #include "tools/HideLLVMOptions.h"
 
-#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
   static char debugInfo[] = "--mlir-print-debuginfo";
   if (importing && !debugInfoChosen)
     args.push_back(debugInfo);
-  return mlir::failed(mlir::mlirTranslateMain(
+  return mlir::failed(pipefill::translateMain(
       static_cast<int>(args.size()), args.data(),
       "pipefill import (JobSpec) and export (report, summary, trace, SVG, "
       "stream programs, C++)\n"));
