@@ -174,8 +174,11 @@ struct CudaStreamState {
   void *blasWorkspace = nullptr;
   GateState lastGate;
   bool lastGated = false;
-  // The last gated chunk's span on the GPU (events around its graphs; host clock, us).
+  // The last gated chunk's span on the GPU (host clock, us): from an event before its first graph
+  // to the event after the graph of the last pass that ran (segmentEnds[k]: after graph k; made
+  // as chunks need them), else after its last graph.
   cudaEvent_t spanStart = nullptr, spanEnd = nullptr;
+  std::vector<cudaEvent_t> segmentEnds;
   double lastStartUs = -1, lastEndUs = -1;
 
   // A timing event from the pool (created when the pool is empty).

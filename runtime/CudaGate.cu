@@ -5,6 +5,7 @@
 
 #include <cuda.h> // driver types for cuStreamWriteValue64, fetched at run time (no libcuda link)
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -154,6 +155,9 @@ void destroyStreamGate(CudaStreamState &st) {
     cudaEventDestroy(st.spanStart);
   if (st.spanEnd)
     cudaEventDestroy(st.spanEnd);
+  for (cudaEvent_t e : st.segmentEnds)
+    cudaEventDestroy(e);
+  st.segmentEnds.clear();
   cudaFree(st.blasWorkspace); // after cublasDestroy (the caller's order)
   st.gateHost = st.gateDevice = nullptr;
   st.allocStream = nullptr;
@@ -283,6 +287,14 @@ void GatedLaunch::endSegment() {
     cudaFail(e, what, __FILE__, __LINE__);
   }
   execs_.push_back(exec); // launched
+  // Where the segment ends on the GPU: the chunk's span ends at its last pass that ran, not at
+  // the closed gates after it (their graphs may be launched long after, as the host builds them).
+  if (st_.segmentEnds.size() < execs_.size()) {
+    cudaEvent_t end = nullptr;
+    PFRT_CUDA(cudaEventCreate(&end));
+    st_.segmentEnds.push_back(end);
+  }
+  PFRT_CUDA(cudaEventRecord(st_.segmentEnds[execs_.size() - 1], st_.s));
   cost.launchUs = hostNowUs() - instantiated;
   costs_.push_back(cost);
 }
@@ -296,12 +308,15 @@ GateState GatedLaunch::wait() {
     return GateState{}; // nothing launched: the state is an earlier chunk's
   PFRT_CUDA(cudaEventRecord(st_.spanEnd, st_.s));
   PFRT_CUDA(cudaStreamSynchronize(st_.s));
+  const volatile GateState *s = st_.gateHost;
+  const size_t ran = std::min<size_t>(s->passesRun, execs_.size());
+  cudaEvent_t end =
+      ran > 0 && ran <= st_.segmentEnds.size() ? st_.segmentEnds[ran - 1] : st_.spanEnd;
   float startMs = 0, spanMs = 0;
   PFRT_CUDA(cudaEventElapsedTime(&startMs, st_.dev->base, st_.spanStart));
-  PFRT_CUDA(cudaEventElapsedTime(&spanMs, st_.spanStart, st_.spanEnd));
+  PFRT_CUDA(cudaEventElapsedTime(&spanMs, st_.spanStart, end));
   st_.lastStartUs = st_.dev->baseHostUs + 1000.0 * static_cast<double>(startMs);
   st_.lastEndUs = st_.lastStartUs + 1000.0 * static_cast<double>(spanMs);
-  const volatile GateState *s = st_.gateHost;
   GateState out;
   out.passesRun = s->passesRun;
   out.stop = s->stop;

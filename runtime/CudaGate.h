@@ -62,7 +62,8 @@ public:
   const std::vector<SegmentCost> &costs() const { return costs_; }
   // Orders every allocation made before the stream's later work, waits for the launched
   // segments, and returns the gates' state (passesRun 0 when none was launched);
-  // st.lastStartUs/lastEndUs: their span on the GPU (events around them).
+  // st.lastStartUs/lastEndUs: their span on the GPU, from before the first graph to the end of
+  // the graph of the last pass that ran (of the last graph when none ran).
   GateState wait();
 
 private:

@@ -587,6 +587,9 @@ public:
                std::to_string(static_cast<long>(c.instantiateUs)) + "/" +
                std::to_string(static_cast<long>(c.launchUs));
     static const char *why[] = {"runs", "ENDED", "DEADLINE", "earlier"};
+    // HOST: every pass launched ran, and the host built no more (gateSureToRefuse).
+    const bool hostStop = gs.stop == kGateRuns && gs.passesRun >= launched &&
+                          launched < ex.passEnd - ex.passBegin;
     int64_t nextEdge = 0;
     {
       std::lock_guard<std::mutex> lock(dev_.edgeMutex);
@@ -599,7 +602,8 @@ public:
                  "stop gate %.0f | need[0] %.0f us | edge: begin %llu, word at stop %llu, "
                  "device nextEdge %lld | bubble token %lld\n",
                  (unsigned long long)ex.sampleBegin, ex.passBegin, ex.passEnd, launched,
-                 gs.passesRun, why[gs.stop < 4 ? gs.stop : 0], segs.c_str(), costs.c_str(),
+                 gs.passesRun, hostStop ? "HOST" : why[gs.stop < 4 ? gs.stop : 0], segs.c_str(),
+                 costs.c_str(),
                  waitUs,
                  ex.deadlineUs - traceT0_, hostOf(gs.firstNs), hostOf(gs.stopNs),
                  ex.passNeedUs.empty() ? 0.0 : ex.passNeedUs[0],
@@ -609,7 +613,10 @@ public:
   }
 
   // Captures and launches each pass behind its gate; snaps gets the batch after each pass
-  // launched. Counts the gated chunk and the host time before its first pass could start.
+  // launched. Counts the gated chunk and the host time before its first pass could start. A
+  // pass whose gate is sure to refuse it (an earlier gate closed, or it no longer fits on the
+  // host's clock: gateSureToRefuse) is not built, nor are the passes after it; the warm-up builds
+  // every pass (its gates are closed on purpose).
   void captureAndLaunch(CudaStreamState &st, GatedLaunch &launch,
                         std::unique_ptr<BatchData> &batchPtr, const FillExec &ex,
                         std::vector<Snapshot> &snaps) {
@@ -620,7 +627,14 @@ public:
     const uint64_t deadlineNs = deadlineToGlobalNs(ex.deadlineUs, dev_.gtHostUs, dev_.gtNs);
     gating_ = &st;
     gatedAllocs_.clear();
+    *st.gateHost = GateState{}; // no gate of this stream is in flight (the last chunk was waited)
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
+      if (p > ex.passBegin && !warming_) {
+        GateState seen;
+        seen.stop = static_cast<const volatile GateState *>(st.gateHost)->stop;
+        if (gateSureToRefuse(seen, hostNowUs(), ex.passNeedUs[p - ex.passBegin], ex.deadlineUs))
+          break;
+      }
       GateArgs a;
       a.pass = p - ex.passBegin;
       a.beginEdge = ex.bubbleToken >= 0 ? static_cast<uint64_t>(ex.bubbleToken) + 1 : 0;

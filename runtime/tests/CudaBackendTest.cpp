@@ -624,8 +624,11 @@ TEST_F(CudaBackendTest, ReplayModeRunsOneStage) {
 // on the GPU before its first pass), and the host's bound must give the tail its planned share
 // (BubbleBoundTest.ATailBubbleFollowedByTheNextWarmupKeepsItsPlannedShare on the host). Replay:
 // device 1, which has both bubbles, on the GPU; a 3 ms chunk of two gated passes in its 4 ms tail.
+// The chain's GEMMs are 2048 wide (about 50 us each on an H200): with 16-wide ones (a few us) a
+// 1.5 ms pass is hundreds of GEMMs, whose graph took the host longer to build (2.4-2.7 ms) than
+// the pass runs, so the second gate saw its deadline for that reason alone (docs/runtime.md §10b).
 TEST_F(CudaBackendTest, TailBubbleChunksRunBeforeTheNextWarmup) {
-  ProgramPtr p = tailThenWarmupProgram(3000, 2);
+  ProgramPtr p = tailThenWarmupProgram(3000, 2, /*dim=*/2048);
   ASSERT_TRUE(p);
   pfrt_options o = cudaOptions(4);
   o.stage = 1;

@@ -106,6 +106,56 @@ TEST(DeviceGateTest, HostDeadlinesBecomeGlobalTimerNanoseconds) {
   EXPECT_EQ(deadlineToGlobalNs(499, 500, epoch), epoch - 1000);
 }
 
+// The host leaves a pass unbuilt only when its gate would refuse it: checked against the gate's
+// own decision at every GPU time from the host's now on, with the clocks converted by
+// deadlineToGlobalNs as the backend does (random cases, times a whole microsecond apart so that
+// nanosecond rounding cannot decide). And the other way: where the host builds, a gate run at the
+// host's now lets the pass through.
+TEST(DeviceGateTest, TheHostSkipsOnlyPassesWhoseGateRefuses) {
+  const uint64_t gtNs = 1'700'000'000'000'000'000ull; // %globaltimer at host 1000 us
+  const double calUs = 1000;
+  uint64_t x = 88172645463325252ull;
+  auto next = [&](int n) { // xorshift64, 0 .. n-1
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<int>(x % static_cast<uint64_t>(n));
+  };
+  int skipped = 0, built = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const double now = calUs + next(5000), need = next(3000), deadline = calUs + next(8000);
+    GateArgs a = args(1, 0, deadlineToGlobalNs(deadline, calUs, gtNs),
+                      static_cast<uint64_t>(need * 1000));
+    GateState running; // the chunk's first gate let its pass run: nothing seen closed
+    running.passesRun = 1;
+    const bool skip = gateSureToRefuse(running, now, need, deadline);
+    for (double later : {0.0, 1.0, 250.0, 4000.0}) {
+      const uint64_t gpuNs = deadlineToGlobalNs(now + later, calUs, gtNs);
+      if (skip) {
+        EXPECT_EQ(gateDecide(gpuNs, 0, 1, a), kGateDeadline)
+            << "now " << now << " need " << need << " deadline " << deadline << " +" << later;
+      }
+    }
+    if (!skip) {
+      EXPECT_EQ(gateDecide(deadlineToGlobalNs(now, calUs, gtNs), 0, 1, a), kGateRuns)
+          << "now " << now << " need " << need << " deadline " << deadline;
+    }
+    (skip ? skipped : built) += 1;
+  }
+  EXPECT_GT(skipped, 100);
+  EXPECT_GT(built, 100);
+  // A gate seen closed (the deadline, or main resumed): every later gate refuses, as kGateEarlier.
+  for (uint32_t stop : {kGateEnded, kGateDeadline}) {
+    GateState seen;
+    seen.passesRun = 1;
+    seen.stop = stop;
+    EXPECT_TRUE(gateSureToRefuse(seen, 0, 0, 1e9));
+    EXPECT_EQ(gateDecide(0, 0, seen.passesRun, args(2, 0, UINT64_MAX, 0)), kGateEarlier);
+  }
+  // The state the host clears before a chunk: nothing seen closed.
+  EXPECT_FALSE(gateSureToRefuse(GateState{}, 0, 10, 100));
+}
+
 // ---- The fill queue with a backend whose device stops chunks ----
 
 class ScriptedBatch : public BatchData {

@@ -157,7 +157,7 @@ ProgramPtr misPredictedProgram() {
   return owner;
 }
 
-ProgramPtr tailThenWarmupProgram(double chunkUs, uint32_t layers) {
+ProgramPtr tailThenWarmupProgram(double chunkUs, uint32_t layers, uint32_t dim) {
   pfrt_program *raw = nullptr;
   EXPECT_EQ(pfrt_program_create("tail", &raw), PFRT_OK);
   ProgramPtr p(raw);
@@ -205,7 +205,7 @@ ProgramPtr tailThenWarmupProgram(double chunkUs, uint32_t layers) {
   EXPECT_EQ(PFRT_OK, pfrt_program_add_fill_job(p.get(), &jd, &job));
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
+  ld.dim = dim;
   ld.planned_us_per_sample = chunkUs / layers;
   for (uint32_t l = 0; l < layers; ++l)
     EXPECT_EQ(PFRT_OK, pfrt_fill_job_add_layer(p.get(), job, &ld));

@@ -67,9 +67,10 @@ ProgramPtr misPredictedProgram();
 // A 2-stage GPipe (f = kTailTestF, b = kTailTestB) whose second device has a warm-up bubble
 // (f) before its F0 and a tail bubble (b: device 0's B0) after its B0: two bubbles with no compute
 // between them from one iteration to the next. The tail holds one fill chunk of one sample of
-// `layers` GEMM-chain layers, planned (and, in modelled time, lasting) chunkUs in all.
+// `layers` GEMM-chain layers of dimension `dim`, planned (and, in modelled time, lasting) chunkUs
+// in all.
 constexpr double kTailTestF = 2000, kTailTestB = 4000;
-ProgramPtr tailThenWarmupProgram(double chunkUs = 3000, uint32_t layers = 1);
+ProgramPtr tailThenWarmupProgram(double chunkUs = 3000, uint32_t layers = 1, uint32_t dim = 16);
 
 #define PFRT_ASSERT_OK(call)                                                                       \
   do {                                                                                             \
