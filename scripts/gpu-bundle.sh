@@ -3,19 +3,24 @@
 # archive, for scripts/gpu-check.sh's GPU_CHECK_PREBUILT mode: the GPU machines lent to this project
 # carry CUDA (nvcc, cuBLAS) but not protobuf or OpenBLAS, and can fetch nothing.
 #   scripts/gpu-bundle.sh [ARCHIVE]      (default .gpu-carry/pfrt-gpu.tar.xz; CUDA_ARCH, default 90)
-# The archive holds bin/{pipefill-run,pfrt-tests,pfrt-cuda-tests[,pfrt-nccl-tests]}, lib/ (every library the binaries
-# and the Python module load that is not glibc, libstdc++, zlib or CUDA's own),
-# examples/gpt40b-1f1b-run.pb when a full build made it, and the Python side of the check
+# The archive holds bin/{pipefill-run,pfrt-tests,pfrt-cuda-tests[,pfrt-nccl-tests]}, lib/ (every
+# library the binaries, Open MPI and the Python module load that is not glibc, libstdc++, zlib or
+# CUDA's own), examples/gpt40b-1f1b-run.pb when a full build made it; for rank mode
+# (scripts/gpu-mpi.sh; the runtime is built with this machine's Open MPI) Open MPI in openmpi/,
+# started by bin/pfrt-mpirun (scripts/pfrt-mpirun.sh), and test/runtime/two_stage.pb (the NCCL rank
+# test's plan, compiled with the full build); and the Python side of the check
 # (scripts/gpu-python.sh): python/site/pipefill (the runtime-only module pipefill._rt for CPython
 # 3.12, PIPEFILL_GPU_PYTHON, beside the package's Python files), python/tests (the CUDA test of
 # pipefill.torch and what it imports; test/torch/torch_tables.py), python/plans (its plans,
 # compiled here with the full build's package: run scripts/build.sh first) and python/vendor
 # (pytest, pure Python, from .venv). Without a 3.12 interpreter, nanobind or the full build it
-# packs the rest and writes why into python/MISSING (gpu-check shows it). Unpack the archive
-# into a folder and pass that folder as GPU_CHECK_PREBUILT.
+# packs the rest and writes why into python/MISSING (gpu-check shows it); without Open MPI, why
+# into openmpi/MISSING (bin/pfrt-mpirun then runs the GPU machine's own mpirun, if any). Unpack the
+# archive into a folder and pass that folder as GPU_CHECK_PREBUILT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-python.sh
+source scripts/gpu-mpi.sh
 archive=${1:-.gpu-carry/pfrt-gpu.tar.xz}
 arch=${CUDA_ARCH:-90}
 export PATH="/usr/local/cuda/bin:$PATH"
@@ -61,7 +66,27 @@ if [ -n "$py_missing" ]; then
   echo "$py_missing" >"$stage/python/MISSING"
   echo "gpu-bundle: warning: no Python package in the bundle: $py_missing" >&2
 fi
-ldd "$stage"/bin/* $(ls "$stage"/python/site/pipefill/*.so 2>/dev/null) |
+# Open MPI for rank mode, when the runtime was built with it.
+if ! ldd "$stage/bin/pipefill-run" | grep 'libmpi\.so' >/dev/null; then
+  mpi="the runtime was built without MPI (runtime/CMakeLists.txt found none)"
+elif ! mpi=$(gpu_mpi_pack "$stage"); then
+  mpi="no Open MPI: $mpi"
+fi
+if [ -d "$stage/openmpi/bin" ]; then
+  echo "gpu-bundle: openmpi: $mpi"
+else
+  mkdir -p "$stage/openmpi"
+  echo "$mpi" >"$stage/openmpi/MISSING"
+  echo "gpu-bundle: warning: no Open MPI in the bundle (no rank mode there): $mpi" >&2
+fi
+if [ -x build/bin/pipefill-compile ]; then
+  mkdir -p "$stage/test/runtime"
+  build/bin/pipefill-compile test/runtime/Inputs/two_stage.pbtxt \
+    --stream-program "$stage/test/runtime/two_stage.pb"
+fi
+# Every library that these load and a bare GPU machine lacks (bin/pfrt-mpirun is a script).
+ldd "$stage"/bin/pipefill-run "$stage"/bin/pfrt-*tests \
+  $(ls "$stage"/python/site/pipefill/*.so "$stage"/openmpi/bin/* "$stage"/openmpi/lib/*/*.so 2>/dev/null) |
   awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
   grep -vE '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libcudart|libcublas|libcublasLt)\.so' |
   while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
