@@ -11,20 +11,25 @@
 #      with the runtime-only Python module pipefill._rt and plans compiled ahead
 #      (scripts/gpu-python.sh), after a host-session check of that package; needs a CPython 3.12
 #      (PIPEFILL_GPU_PYTHON) with torch, else it says why it skipped;
-#   5. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
+#   5. NCCL ranks on one GPU (scripts/gpu-mpi.sh, test/runtime/nccl_test.py --one-gpu): two host
+#      ranks under mpirun (the bundle's Open MPI), then two CUDA ranks of a 2-stage plan on GPU 0,
+#      each with its own NCCL_HOSTID so that NCCL takes them (socket transport), with NCCL and with
+#      modelled transfers; skipped, saying why, without a GPU, mpirun or libnccl (60 s max);
+#   6. --compare on the bundled example in replay mode (stage 0 real, the others emulated):
 #      ABBA main-job slowdown with its A/A noise floor, switch latency p50/p99 on bubbles with an
 #      idle fill stream, fill throughput measured / planned (and once more with the device-side
 #      gates off);
-#   6. the host tests;
-#   7. prints one table (and writes it to $OUT/table.txt).
+#   7. the host tests;
+#   8. prints one table (and writes it to $OUT/table.txt).
 # Without a GPU it still builds, runs the CPU-side parts (host tests, the host --compare, the host
-# side of the numerics, the runtime-only package's host check) and exits 3 with "no GPU" after
-# printing what it could.
+# side of the numerics, the runtime-only package's host check, two host ranks under mpirun) and
+# exits 3 with "no GPU" after printing what it could.
 #
 # Environment: GPU_CHECK_OUT (default build-gpu/gpu-check), CUDA_ARCH (90), GPU_CHECK_BUILD_TIMEOUT
 # (seconds, 300), GPU_CHECK_PREBUILT (a folder made by scripts/gpu-bundle.sh and unpacked: bin/ with
-# the three binaries, lib/ with the libraries the GPU machine lacks, optional examples/, python/ with
-# the runtime-only package, its tests, plans and pytest; the configure and build steps are skipped,
+# the three binaries, lib/ with the libraries the GPU machine lacks, optional examples/, python/
+# with the runtime-only package, its tests, plans and pytest, openmpi/ and bin/pfrt-mpirun,
+# test/runtime/ with the NCCL rank test's plan; the configure and build steps are skipped,
 # for a GPU machine without protobuf/OpenBLAS headers), GPU_CHECK_PROGRAM
 # (a compiled StreamProgram; default build/examples/gpt40b-1f1b-run.pb when a full build made it,
 # else runtime/tests/data/two_stage.pbtxt), GPU_CHECK_REPS (ABBA blocks, 3), GPU_CHECK_BUDGET
@@ -34,6 +39,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-python.sh
+source scripts/gpu-mpi.sh
 repo=$(pwd)
 start=$(date +%s)
 out=${GPU_CHECK_OUT:-$repo/build-gpu/gpu-check}
@@ -138,21 +144,20 @@ if [ "$gpus" -gt 0 ]; then
   grep -hE "^\[  (PASSED|FAILED) " "$out/gate-trace.log" "$out/gate-trace-nowarmup.log" || true
 fi
 
+# libnccl for the NCCL steps (loaded at run time): PFRT_NCCL_LIBRARY, else the CUDA toolkit's, the
+# loader's, or the NCCL wheel (nvidia-nccl) of the machine's Python.
+if nccl_lib=$(gpu_nccl_library); then
+  export PFRT_NCCL_LIBRARY=$nccl_lib
+  echo "gpu-check: NCCL from $PFRT_NCCL_LIBRARY"
+fi
 if [ -x "$build/bin/pfrt-nccl-tests" ]; then
   step "NCCL rank transfers: the library loads, the channel setup (fake NCCL); 30 s max"
-  # No libnccl.so.2 on the loader's path: the NCCL wheel (nvidia-nccl) of the machine's Python.
-  if [ -z "${PFRT_NCCL_LIBRARY:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2'; then
-    IFS=: read -ra dirs <<<"$(nvidia_wheel_libs)"
-    for dir in "${dirs[@]}"; do
-      if [ -f "$dir/libnccl.so.2" ]; then
-        export PFRT_NCCL_LIBRARY=$dir/libnccl.so.2
-        echo "gpu-check: NCCL from $PFRT_NCCL_LIBRARY"
-        break
-      fi
-    done
-  fi
   tmo 30 "$build/bin/pfrt-nccl-tests" --gtest_brief=1 --gtest_color=no || fail "pfrt-nccl-tests"
 fi
+
+step "NCCL ranks on one GPU: 2 ranks on GPU 0, each its own NCCL_HOSTID (sockets); 60 s max"
+gpu_nccl_one_gpu "$build" "$out" "$gpus" ||
+  fail "NCCL ranks on one GPU ($(cat "$out/nccl-one-gpu.txt" 2>/dev/null); nccl-one-gpu.log)"
 
 # Early: the cheapest direct check of the CUDA fill kernels (seconds each), before the longer
 # steps can spend the budget.
@@ -297,6 +302,11 @@ for tag, name, u in (("bf16", "numerics.cuda.json", 2.0 ** -8),
                     over.append(f"{tag} {jh['name']} {key}: {err:.2e} > {bound(u, d, f):.1e}")
 if h and not load("numerics.cuda.json"):
     rows.append(("cuBLAS vs host numerics", "host side only (no GPU)"))
+try:
+    rows.append(("NCCL ranks on one GPU (mpirun -n 2)",
+                 open(os.path.join(out, "nccl-one-gpu.txt")).read().strip()))
+except OSError:
+    rows.append(("NCCL ranks on one GPU (mpirun -n 2)", "not run"))
 try:
     rows.append(("pipefill.torch CUDA tests (pytest, _rt)",
                  "; ".join(open(os.path.join(out, "torch-cuda.txt")).read().split("\n")).strip("; ")))

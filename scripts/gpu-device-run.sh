@@ -15,7 +15,7 @@ work=$(mktemp -d)
 # ends on its own with the table made.
 collect() {
   local f
-  for f in table.txt cuda-tests.log compare.txt compare-nogate.txt torch-cuda.log; do
+  for f in table.txt cuda-tests.log nccl-one-gpu.log compare.txt compare-nogate.txt torch-cuda.log; do
     [ -f "$work/gpu-check/$f" ] && cp "$work/gpu-check/$f" "$OUT/"
   done
   [ -d "$work/gpu-check" ] && tar -C "$work" -czf "$OUT/gpu-check.tgz" gpu-check
