@@ -87,7 +87,7 @@ print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null); d
 # OUT/nccl-one-gpu.txt (for the table). What is missing (a GPU, mpirun, the runtime's MPI or NCCL
 # support, libnccl) skips the NCCL part, saying why. Uses gpu-check's tmo; 60 s at most in all.
 gpu_nccl_one_gpu() {
-  local build=$1 out=$2 gpus=$3 why=() mpirun=scripts/pfrt-mpirun.sh plan host rc
+  local build=$1 out=$2 gpus=$3 why=() mpirun=scripts/pfrt-mpirun.sh plan host="" rc
   local log=$out/nccl-one-gpu.log txt=$out/nccl-one-gpu.txt work=$out/nccl-one-gpu
   mkdir -p "$work"
   echo "machine: $(getconf GNU_LIBC_VERSION 2>/dev/null), $(uname -r)" >"$log"
@@ -101,7 +101,7 @@ gpu_nccl_one_gpu() {
        test/runtime/Inputs/two_stage.pbtxt --stream-program "$work/two_stage.pb" >>"$log" 2>&1; then
     plan=$work/two_stage.pb
   fi
-  if ! ldd "$build/bin/pipefill-run" | grep 'libmpi\.so' >/dev/null; then
+  if ! ldd "$build/bin/pipefill-run" 2>/dev/null | grep 'libmpi\.so' >/dev/null; then
     why+=("pipefill-run was built without MPI (no rank mode)")
   elif ! [ -x "$build/openmpi/bin/orterun" ] && ! command -v mpirun >/dev/null; then
     why+=("no mpirun: the bundle carries no Open MPI ($(cat "$build/openmpi/MISSING" 2>/dev/null ||
