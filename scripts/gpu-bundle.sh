@@ -91,8 +91,16 @@ ldd "$stage"/bin/pipefill-run "$stage"/bin/pfrt-*tests \
   grep -vE '^(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libcuda|libcudart|libcublas|libcublasLt)\.so' |
   while read -r name path; do cp -L "$path" "$stage/lib/$name"; done
 [ -f build/examples/gpt40b-1f1b-run.pb ] && cp build/examples/gpt40b-1f1b-run.pb "$stage/examples/"
+# The newest glibc symbol version a packed file needs: the GPU machine's glibc must be as new
+# (Debian 12's libevent, under Open MPI, needs 2.36; the runtime's own binaries 2.34).
+glibc=$(cd "$stage" && for f in bin/* lib/* openmpi/bin/* openmpi/lib/*/*.so python/site/pipefill/*.so; do
+  if [ -f "$f" ]; then
+    objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed "s|\$| $f|" || true
+  fi
+done | sort -V | tail -n 1 | sed -E 's/^GLIBC_([0-9.]+) (.*)/\1 (\2)/')
 mkdir -p "$(dirname "$archive")"
 tar -C "$stage" -cJf "$archive" .
 echo "gpu-bundle: $archive ($(du -h "$archive" | cut -f1)): $(ls "$stage/lib" | tr '\n' ' ')"
+echo "gpu-bundle: the GPU machine needs glibc ${glibc:-?} or newer"
 [ -f "$stage/python/MISSING" ] ||
   echo "gpu-bundle: python: $(cd "$stage/python" && du -h site/pipefill/_rt.*.so | tr '\t' ' '), $(ls "$stage"/python/plans/*.pb | wc -l) plan(s), pytest"
