@@ -29,7 +29,7 @@ if [ -x "$ompi/bin/orterun" ]; then
   export PATH="$ompi/bin:$PATH"
   echo "pfrt-mpirun: the bundle's Open MPI ($mpirun, $(cat "$ompi/VERSION" 2>/dev/null))" >&2
 elif mpirun=$(command -v mpirun); then
-  echo "pfrt-mpirun: the bundle carries no Open MPI ($ompi): the machine's $mpirun" >&2
+  echo "pfrt-mpirun: no bundled Open MPI in $ompi: the machine's $mpirun" >&2
 else
   echo "pfrt-mpirun: no mpirun: the bundle carries no Open MPI ($ompi) and none is on PATH" >&2
   exit 127
