@@ -88,6 +88,9 @@ print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null); d
 # support, libnccl) skips the NCCL part, saying why. Uses gpu-check's tmo; 60 s at most in all.
 gpu_nccl_one_gpu() {
   local build=$1 out=$2 gpus=$3 why=() mpirun=scripts/pfrt-mpirun.sh plan host="" rc
+  # The bundle's rank-mode binary is bin/mpi/pipefill-run (its bin/ ones are built without MPI).
+  local bin=$build/bin
+  [ -x "$build/bin/mpi/pipefill-run" ] && bin=$build/bin/mpi
   local log=$out/nccl-one-gpu.log txt=$out/nccl-one-gpu.txt work=$out/nccl-one-gpu
   mkdir -p "$work"
   echo "machine: $(getconf GNU_LIBC_VERSION 2>/dev/null), $(uname -r)" >"$log"
@@ -101,14 +104,14 @@ gpu_nccl_one_gpu() {
        test/runtime/Inputs/two_stage.pbtxt --stream-program "$work/two_stage.pb" >>"$log" 2>&1; then
     plan=$work/two_stage.pb
   fi
-  if ! ldd "$build/bin/pipefill-run" 2>/dev/null | grep 'libmpi\.so' >/dev/null; then
+  if ! ldd "$bin/pipefill-run" 2>/dev/null | grep 'libmpi\.so' >/dev/null; then
     why+=("pipefill-run was built without MPI (no rank mode)")
   elif ! [ -x "$build/openmpi/bin/orterun" ] && ! command -v mpirun >/dev/null; then
     why+=("no mpirun: the bundle carries no Open MPI ($(cat "$build/openmpi/MISSING" 2>/dev/null ||
           echo "none in $build")) and the machine has none")
   else
     echo "=== 2 host ranks ($plan): does mpirun start the runtime's ranks?" >>"$log"
-    tmo 20 "$mpirun" -n 2 "$build/bin/pipefill-run" "$plan" --backend host --time-model modelled \
+    tmo 20 "$mpirun" -n 2 "$bin/pipefill-run" "$plan" --backend host --time-model modelled \
       --time-scale 0.01 --iterations 2 --peer-timeout 10 --quiet --report "$work/host.json" \
       >>"$log" 2>&1
     rc=$?
@@ -129,7 +132,7 @@ gpu_nccl_one_gpu() {
   fi
   echo "=== nccl_test.py --one-gpu (PFRT_NCCL_LIBRARY=$PFRT_NCCL_LIBRARY)" >>"$log"
   tmo 40 python3 test/runtime/nccl_test.py --one-gpu --mpirun "$mpirun" --compiled \
-    --run-timeout 20 --peer-timeout 12 "$build/bin" "$plan" "$work" >>"$log" 2>&1
+    --run-timeout 20 --peer-timeout 12 "$bin" "$plan" "$work" >>"$log" 2>&1
   rc=$?
   local oks fails
   oks=$(grep -c '^ok: ' "$log")
