@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 namespace pfrt {
@@ -21,6 +22,13 @@ void Backlog::pop_front() {
   if (--it->second == 0)
     batches_.erase(it);
   items_.pop_front();
+}
+
+void Backlog::erase(size_t i) {
+  auto it = batches_.find(items_.at(i).sampleBegin);
+  if (--it->second == 0)
+    batches_.erase(it);
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 void Backlog::clear() {

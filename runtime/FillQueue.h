@@ -3,7 +3,8 @@
 // and job) and sessions (pfrt_session_*, one per job of the rank) apply:
 // - a planned chunk runs the samples the periodic plan gives it in this iteration (ownWork);
 // - a continuation runs only on a batch in flight (or queued) and only after the pass before it;
-// - deferred work runs before newer work of the job (callers push to the back of `backlog`);
+// - deferred work runs before newer work of the job (callers push to the back of `backlog`; a
+//   session passes over a chunk that no bubble can hold, Session::drain);
 // - a run times the chunk on the backend's stream clock and teaches the predictor.
 #ifndef PFRT_FILL_QUEUE_H
 #define PFRT_FILL_QUEUE_H
@@ -45,9 +46,14 @@ public:
   // The front item, to change its passes or planned time (FillQueue::dropHead, pushRest); its
   // batch (sampleBegin) must stay.
   WorkItem &front() { return items_.front(); }
+  // Item i (0: the front), to change its passes or planned time (FillQueue::dropHead); its
+  // batch must stay.
+  WorkItem &at(size_t i) { return items_.at(i); }
   void push_back(const WorkItem &w);
   void push_front(const WorkItem &w);
   void pop_front();
+  // Removes item i (a session runs an item behind one that no bubble can hold, Session::drain).
+  void erase(size_t i);
   void clear();
   // Some queued item belongs to the batch beginning at `sampleBegin`.
   bool holds(uint64_t sampleBegin) const { return batches_.count(sampleBegin) != 0; }

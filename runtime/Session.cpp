@@ -4,10 +4,11 @@
 // The session keeps the rank's fill state the executor keeps per device (job data, batches in
 // flight, the bounded backlog, the chunk predictor) and applies the same chunk rules: a planned
 // chunk's samples follow the periodic plan (chunkRunsIn), a continuation runs only after the pass
-// before it, deferred work runs before newer work of its job, and under the bubble bound a chunk
-// starts only when its predicted time fits what is left of the bubble. What differs is who says
-// when a bubble begins and ends: the framework, through bubble_begin / bubble_end, instead of the
-// main stream's bubble op; the chunks run on one worker thread per session.
+// before it, deferred work runs before newer work of its job (except that a chunk no bubble can
+// hold does not hold up other batches behind it: drain, docs/runtime.md §4b), and under the bubble
+// bound a chunk starts only when its predicted time fits what is left of the bubble. What differs
+// is who says when a bubble begins and ends: the framework, through bubble_begin / bubble_end,
+// instead of the main stream's bubble op; the chunks run on one worker thread per session.
 //
 // CUDA sessions: bubble_begin and bubble_end record edges (events) on the framework's stream and
 // return at once; the framework's host thread runs ahead of its stream, so the worker takes a queue
@@ -102,6 +103,7 @@ Session::Session(const Program &program, uint32_t rank, const pfrt_session_optio
 
   indexMainStream();
   indexFillSlots();
+  resetRooms();
 
   backend_ = device_ ? createCudaBackend() : createHostBackend();
   backend_->prepare(program_, info_, config_, {rank_});
@@ -439,6 +441,12 @@ void Session::begin(uint32_t bubbleId, void *mainStream, double durationUs) {
   startTask();
 }
 
+void Session::resetRooms() {
+  roomUs_[0] = roomUs_[1] = 0;
+  for (const BubbleInfo &b : bubbles_)
+    roomUs_[1] = std::max(roomUs_[1], b.desc.planned_duration_us * config_.timeScale);
+}
+
 double Session::lengthFactor(uint32_t bubbleId) const {
   auto it = lengthRatios_.find(bubbleId);
   double factor = 1.0;
@@ -769,6 +777,7 @@ void Session::runDeviceBubble(DeviceCommand &c) {
 
 void Session::runTask(BubbleTask &task) {
   ctx_.iteration = iteration_;
+  roomUs_[0] = std::max(roomUs_[0], task.deadlineUs - sessionNowUs()); // its room, all of it
   runChunks(task);
   runTasks(task);
 }
@@ -848,12 +857,21 @@ bool Session::fits(JobState &js, const WorkItem &item, const BubbleTask &task,
 }
 
 bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
-  while (!js.backlog.empty()) {
-    const WorkItem item = js.backlog.front();
+  // In plan order, except that a chunk no bubble can hold as things stand (starving()) waits
+  // without holding up the work of other batches behind it: `parked` are the batches passed over
+  // (their later passes wait too), `i` the first item not passed over.
+  std::vector<uint64_t> parked;
+  size_t i = 0;
+  while (i < js.backlog.size()) {
+    const WorkItem item = js.backlog.at(i);
+    if (std::find(parked.begin(), parked.end(), item.sampleBegin) != parked.end()) {
+      ++i;
+      continue;
+    }
     double predicted = -1;
-    // The slot's own chunk is the last item of its backlog (runSlot); everything before it, and
-    // all of an unplanned bubble's backlog, is deferred work.
-    const bool deferred = !(ownLast_ && js.backlog.size() == 1);
+    // The slot's own chunk is the last item of its backlog while ownQueued_ (runSlot); everything
+    // before it, and all of an unplanned bubble's backlog, is deferred work.
+    const bool own = ownQueued_ && i + 1 == js.backlog.size();
     if (!fits(js, item, task, &predicted)) {
       // Its longest head that fits runs now; the rest (or all of it) waits, first in line.
       WorkItem head;
@@ -862,19 +880,29 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
         return false;
       if (!config_.fillSplit || !js.fittingHead(item, js.shape, roomUs, &head, &predicted)) {
         js.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
-        return false;
+        if (!starving(predicted))
+          return false;
+        parked.push_back(item.sampleBegin);
+        ++i;
+        continue;
       }
-      FillQueue::dropHead(js.backlog.front(), head);
+      FillQueue::dropHead(js.backlog.at(i), head);
       ++js.chunksSplit;
-      if (exec(js, job, head, predicted, task, deferred))
+      if (exec(js, job, head, predicted, task, !own))
         return false; // stopped between passes: the bubble is over
       continue;
     }
-    js.backlog.pop_front();
-    if (exec(js, job, item, predicted, task, deferred))
-      return false;
+    js.backlog.erase(i);
+    if (exec(js, job, item, predicted, task, !own))
+      return false; // its rest is queued (first in line): the own chunk, if it was, still waits
+    if (own)
+      ownQueued_ = false;
   }
   return true;
+}
+
+bool Session::starving(double predictedUs) const {
+  return predictedUs * config_.timeScale > std::max(roomUs_[0], roomUs_[1]);
 }
 
 void Session::runSlot(const Slot &slot, BubbleTask &task) {
@@ -887,11 +915,12 @@ void Session::runSlot(const Slot &slot, BubbleTask &task) {
     return;
   if (hasOwn)
     js.backlog.push_back(own); // behind older deferred work: plan order is kept
-  ownLast_ = hasOwn;
+  ownQueued_ = hasOwn;
   drain(js, job, task);
-  ownLast_ = false;
-  if (hasOwn && !js.backlog.empty()) {
-    ++js.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
+  const bool ownWaits = ownQueued_;
+  ownQueued_ = false;
+  if (ownWaits) {
+    ++js.chunksDeferred; // the slot's own chunk (or what is left of it) is still queued
     ++task.result.chunks_deferred;
   }
 }

@@ -184,6 +184,13 @@ private:
   void deferSlot(const Slot &slot);
   // Runs the job's backlog while it fits; false when a chunk did not fit (or the bubble ended).
   bool drain(JobState &js, uint32_t job, BubbleTask &task);
+  // A chunk predicted at `predictedUs` (planned us) that no bubble of the rank can hold as things
+  // stand: longer than the room of every bubble run in this iteration and the last one (before a
+  // whole iteration has run: the plan's longest bubble). In drain it waits without holding up the
+  // rest.
+  bool starving(double predictedUs) const;
+  // The rooms before any iteration has run (construction, checkpoint load).
+  void resetRooms();
   bool fits(JobState &js, const WorkItem &item, const BubbleTask &task, double *predicted);
   // Runs one work item; true when it stopped between passes because its bubble ended or its next
   // pass no longer fit (host, heads of chunks: the rest is first in line again).
@@ -274,7 +281,13 @@ private:
   std::deque<pfrt_session_chunk> chunkLog_;
   mutable std::mutex logMutex_;
   double admittedUs_ = 0; // worker: the clock reading of the last bound decision
-  bool ownLast_ = false; // worker: the backlog being drained ends with the slot's own chunk
+  // Worker: the slot's own chunk (or what is left of it) is queued; while drain runs it is the
+  // backlog's last item.
+  bool ownQueued_ = false;
+  // Worker: the largest room (real us from when the worker took the bubble to its deadline) of
+  // the bubbles run in this iteration [0] and in the last one [1] (resetRooms: the plan's longest
+  // bubble before one has run), for starving().
+  double roomUs_[2] = {0, 0};
   std::string json_;
 };
 

@@ -52,6 +52,8 @@ void Session::advanceIteration() {
         samplesCompletedBy(f, iteration_, js.passes, js.stride, program_.jobs[f.job].samples);
   }
   slotDone_.assign(slots_.size(), false);
+  roomUs_[1] = roomUs_[0];
+  roomUs_[0] = 0;
   ++iteration_;
 }
 
@@ -204,6 +206,7 @@ void Session::loadCheckpoint(const std::string &path) {
       js.restoreUnfilled(rank_, cp.iterations_done(), js.passes);
   }
   iteration_ = loopIteration_ = cp.iterations_done();
+  resetRooms();
   nextBubble_ = 0;
   loopBubbles_ = 0;
   slotDone_.assign(slots_.size(), false);
