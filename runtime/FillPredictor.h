@@ -76,18 +76,26 @@ inline void retireLargest(std::deque<double> &window) {
 //   measured/planned ratios;
 // - nothing measured yet: the plan.
 // A shape refused because of its slowest run is probed again with ProbeBackoff's rule (that run
-// retired, and with the shape's last run the job's largest ratio).
+// retired, and with the shape's last run the job's largest ratio). A shape with no run of its own
+// (never run, or its runs retired) that the job's ratios hold out of rooms its plan fits is probed
+// the same way, at its plan: the ratios come from chunks of other sizes, and small chunks carry
+// their fixed cost (a launch, a synchronisation) as a large ratio that the plan of a large chunk
+// multiplied by it does not have. Without this, such a shape never ran, so it was never measured.
 class ChunkPredictor {
 public:
   double predict(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs) const {
     auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
     const std::deque<double> none;
-    return rule(it != byShape_.end() ? it->second.times : none, ratios_, plannedUs);
+    const double ruled = rule(it != byShape_.end() ? it->second.times : none, ratios_, plannedUs);
+    if (it != byShape_.end() && it->second.times.empty() && it->second.atPlan)
+      return std::min(ruled, plannedUs); // a probe (refused): until it runs again
+    return ruled;
   }
   void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
            double measuredUs) {
     Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];
     sh.probe.ran();
+    sh.atPlan = false;
     std::deque<double> &d = sh.times;
     d.push_back(measuredUs);
     if (d.size() > kWindow)
@@ -101,31 +109,35 @@ public:
 
   // A chunk of this shape did not start: its prediction exceeded roomUs, what was left of its
   // bubble (planned us). A refusal (ProbeBackoff) when the slowest run is the reason: the same rule
-  // without the shape's slowest run (with one run: the job's ratios without their largest, else
-  // the plan) would have fitted the room. A bubble that is simply short, or a margin the rule
-  // always keeps (1.2 x the median of a few runs), is not a refusal.
+  // without the shape's slowest run would have fitted the room (with no run of its own left: the
+  // job's ratios, without their largest while they are few, or the plan, whichever is less). A
+  // bubble that is simply short, or a margin the rule always keeps (1.2 x the median of a few
+  // runs), is not a refusal.
   void refused(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
                double roomUs) {
     Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];
     const bool thinShape = !sh.times.empty() && sh.times.size() < ProbeBackoff::kThinWindow;
-    const bool thinRatios = sh.times.empty() && !ratios_.empty() &&
-                            ratios_.size() < ProbeBackoff::kThinWindow;
-    if (!(thinShape || thinRatios))
+    if (!(thinShape || sh.times.empty()))
       return;
     std::deque<double> times = sh.times, ratios = ratios_;
     if (thinShape)
       retireLargest(times);
     if (times.empty() && ratios.size() < ProbeBackoff::kThinWindow)
       retireLargest(ratios); // the same slow run scaled the job's ratios
+    double without = rule(times, ratios, plannedUs);
+    if (times.empty())
+      without = std::min(without, plannedUs); // probed at its plan, at worst
     // Without any run the rule has no margin (the plan is trusted until measured); the margin of
     // a few runs (1.2 x) is kept, so a shape that runs at its plan is not probed in rooms between
     // 1 and 1.2 x its plan.
     const double margin = times.empty() ? 1.2 : 1.0;
-    if (!(margin * rule(times, ratios, plannedUs) <= roomUs) || !sh.probe.refuse())
+    if (!(margin * without <= roomUs) || !sh.probe.refuse())
       return;
     sh.times = std::move(times);
-    if (sh.times.empty())
+    if (sh.times.empty()) {
       ratios_ = std::move(ratios);
+      sh.atPlan = true;
+    }
   }
 
 private:
@@ -148,6 +160,7 @@ private:
   struct Shape {
     std::deque<double> times;
     ProbeBackoff probe;
+    bool atPlan = false; // probed with no run of its own: predicted at most at its plan
   };
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Shape> byShape_;
   std::deque<double> ratios_;

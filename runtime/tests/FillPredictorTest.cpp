@@ -153,6 +153,45 @@ TEST(FillPredictorTest, OnlyARefusalCausedByTheSlowestRunCounts) {
   EXPECT_DOUBLE_EQ(p.predict(0, 1, 4, 100), 120);
 }
 
+// A large chunk shape that has never run, of a job whose small chunks ran at 2.5 x their plan
+// (their fixed cost: 30 us planned, 75 us measured, 20 runs): scaled by that ratio, its prediction
+// (8012.5 us) exceeds the 6311 us bubble its plan (3205 us) fits, so it never ran and was never
+// measured (the CUDA torch test's plan has these shapes). Its eighth refusal probes it at its plan;
+// from its own runs on, they decide. Refusals from rooms its plan with the 1.2 margin does not fit
+// (3800 < 3846) do not count.
+TEST(FillPredictorTest, ANewShapeHeldOutByOtherSizesRatiosIsProbedAtItsPlan) {
+  ChunkPredictor p;
+  for (int i = 0; i < 20; ++i)
+    p.add(0, 1, 1, 30, 75);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205 * 2.5);
+  for (int i = 0; i < 50; ++i)
+    p.refused(0, 1, 128, 3205, 3800);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205 * 2.5) << "counted a room the plan misses";
+  for (int i = 0; i < 7; ++i)
+    p.refused(0, 1, 128, 3205, 6311);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205 * 2.5) << "probed before the eighth refusal";
+  p.refused(0, 1, 128, 3205, 6311);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205) << "the eighth refusal should probe it";
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 64, 1602), 1602 * 2.5) << "other shapes keep the ratios";
+  p.add(0, 1, 128, 3205, 3500);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 1.2 * 3500);
+}
+
+// The same job, with one cold run of the large shape (6000 us: max(1.2 x 6000, 6000) = 7200 >
+// 6311). Retiring that run left the job's ratios, 2.5 x from the small chunks, so the shape still
+// did not fit, and no refusal counted (the rule without the run did not fit either): it never ran
+// again. Now, with no run of its own left, it is probed at its plan.
+TEST(FillPredictorTest, AColdRunOfALargeShapeIsNotReplacedBySmallChunksRatios) {
+  ChunkPredictor p;
+  for (int i = 0; i < 20; ++i)
+    p.add(0, 1, 1, 30, 75);
+  p.add(0, 1, 128, 3205, 6000);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 7200);
+  for (int i = 0; i < 8; ++i)
+    p.refused(0, 1, 128, 3205, 6311);
+  EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205);
+}
+
 // A shape with ten runs or more keeps them: its p90 no longer rests on one run.
 TEST(FillPredictorTest, AWellMeasuredShapeIsNotProbed) {
   ChunkPredictor p;
