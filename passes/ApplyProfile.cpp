@@ -94,6 +94,21 @@ struct ApplyProfilePass : public impl::ApplyProfileBase<ApplyProfilePass> {
       if (failed(apply(pipeline, measured, text ? &tree : nullptr, /*dryRun=*/false)))
         return signalPassFailure();
     applyFillCosts(module, measured);
+    applyChunkGap(module, measured);
+  }
+
+  // The measured gap between consecutive fill chunks of a bubble becomes the pipelines' fixed
+  // cost per chunk (context_switch_us): the planner then packs a bubble with what its chunks
+  // really cost together, not with the JobSpec's guess (the runtime's own switch on an H200 was
+  // about 50 us against the 5 to 20 us JobSpecs say). The mean: a bubble pays the sum of its
+  // chunks' gaps.
+  void applyChunkGap(ModuleOp module, const rt::MeasuredProfile &measured) {
+    if (!measured.has_fill_chunk_gap() || !measured.fill_chunk_gap().measured() ||
+        measured.fill_chunk_gap().samples() == 0)
+      return;
+    const double gap = measured.fill_chunk_gap().mean_us();
+    for (PipelineOp pipeline : module.getOps<PipelineOp>())
+      pipeline.setContextSwitchUs(llvm::APFloat(gap));
   }
 
   // Fill-job layer costs measured by the runtime (only entries marked measured): the fill

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 namespace pfrt {
 
@@ -450,6 +451,37 @@ void writeSummary(ReportData &r) {
   r.summary = os.str();
 }
 
+// The profile's fill_chunk_gap: from each chunk's end to the next one's start on the same fill
+// stream in the same bubble instance (device, stream, iteration, bubble), both timed for real,
+// divided by the time scale.
+void profileChunkGaps(ReportData &r, double scale) {
+  using Key = std::tuple<uint32_t, uint32_t, int64_t, uint32_t>;
+  std::map<Key, std::vector<std::pair<double, double>>> spans; // (start, end) per bubble instance
+  for (const RunResult::ChunkRun &c : r.chunkRuns)
+    if (c.start >= 0 && c.end >= c.start && !chunkTimeModelled(r, c))
+      spans[Key(c.device, c.stream, c.iteration, c.bubbleId)].emplace_back(c.start, c.end);
+  std::vector<double> gaps;
+  for (auto &kv : spans) {
+    std::vector<std::pair<double, double>> &v = kv.second;
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i].first >= v[i - 1].second) // one stream runs one chunk at a time
+        gaps.push_back((v[i].first - v[i - 1].second) / scale);
+  }
+  pipefill::rt::MeasuredChunkGap *g = r.profile.mutable_fill_chunk_gap();
+  g->set_samples(gaps.size());
+  g->set_measured(!gaps.empty());
+  if (gaps.empty())
+    return;
+  std::sort(gaps.begin(), gaps.end());
+  double sum = 0;
+  for (double x : gaps)
+    sum += x;
+  g->set_mean_us(sum / static_cast<double>(gaps.size()));
+  g->set_p50_us(sortedMedian(gaps));
+  g->set_p90_us(sortedPercentile(gaps, 0.9));
+}
+
 void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info,
                   const RunResult &run) {
   pipefill::rt::MeasuredProfile &p = r.profile;
@@ -593,6 +625,7 @@ void buildProfile(ReportData &r, const Program &program, const ProgramInfo &info
     fl->set_measured(a.fwdSamples > 0);
     fl->set_max_dim(r.maxDim);
   }
+  profileChunkGaps(r, scale);
 }
 
 } // namespace

@@ -234,6 +234,10 @@ constexpr FieldLimit kFieldLimits[] = {
     {"pipefill.rt.MeasuredFillLayer.p90_backward_us_per_sample", 0, US, false, kTime},
     {"pipefill.rt.MeasuredFillLayer.samples", 0, 1e15, false, "10^15 samples"},
     {"pipefill.rt.MeasuredFillLayer.max_dim", 0, 262144, false, "widest layer"},
+    {"pipefill.rt.MeasuredChunkGap.mean_us", 0, US, false, kTime},
+    {"pipefill.rt.MeasuredChunkGap.p50_us", 0, US, false, kTime},
+    {"pipefill.rt.MeasuredChunkGap.p90_us", 0, US, false, kTime},
+    {"pipefill.rt.MeasuredChunkGap.samples", 0, 1e15, false, "10^15 chunks"},
 };
 
 /// Every repeated input field with its most elements.

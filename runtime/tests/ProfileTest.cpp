@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <tuple>
+#include <vector>
 
 namespace pfrt {
 namespace test {
@@ -118,6 +121,84 @@ TEST(ProfileTest, FillLayerCostsAreTheChunksMeanAndP90) {
                 1e-9 * fl.measured_us_per_sample());
     EXPECT_NEAR(fl.p90_us_per_sample(), spec.fillUsPerSample * p90, 1e-9 * fl.p90_us_per_sample());
   }
+}
+
+// The profile's fixed cost per fill chunk, recomputed from the chunk records: the gaps between
+// consecutive chunks of one bubble instance on one fill stream (the planner's context_switch_us).
+// Taken from the run's own chunks, so it is what this machine paid, not a constant.
+// One device: forward, a 20 ms bubble holding three chunks of one small encoder layer, backward.
+ProgramPtr threeChunkBubble() {
+  pfrt_fill_job_desc jd{};
+  jd.name = "enc";
+  jd.kind = PFRT_FILL_INFERENCE;
+  std::string error;
+  const samples::OneDeviceProgram p =
+      samples::oneDeviceProgram("gaps", jd, samples::smallEncoder(), 1, nullptr, &error);
+  EXPECT_NE(p.program, nullptr) << error;
+  ProgramPtr owner(p.program);
+  if (!p.program)
+    return owner;
+  uint32_t ev = 0;
+  pfrt_program_create_event(p.program, p.device, "b", &ev);
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
+  pfrt_bubble_desc b{};
+  b.bubble_id = 0;
+  b.planned_duration_us = 20000;
+  b.emulate_idle = 1;
+  pfrt_fill_chunk_desc c{};
+  c.bubble_id = 0;
+  c.layer_end = 1;
+  c.batch = 2;
+  c.planned_us = 500;
+  EXPECT_EQ(samples::enqueueFilledBubble(p, ev, b, &c), PFRT_OK) << pfrt_last_error();
+  for (int k = 1; k <= 2; ++k) {
+    c.sample_begin = 2 * k; // each chunk its own two samples of an iteration's six
+    EXPECT_EQ(pfrt_program_enqueue_fill(p.program, p.device, p.fill, &c), PFRT_OK)
+        << pfrt_last_error();
+  }
+  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
+  return owner;
+}
+
+TEST(ProfileTest, ChunkGapsAreTheGapsBetweenABubblesChunks) {
+  ProgramPtr p = threeChunkBubble();
+  ASSERT_TRUE(p);
+  pfrt_options o = hostOptions(4);
+  o.fill_policy = PFRT_FILL_UNBOUNDED; // every planned chunk runs and is timed
+  ReportPtr r = runOk(p.get(), o);
+  ASSERT_TRUE(r);
+  std::map<std::tuple<uint32_t, uint32_t, int64_t, uint32_t>, std::vector<RunResult::ChunkRun>>
+      byBubble;
+  for (const RunResult::ChunkRun &c : r->data.chunkRuns)
+    byBubble[{c.device, c.stream, c.iteration, c.bubbleId}].push_back(c);
+  std::vector<double> gaps;
+  for (auto &kv : byBubble) {
+    std::vector<RunResult::ChunkRun> &v = kv.second;
+    std::sort(v.begin(), v.end(), [](const RunResult::ChunkRun &a, const RunResult::ChunkRun &b) {
+      return a.start < b.start;
+    });
+    for (size_t i = 1; i < v.size(); ++i) {
+      ASSERT_GE(v[i].start, v[i - 1].end) << "two chunks of one stream overlap";
+      gaps.push_back((v[i].start - v[i - 1].end) / r->data.timeScale);
+    }
+  }
+  ASSERT_EQ(gaps.size(), 4u * 2u) << "4 iterations, 3 chunks in the bubble: 2 gaps each";
+  std::sort(gaps.begin(), gaps.end());
+  double sum = 0;
+  for (double g : gaps)
+    sum += g;
+  const pipefill::rt::MeasuredChunkGap &g = r->data.profile.fill_chunk_gap();
+  EXPECT_TRUE(g.measured());
+  EXPECT_EQ(g.samples(), gaps.size());
+  EXPECT_NEAR(g.mean_us(), sum / gaps.size(), 1e-9 * (1 + g.mean_us()));
+  EXPECT_DOUBLE_EQ(g.p90_us(), gaps[static_cast<size_t>(std::ceil(0.9 * gaps.size())) - 1]);
+  EXPECT_GT(g.p90_us(), 0) << "a chunk's start after the last one's end costs something";
+  // Without fill nothing is measured.
+  o.enable_fill = 0;
+  ReportPtr none = runOk(p.get(), o);
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->data.profile.fill_chunk_gap().measured());
+  EXPECT_EQ(none->data.profile.fill_chunk_gap().samples(), 0u);
 }
 
 TEST(ProfileTest, ReportJsonHasTheDocumentedKeys) {

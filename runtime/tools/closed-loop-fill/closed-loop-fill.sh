@@ -10,8 +10,9 @@
 # Environment: BUILD_DIR (build), TIME_SCALE (0.1), ITERATIONS (4), MAX_DIM (32), OUT (a temp dir),
 # FILL_ONLY (1: the recompile takes only the fill-layer costs from the profile and keeps the
 # plan's stage costs, so a loaded machine's slow main compute does not reshape the pipeline; 0:
-# the whole profile), RUN_ARGS (more pipefill-run options for both runs, e.g. "--cpu 0 --fill-cpu 1":
-# main and fill on their own cores).
+# the whole profile), CHUNK_GAP (1: the recompile also takes the measured gap between a bubble's
+# chunks as the fixed cost per chunk, context_switch_us; 0: the JobSpec's stays), RUN_ARGS (more
+# pipefill-run options for both runs, e.g. "--cpu 0 --fill-cpu 1": main and fill on their own cores).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 BIN=${BUILD_DIR:-build}/bin
@@ -52,6 +53,10 @@ text = re.sub(r"^  (forward_us|backward_us|backward_input_us|backward_weight_us|
 open(sys.argv[2], "w").write(text)
 PY
   profile="$OUT/round0.fill-only.pbtxt"
+fi
+if [ "${CHUNK_GAP:-1}" = 0 ]; then
+  sed '/^fill_chunk_gap {/,/^}/d' "$profile" >"$OUT/round0.no-gap.pbtxt"
+  profile="$OUT/round0.no-gap.pbtxt"
 fi
 compile round1 "$profile"
 run "$OUT/round1.pb" round1
