@@ -811,6 +811,10 @@ void Session::runChunks(BubbleTask &task) {
       slotDone_[s] = true;
       continue;
     }
+    // A later pass of a batch whose earlier pass is still queued (passed over by drain: it fits
+    // no bubble) stays for its planned bubble, behind that pass.
+    if (own.passBegin > 0 && js.backlog.holds(own.sampleBegin))
+      continue;
     double predicted = -1;
     if (!fits(js, own, task, &predicted))
       return; // stays for its planned bubble
