@@ -91,6 +91,14 @@ public:
       return std::min(ruled, plannedUs); // a probe (refused): until it runs again
     return ruled;
   }
+  // A chunk of this shape starts: a probe at the plan is one admission. (A chunk that is then
+  // cut between passes is measured as its head's shape, not this one: without this, the shape
+  // stayed at its plan, and every later chunk of it was admitted there.)
+  void admitted(uint32_t passBegin, uint32_t passEnd, uint32_t batch) {
+    auto it = byShape_.find(std::make_tuple(passBegin, passEnd, batch));
+    if (it != byShape_.end())
+      it->second.atPlan = false;
+  }
   void add(uint32_t passBegin, uint32_t passEnd, uint32_t batch, double plannedUs,
            double measuredUs) {
     Shape &sh = byShape_[std::make_tuple(passBegin, passEnd, batch)];

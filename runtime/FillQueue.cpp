@@ -267,6 +267,7 @@ FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, 
   }
   Ran ran;
   ran.batch = flight.batch;
+  predictor.admitted(item.passBegin, item.passEnd, item.batch);
   const double cpu0 = timed ? backend.fillThreadCpuUs() : -1;
   if (timed)
     ran.startUs = backend.streamNowUs(ctx);

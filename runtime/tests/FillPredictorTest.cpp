@@ -192,6 +192,28 @@ TEST(FillPredictorTest, AColdRunOfALargeShapeIsNotReplacedBySmallChunksRatios) {
   EXPECT_DOUBLE_EQ(p.predict(0, 1, 128, 3205), 3205);
 }
 
+// A two-pass shape probed at its plan, admitted, and cut after its first pass (the host between
+// passes, or a gate): the run is its head's, (0, 1), so the full shape got no run of its own and
+// stayed at its plan: every later chunk of it was admitted there and overran (review finding:
+// 492 overruns in 1000 bubbles in a simulation). The admission ends the probe; the next one
+// needs twice the refusals.
+TEST(FillPredictorTest, AProbeIsOneAdmissionEvenWhenTheChunkIsCut) {
+  ChunkPredictor p;
+  for (int i = 0; i < 20; ++i)
+    p.add(0, 1, 1, 30, 84); // ratios 2.8
+  for (int i = 0; i < 8; ++i)
+    p.refused(0, 2, 8, 1000, 1250);
+  ASSERT_DOUBLE_EQ(p.predict(0, 2, 8, 1000), 1000) << "probed at its plan";
+  p.admitted(0, 2, 8);
+  p.add(0, 1, 8, 500, 1400); // cut after its first pass
+  EXPECT_GT(p.predict(0, 2, 8, 1000), 1250) << "still at its plan after the probe ran";
+  for (int i = 0; i < 15; ++i)
+    p.refused(0, 2, 8, 1000, 1250);
+  EXPECT_GT(p.predict(0, 2, 8, 1000), 1250) << "probed again before 16 refusals";
+  p.refused(0, 2, 8, 1000, 1250);
+  EXPECT_DOUBLE_EQ(p.predict(0, 2, 8, 1000), 1000);
+}
+
 // A shape with ten runs or more keeps them: its p90 no longer rests on one run.
 TEST(FillPredictorTest, AWellMeasuredShapeIsNotProbed) {
   ChunkPredictor p;
