@@ -112,7 +112,8 @@ struct GpuDevice {
   int64_t nextEdge = 0;
   // The device-side bubble bound (DeviceGate.h, CudaGate.cu). lastEdge: device memory that every
   // edge sets to its token + 1 on its stream, so gates see when main has passed a bubble's end.
-  // %globaltimer reads gtNs at host time gtHostUs (calibrated with the event clock). gateOn:
+  // %globaltimer reads gtNs at host time gtHostUs (calibrated with the event clock), to within
+  // gtErrUs (half the round trip of the reading: the host's instant is its midpoint). gateOn:
   // bounded chunks run behind gates (PFRT_CUDA_DEVICE_GATE, default on; off for good, with a
   // warning, if a gated chunk cannot be built on this GPU). edgeMemOp: edges are set with
   // cuStreamWriteValue64 (else a one-thread kernel).
@@ -121,7 +122,7 @@ struct GpuDevice {
   unsigned long long *lastEdge = nullptr;
   unsigned long long *timerHost = nullptr, *timerDevice = nullptr; // mapped, for calibration
   uint64_t gtNs = 0;
-  double gtHostUs = 0;
+  double gtHostUs = 0, gtErrUs = 0;
   // Copy ops: one device and one pinned buffer of the largest copy.
   uint64_t copyBytes = 0;
   void *copyDevice = nullptr, *copyHost = nullptr;

@@ -178,6 +178,7 @@ void calibrateGlobalTimer(GpuDevice &g) {
       best = t1 - t0;
       g.gtNs = *reinterpret_cast<volatile unsigned long long *>(g.timerHost);
       g.gtHostUs = 0.5 * (t0 + t1);
+      g.gtErrUs = 0.5 * best;
     }
   }
 }

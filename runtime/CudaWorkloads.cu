@@ -632,7 +632,9 @@ public:
       if (p > ex.passBegin && !warming_) {
         GateState seen;
         seen.stop = static_cast<const volatile GateState *>(st.gateHost)->stop;
-        if (gateSureToRefuse(seen, hostNowUs(), ex.passNeedUs[p - ex.passBegin], ex.deadlineUs))
+        // The slack: the calibration's error, and 10 us for the clocks' drift since it was read.
+        if (gateSureToRefuse(seen, hostNowUs(), ex.passNeedUs[p - ex.passBegin], ex.deadlineUs,
+                             dev_.gtErrUs + 10.0))
           break;
       }
       GateArgs a;

@@ -97,13 +97,15 @@ PFRT_HOST_DEVICE inline bool gateApply(uint64_t nowNs, uint64_t lastEdge, GateSt
 // refuse it: `seen` is the chunk's gate state as the host reads it now (the gates write it to
 // host memory mapped into the device, and the host clears it before the chunk), and the gate runs
 // no earlier than `nowUs`, since its graph would be launched after this. So a pass that does not
-// fit before the deadline on the host's clock fits on the GPU's neither (the two agree to the
-// calibration's error, nanoseconds). Building a pass takes the host about as long as the pass runs
+// fit before the deadline on the host's clock, with `slackUs` to spare, fits on the GPU's neither:
+// the two clocks agree to the calibration's error (half the round trip of its reading, a few
+// microseconds, and whatever they drifted since), which the caller gives as the slack. Building a
+// pass takes the host about as long as the pass runs
 // when its kernels are small (docs/runtime.md §10b): without this check, a chunk whose first gate
 // closed kept the fill stream busy with closed gates for as long as the host took to build them.
 inline bool gateSureToRefuse(const GateState &seen, double nowUs, double needUs,
-                             double deadlineUs) {
-  return seen.stop != kGateRuns || nowUs + needUs > deadlineUs;
+                             double deadlineUs, double slackUs) {
+  return seen.stop != kGateRuns || nowUs + needUs > deadlineUs + slackUs;
 }
 
 // A deadline on the host clock (us) as %globaltimer ns, given one reading of both clocks at the

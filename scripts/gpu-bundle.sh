@@ -103,8 +103,12 @@ ldd "$stage"/bin/pipefill-run "$stage"/bin/mpi/pipefill-run "$stage"/bin/pfrt-*t
 # load need: "2.34 (bin/pipefill-run)". The GPU machine's glibc must be as new.
 newest_glibc() {
   local f
+  # (if/fi and || true: under set -e and pipefail a library that is not packed, or a file without
+  # glibc symbols, must not end the script.)
   (cd "$stage" && for f in "$@" $(ldd "$@" 2>/dev/null | awk '$2 == "=>" {print "lib/" $1}'); do
-    [ -f "$f" ] && objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed "s|\$| $f|"
+    if [ -f "$f" ]; then
+      objdump -T "$f" 2>/dev/null | grep -oE 'GLIBC_[0-9]+\.[0-9]+' | sed "s|\$| $f|" || true
+    fi
   done) | sort -V | tail -n 1 | sed -E 's/^GLIBC_([0-9.]+) (.*)/\1 (\2)/'
 }
 glibc=$(newest_glibc bin/pipefill-run bin/pfrt-*tests $(cd "$stage" && ls python/site/pipefill/*.so 2>/dev/null))

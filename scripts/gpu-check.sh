@@ -112,7 +112,8 @@ else
   targets=(pfrt-cuda-tests pfrt-tests pipefill-run)
   gpu_python_build_args
   [ -z "$py_missing" ] && targets+=(_rt pipefill_py_sources)
-  tmo 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # PFRT_MPI=ON explicitly: scripts/gpu-bundle.sh caches OFF in build-gpu (its main binaries).
+  tmo 120 cmake -S runtime/standalone -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPFRT_MPI=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" "${cuda_args[@]}" "${launcher[@]}" "${py_args[@]}" \
     >"$out/configure.log" 2>&1 || { cat "$out/configure.log"; fail "configure"; exit 1; }
 

@@ -128,7 +128,7 @@ TEST(DeviceGateTest, TheHostSkipsOnlyPassesWhoseGateRefuses) {
                       static_cast<uint64_t>(need * 1000));
     GateState running; // the chunk's first gate let its pass run: nothing seen closed
     running.passesRun = 1;
-    const bool skip = gateSureToRefuse(running, now, need, deadline);
+    const bool skip = gateSureToRefuse(running, now, need, deadline, 0);
     for (double later : {0.0, 1.0, 250.0, 4000.0}) {
       const uint64_t gpuNs = deadlineToGlobalNs(now + later, calUs, gtNs);
       if (skip) {
@@ -149,11 +149,14 @@ TEST(DeviceGateTest, TheHostSkipsOnlyPassesWhoseGateRefuses) {
     GateState seen;
     seen.passesRun = 1;
     seen.stop = stop;
-    EXPECT_TRUE(gateSureToRefuse(seen, 0, 0, 1e9));
+    EXPECT_TRUE(gateSureToRefuse(seen, 0, 0, 1e9, 0));
     EXPECT_EQ(gateDecide(0, 0, seen.passesRun, args(2, 0, UINT64_MAX, 0)), kGateEarlier);
   }
   // The state the host clears before a chunk: nothing seen closed.
-  EXPECT_FALSE(gateSureToRefuse(GateState{}, 0, 10, 100));
+  EXPECT_FALSE(gateSureToRefuse(GateState{}, 0, 10, 100, 0));
+  // The slack (the clocks' calibration error) keeps a pass that misses its deadline by less.
+  EXPECT_FALSE(gateSureToRefuse(GateState{}, 95, 10, 100, 5));
+  EXPECT_TRUE(gateSureToRefuse(GateState{}, 96, 10, 100, 5));
 }
 
 // ---- The fill queue with a backend whose device stops chunks ----
