@@ -31,6 +31,13 @@ void Backlog::erase(size_t i) {
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
+size_t Backlog::firstNotParked(size_t i, const std::vector<uint64_t> &parked) const {
+  while (i < items_.size() &&
+         std::find(parked.begin(), parked.end(), items_[i].sampleBegin) != parked.end())
+    ++i;
+  return i;
+}
+
 void Backlog::clear() {
   items_.clear();
   batches_.clear();

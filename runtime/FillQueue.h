@@ -54,6 +54,9 @@ public:
   void pop_front();
   // Removes item i (a session runs an item behind one that no bubble can hold, Session::drain).
   void erase(size_t i);
+  // The first item from `i` on whose batch is not in `parked` (size() when none): the batches of
+  // chunks that no bubble can hold, passed over with their later passes (docs/runtime.md §4b).
+  size_t firstNotParked(size_t i, const std::vector<uint64_t> &parked) const;
   void clear();
   // Some queued item belongs to the batch beginning at `sampleBegin`.
   bool holds(uint64_t sampleBegin) const { return batches_.count(sampleBegin) != 0; }

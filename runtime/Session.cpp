@@ -866,12 +866,8 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
   // (their later passes wait too), `i` the first item not passed over.
   std::vector<uint64_t> parked;
   size_t i = 0;
-  while (i < js.backlog.size()) {
+  while ((i = js.backlog.firstNotParked(i, parked)) < js.backlog.size()) {
     const WorkItem item = js.backlog.at(i);
-    if (std::find(parked.begin(), parked.end(), item.sampleBegin) != parked.end()) {
-      ++i;
-      continue;
-    }
     double predicted = -1;
     // The slot's own chunk is the last item of its backlog while ownQueued_ (runSlot); everything
     // before it, and all of an unplanned bubble's backlog, is deferred work.
