@@ -70,6 +70,27 @@ struct Executor::JobRun {
   std::atomic<uint64_t> samplesThisRun{0}, stepsThisRun{0}, chunksRun{0}, chunksSkipped{0};
   std::atomic<uint64_t> chunksDeferred{0}, chunksSplit{0}, chunksStoppedOnDevice{0};
   std::map<uint32_t, FillQueue> devices;
+  // Per device: the room of the bubbles the job's slots took there (real us from when its fill
+  // stream took the bubble to the deadline): the largest in the last loop iteration it took one
+  // in, us[0], and in the one before, us[1] (the plan's longest bubble of its slots until then).
+  // A queued chunk predicted longer fits none of the job's bubbles as things stand: runFill passes
+  // over it (docs/runtime.md §4b). A job's chunks on a device are on one stream
+  // (Validator::checkFillChunk), so only that stream's thread touches its entry, as with `devices`.
+  struct Rooms {
+    double us[2] = {0, 0};
+    int64_t iteration = INT64_MIN; // of us[0]
+    void took(int64_t it, double roomUs) {
+      if (it != iteration) {
+        if (iteration != INT64_MIN)
+          us[1] = us[0];
+        us[0] = 0;
+        iteration = it;
+      }
+      us[0] = std::max(us[0], roomUs);
+    }
+    double longest() const { return std::max(us[0], us[1]); }
+  };
+  std::map<uint32_t, Rooms> rooms;
 };
 
 // When each bubble of a device began and ended on its main stream (host clock), per iteration.
@@ -469,9 +490,22 @@ void Executor::setupJobs() {
       FillQueue &q = jr->devices[d];
       q.data = backendOf_[d]->createJob(d, j, jr->shape);
       q.holdAt = FillQueue::holdThreshold(program_.devices[d].streams[ds.second], j);
+      jr->rooms[d].us[1] = longestPlannedBubbleUs(d, ds.second, j) * config_.timeScale;
     }
     jobs_.push_back(std::move(jr));
   }
+}
+
+double Executor::longestPlannedBubbleUs(uint32_t d, uint32_t stream, uint32_t job) const {
+  std::map<uint32_t, double> planned; // bubble id -> planned duration
+  for (const Op &op : program_.devices[d].streams[info_.devices[d].mainStream].ops)
+    if (op.kind == OpKind::Bubble)
+      planned[op.bubble.bubble_id] = op.bubble.planned_duration_us;
+  double longest = 0;
+  for (const Op &op : program_.devices[d].streams[stream].ops)
+    if (op.kind == OpKind::Fill && op.fill.job == job && planned.count(op.fill.bubble_id))
+      longest = std::max(longest, planned[op.fill.bubble_id]);
+  return longest;
 }
 
 void Executor::planSamples() {
@@ -908,16 +942,26 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
       bound ? bubbleDeadline(backend, d, f.bubble_id, ctx.iteration, &bubbleToken) : 0.0;
   if (hasOwn)
     dj.backlog.push_back(own); // behind older deferred work: plan order is kept
-  bool started = false;
-  while (!dj.backlog.empty()) {
-    const WorkItem item = dj.backlog.front();
-    const bool isOwn = hasOwn && dj.backlog.size() == 1;
+  // In plan order, except that a chunk no bubble of the job can hold as things stand (longer than
+  // `rooms`) waits without holding up the work of other batches behind it: `parked` are the
+  // batches passed over (their later passes wait too), `i` the first item not passed over. The
+  // slot's own chunk is the backlog's last item while ownQueued; everything before it is deferred.
+  JobRun::Rooms &rooms = jr.rooms.at(d);
+  std::vector<uint64_t> parked;
+  bool ownQueued = hasOwn, started = false, took = false;
+  for (size_t i = 0; (i = dj.backlog.firstNotParked(i, parked)) < dj.backlog.size();) {
+    const WorkItem item = dj.backlog.at(i);
+    const bool isOwn = ownQueued && i + 1 == dj.backlog.size();
     double predicted = -1;
     if (bound) {
       if (started) // the main stream may have resumed while the last chunk ran
         deadline = bubbleDeadline(backend, d, f.bubble_id, ctx.iteration);
       predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
       const double now = backend.streamNowUs(ctx);
+      if (!took) { // the bubble's room, all of it, when the fill stream takes it
+        rooms.took(ctx.iteration, deadline - now);
+        took = true;
+      }
       if (now + predicted * config_.timeScale > deadline) {
         // It does not fit what is left of the bubble. Its longest head that does runs now; the
         // rest (or all of it) waits for a later bubble, first in line.
@@ -927,9 +971,13 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
                             &predicted)) {
           dj.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs,
                                (deadline - now) / config_.timeScale);
-          break;
+          if (predicted * config_.timeScale <= rooms.longest())
+            break; // a bubble of the job can hold it: it waits first in line
+          parked.push_back(item.sampleBegin);
+          ++i;
+          continue;
         }
-        FillQueue::dropHead(dj.backlog.front(), head);
+        FillQueue::dropHead(dj.backlog.at(i), head);
         ++jr.chunksSplit;
         if (!started) {
           backend.markStart(ctx, slot);
@@ -943,19 +991,21 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
     } else if (config_.fillBounded) {
       predicted = dj.predictor.predict(item.passBegin, item.passEnd, item.batch, item.plannedUs);
     }
-    dj.backlog.pop_front();
+    dj.backlog.erase(i);
     if (!started) {
       backend.markStart(ctx, slot);
       started = true;
     }
     if (execItem(ctx, backend, jr, dj, f.job, item, bound ? deadline : 0.0, predicted, !isOwn,
                  f, bubbleToken) == ItemRan::Cut)
-      break;
+      break; // its rest is queued (first in line): the own chunk, if it was, still waits
+    if (isOwn)
+      ownQueued = false;
   }
   if (started)
     backend.markEnd(ctx, slot);
-  if (hasOwn && !dj.backlog.empty())
-    ++jr.chunksDeferred; // the slot's own chunk is still queued (it is the last item)
+  if (ownQueued)
+    ++jr.chunksDeferred; // the slot's own chunk (or what is left of it) is still queued
 }
 
 Executor::ItemRan Executor::execItem(StreamCtx &ctx, Backend &backend, JobRun &jr,

@@ -156,6 +156,9 @@ private:
   void checkRanksAgree();
   void collectResults(uint32_t numDevices);
   void setupJobs();
+  // The planned duration of the longest bubble that holds a chunk of `job` on stream `stream` of
+  // device d.
+  double longestPlannedBubbleUs(uint32_t d, uint32_t stream, uint32_t job) const;
   void loadCheckpoint();
   // Rank mode: every rank resumes at the same iteration (each has its own checkpoint file and
   // keeps its last kCheckpointHistory ones).

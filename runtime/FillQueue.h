@@ -3,8 +3,8 @@
 // and job) and sessions (pfrt_session_*, one per job of the rank) apply:
 // - a planned chunk runs the samples the periodic plan gives it in this iteration (ownWork);
 // - a continuation runs only on a batch in flight (or queued) and only after the pass before it;
-// - deferred work runs before newer work of the job (callers push to the back of `backlog`; a
-//   session passes over a chunk that no bubble can hold, Session::drain);
+// - deferred work runs before newer work of the job (callers push to the back of `backlog`), except
+//   that a chunk no bubble can hold is passed over (Session::drain, Executor::runFill);
 // - a run times the chunk on the backend's stream clock and teaches the predictor.
 #ifndef PFRT_FILL_QUEUE_H
 #define PFRT_FILL_QUEUE_H
@@ -52,7 +52,8 @@ public:
   void push_back(const WorkItem &w);
   void push_front(const WorkItem &w);
   void pop_front();
-  // Removes item i (a session runs an item behind one that no bubble can hold, Session::drain).
+  // Removes item i (an item runs behind one that no bubble can hold: Session::drain,
+  // Executor::runFill).
   void erase(size_t i);
   // The first item from `i` on whose batch is not in `parked` (size() when none): the batches of
   // chunks that no bubble can hold, passed over with their later passes (docs/runtime.md §4b).

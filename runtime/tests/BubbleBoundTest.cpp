@@ -118,6 +118,149 @@ TEST(BubbleBoundTest, DeferredWorkSurvivesCheckpointAndResume) {
   std::remove(path.c_str());
 }
 
+// One job of GEMM-chain work on device 0 (modelled: a chunk lasts 1 ms per sample): a 30 ms
+// chunk planned in bubble 0, planned at 40 ms, then bubble 1 (10 ms) with two 2 ms chunks. Bubble
+// 0 ends when device 1's 14 ms forward returns, so it really lasts about 14 ms: the big chunk fits
+// its plan and no bubble of the job in reality.
+// device 0 main: F(1) send | record e0, bubble 0 (40 planned) | recv B(1) | record e1, bubble 1 (10)
+// device 1 main: recv F(14) send
+// device 0 fill: wait(e0) fill(bubble 0, batch 30) wait(e1) fill(bubble 1, 2) fill(bubble 1, 2)
+ProgramPtr bigChunkInAShortBubble() {
+  pfrt_fill_job_desc jd{};
+  jd.name = "chain";
+  jd.kind = PFRT_FILL_INFERENCE;
+  pfrt_fill_layer_desc ld{};
+  ld.kind = PFRT_LAYER_GEMM_CHAIN;
+  ld.dim = 16;
+  ld.planned_us_per_sample = 1000;
+  std::string error;
+  const samples::OneDeviceProgram p = samples::oneDeviceProgram("park", jd, ld, 1, nullptr, &error);
+  EXPECT_NE(p.program, nullptr) << error;
+  ProgramPtr owner(p.program);
+  if (!p.program)
+    return owner;
+  uint32_t d1 = 0, m1 = 0, big = 0, small = 0;
+  EXPECT_EQ(PFRT_OK, pfrt_program_add_device(p.program, nullptr, &d1));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_stream(p.program, d1, PFRT_STREAM_MAIN,
+                                                PFRT_PRIORITY_DEFAULT, "main", &m1));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.program, p.device, "big", &big));
+  EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.program, p.device, "small", &small));
+  auto chunk = [](uint32_t bubble, uint32_t batch, uint64_t sample) {
+    pfrt_fill_chunk_desc c{};
+    c.bubble_id = bubble;
+    c.layer_end = 1;
+    c.batch = batch;
+    c.sample_begin = sample;
+    c.planned_us = 1000.0 * batch;
+    return c;
+  };
+  const uint32_t d0 = p.device, m0 = p.main;
+  pfrt_bubble_desc b{};
+  EXPECT_EQ(PFRT_OK,
+            pfrt_program_enqueue_compute(p.program, d0, m0, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.program, d0, m0, d1, 1024, 0, 100, 1000));
+  b.bubble_id = 0;
+  b.planned_start_us = 1000;
+  b.planned_duration_us = 40000; // main does not idle it: the recv below ends it
+  const pfrt_fill_chunk_desc c0 = chunk(0, 30, 0);
+  EXPECT_EQ(samples::enqueueFilledBubble(p, big, b, &c0), PFRT_OK) << pfrt_last_error();
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.program, d0, m0, d1, 1024, 1, 100, 41000));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_compute(p.program, d0, m0, PFRT_COMPUTE_BACKWARD, 0, 0,
+                                                  1000, 41100));
+  b.bubble_id = 1;
+  b.planned_start_us = 42100;
+  b.planned_duration_us = 10000;
+  b.emulate_idle = 1;
+  const pfrt_fill_chunk_desc c1 = chunk(1, 2, 30);
+  EXPECT_EQ(samples::enqueueFilledBubble(p, small, b, &c1), PFRT_OK) << pfrt_last_error();
+  pfrt_fill_chunk_desc c2 = chunk(1, 2, 32);
+  c2.job = p.job;
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_fill(p.program, d0, p.fill, &c2)) << pfrt_last_error();
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_recv(p.program, d1, m1, d0, 1024, 0, 100, 1000));
+  EXPECT_EQ(PFRT_OK,
+            pfrt_program_enqueue_compute(p.program, d1, m1, PFRT_COMPUTE_FORWARD, 0, 0, 14000, 1100));
+  EXPECT_EQ(PFRT_OK, pfrt_program_enqueue_send(p.program, d1, m1, d0, 1024, 1, 100, 15100));
+  EXPECT_EQ(PFRT_OK, pfrt_program_set_planned_iteration_us(p.program, 52100));
+  return owner;
+}
+
+// The 30 ms chunk fits the plan's 40 ms bubble 0 (it may run, past the bubble's real end, in the
+// first iteration, before the bubble was measured), then no bubble of its job: the 14 ms bubble 0,
+// the 10 ms bubble 1. It waits, but not in front of the small chunks: once a whole iteration's
+// bubbles have shown that none holds it, they run in their bubbles. In plan order the big chunk
+// first in line held the job out of every bubble from the second iteration on.
+TEST(BubbleBoundTest, AChunkNoBubbleCanHoldDoesNotHoldUpTheRest) {
+  ProgramPtr p = bigChunkInAShortBubble();
+  ASSERT_TRUE(p);
+  constexpr uint32_t kIterations = 6;
+  ReportPtr r = runOk(p.get(), bounded(kIterations));
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  uint32_t lateSmall = 0, lateBig = 0;
+  for (const RunResult::ChunkRun &c : r->data.chunkRuns) {
+    if (getenv("PFRT_DEBUG"))
+      fprintf(stderr, "it %lld bubble %u batch %u pred %.0f start %.0f end %.0f deferred %d\n",
+              (long long)c.iteration, c.bubbleId, c.batch, c.predictedUs, c.start, c.end,
+              c.deferred);
+    if (c.iteration >= 2)
+      ++(c.batch == 30 ? lateBig : lateSmall);
+  }
+  if (getenv("PFRT_DEBUG"))
+    fprintf(stderr, "run %llu deferred %llu pending %llu completed %llu held %llu\n",
+            (unsigned long long)j.chunksRun, (unsigned long long)j.chunksDeferred,
+            (unsigned long long)j.chunksPending, (unsigned long long)j.samplesCompleted,
+            (unsigned long long)j.samplesHeld);
+  EXPECT_GE(lateSmall, 2u) << "the small chunks were held up behind one that fits nowhere";
+  EXPECT_EQ(lateBig, 0u) << "a 30 ms chunk ran in a bubble of 14 ms or less";
+  EXPECT_GE(j.chunksPending, 1u); // the big chunks wait, in the report and the checkpoint
+  // None lost, none twice: done, pending (queued) or held (backpressure).
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            j.samplesPlanned + j.samplesInFlightPlanned);
+  EXPECT_EQ(j.samplesPlanned, 34u * kIterations);
+}
+
+// The passed-over chunks keep their place: after 4 iterations the checkpoint holds the big chunks
+// alone (the small ones behind them ran; in plan order they would wait there too), in plan
+// order, and a resumed run goes on from it with nothing lost or run twice (its predictor, bubble
+// lengths and rooms start again from the plan, as every resumed run's do).
+TEST(BubbleBoundTest, AChunkNoBubbleCanHoldKeepsItsPlaceInTheCheckpoint) {
+  ProgramPtr p = bigChunkInAShortBubble();
+  ASSERT_TRUE(p);
+  const std::string path = tempPath("parked.ckpt");
+  std::remove(path.c_str());
+  pfrt_options o = bounded(4);
+  o.checkpoint_path = path.c_str();
+  ReportPtr first = runOk(p.get(), o);
+  ASSERT_TRUE(first);
+  {
+    pipefill::rt::FillCheckpoint cp;
+    std::string problem;
+    ASSERT_EQ(readCheckpointFile(path, programFingerprint(p->program), cp, problem),
+              CheckpointStatus::Ok)
+        << problem;
+    ASSERT_EQ(cp.jobs_size(), 1);
+    ASSERT_EQ(cp.jobs(0).devices_size(), 1);
+    const auto &deferred = cp.jobs(0).devices(0).deferred();
+    ASSERT_EQ(static_cast<uint64_t>(deferred.size()), first->data.jobs[0].chunksPending);
+    ASSERT_GE(deferred.size(), 1);
+    for (int k = 0; k < deferred.size(); ++k) {
+      EXPECT_EQ(deferred.Get(k).batch(), 30u) << k << ": a small chunk waits behind a big one";
+      if (k > 0) {
+        EXPECT_LT(deferred.Get(k - 1).sample_begin(), deferred.Get(k).sample_begin()) << k;
+      }
+    }
+  }
+  o.iterations = 7;
+  ReportPtr second = runOk(p.get(), o);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->data.resumed);
+  const RunResult::Job &j = second->data.jobs[0];
+  EXPECT_EQ(j.samplesCompleted, first->data.jobs[0].samplesCompleted + j.samplesThisRun);
+  // The plan's 7 iterations from the start (samplesPlanned counts this run's 3 only).
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld, 34u * 7);
+  std::remove(path.c_str());
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt
