@@ -963,21 +963,25 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
         took = true;
       }
       if (now + predicted * config_.timeScale > deadline) {
-        // It does not fit what is left of the bubble. Its longest head that does runs now; the
-        // rest (or all of it) waits for a later bubble, first in line.
+        // It does not fit what is left of the bubble. Its longest head that does runs now (or,
+        // for an inference chunk with no head that fits, its first samples that do); the rest
+        // (or all of it) waits for a later bubble, first in line.
         WorkItem head;
-        if (!config_.fillSplit ||
-            !dj.fittingHead(item, jr.shape, (deadline - now) / config_.timeScale, &head,
-                            &predicted)) {
-          dj.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs,
-                               (deadline - now) / config_.timeScale);
-          if (predicted * config_.timeScale <= rooms.longest())
-            break; // a bubble of the job can hold it: it waits first in line
-          parked.push_back(item.sampleBegin);
-          ++i;
-          continue;
+        const double roomUs = (deadline - now) / config_.timeScale;
+        if (config_.fillSplit && dj.fittingHead(item, jr.shape, roomUs, &head, &predicted)) {
+          FillQueue::dropHead(dj.backlog.at(i), head);
+        } else {
+          dj.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
+          if (config_.fillSplit && dj.fittingBatch(item, jr.shape, roomUs, &head, &predicted)) {
+            dj.backlog.replace(i, FillQueue::batchRest(item, head));
+          } else {
+            if (predicted * config_.timeScale <= rooms.longest())
+              break; // a bubble of the job can hold it: it waits first in line
+            parked.push_back(item.sampleBegin);
+            ++i;
+            continue;
+          }
         }
-        FillQueue::dropHead(dj.backlog.at(i), head);
         ++jr.chunksSplit;
         if (!started) {
           backend.markStart(ctx, slot);

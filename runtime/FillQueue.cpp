@@ -31,6 +31,15 @@ void Backlog::erase(size_t i) {
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
+void Backlog::replace(size_t i, const WorkItem &w) {
+  WorkItem &old = items_.at(i);
+  auto it = batches_.find(old.sampleBegin);
+  if (--it->second == 0)
+    batches_.erase(it);
+  old = w;
+  ++batches_[w.sampleBegin];
+}
+
 size_t Backlog::firstNotParked(size_t i, const std::vector<uint64_t> &parked) const {
   while (i < items_.size() &&
          std::find(parked.begin(), parked.end(), items_[i].sampleBegin) != parked.end())
@@ -204,6 +213,33 @@ bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double 
     }
   }
   return false;
+}
+
+bool FillQueue::fittingBatch(const WorkItem &item, const JobShape &shape, double roomUs,
+                             WorkItem *part, double *predictedUs) const {
+  if (shape.kind != PFRT_FILL_INFERENCE || item.passBegin != 0 || item.passEnd != shape.passes ||
+      item.batch < 2 || !(roomUs > 0) || flights.count(item.sampleBegin))
+    return false;
+  for (uint32_t k = item.batch / 2; k >= 1; k /= 2) {
+    const double planned = item.plannedUs * k / item.batch;
+    const double predicted = predictor.predict(item.passBegin, item.passEnd, k, planned);
+    if (predicted <= roomUs) {
+      *part = item;
+      part->batch = k;
+      part->plannedUs = planned;
+      *predictedUs = predicted;
+      return true;
+    }
+  }
+  return false;
+}
+
+WorkItem FillQueue::batchRest(const WorkItem &item, const WorkItem &part) {
+  WorkItem rest = item;
+  rest.sampleBegin = item.sampleBegin + part.batch;
+  rest.batch = item.batch - part.batch;
+  rest.plannedUs = std::max(0.0, item.plannedUs - part.plannedUs);
+  return rest;
 }
 
 std::vector<double> FillQueue::plannedHeadsUs(const WorkItem &item, const JobShape &shape) {

@@ -4,7 +4,8 @@
 // - a planned chunk runs the samples the periodic plan gives it in this iteration (ownWork);
 // - a continuation runs only on a batch in flight (or queued) and only after the pass before it;
 // - deferred work runs before newer work of the job (callers push to the back of `backlog`), except
-//   that a chunk no bubble can hold is passed over (Session::drain, Executor::runFill);
+//   that a chunk no bubble can hold is passed over (Session::drain, Executor::runFill), and an
+//   inference chunk with no head that fits runs its first samples that do (fittingBatch);
 // - a run times the chunk on the backend's stream clock and teaches the predictor.
 #ifndef PFRT_FILL_QUEUE_H
 #define PFRT_FILL_QUEUE_H
@@ -55,6 +56,9 @@ public:
   // Removes item i (an item runs behind one that no bubble can hold: Session::drain,
   // Executor::runFill).
   void erase(size_t i);
+  // Makes item i `w`, which may be of another batch (the rest of a chunk whose first samples run
+  // now: FillQueue::fittingBatch).
+  void replace(size_t i, const WorkItem &w);
   // The first item from `i` on whose batch is not in `parked` (size() when none): the batches of
   // chunks that no bubble can hold, passed over with their later passes (docs/runtime.md §4b).
   size_t firstNotParked(size_t i, const std::vector<uint64_t> &parked) const;
@@ -155,6 +159,17 @@ struct FillQueue {
   bool fittingHead(const WorkItem &item, const JobShape &shape, double roomUs, WorkItem *head,
                    double *predictedUs) const;
   static void dropHead(WorkItem &item, const WorkItem &head);
+  // The bubble bound's split of an inference chunk by samples, when no head of it fits: the
+  // largest of item.batch / 2, / 4, ... (at least 1) whose chunk, the first samples of `item`
+  // with its passes, planned at item.plannedUs in proportion to its samples, is predicted to fit
+  // `roomUs` (planned us). Only for a chunk that begins and completes its batch (passes
+  // [0, shape.passes)) whose batch is not in flight: the samples not run are a batch of their
+  // own, with nothing else of the plan to continue it. Never for training, whose batch is an
+  // optimizer step. False when none fits. batchRest gives what stays queued.
+  bool fittingBatch(const WorkItem &item, const JobShape &shape, double roomUs, WorkItem *part,
+                    double *predictedUs) const;
+  // The samples of `item` after `part` (fittingBatch), with the rest of its planned time.
+  static WorkItem batchRest(const WorkItem &item, const WorkItem &part);
   // The planned time of each head of `item`, passes [item.passBegin, item.passBegin + k) for
   // k = 0 .. its pass count: its planned time in proportion to the passes' planned costs (by
   // pass count where those are 0).

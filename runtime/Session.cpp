@@ -878,15 +878,21 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
       const double roomUs = (task.deadlineUs - admittedUs_) / config_.timeScale;
       if (!config_.fillBounded || stopped(task))
         return false;
-      if (!config_.fillSplit || !js.fittingHead(item, js.shape, roomUs, &head, &predicted)) {
+      if (config_.fillSplit && js.fittingHead(item, js.shape, roomUs, &head, &predicted)) {
+        FillQueue::dropHead(js.backlog.at(i), head);
+      } else {
         js.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
-        if (!starving(predicted))
-          return false;
-        parked.push_back(item.sampleBegin);
-        ++i;
-        continue;
+        // An inference chunk with no head that fits: its first samples that fit run now.
+        if (config_.fillSplit && js.fittingBatch(item, js.shape, roomUs, &head, &predicted)) {
+          js.backlog.replace(i, FillQueue::batchRest(item, head));
+        } else {
+          if (!starving(predicted))
+            return false;
+          parked.push_back(item.sampleBegin);
+          ++i;
+          continue;
+        }
       }
-      FillQueue::dropHead(js.backlog.at(i), head);
       ++js.chunksSplit;
       if (exec(js, job, head, predicted, task, !own))
         return false; // stopped between passes: the bubble is over

@@ -124,7 +124,8 @@ typedef enum pfrt_fill_policy {
   /* Bubble-bound (default): a chunk starts only if its predicted time fits the rest of its
    * bubble; otherwise the longest head of it (its first passes, whole layers) that fits runs and
    * the rest of the chunk, or all of it when not even one pass fits, is deferred, in order, to a
-   * later bubble of its job (nothing lost). */
+   * later bubble of its job (nothing lost). An inference chunk with no head that fits runs its
+   * first samples that fit (half its batch, a quarter, ...), the rest first in line. */
   PFRT_FILL_BOUNDED = 0,
   /* Every chunk runs when its stream reaches it, however late (for measuring what the bound
    * saves; on a GPU this is what stream priorities alone give). */

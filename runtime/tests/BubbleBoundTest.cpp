@@ -28,6 +28,16 @@ pfrt_options bounded(uint32_t iterations) {
   return o;
 }
 
+// Whole chunks: these tests' one-pass inference chunks are deferred (or passed over) whole, as
+// under PFRT_FILL_BOUNDED before it ran the first samples of such a chunk that fit
+// (ChunkSplitTest.AnInferenceChunkWithNoHeadThatFitsRunsItsFirstSamples); their arithmetic is
+// that of whole chunks.
+pfrt_options boundedWhole(uint32_t iterations) {
+  pfrt_options o = hostOptions(iterations);
+  o.fill_policy = PFRT_FILL_BOUNDED_WHOLE;
+  return o;
+}
+
 // The reference: every chunk runs where planned (unbounded), whatever it overruns.
 double referenceChecksum() {
   ProgramPtr p = misPredicted();
@@ -38,7 +48,7 @@ double referenceChecksum() {
 
 TEST(BubbleBoundTest, MisPredictedChunksAreDeferredNotLost) {
   ProgramPtr p = misPredicted();
-  ReportPtr r = runOk(p.get(), bounded(7));
+  ReportPtr r = runOk(p.get(), boundedWhole(7));
   ASSERT_TRUE(r);
   const RunResult::Job &j = r->data.jobs[0];
   if (getenv("PFRT_DEBUG"))
@@ -84,7 +94,7 @@ TEST(BubbleBoundTest, SamplesAreConservedAcrossIterations) {
 TEST(BubbleBoundTest, DeferredWorkSurvivesCheckpointAndResume) {
   ProgramPtr p = misPredicted();
   const std::string path = tempPath("bound.ckpt");
-  pfrt_options o = bounded(3);
+  pfrt_options o = boundedWhole(3);
   o.checkpoint_path = path.c_str();
   ReportPtr first = runOk(p.get(), o);
   ASSERT_TRUE(first);
@@ -193,7 +203,7 @@ TEST(BubbleBoundTest, AChunkNoBubbleCanHoldDoesNotHoldUpTheRest) {
   ProgramPtr p = bigChunkInAShortBubble();
   ASSERT_TRUE(p);
   constexpr uint32_t kIterations = 6;
-  ReportPtr r = runOk(p.get(), bounded(kIterations));
+  ReportPtr r = runOk(p.get(), boundedWhole(kIterations));
   ASSERT_TRUE(r);
   const RunResult::Job &j = r->data.jobs[0];
   uint32_t lateSmall = 0, lateBig = 0;
@@ -228,7 +238,7 @@ TEST(BubbleBoundTest, AChunkNoBubbleCanHoldKeepsItsPlaceInTheCheckpoint) {
   ASSERT_TRUE(p);
   const std::string path = tempPath("parked.ckpt");
   std::remove(path.c_str());
-  pfrt_options o = bounded(4);
+  pfrt_options o = boundedWhole(4);
   o.checkpoint_path = path.c_str();
   ReportPtr first = runOk(p.get(), o);
   ASSERT_TRUE(first);
@@ -402,7 +412,7 @@ TEST(BubbleBoundTest, BubbleLengthIsLearnedFromPastIterations) {
   ASSERT_TRUE(p);
   pfrt_options o = hostOptions(4);
   o.time_model = PFRT_TIME_MEASURED;
-  o.fill_policy = PFRT_FILL_BOUNDED;
+  o.fill_policy = PFRT_FILL_BOUNDED_WHOLE; // the chunk whole (see boundedWhole)
   o.stage = 0;
   host::setWorkFactorForTesting(4); // 4x: the bubble lasts ~16 ms, well past the chunk's 5
   ReportPtr r = runOk(p.get(), o);

@@ -33,8 +33,10 @@ using SessionPtr = std::unique_ptr<pfrt_session, SessionDeleter>;
 // the bubble and runs one chunk of all `layers` layers of a batch of kBatch samples, planned at
 // its true cost (layers x batch x usPerSample) unless plannedUs says otherwise. The job has
 // kBatch samples per iteration.
+// A training job's chunk runs the forward and the backward passes of its layers (2 x layers
+// passes), planned at forward + backward (twice the forward: the default) unless plannedUs says.
 ProgramPtr overCommitted(uint32_t iterations, double usPerSample, uint32_t layers = kLayers,
-                         double plannedUs = -1) {
+                         double plannedUs = -1, pfrt_fill_kind kind = PFRT_FILL_INFERENCE) {
   pfrt_program *raw = nullptr;
   EXPECT_EQ(pfrt_program_create("split", &raw), PFRT_OK);
   ProgramPtr p(raw);
@@ -49,7 +51,7 @@ ProgramPtr overCommitted(uint32_t iterations, double usPerSample, uint32_t layer
   PFRT_EXPECT_OK(pfrt_program_create_event(p.get(), dev, "bubble", &ev));
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
+  jd.kind = kind;
   jd.samples = uint64_t(kBatch) * iterations;
   PFRT_EXPECT_OK(pfrt_program_add_fill_job(p.get(), &jd, &job));
   for (uint32_t l = 0; l < layers; ++l) {
@@ -72,9 +74,10 @@ ProgramPtr overCommitted(uint32_t iterations, double usPerSample, uint32_t layer
   PFRT_EXPECT_OK(pfrt_program_enqueue_wait(p.get(), dev, fill, ev));
   pfrt_fill_chunk_desc c{};
   c.job = job;
-  c.layer_end = layers;
+  const bool training = kind == PFRT_FILL_TRAINING;
+  c.layer_end = training ? 2 * layers : layers;
   c.batch = kBatch;
-  c.planned_us = plannedUs >= 0 ? plannedUs : layers * kBatch * usPerSample;
+  c.planned_us = plannedUs >= 0 ? plannedUs : (training ? 3 : 1) * layers * kBatch * usPerSample;
   PFRT_EXPECT_OK(pfrt_program_enqueue_fill(p.get(), dev, fill, &c));
   return p;
 }
@@ -247,6 +250,114 @@ TEST(ChunkSplitTest, TheRestOfASplitChunkSurvivesCheckpointAndResume) {
               1e-9 * std::abs(straight->data.jobs[0].checksum));
 }
 
+// An inference chunk with no head that fits (one layer: a batch of 4 samples of 1 ms in a 2.5 ms
+// bubble) runs its first samples that do, half its batch (2 ms), and the other half waits first
+// in line as a batch of its own (the chunk's planned time shared by samples) for the next
+// bubble: every bubble runs 2 samples. With whole chunks (the contrast; the same as
+// PFRT_FILL_BOUNDED before batches were split) nothing ever runs: the chunk fits no bubble.
+constexpr double kOneLayerUsPerSample = 1000; // a one-layer chunk of kBatch samples: 4 ms
+
+TEST(ChunkSplitTest, AnInferenceChunkWithNoHeadThatFitsRunsItsFirstSamples) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kOneLayerUsPerSample, /*layers=*/1);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ReportPtr whole = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED_WHOLE));
+  ASSERT_TRUE(r && whole);
+  const RunResult::Job &j = r->data.jobs[0];
+  if (getenv("PFRT_DEBUG"))
+    for (const auto &c : r->data.chunkRuns)
+      fprintf(stderr, "it %lld batch %u pred %.0f start %.0f end %.0f deferred %d\n",
+              (long long)c.iteration, c.batch, c.predictedUs, c.start, c.end, c.deferred);
+  // Iteration 2k splits batch k (its first 2 samples run); iteration 2k + 1 runs the other 2.
+  ASSERT_EQ(r->data.chunkRuns.size(), size_t(kIterations));
+  for (size_t k = 0; k < r->data.chunkRuns.size(); ++k) {
+    EXPECT_EQ(r->data.chunkRuns[k].iteration, int64_t(k));
+    EXPECT_EQ(r->data.chunkRuns[k].batch, kBatch / 2) << "iteration " << k;
+  }
+  EXPECT_EQ(j.chunksSplit, kIterations / 2);
+  EXPECT_EQ(j.samplesCompleted, uint64_t(kBatch / 2) * kIterations);
+  EXPECT_EQ(r->data.overrunCount, 0u);
+  // Nothing lost, nothing twice (the identity of docs/runtime.md §4b).
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            uint64_t(kBatch) * kIterations);
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            j.samplesPlanned + j.samplesInFlightPlanned);
+  EXPECT_EQ(whole->data.jobs[0].chunksRun, 0u);
+  EXPECT_EQ(whole->data.jobs[0].samplesCompleted, 0u);
+  // The outputs of the samples it completed (the first 12) are those of whole batches.
+  ReportPtr ref = runOk(p.get(), hostOptions(uint32_t(j.samplesCompleted / kBatch)));
+  ASSERT_TRUE(ref);
+  ASSERT_EQ(ref->data.jobs[0].samplesCompleted, j.samplesCompleted);
+  EXPECT_NEAR(j.checksum, ref->data.jobs[0].checksum, 1e-9 * std::abs(j.checksum));
+}
+
+// A training batch is one optimizer step: the same plan as a training job (the forward pass of
+// 2 ms, the backward of 4 ms) runs heads of whole batches only. The forward of each batch runs;
+// its backward fits no bubble and is passed over, never cut into fewer samples.
+TEST(ChunkSplitTest, ATrainingChunkIsNeverSplitBySamples) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kOneLayerUsPerSample / 2, /*layers=*/1,
+                               /*plannedUs=*/-1, PFRT_FILL_TRAINING);
+  ASSERT_TRUE(p);
+  ReportPtr r = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(r);
+  const RunResult::Job &j = r->data.jobs[0];
+  ASSERT_GE(r->data.chunkRuns.size(), 1u);
+  for (const auto &c : r->data.chunkRuns) {
+    EXPECT_EQ(c.batch, kBatch) << "iteration " << c.iteration;
+    EXPECT_EQ(c.passBegin, 0u) << "iteration " << c.iteration;
+    EXPECT_EQ(c.passEnd, 1u) << "iteration " << c.iteration;
+  }
+  EXPECT_EQ(j.samplesCompleted, 0u);
+  EXPECT_EQ(j.steps, 0u);
+  EXPECT_EQ(j.samplesCompleted + j.samplesPending + j.samplesHeld,
+            uint64_t(kBatch) * kIterations);
+}
+
+// A checkpoint taken while the rest of a chunk split by samples waits: it is deferred work of
+// its own batch in the checkpoint (samples 2 and 3), and the resumed run goes on as one run
+// straight through (the same samples done, pending and held, the same outputs).
+TEST(ChunkSplitTest, TheSamplesNotRunOfASplitChunkSurviveCheckpointAndResume) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, kOneLayerUsPerSample, /*layers=*/1);
+  ASSERT_TRUE(p);
+  const std::string path = tempPath("split-samples.ckpt");
+  std::remove(path.c_str());
+  pfrt_options o = bounded(1, PFRT_FILL_BOUNDED);
+  o.checkpoint_path = path.c_str();
+  ReportPtr first = runOk(p.get(), o); // iteration 0: samples 0 and 1
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->data.jobs[0].samplesCompleted, kBatch / 2);
+  EXPECT_EQ(first->data.jobs[0].samplesPending, kBatch / 2);
+  {
+    pipefill::rt::FillCheckpoint cp;
+    std::string problem;
+    ASSERT_EQ(readCheckpointFile(path, programFingerprint(p->program), cp, problem),
+              CheckpointStatus::Ok)
+        << problem;
+    ASSERT_EQ(cp.jobs(0).devices_size(), 1);
+    ASSERT_EQ(cp.jobs(0).devices(0).deferred_size(), 1);
+    EXPECT_EQ(cp.jobs(0).devices(0).deferred(0).sample_begin(), kBatch / 2);
+    EXPECT_EQ(cp.jobs(0).devices(0).deferred(0).batch(), kBatch / 2);
+    EXPECT_EQ(cp.jobs(0).devices(0).in_flight_size(), 0);
+  }
+  o.iterations = kIterations;
+  ReportPtr rest = runOk(p.get(), o);
+  ASSERT_TRUE(rest);
+  ReportPtr straight = runOk(p.get(), bounded(kIterations, PFRT_FILL_BOUNDED));
+  ASSERT_TRUE(straight);
+  const RunResult::Job &a = straight->data.jobs[0], &b = rest->data.jobs[0];
+  EXPECT_TRUE(rest->data.resumed);
+  EXPECT_EQ(b.samplesCompleted, a.samplesCompleted);
+  EXPECT_EQ(b.samplesPending, a.samplesPending);
+  EXPECT_EQ(b.samplesHeld, a.samplesHeld);
+  EXPECT_EQ(b.samplesCompleted + b.samplesPending + b.samplesHeld,
+            uint64_t(kBatch) * kIterations);
+  EXPECT_NEAR(b.checksum, a.checksum, 1e-9 * std::abs(a.checksum));
+  std::remove(path.c_str());
+}
+
 // The report says why chunks overran. A one-layer chunk planned at 200 us really takes 4 ms
 // (modelled time): in iteration 0 the plan's prediction admits it into the 2.5 ms bubble and it
 // overruns, all of it because it ran longer than predicted; from then on it is predicted at its
@@ -254,7 +365,8 @@ TEST(ChunkSplitTest, TheRestOfASplitChunkSurvivesCheckpointAndResume) {
 TEST(ChunkSplitTest, ReportSplitsOverrunsIntoLongerThanPredictedAndShorterBubbles) {
   ProgramPtr p = overCommitted(3, 1000.0, /*layers=*/1, /*plannedUs=*/200);
   ASSERT_TRUE(p);
-  ReportPtr r = runOk(p.get(), bounded(3, PFRT_FILL_BOUNDED));
+  // Whole chunks: under PFRT_FILL_BOUNDED its first 2 samples would run in the next bubbles.
+  ReportPtr r = runOk(p.get(), bounded(3, PFRT_FILL_BOUNDED_WHOLE));
   ASSERT_TRUE(r);
   const ReportData &d = r->data;
   EXPECT_EQ(d.jobs[0].chunksRun, 1u);
@@ -364,6 +476,43 @@ TEST(ChunkSplitTest, SessionsRunHeadsOfChunksToo) {
   // machine runs fill less than ~4x slower than calibrated (one CI run was over 2.5x slower).
   EXPECT_GE(run[0], 2u);
   EXPECT_GE(completed[0], kBatch);
+  EXPECT_EQ(run[1], 0u);
+  EXPECT_EQ(completed[1], 0u);
+}
+
+// Sessions split inference chunks by samples too. On the real clock: a one-layer chunk of 4
+// samples planned at 40 ms never fits a 25 ms bubble, while its first 2 samples (20 ms, from the
+// plan) do; every chunk run is of 2 samples or fewer (1 where the machine runs the layer much
+// slower than calibrated), and each completes its samples. Whole chunks run nothing.
+TEST(ChunkSplitTest, SessionsRunTheFirstSamplesOfAnInferenceChunk) {
+  constexpr uint32_t kIterations = 6;
+  ProgramPtr p = overCommitted(kIterations, 10000.0, /*layers=*/1);
+  ASSERT_TRUE(p);
+  uint64_t completed[2] = {0, 0}, run[2] = {0, 0};
+  const pfrt_fill_policy policies[2] = {PFRT_FILL_BOUNDED, PFRT_FILL_BOUNDED_WHOLE};
+  for (int k = 0; k < 2; ++k) {
+    SessionPtr s = driveSession(p.get(), policies[k], kIterations, 25000);
+    ASSERT_TRUE(s);
+    pfrt_session_stats st{};
+    ASSERT_EQ(pfrt_session_get_stats(s.get(), &st), PFRT_OK);
+    completed[k] = st.samples_completed;
+    run[k] = st.chunks_run;
+    uint32_t n = 0;
+    ASSERT_EQ(pfrt_session_chunk_count(s.get(), &n), PFRT_OK);
+    uint64_t logged = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      pfrt_session_chunk c{};
+      ASSERT_EQ(pfrt_session_chunk_get(s.get(), i, &c), PFRT_OK);
+      EXPECT_LE(c.batch, kBatch / 2) << "chunk " << i;
+      logged += c.batch;
+    }
+    EXPECT_EQ(logged, completed[k]);
+    if (k == 0) {
+      EXPECT_GE(st.chunks_split, 1u);
+    }
+  }
+  EXPECT_GE(run[0], 1u);
+  EXPECT_GE(completed[0], kBatch / 2);
   EXPECT_EQ(run[1], 0u);
   EXPECT_EQ(completed[1], 0u);
 }

@@ -370,7 +370,9 @@ TEST_F(CudaBackendTest, LongFillChunkDoesNotBlockMain) {
 TEST_F(CudaBackendTest, BoundedFillDefersWhatDoesNotFitItsBubble) {
   ProgramPtr p = misPredictedProgram();
   pfrt_options o = cudaOptions(7);
-  o.fill_policy = PFRT_FILL_BOUNDED;
+  // Whole chunks, as the host test's (BubbleBoundTest::boundedWhole): PFRT_FILL_BOUNDED would run
+  // the first samples of the 1 ms bubble's chunk that fit.
+  o.fill_policy = PFRT_FILL_BOUNDED_WHOLE;
   ReportPtr r = runOk(p.get(), o);
   ASSERT_TRUE(r);
   const RunResult::Job &j = r->data.jobs[0];
@@ -764,7 +766,8 @@ private:
 // once a chunk was measured, the 1 ms bubble's chunk never fits and runs in the next 20 ms bubble.
 TEST_F(CudaBackendTest, SessionFillWaitsForTheGpuAndIsBounded) {
   ProgramPtr p = misPredictedProgram();
-  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  // Whole chunks: the executor test's counts (BoundedFillDefersWhatDoesNotFitItsBubble).
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED_WHOLE));
   ASSERT_TRUE(s);
   FrameworkStream fw;
   const std::vector<pfrt_session_bubble> bubbles = sessionBubbles(s.get());
@@ -823,7 +826,8 @@ TEST_F(CudaBackendTest, SessionFillWaitsForTheGpuAndIsBounded) {
 // legacy stream waits for them or they for it). The same loop as above: the same counts.
 TEST_F(CudaBackendTest, SessionFillsBehindTheLegacyDefaultStream) {
   ProgramPtr p = misPredictedProgram();
-  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED));
+  // Whole chunks: the executor test's counts (BoundedFillDefersWhatDoesNotFitItsBubble).
+  SessionPtr s = sessionOk(p.get(), sessionOptions(PFRT_BACKEND_CUDA, PFRT_FILL_BOUNDED_WHOLE));
   ASSERT_TRUE(s);
   cudaStream_t legacy = nullptr; // cudaStreamLegacy's handle as torch passes it: 0
   busy(legacy, 50000);

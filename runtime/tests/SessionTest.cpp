@@ -265,7 +265,7 @@ pfrt_session_bubble_result fillOneBubble(pfrt_session *s, double bubbleUs) {
 TEST(SessionTest, ChunksThatStartEndWithinTheirBubble) {
   const double bubbleUs = 5000;
   ProgramPtr p = oneBubbleSixChunks(bubbleUs);
-  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED_WHOLE));
   uint64_t ran = 0, deferred = 0;
   for (int it = 0; it < 3; ++it) {
     pfrt_session_bubble_result r = fillOneBubble(s.get(), bubbleUs);
@@ -393,7 +393,7 @@ ProgramPtr bigThenSmallChunks() {
 TEST(SessionTest, AChunkNoBubbleCanHoldDoesNotHoldUpTheRest) {
   ProgramPtr p = bigThenSmallChunks();
   ASSERT_TRUE(p);
-  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED_WHOLE));
   ASSERT_TRUE(s);
   for (int it = 0; it < 4; ++it) {
     for (const auto &[bubble, us] : {std::pair<uint32_t, double>{0, 15000}, {1, 10000}}) {
