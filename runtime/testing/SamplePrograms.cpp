@@ -177,6 +177,17 @@ OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &jo
   return p;
 }
 
+OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error) {
+  pfrt_fill_job_desc jd{};
+  jd.name = "chain";
+  jd.kind = PFRT_FILL_INFERENCE;
+  pfrt_fill_layer_desc ld{};
+  ld.kind = PFRT_LAYER_GEMM_CHAIN;
+  ld.dim = 16;
+  ld.planned_us_per_sample = 1000;
+  return oneDeviceProgram(name, jd, ld, layers, nullptr, error);
+}
+
 pfrt_status enqueueFilledBubble(const OneDeviceProgram &p, uint32_t event,
                                 const pfrt_bubble_desc &bubble, const pfrt_fill_chunk_desc *chunk) {
   pfrt_status st = pfrt_program_enqueue_record(p.program, p.device, p.main, event);

@@ -59,6 +59,10 @@ OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &jo
                                   const pfrt_fill_layer_desc &layer, uint32_t layers,
                                   const pfrt_device_desc *device, std::string *error);
 
+// oneDeviceProgram (default device) with one inference job "chain" of `layers` GEMM-chain layers
+// of dimension 16 planned at 1 ms per sample: the calibrated stand-in work of the bound's tests.
+OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error);
+
 // A bubble handed to fill: on the main stream, event `event` recorded and then `bubble`; on the
 // fill stream, a wait on `event` and then `chunk` of the program's job (only the wait when null).
 // Returns the first failing call's status.

@@ -136,15 +136,8 @@ TEST(BubbleBoundTest, DeferredWorkSurvivesCheckpointAndResume) {
 // device 1 main: recv F(14) send
 // device 0 fill: wait(e0) fill(bubble 0, batch 30) wait(e1) fill(bubble 1, 2) fill(bubble 1, 2)
 ProgramPtr bigChunkInAShortBubble() {
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = 1000;
   std::string error;
-  const samples::OneDeviceProgram p = samples::oneDeviceProgram("park", jd, ld, 1, nullptr, &error);
+  const samples::OneDeviceProgram p = samples::chainJobProgram("park", 1, &error);
   EXPECT_NE(p.program, nullptr) << error;
   ProgramPtr owner(p.program);
   if (!p.program)

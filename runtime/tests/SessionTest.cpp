@@ -339,15 +339,8 @@ TEST(SessionTest, BubbleLengthIsLearnedFromPastBubbles) {
 // One job of calibrated work: a 30 ms chunk planned in a 40 ms bubble, then a 10 ms bubble with
 // two 2 ms chunks.
 ProgramPtr bigThenSmallChunks() {
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = 1000;
   std::string error;
-  const samples::OneDeviceProgram p = samples::oneDeviceProgram("park", jd, ld, 1, nullptr, &error);
+  const samples::OneDeviceProgram p = samples::chainJobProgram("park", 1, &error);
   EXPECT_NE(p.program, nullptr) << error;
   ProgramPtr owner(p.program);
   if (!p.program)
@@ -421,15 +414,8 @@ TEST(SessionTest, AChunkNoBubbleCanHoldDoesNotHoldUpTheRest) {
 // Two-pass batches planned as two chunks of one job: pass 0 (30 ms) in bubble 0, pass 1 (2 ms)
 // in bubble 1, each a batch of 30 samples.
 ProgramPtr twoChunkBatches() {
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = 1000;
   std::string error;
-  const samples::OneDeviceProgram p = samples::oneDeviceProgram("park", jd, ld, 2, nullptr, &error);
+  const samples::OneDeviceProgram p = samples::chainJobProgram("park", 2, &error);
   EXPECT_NE(p.program, nullptr) << error;
   ProgramPtr owner(p.program);
   if (!p.program)
