@@ -259,17 +259,21 @@ void FillQueue::dropHead(WorkItem &item, const WorkItem &head) {
 }
 
 void FillQueue::pushRest(const WorkItem &item, const Ran &ran) {
-  // The passes not run, first in line: merged with the chunk's rest when `item` was its head.
+  // The passes not run: merged with the chunk's rest where it waits when `item` was its head (at
+  // the front, or behind chunks passed over: Backlog::firstNotParked), else first in line.
   WorkItem rest = item;
   rest.passBegin = ran.passEnd;
   rest.plannedUs = std::max(0.0, item.plannedUs - ran.plannedUs);
-  if (!backlog.empty() && backlog.front().sampleBegin == item.sampleBegin &&
-      backlog.front().passBegin == item.passEnd) {
-    backlog.front().passBegin = rest.passBegin;
-    backlog.front().plannedUs += rest.plannedUs;
-  } else {
-    backlog.push_front(rest);
-  }
+  if (backlog.holds(item.sampleBegin))
+    for (size_t i = 0; i < backlog.size(); ++i) {
+      WorkItem &w = backlog.at(i);
+      if (w.sampleBegin == item.sampleBegin && w.passBegin == item.passEnd) {
+        w.passBegin = rest.passBegin;
+        w.plannedUs += rest.plannedUs;
+        return;
+      }
+    }
+  backlog.push_front(rest);
 }
 
 FillQueue::Ran FillQueue::run(StreamCtx &ctx, Backend &backend, Flight &flight, uint32_t job,

@@ -201,8 +201,8 @@ struct FillQueue {
           double predictedUs, bool timed, const std::function<double()> &deadlineNow = {},
           int64_t bubbleToken = -1);
 
-  // The passes of `item` from ran.passEnd on, first in line: merged with the chunk's rest when
-  // `item` was a head of it.
+  // The passes of `item` from ran.passEnd on, first in line; merged with the chunk's rest, where
+  // that waits, when `item` was a head of it (one queued item per chunk).
   void pushRest(const WorkItem &item, const Ran &ran);
 
   // Checkpoints: this queue's part of a FillDeviceState (training weights, batches in flight with

@@ -65,6 +65,33 @@ TEST(FillQueueTest, BacklogKnowsItsBatchesLikeAScan) {
   }
 }
 
+// A head of a chunk cut between passes: what it did not run joins the chunk's rest where that waits,
+// also behind a chunk passed over (Session::drain, Executor::runFill run items behind one that
+// fits no bubble). Only the front was looked at, so the rest of a head run at index 1 went to the
+// front as an item of its own: two queued items for one chunk (review finding).
+TEST(FillQueueTest, TheRestOfACutHeadJoinsItsChunkBehindAPassedOverOne) {
+  FillQueue q;
+  q.backlog.push_back(item(0, 0, 1));  // passed over: fits no bubble
+  WorkItem chunk = item(4, 0, 4);      // its head [0, 2) runs, cut after pass 1
+  WorkItem head = item(4, 0, 2);
+  q.backlog.push_back(chunk);
+  FillQueue::dropHead(q.backlog.at(1), head); // [2, 4) waits at index 1
+  FillQueue::Ran ran;
+  ran.passEnd = 1;
+  ran.plannedUs = 10;
+  q.pushRest(head, ran);
+  ASSERT_EQ(q.backlog.size(), 2u) << "the chunk is one queued item";
+  EXPECT_EQ(q.backlog.at(0).sampleBegin, 0u);
+  EXPECT_EQ(q.backlog.at(1).sampleBegin, 4u);
+  EXPECT_EQ(q.backlog.at(1).passBegin, 1u);
+  EXPECT_EQ(q.backlog.at(1).passEnd, 4u);
+  EXPECT_DOUBLE_EQ(q.backlog.at(1).plannedUs, 30.0); // 10 not run of the head + 20 of [2, 4)
+  // A whole item cut (not a head): its rest is first in line, as before.
+  q.pushRest(item(8, 0, 4), ran);
+  EXPECT_EQ(q.backlog.front().sampleBegin, 8u);
+  EXPECT_EQ(q.backlog.front().passBegin, 1u);
+}
+
 // A continuation (layers [2, 4) of a batch of 4 samples per iteration) runs only when its batch is
 // in flight or queued; with the batch in flight and nothing queued it must also be at its pass.
 TEST(FillQueueTest, ContinuationNeedsItsBatchInFlightOrQueued) {
