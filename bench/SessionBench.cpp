@@ -27,15 +27,8 @@
 namespace {
 
 pfrt_program *makeProgram(bool withChunk, std::string *error) {
-  pfrt_fill_job_desc jd{};
-  jd.name = "chain";
-  jd.kind = PFRT_FILL_INFERENCE;
-  pfrt_fill_layer_desc ld{};
-  ld.kind = PFRT_LAYER_GEMM_CHAIN;
-  ld.dim = 16;
-  ld.planned_us_per_sample = 100;
   const pfrt::samples::OneDeviceProgram p =
-      pfrt::samples::oneDeviceProgram("bench", jd, ld, 1, nullptr, error);
+      pfrt::samples::chainJobProgram("bench", 1, error, /*usPerSample=*/100);
   if (!p.program)
     return nullptr;
   uint32_t ev = 0;

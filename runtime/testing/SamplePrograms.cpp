@@ -177,15 +177,26 @@ OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &jo
   return p;
 }
 
-OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error) {
+OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error,
+                                 double usPerSample) {
   pfrt_fill_job_desc jd{};
   jd.name = "chain";
   jd.kind = PFRT_FILL_INFERENCE;
   pfrt_fill_layer_desc ld{};
   ld.kind = PFRT_LAYER_GEMM_CHAIN;
   ld.dim = 16;
-  ld.planned_us_per_sample = 1000;
+  ld.planned_us_per_sample = usPerSample;
   return oneDeviceProgram(name, jd, ld, layers, nullptr, error);
+}
+
+pfrt_fill_chunk_desc chainChunk(uint32_t bubble, uint32_t batch, uint64_t sampleBegin) {
+  pfrt_fill_chunk_desc c{};
+  c.bubble_id = bubble;
+  c.layer_end = 1;
+  c.batch = batch;
+  c.sample_begin = sampleBegin;
+  c.planned_us = 1000.0 * batch;
+  return c;
 }
 
 pfrt_status enqueueFilledBubble(const OneDeviceProgram &p, uint32_t event,

@@ -60,8 +60,13 @@ OneDeviceProgram oneDeviceProgram(const char *name, const pfrt_fill_job_desc &jo
                                   const pfrt_device_desc *device, std::string *error);
 
 // oneDeviceProgram (default device) with one inference job "chain" of `layers` GEMM-chain layers
-// of dimension 16 planned at 1 ms per sample: the calibrated stand-in work of the bound's tests.
-OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error);
+// of dimension 16 planned at `usPerSample` per sample: the calibrated stand-in work of the bound's
+// tests and benchmarks.
+OneDeviceProgram chainJobProgram(const char *name, uint32_t layers, std::string *error,
+                                 double usPerSample = 1000);
+// A one-pass chunk of that job (layer 0) in bubble `bubble`: `batch` samples from `sampleBegin`,
+// planned at 1 ms per sample.
+pfrt_fill_chunk_desc chainChunk(uint32_t bubble, uint32_t batch, uint64_t sampleBegin);
 
 // A bubble handed to fill: on the main stream, event `event` recorded and then `bubble`; on the
 // fill stream, a wait on `event` and then `chunk` of the program's job (only the wait when null).

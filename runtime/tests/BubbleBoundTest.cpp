@@ -148,15 +148,7 @@ ProgramPtr bigChunkInAShortBubble() {
                                                 PFRT_PRIORITY_DEFAULT, "main", &m1));
   EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.program, p.device, "big", &big));
   EXPECT_EQ(PFRT_OK, pfrt_program_create_event(p.program, p.device, "small", &small));
-  auto chunk = [](uint32_t bubble, uint32_t batch, uint64_t sample) {
-    pfrt_fill_chunk_desc c{};
-    c.bubble_id = bubble;
-    c.layer_end = 1;
-    c.batch = batch;
-    c.sample_begin = sample;
-    c.planned_us = 1000.0 * batch;
-    return c;
-  };
+  const auto chunk = samples::chainChunk;
   const uint32_t d0 = p.device, m0 = p.main;
   pfrt_bubble_desc b{};
   EXPECT_EQ(PFRT_OK,

@@ -348,15 +348,7 @@ ProgramPtr bigThenSmallChunks() {
   uint32_t big = 0, small = 0;
   pfrt_program_create_event(p.program, p.device, "big", &big);
   pfrt_program_create_event(p.program, p.device, "small", &small);
-  auto chunk = [](uint32_t bubble, uint32_t batch, uint64_t sample) {
-    pfrt_fill_chunk_desc c{};
-    c.bubble_id = bubble;
-    c.layer_end = 1;
-    c.batch = batch;
-    c.sample_begin = sample;
-    c.planned_us = 1000.0 * batch;
-    return c;
-  };
+  const auto chunk = samples::chainChunk;
   pfrt_bubble_desc b{};
   b.emulate_idle = 1;
   pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
