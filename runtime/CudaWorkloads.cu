@@ -630,8 +630,9 @@ public:
     *st.gateHost = GateState{}; // no gate of this stream is in flight (the last chunk was waited)
     for (uint32_t p = ex.passBegin; p < ex.passEnd; ++p) {
       if (p > ex.passBegin && !warming_) {
+        // Written by the gate kernels in flight (mapped memory, __threadfence_system after).
         GateState seen;
-        seen.stop = static_cast<const volatile GateState *>(st.gateHost)->stop;
+        seen.stop = __atomic_load_n(&st.gateHost->stop, __ATOMIC_ACQUIRE);
         // The slack: the calibration's error, and 10 us for the clocks' drift since it was read.
         if (gateSureToRefuse(seen, hostNowUs(), ex.passNeedUs[p - ex.passBegin], ex.deadlineUs,
                              dev_.gtErrUs + 10.0))
