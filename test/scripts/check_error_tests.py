@@ -4,7 +4,8 @@
 Every error a user can meet has a test that expects it (STYLE.md). This reads the
 error sites of the sources (C++: Error(...), usageError(...), fail(...), error(...),
 errorAt(...), emitError(...) << ..., emitOpError(...), std::runtime_error(...),
-std::invalid_argument(...), llvm::createStringError(...); Python: raise XError(...)),
+std::invalid_argument(...), llvm::createStringError(...), and lines printed to stderr
+that say "error" or "cannot"; Python: raise XError(...)),
 takes the message's literal text between its variable parts, and looks for it in the
 test sources (folders named tests, test/, python/tests). A site counts as tested when
 one literal part of at least MIN_PART characters appears there (case and spacing
@@ -27,6 +28,10 @@ CPP = (".cpp", ".h", ".cu", ".cc")
 CALL = re.compile(
     r"\b(?:usageError|emitError|emitOpError|createStringError|runtime_error|"
     r"invalid_argument|fail|errorAt|error|Error)\s*\(")
+# Errors printed directly (a tool's own "error:" or "cannot ..." line).
+PRINT = re.compile(r"\bfprintf\s*\(\s*stderr\b|\berrs\(\)\s*<<|\bstd::cerr\s*<<")
+PRINTED_ERROR = re.compile(r"error|cannot", re.IGNORECASE)
+TOOL_PREFIX = re.compile(r"^[\w.%-]+:\s*(?:error|warning):\s*")
 PY_RAISE = re.compile(r"\braise\s+\w*(?:Error|Exception)\s*\(")
 LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 PY_LITERAL = re.compile(r"""[rbf]{0,2}("|')((?:(?!\1)[^\\\n]|\\.)*)\1""")
@@ -79,7 +84,7 @@ def message_parts(stmt, python):
         literals = [m.group(1) for m in LITERAL.finditer(stmt)]
     parts = []
     for lit in literals:
-        for piece in FORMAT.split(lit):
+        for piece in FORMAT.split(TOOL_PREFIX.sub("", lit)):
             piece = normalize(piece).strip(" .,:;'`")
             if len(piece) >= MIN_PART:
                 parts.append(piece)
@@ -99,8 +104,14 @@ def error_sites(files, root, folders):
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
             src = f.read()
-        for m in (PY_RAISE if python else CALL).finditer(src):
-            parts = message_parts(statement(src, m.start(), python), python)
+        calls = [(m, False) for m in (PY_RAISE if python else CALL).finditer(src)]
+        if not python:
+            calls += [(m, True) for m in PRINT.finditer(src)]
+        for m, printed in sorted(calls, key=lambda c: c[0].start()):
+            stmt = statement(src, m.start(), python)
+            if printed and not PRINTED_ERROR.search(" ".join(LITERAL.findall(stmt))):
+                continue  # a warning, progress or a report line
+            parts = message_parts(stmt, python)
             if parts:
                 line = src.count("\n", 0, m.start()) + 1
                 yield rel, line, parts
