@@ -85,7 +85,7 @@ def message_parts(stmt, python):
     parts = []
     for lit in literals:
         for piece in FORMAT.split(TOOL_PREFIX.sub("", lit)):
-            piece = normalize(piece).strip(" .,:;'`")
+            piece = normalize(piece).strip(" .,:;'`()")
             if len(piece) >= MIN_PART:
                 parts.append(piece)
     return parts
@@ -170,7 +170,9 @@ def main(argv):
         return 2
     root, baseline_path, folders = argv[1], argv[2], argv[3:]
     baseline = read_baseline(baseline_path)
-    skip = {os.path.abspath(baseline_path), os.path.abspath(__file__)}
+    # Not tests: this script, the baseline given, and a baseline of the tree by its usual name.
+    skip = {os.path.abspath(p) for p in
+            (baseline_path, __file__, os.path.join(root, "test/scripts/error_tests_baseline.txt"))}
     files = tracked_files(root)
     corpus = test_corpus(files, root, skip)
     sites = tested = 0
