@@ -846,6 +846,9 @@ private:
                            "time)\n", config_.rank, why.c_str());
       return;
     }
+    if (config_.verbose)
+      std::fprintf(stderr, "pfrt: rank %d: NCCL %s from %s\n", config_.rank,
+                   ncclVersionName(api->version).c_str(), api->path.c_str());
     GpuDevice &g = *gpus_.at(devices.front());
     PFRT_CUDA(cudaSetDevice(g.gpu));
     // Every rank must take part in the id exchange, even one whose device has no crossing

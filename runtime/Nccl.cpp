@@ -30,6 +30,13 @@ std::string linkName(const std::vector<ChannelKey> &link) {
          std::to_string(link.size()) + " channels)";
 }
 
+std::string ncclVersionName(int code) {
+  const bool old = code < 10000; // before 2.9
+  const int major = old ? code / 1000 : code / 10000;
+  const int minor = old ? code % 1000 / 100 : code % 10000 / 100;
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
 namespace {
 
 template <typename Fn> bool resolve(void *handle, const char *name, Fn &out, std::string &missing) {
@@ -143,13 +150,17 @@ std::shared_ptr<const NcclApi> loadNccl(std::string &error) {
   resolve(handle, "ncclGroupEnd", api->groupEnd, missing);
   if (!missing.empty()) {
     error = "the NCCL library '" + path + "' lacks " + missing + " (NCCL " +
-            std::to_string(NCCL_MAJOR) + ".x or newer is needed)";
+            ncclVersionName(kNcclOldest) + " or newer is needed)";
     dlclose(handle);
     return nullptr;
   }
-  if (api->getVersion(&api->version) != ncclSuccess || api->version / 10000 < NCCL_MAJOR) {
-    error = "the NCCL library '" + path + "' is version " + std::to_string(api->version) +
-            "; NCCL " + std::to_string(NCCL_MAJOR) + ".x or newer is needed";
+  // 2.19 or newer: before it, a thread's group job was one at a time, so a second nonblocking
+  // call (the next communicator, or a send right after a receive) could fail with "invalid usage"
+  // while the first was still in progress.
+  if (api->getVersion(&api->version) != ncclSuccess || api->version < kNcclOldest) {
+    error = "the NCCL library '" + path + "' is version " + ncclVersionName(api->version) +
+            "; NCCL " + ncclVersionName(kNcclOldest) +
+            " or newer is needed (point PFRT_NCCL_LIBRARY at a newer libnccl.so.2)";
     dlclose(handle);
     return nullptr;
   }
@@ -193,15 +204,47 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
                       " has another list of channels than rank " + std::to_string(me) +
                       " (do all ranks run the same program?)");
   }
-  // Every communicator of this rank, created nonblocking, then polled together.
   for (int r = 0; r < transport.world(); ++r) {
-    const std::vector<const std::vector<ChannelKey> *> theirs = crossing(links, transport, r);
+    const size_t theirs = crossing(links, transport, r).size();
     const std::string &part = all[static_cast<size_t>(r)];
-    if (part.size() != head + theirs.size() * sizeof(ncclUniqueId))
+    if (part.size() != head + theirs * sizeof(ncclUniqueId))
       throw Error(PFRT_ERROR_INTERNAL,
                   "NCCL setup: rank " + std::to_string(r) + " sent " +
                       std::to_string(part.size()) + " bytes of ids for " +
-                      std::to_string(theirs.size()) + " links (do all ranks run the same program?)");
+                      std::to_string(theirs) + " links (do all ranks run the same program?)");
+  }
+  // Every communicator of this rank, created nonblocking in one group (NCCL's way to make
+  // several from one thread), then polled together.
+  ncclResult_t group = api_->groupStart();
+  if (group != ncclSuccess)
+    fail("(all)", nullptr, "ncclGroupStart (creating the communicators)", group);
+  try {
+    createCommunicators(links, transport, all, head);
+  } catch (...) {
+    api_->groupEnd();
+    close(true);
+    throw;
+  }
+  group = api_->groupEnd();
+  if (group != ncclSuccess && group != ncclInProgress) {
+    close(true);
+    fail("(all)", nullptr, "ncclGroupEnd (creating the communicators)", group);
+  }
+  try {
+    settleAll("creating the communicator");
+  } catch (...) {
+    close(true);
+    throw;
+  }
+}
+
+void NcclChannels::createCommunicators(const std::vector<std::vector<ChannelKey>> &links,
+                                       Transport &transport, const std::vector<std::string> &all,
+                                       size_t head) {
+  const int me = transport.rank();
+  for (int r = 0; r < transport.world(); ++r) {
+    const std::vector<const std::vector<ChannelKey> *> theirs = crossing(links, transport, r);
+    const std::string &part = all[static_cast<size_t>(r)];
     for (size_t i = 0; i < theirs.size(); ++i) {
       const std::vector<ChannelKey> &channels = *theirs[i];
       const bool sender = transport.rankOf(channels.front().src) == me;
@@ -216,19 +259,12 @@ NcclChannels::NcclChannels(std::shared_ptr<const NcclApi> api,
       if (res != ncclSuccess && res != ncclInProgress) {
         if (comm)
           api_->commAbort(comm); // NCCL may hand back a communicator that failed
-        close(true);
         fail(linkName(channels), nullptr, "ncclCommInitRankConfig", res);
       }
       for (const ChannelKey &k : channels)
         linkOf_[k] = links_.size();
       links_.push_back(Link{channels, comm, sender});
     }
-  }
-  try {
-    settleAll("creating the communicator");
-  } catch (...) {
-    close(true);
-    throw;
   }
 }
 

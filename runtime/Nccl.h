@@ -49,9 +49,14 @@ struct NcclApi {
   void *handle = nullptr;
 };
 
+// The oldest libnccl taken (ncclGetVersion's code of 2.19.0), and a version code as "2.28.9"
+// (codes before 2.9 were major * 1000 + minor * 100 + patch).
+constexpr int kNcclOldest = 21900;
+std::string ncclVersionName(int code);
+
 // Loads libnccl (PFRT_NCCL_LIBRARY if set, else libnccl.so.2) and resolves NcclApi. Returns null
-// and sets `error` when the library or one of its symbols is missing, or when its version is
-// older than the header's major version.
+// and sets `error` when the library or one of its symbols is missing, or when it is older than
+// kNcclOldest.
 std::shared_ptr<const NcclApi> loadNccl(std::string &error);
 
 // The links of one rank that cross to another rank.
@@ -103,6 +108,9 @@ private:
     ncclComm_t comm = nullptr;
     bool sender = false; // this rank sends on the link (rank 0 of its communicator)
   };
+  // The constructor's part inside one NCCL group: this rank's communicators from the ids.
+  void createCommunicators(const std::vector<std::vector<ChannelKey>> &links,
+                           Transport &transport, const std::vector<std::string> &all, size_t head);
   void settle(const Link &link, const char *what, const std::string &where);
   void settleAll(const char *what);
   [[noreturn]] void fail(const std::string &where, ncclComm_t comm, const char *what,

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -107,14 +108,20 @@ class Ranks:
         if self.args.one_gpu:
             cmd += ["--device", "0"]
         start = time.monotonic()
+        # mpirun and its ranks in a process group of their own: on a timeout the whole group is
+        # killed, so no rank is left on the GPU spinning in NCCL under the next check.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True)
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                 timeout=self.args.run_timeout)
-        except subprocess.TimeoutExpired as e:
+            stdout, stderr = proc.communicate(timeout=self.args.run_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
             self.check(False, f"{transfer}: mpirun -n 2 did not finish in "
                               f"{self.args.run_timeout:g} s (hang)")
-            self.show(cmd, e.stdout, e.stderr)
+            self.show(cmd, stdout, stderr)
             return None
+        out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
         print(f"{transfer}: exit {out.returncode} in {time.monotonic() - start:.1f} s", flush=True)
         if self.args.one_gpu:
             self.show(cmd, out.stdout, out.stderr)
@@ -154,6 +161,13 @@ def main():
         subprocess.run([os.path.join(args.bin_dir, "pipefill-compile"), args.job,
                         "--stream-program", plan], check=True)
     r = Ranks(args, plan)
+    # The quick check first: a slow NCCL run must not leave it without time.
+    out = r.run("nccl", os.path.join(args.work, "bad.json"),
+                {"PFRT_NCCL_LIBRARY": "/nonexistent/libnccl.so.2"})
+    text = (out.stdout + out.stderr) if out else ""
+    r.check(out is not None and out.returncode != 0 and
+            "cannot load the NCCL library '/nonexistent/libnccl.so.2'" in text,
+            "a missing NCCL library with --rank-transfer nccl is a clear error")
     reports = {}
     for transfer in ("nccl", "modelled"):
         path = os.path.join(args.work, f"{transfer}.json")
@@ -172,12 +186,6 @@ def main():
     if len(reports) == 2:
         compare_reports(r, reports)
 
-    out = r.run("nccl", os.path.join(args.work, "bad.json"),
-                {"PFRT_NCCL_LIBRARY": "/nonexistent/libnccl.so.2"})
-    text = (out.stdout + out.stderr) if out else ""
-    r.check(out is not None and out.returncode != 0 and
-            "cannot load the NCCL library '/nonexistent/libnccl.so.2'" in text,
-            "a missing NCCL library with --rank-transfer nccl is a clear error")
     if r.failures:
         print(f"{len(r.failures)} check(s) failed")
         return 1
