@@ -8,7 +8,7 @@ std::invalid_argument(...), llvm::createStringError(...), and lines printed to s
 that say "error" or "cannot"; Python: raise XError(...)),
 takes the message's literal text between its variable parts, and looks for it in the
 test sources (folders named tests, test/, python/tests). A site counts as tested when
-one literal part of at least MIN_PART characters appears there (case and spacing
+one literal part of at least MIN_PART characters and two words appears there (case and spacing
 ignored, backslashes of regex escapes dropped, adjacent string literals joined).
 
 Sites listed in the baseline file (lines "path<TAB>text", # comments) are errors known
@@ -86,7 +86,7 @@ def message_parts(stmt, python):
     for lit in literals:
         for piece in FORMAT.split(TOOL_PREFIX.sub("", lit)):
             piece = normalize(piece).strip(" .,:;'`()")
-            if len(piece) >= MIN_PART:
+            if len(piece) >= MIN_PART and " " in piece:  # one word matches too much
                 parts.append(piece)
     return parts
 
