@@ -68,6 +68,12 @@ void addLoss(const double *loss, double *acc, cudaStream_t s);
 void readGlobalTimer(unsigned long long *out, cudaStream_t s);
 // *p = v, ordered on s (the bubble edges' device-side mark when cuStreamWriteValue64 is missing).
 void writeValue(unsigned long long *p, unsigned long long v, cudaStream_t s);
+// Loads every kernel of this file on the current device now. CUDA loads a kernel on its first
+// use by default (lazy loading, CUDA_MODULE_LOADING): a fill chunk's first kernel would pay that
+// inside its bubble, and the load may wait for work already queued on the device (the framework's
+// step), which the chunk's measured span and the predictor would then carry. Tries every kernel
+// and returns the first error (a kernel with no code for this GPU).
+cudaError_t preloadKernels();
 // Adds to `graph`, as a root, the one-thread gate before one pass of a bounded fill chunk: it
 // decides with gateApply (DeviceGate.h) from the GPU's clock, *lastEdge (device memory: token + 1
 // of the last bubble edge the main stream passed) and *state (one per fill stream;

@@ -679,9 +679,11 @@ public:
 
   Accum accumulators() override {
     DeviceGuard guard(dev_.gpu);
-    PFRT_CUDA(cudaStreamSynchronize(stream_));
+    // On the job's stream, never the legacy default one: a session's framework may have queued
+    // work there (torch does), which a synchronous cudaMemcpy would wait behind.
     double host[2] = {0, 0};
-    PFRT_CUDA(cudaMemcpy(host, acc_, sizeof host, cudaMemcpyDeviceToHost));
+    PFRT_CUDA(cudaMemcpyAsync(host, acc_, sizeof host, cudaMemcpyDeviceToHost, stream_));
+    PFRT_CUDA(cudaStreamSynchronize(stream_));
     return {host[0], host[1]};
   }
 
@@ -692,10 +694,11 @@ public:
     for (size_t l = 0; l < dW_.size(); ++l)
       for (size_t t = 0; t < dW_[l].size(); ++t) {
         std::vector<float> v(sizes_[l][t]);
-        PFRT_CUDA(cudaMemcpy(v.data(), dW_[l][t], v.size() * sizeof(float),
-                             cudaMemcpyDeviceToHost));
+        PFRT_CUDA(cudaMemcpyAsync(v.data(), dW_[l][t], v.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_)); // not the legacy stream
         out.push_back(std::move(v));
       }
+    PFRT_CUDA(cudaStreamSynchronize(stream_));
     return out;
   }
 
@@ -1157,11 +1160,14 @@ CudaBatch::~CudaBatch() {
 
 std::vector<std::vector<float>> CudaBatch::save() {
   DeviceGuard guard(job_.gpu());
-  PFRT_CUDA(cudaStreamSynchronize(job_.stream()));
-  auto fetch = [](const Tensor &t) {
+  cudaStream_t s = job_.stream(); // copies on it, not on the legacy default stream
+  PFRT_CUDA(cudaStreamSynchronize(s));
+  auto fetch = [s](const Tensor &t) {
     std::vector<float> v(t.n);
-    if (t.n && t.d)
-      PFRT_CUDA(cudaMemcpy(v.data(), t.d, t.n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (t.n && t.d) {
+      PFRT_CUDA(cudaMemcpyAsync(v.data(), t.d, t.n * sizeof(float), cudaMemcpyDeviceToHost, s));
+      PFRT_CUDA(cudaStreamSynchronize(s));
+    }
     else if (t.n && t.h)
       std::copy(static_cast<const float *>(t.h), static_cast<const float *>(t.h) + t.n, v.data());
     return v;
@@ -1169,8 +1175,10 @@ std::vector<std::vector<float>> CudaBatch::save() {
   std::vector<std::vector<float>> out;
   out.push_back(fetch(act));
   double l = 0;
-  if (loss)
-    PFRT_CUDA(cudaMemcpy(&l, loss, sizeof(double), cudaMemcpyDeviceToHost));
+  if (loss) {
+    PFRT_CUDA(cudaMemcpyAsync(&l, loss, sizeof(double), cudaMemcpyDeviceToHost, s));
+    PFRT_CUDA(cudaStreamSynchronize(s));
+  }
   out.push_back({static_cast<float>(l)});
   for (const Tensor &t : stashX)
     out.push_back(fetch(t));

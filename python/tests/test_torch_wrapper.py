@@ -447,14 +447,20 @@ def test_cuda_stages_fill_the_streams_gaps():
                                       "fill_us", "overrun_count")}
     why["jobs"] = [{k: j.get(k) for k in ("name", "iterations_held", "samples_held",
                                           "chunk_shapes")} for j in report.get("jobs", [])]
+    # The first chunks too: a cold first run (a kernel loading inside the bubble) shows there.
+    why["first_chunks"] = session.chunks()[:4]
     why["last_chunks"] = session.chunks()[-8:]
     why["bubbles_planned_us"] = {b["bubble_id"]: b["planned_duration_us"]
                                  for b in session.bubbles()}
     why["gap_us"] = step["gap_us"]
     assert step["chunks_run"] > 0 and step["samples_completed"] > 0, why
-    chunks = [c for c in session.chunks() if not c["deferred"]]
+    # Bounded by the gaps' ends: the last step's chunks, deferred ones too (a chunk deferred from
+    # an earlier bubble runs under the deadline of the one it runs in). Not the first step's,
+    # whose cold start is not what the bound is about; and never an empty list.
+    last = max(c["iteration"] for c in session.chunks())
+    chunks = [c for c in session.chunks() if c["iteration"] == last]
     inside = [c for c in chunks if c["end_us"] <= c["deadline_us"] + 200]
-    assert len(inside) >= 0.75 * len(chunks), chunks
+    assert chunks and len(inside) >= 0.75 * len(chunks), chunks
     session.close()
 
 
