@@ -259,6 +259,53 @@ TEST(CostModelErrors, NamesTheField) {
   EXPECT_EQ(field, "efficiency");
 }
 
+// Rules of the plain API that a JobSpec cannot reach (the JobSpec reader's
+// ranges come first: ffn_hidden >= 1, efficiency in (0, 1], zero_stage <= 1,
+// global_batch <= 2^30): the message and the field each names.
+TEST(CostModelErrors, PlainApiMessages) {
+  struct Case {
+    const char *what;
+    void (*edit)(TransformerConfig &);
+    const char *field;
+    const char *message;
+  };
+  const Case cases[] = {
+      {"negative ffn", [](TransformerConfig &c) { c.ffnHidden = -1; }, "ffn_hidden",
+       "model.ffn_hidden must be positive (got -1)"},
+      {"zero stage 2", [](TransformerConfig &c) { c.zeroStage = 2; }, "zero_stage",
+       "model.zero_stage must be 0 or 1 (got 2); ZeRO-2/3 are not modelled"},
+      {"efficiency 1.5", [](TransformerConfig &c) { c.efficiency = 1.5; }, "efficiency",
+       "model.efficiency must be in (0, 1] (got 1.500000)"},
+      {"2^31 micro-batches",
+       [](TransformerConfig &c) {
+         c.dp = 1;
+         c.globalBatch = int64_t(1) << 31;
+       },
+       "global_batch", "model.global_batch gives too many micro-batches (2147483648)"},
+  };
+  for (const Case &k : cases) {
+    TransformerConfig c = gpt40b();
+    k.edit(c);
+    std::string error, field;
+    EXPECT_FALSE(validateConfig(c, error, &field)) << k.what;
+    EXPECT_EQ(field, k.field) << k.what;
+    EXPECT_EQ(error, k.message) << k.what;
+  }
+}
+
+// microbatchCount on its own (callers such as pipefill-sim call it on
+// configs validateConfig has not seen) refuses a zero divisor.
+TEST(CostModelErrors, MicrobatchCountNeedsPositiveSizes) {
+  TransformerConfig c = gpt40b();
+  c.dp = 0;
+  int m = 7;
+  std::string error, field;
+  EXPECT_FALSE(microbatchCount(c, m, error, &field));
+  EXPECT_EQ(m, 7);
+  EXPECT_EQ(field, "global_batch");
+  EXPECT_EQ(error, "model.global_batch, dp and micro_batch_size must be positive");
+}
+
 // The derived spec is accepted by the schedule library and simulates; the
 // 1F1B iteration is at least the closed form with the slowest stage.
 TEST(CostModel, SpecSimulates) {
