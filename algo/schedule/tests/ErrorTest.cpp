@@ -310,3 +310,50 @@ TEST(ScheduleErrors, FirstErrorIsTheLowestStagesWhateverTheOrder) {
   EXPECT_FALSE(simulate(spec, copy, r, error, reversed));
   EXPECT_EQ(error, later);
 }
+
+// Every per-instruction check of simulate(), with its whole message: the
+// instruction (stage, index, what it is) and the rule it breaks. Stage 0 of a
+// two-stage pipeline holds the list.
+TEST(ScheduleErrors, InstructionMessages) {
+  const Payload unknownPayload = static_cast<Payload>(9);
+  struct Case {
+    std::vector<Instr> list;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{compute(F, 0, -2)},
+       "stage 0 instruction 0 (forward mb 0 chunk 0) has a duration that is not a finite "
+       "non-negative number of microseconds."},
+      {{transfer(S, unknownPayload, 0, 1)}, ") has an unknown payload."},
+      {{transfer(S, A, 0, 0)},
+       "stage 0 instruction 0 (send activation mb 0 chunk 0 to stage 0) sends to or receives "
+       "from its own stage."},
+      {{transfer(S, A, 0, 1, -1)},
+       "stage 0 instruction 0 (send activation mb 0 chunk 0 to stage 1) has a negative byte "
+       "count."},
+      {{transfer(R, G, 0, 1, 0, -1)},
+       "stage 0 instruction 0 (recv gradient mb 0 chunk -1 from stage 1) has a negative "
+       "microbatch or chunk index."},
+      {{compute(F, -1, 1)},
+       "stage 0 instruction 0 (forward mb -1 chunk 0) has a negative microbatch or chunk "
+       "index."},
+      {{compute(F, 0, 1, -5)},
+       "stage 0 instruction 0 (forward mb 0 chunk 0) has a negative stash size."},
+      {{compute(F, 0, 1), compute(F, 1, 1), compute(F, 0, 1)},
+       "stage 0 instruction 2 (forward mb 0 chunk 0) repeats the forward of instruction 0."},
+      {{compute(F, 0, 1), compute(B, 1, 1)},
+       "stage 0 instruction 1 (backward mb 1 chunk 0) has no earlier forward of the same "
+       "microbatch and chunk on this stage."},
+      {{compute(F, 0, 1), compute(B, 0, 1), compute(B, 0, 1)},
+       "stage 0 instruction 2 (backward mb 0 chunk 0) follows an earlier backward of the same "
+       "microbatch and chunk."},
+      {{compute(F, 0, 1), compute(BW, 0, 1)},
+       "stage 0 instruction 1 (backward_weight mb 0 chunk 0) has no earlier backward_input of "
+       "the same microbatch and chunk on this stage."},
+  };
+  for (const Case &c : cases) {
+    Schedule sched(2);
+    sched[0] = c.list;
+    EXPECT_HAS(simulateError(twoStages(), sched), c.message);
+  }
+}
