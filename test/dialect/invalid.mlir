@@ -72,6 +72,24 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
 
 // -----
 
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{timing: expected a dictionary}}
+    "pipefill.forward"() <{microbatch = 0 : i64, chunk = 0 : i64, duration_us = 1.0, timing = 5 : i64}> : () -> ()
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{timing: 'live_bytes' must be an i64 >= 0}}
+    "pipefill.forward"() <{microbatch = 0 : i64, chunk = 0 : i64, duration_us = 1.0, timing = {live_bytes = -1 : i64}}> : () -> ()
+  }
+}
+
+// -----
+
 pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 2 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{micro-batch 2 is out of range [0, 2)}}
@@ -350,6 +368,16 @@ pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microb
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
     // expected-error @+1 {{expected an i64 attribute}}
     "pipefill.bubble"() <{kind = 0 : i32, start_us = 0.0, duration_us = 1.0, free_bytes = 5.0}> : () -> ()
+  }
+}
+
+// -----
+
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // The generic form: a time is an f64 attribute.
+    // expected-error @+1 {{expected an f64 attribute}}
+    "pipefill.bubble"() <{kind = 0 : i32, start_us = 0 : i64, duration_us = 1.0, free_bytes = 5 : i64}> : () -> ()
   }
 }
 
@@ -853,4 +881,17 @@ pipefill.fill_job @j inference samples 1 {
 pipefill.fill_job @j inference samples 1 {
   pipefill.layer "l" forward 1.0 weights 1 activations 1 {workload = "MLP", hidden = 1073741823 : i64}
   pipefill.layer "m" forward 1.0 weights 1 activations 1 {workload = "GEMM_CHAIN", hidden = 4294967295 : i64}
+}
+
+// -----
+
+// Optimizer states on the host and activation checkpointing are for training jobs.
+pipefill.fill_job @a inference samples 1 {
+  pipefill.layer "l" forward 1.0 weights 1 activations 1
+}
+pipefill.pipeline @p schedule gpipe attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, device_memory_bytes = 100 : i64} {
+  pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
+    // expected-error @+1 {{'pipefill.assignment' op sets training knobs for inference job @a}}
+    pipefill.assignment @a batch 1 weights resident acts device prefix 0 period 1 batches 1 samples 1.0 persistent 1 {checkpoint}
+  }
 }

@@ -415,6 +415,20 @@ pfstream.program @p iterations 1 planned 1.0 {
 
 // -----
 
+pfstream.program @p iterations 1 planned 1.0 {
+  pfstream.device 0 {
+    pfstream.stream 0 main priority high {
+      pfstream.bubble 0 steady start 0.0 duration 1.0 free 0
+    }
+    pfstream.stream 1 fill priority low {
+      // expected-error @+1 {{chunks: 'layers' must be an i64}}
+      "pfstream.fill_chunks"() <{bubble_id = 0 : i64, chunks = [{job = @j, layers = 0 : i32, to = 1 : i64, batch = 1 : i64, samples = 0 : i64, offset = 0 : i64, planned = 2.0, peak = 0 : i64}]}> : () -> ()
+    }
+  }
+}
+
+// -----
+
 // The runtime's limit (support/Limits.h); the exported field is 32 bits.
 // expected-error @+1 {{iterations = 1000001 exceeds the limit of 1000000 per run}}
 pfstream.program @p iterations 1000001 planned 1.0 {
