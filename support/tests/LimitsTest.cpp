@@ -6,6 +6,8 @@
 #include "proto/profile.pb.h"
 #include "proto/stream_program.pb.h"
 
+#include <google/protobuf/duration.pb.h>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +120,17 @@ TEST(Limits, IntegerBoundsAndCounts) {
   dev->mutable_streams()->RemoveLast();
   Diagnostics d3;
   EXPECT_TRUE(checkLimits(prog, nullptr, "p.pb", d3)) << d3.str();
+}
+
+// A numeric field the table has no range for (a schema change that forgot its
+// limit; here a message of no pipefill schema) is reported, not passed.
+TEST(Limits, FieldWithoutARangeIsReported) {
+  pb::Duration duration;
+  duration.set_seconds(5);
+  Diagnostics d;
+  EXPECT_FALSE(checkLimits(duration, nullptr, "d.pb", d));
+  EXPECT_EQ(d.str(), "d.pb: error: internal: no documented range for google.protobuf.Duration.seconds "
+                     "(add it to support/Limits.cpp)");
 }
 
 // A value written explicitly as 0 in text is checked even though proto3 cannot

@@ -1,3 +1,4 @@
+#include "support/Files.h"
 #include "support/ProtoText.h"
 
 #include "proto/pipefill.pb.h"
@@ -45,6 +46,21 @@ TEST(ProtoText, TruncatedBinaryIsAnError) {
   EXPECT_TRUE(parseBinaryProto("j.pb", bytes, back, d)) << d.str();
   EXPECT_FALSE(parseBinaryProto("j.pb", bytes.substr(0, bytes.size() - 1), back, d));
   EXPECT_NE(d.str().find("j.pb: error: not a valid binary JobSpec"), std::string::npos);
+}
+
+// An input over kMaxInputBytes is refused before it is parsed, text or binary
+// (the tools' readers stop at the limit first; this is the parsers' own check).
+TEST(ProtoText, InputOverTheSizeLimitIsRefused) {
+  const std::string big(kMaxInputBytes + 1, ' ');
+  const std::string expected = "input is " + std::to_string(kMaxInputBytes + 1) +
+                               " bytes; the limit is " + std::to_string(kMaxInputBytes) +
+                               " bytes";
+  JobSpec spec;
+  Diagnostics text, binary;
+  EXPECT_FALSE(parseTextProto("big.pbtxt", big, spec, nullptr, text));
+  EXPECT_EQ(text.str(), "big.pbtxt: error: " + expected);
+  EXPECT_FALSE(parseBinaryProto("big.pb", big, spec, binary));
+  EXPECT_EQ(binary.str(), "big.pb: error: " + expected);
 }
 
 TEST(ProtoText, FieldPositions) {
