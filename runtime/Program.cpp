@@ -334,7 +334,7 @@ void Validator::checkLimits() {
             fail(w + ": batch " + std::to_string(f.batch) + " exceeds " +
                      std::to_string(kMaxFillBatch),
                  opSite(d, s, i));
-          if (static_cast<double>(f.sample_begin) > pipefill::kMaxBytes)
+          if (static_cast<double>(f.sample_begin) >= pipefill::kMaxBytes)
             fail(w + ": sample_begin must be below 2^50", opSite(d, s, i));
         }
       }
