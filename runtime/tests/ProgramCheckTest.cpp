@@ -167,6 +167,20 @@ TEST(ProgramCheckTest, TheCheckerKeepsTheFirstRefusal) {
   expectSite(r->site, 1, 0, -1, -1, -1);
 }
 
+// A program written a device at a time is refused at its 4097th device, before it is built.
+TEST(ProgramCheckTest, TheCheckerRefusesTooManyDevices) {
+  ProgramChecker checker;
+  checker.begin(pipefill::rt::StreamProgram());
+  const pipefill::rt::DeviceProgram device = parse("devices { streams { role: MAIN } }").devices(0);
+  for (size_t d = 0; d < kMaxDevices; ++d)
+    checker.addDevice(device);
+  EXPECT_FALSE(checker.refused());
+  checker.addDevice(device);
+  std::optional<ProgramRefusal> r = checker.finish();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->message, "devices has more than 4096 elements (at most 4096)");
+}
+
 } // namespace
 } // namespace test
 } // namespace pfrt

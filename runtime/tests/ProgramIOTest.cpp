@@ -2,6 +2,7 @@
 // errors, and "interpreter and builder API give the same run".
 #include "runtime/ProgramIO.h"
 #include "runtime/Trace.h"
+#include "support/Files.h"
 #include "runtime/tests/TestUtil.h"
 
 #include <cstdio>
@@ -81,7 +82,8 @@ TEST(ProgramIOTest, HintsFitTheInput) {
   const std::string path = writeTemp("part.json", "{\"format\": \"pipefill.rank_result.v1\"}\n");
   e = loadError(path, PFRT_ERROR_PARSE);
   EXPECT_NE(e.find("part.json:1:"), std::string::npos) << e;
-  EXPECT_NE(e.find("this is JSON: a program is a binary (.pb) or text-format (.pbtxt)"),
+  EXPECT_NE(e.find("(this is JSON: a program is a binary (.pb) or text-format (.pbtxt) "
+                   "StreamProgram; rank parts and reports are not programs)"),
             std::string::npos)
       << e;
 }
@@ -89,7 +91,31 @@ TEST(ProgramIOTest, HintsFitTheInput) {
 TEST(ProgramIOTest, EmptyFileIsAnError) {
   std::string path = writeTemp("empty.pb", "");
   std::string e = loadError(path, PFRT_ERROR_PARSE);
-  EXPECT_NE(e.find("is empty"), std::string::npos) << e;
+  EXPECT_NE(e.find("empty.pb: file is empty (expected a StreamProgram)"), std::string::npos) << e;
+}
+
+// What the loader itself refuses in a file that parses: a newer version, a layer without a
+// workload, a file over the size limit; each names the file and, where there is one, the field.
+TEST(ProgramIOTest, LoaderRefusals) {
+  std::string e = loadError(writeTemp("v2.pbtxt", "version: 2\n"), PFRT_ERROR_PARSE);
+  EXPECT_NE(e.find("v2.pbtxt: StreamProgram version 2 is newer than this runtime understands (1)"),
+            std::string::npos)
+      << e;
+  e = loadError(writeTemp("noworkload.pbtxt", "fill_jobs { name: \"j\" kind: INFERENCE layers { } }\n"),
+                PFRT_ERROR_INVALID_PROGRAM);
+  EXPECT_NE(e.find("noworkload.pbtxt: fill_jobs[0].layers[0]: layer has no workload (set encoder, "
+                   "mlp or gemm_chain)"),
+            std::string::npos)
+      << e;
+  const std::string big(pipefill::kMaxInputBytes + 1, ' ');
+  pfrt_program *p = nullptr;
+  EXPECT_EQ(pfrt_program_load_memory(big.data(), big.size(), "big.pbtxt", &p), PFRT_ERROR_PARSE);
+  EXPECT_EQ(p, nullptr);
+  e = pfrt_last_error();
+  EXPECT_NE(e.find("big.pbtxt: file is " + std::to_string(big.size()) + " bytes; the limit is " +
+                   std::to_string(pipefill::kMaxInputBytes)),
+            std::string::npos)
+      << e;
 }
 
 TEST(ProgramIOTest, WellFormedButInvalidProgramNamesTheOp) {
@@ -259,8 +285,11 @@ TEST(ProgramIOTest, CudaWithoutGpuIsAClearError) {
   pfrt_report *r = nullptr;
   EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_UNAVAILABLE);
   std::string e = pfrt_last_error();
-  EXPECT_TRUE(e.find("no CUDA device") != std::string::npos ||
-              e.find("built without CUDA") != std::string::npos)
+  EXPECT_NE(e.find(pfrt_backend_compiled(PFRT_BACKEND_CUDA)
+                       ? "backend 'cuda' requested but no CUDA device is present "
+                         "(cudaGetDeviceCount returned 0 or an error); use --backend host or auto"
+                       : "backend 'cuda' requested but this runtime was built without CUDA"),
+            std::string::npos)
       << e;
   // auto falls back to the host backend.
   o.backend = PFRT_BACKEND_AUTO;

@@ -744,8 +744,10 @@ TEST(SessionErrorTest, CudaSessionWithoutGpuIsUnavailable) {
     GTEST_SKIP() << "a CUDA device is present: the no-GPU error cannot be checked here";
   }
   expectError(pfrt_session_create(p.get(), 0, &o, &s), PFRT_ERROR_UNAVAILABLE,
-              pfrt_backend_compiled(PFRT_BACKEND_CUDA) ? "there is no CUDA device"
-                                                       : "built without CUDA");
+              pfrt_backend_compiled(PFRT_BACKEND_CUDA)
+                  ? "backend CUDA asked but there is no CUDA device (cudaGetDeviceCount found "
+                    "none, or no driver)"
+                  : "backend CUDA asked but the runtime was built without CUDA");
   EXPECT_EQ(s, nullptr);
 }
 
