@@ -229,12 +229,19 @@ TEST(CompareTest, BadArgumentsAreErrors) {
   EXPECT_NE(std::string(pfrt_last_error()).find("got 100000"), std::string::npos);
   o.checkpoint_path = "x.ckpt";
   EXPECT_EQ(pfrt_compare(p.get(), &o, 1, &r), PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(pfrt_last_error()).find("checkpoint"), std::string::npos);
+  EXPECT_STREQ(pfrt_last_error(),
+               "compare runs the program many times: it cannot use a checkpoint");
   EXPECT_EQ(pfrt_compare(p.get(), nullptr, 1, nullptr), PFRT_ERROR_INVALID_ARGUMENT);
+  o = measured();
+  o.enable_fill = 0;
+  EXPECT_EQ(pfrt_compare(p.get(), &o, 1, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(pfrt_last_error(),
+               "compare needs fill enabled (it runs with and without fill itself)");
   o = measured();
   o.fill_cpu = 0;
   EXPECT_EQ(pfrt_compare(p.get(), &o, 1, &r), PFRT_ERROR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(pfrt_last_error()).find("contending for one core"), std::string::npos);
+  EXPECT_STREQ(pfrt_last_error(), "compare measures main and fill contending for one core: it "
+                                  "cannot pin fill to its own CPU (fill_cpu / --fill-cpu)");
   // A CPU that does not exist is an error of the run, not a silent no-op.
   o.fill_cpu = 4000;
   pfrt_report *rep = nullptr;

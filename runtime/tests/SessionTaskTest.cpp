@@ -5,9 +5,13 @@
 // the expected step counts follow from the rule in pfrt.h by hand (closed forms below), not from
 // the runtime's own code; the machine's load cannot change them. One test uses the real clock with
 // a busy-waiting step and checks what load cannot break (an upper bound and the measured time).
+#include "runtime/CheckpointFile.h"
+#include "runtime/ProgramIO.h"
 #include "runtime/Session.h"
 #include "runtime/SessionTasks.h"
 #include "runtime/tests/TestUtil.h"
+
+#include "proto/stream_program.pb.h"
 
 #include <atomic>
 #include <chrono>
@@ -434,6 +438,28 @@ TEST(SessionTaskTest, MaxStepsAndCheckpointResume) {
   SessionPtr bare = sessionOk(p.get(), 0, options());
   expectError(pfrt_session_checkpoint_load(bare.get(), path.c_str()), PFRT_ERROR_INVALID_ARGUMENT,
               "holds fill task 'limited', which this session does not have");
+  // A checkpoint intact on disk that names its task twice, or holds a job the program lacks.
+  {
+    const uint64_t fp = programFingerprint(p->program);
+    pipefill::rt::FillCheckpoint cp;
+    std::string problem;
+    ASSERT_EQ(readCheckpointFile(path, fp, cp, problem), CheckpointStatus::Ok) << problem;
+    const std::string twice = tempPath("tasks-twice.ckpt"), jobs = tempPath("tasks-jobs.ckpt");
+    pipefill::rt::FillCheckpoint bad = cp;
+    *bad.add_tasks() = cp.tasks(0);
+    writeCheckpointFile(twice, bad, fp);
+    bad = cp;
+    bad.add_jobs()->set_name("extra");
+    writeCheckpointFile(jobs, bad, fp);
+    FakeTask t;
+    SessionPtr r3 = sessionOk(p.get(), 0, options());
+    addOk(r3.get(), "limited", t, 100, 0, 7);
+    expectError(pfrt_session_checkpoint_load(r3.get(), twice.c_str()), PFRT_ERROR_PARSE,
+                "checkpoint " + twice + " names fill task 'limited' twice");
+    expectError(pfrt_session_checkpoint_load(r3.get(), jobs.c_str()), PFRT_ERROR_PARSE,
+                "checkpoint " + jobs + " has " + std::to_string(bad.jobs_size()) +
+                    " jobs, the program " + std::to_string(p->program.jobs.size()));
+  }
   // The checkpoint's checksum covers the tasks: a flipped byte is refused.
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

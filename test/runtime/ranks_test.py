@@ -189,7 +189,7 @@ def merge_errors(exe, four, parts, work):
         bad_part = os.path.join(work, f"four.bad-{key}.rank1.json")
         json.dump(bad, open(bad_part, "w"))
         expect_error([exe, "--merge", parts[0], bad_part, parts[2], parts[3]],
-                     ["do not belong together", message],
+                     ["rank reports do not belong together", message],
                      f"--merge of a part whose chunk run has {key} {value}")
     # Values that size or scale the merge, and times and sums that are not numbers of a run:
     # each used to pass (a world of 2^32 - 1 sized a 16 GiB table; a time scale of 0, NaN op
@@ -233,6 +233,26 @@ def merge_errors(exe, four, parts, work):
         json.dump(bad, open(bad_part, "w"))
         expect_error([exe, "--merge", bad_part, *parts[1:]], [message.format(bad_part)],
                      f"--merge whose first part carries a bad {key}")
+    # Files that are not rank parts, each named: not JSON, another JSON (a merged report), a
+    # part with a field it does not have or of another format, a first part without its program.
+    v1 = '"format": "pipefill.rank_result.v1"'
+    no_program = json.load(open(parts[0]))
+    del no_program["program_proto"]
+    for name, text, first, message in [
+            ("notjson", "\x01 not json", False, "not a rank report (not a JSON object"),
+            ("report", '{"program": {}, "fill_bound": 1}', False,
+             'not a rank report: a JSON object without "format": "pipefill.rank_result.v1" (it '
+             'is a merged run report: give the rank parts, RUN.rank0.json ...)'),
+            ("field", "{" + v1 + ', "bogus": 1}', False, "not a rank report (bogus: "),
+            ("format", '{"format": "other"}', False,
+             "not a rank report (format 'other', expected 'pipefill.rank_result.v1')"),
+            ("noprogram", json.dumps(no_program), True, "the rank report holds no program")]:
+        bad_part = os.path.join(work, f"four.not-{name}.rank1.json")
+        with open(bad_part, "w") as f:
+            f.write(text)
+        cmd = [exe, "--merge", bad_part, *parts[1:]] if first else [exe, "--merge", parts[0],
+                                                                    bad_part, *parts[2:]]
+        expect_error(cmd, [f"{bad_part}: {message}"], f"--merge of a part that is {name}")
     # An output over an input part or the program, or two outputs at one path: refused before
     # anything is written (a part may be the only copy of a rank's times).
     before = open(parts[0], "rb").read()
