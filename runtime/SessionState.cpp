@@ -20,6 +20,28 @@ namespace session {
 
 using pipefill::JsonWriter;
 
+namespace {
+// Why a device state's weights (none, or one tensor per LayerShape::weightSizes()) do not fit
+// the job; empty if they do.
+std::string weightsProblem(const JobShape &shape, const pipefill::rt::FillDeviceState &ds) {
+  if (!ds.weights_size())
+    return "";
+  std::vector<size_t> sizes;
+  for (const LayerShape &ls : shape.layers)
+    for (size_t n : ls.weightSizes())
+      sizes.push_back(n);
+  if (static_cast<size_t>(ds.weights_size()) != sizes.size())
+    return "has " + std::to_string(ds.weights_size()) + " weight tensors, the job " +
+           std::to_string(sizes.size());
+  for (int k = 0; k < ds.weights_size(); ++k)
+    if (static_cast<size_t>(ds.weights(k).values_size()) != sizes[k])
+      return "weight tensor " + std::to_string(k) + " has " +
+             std::to_string(ds.weights(k).values_size()) + " values, expected " +
+             std::to_string(sizes[k]);
+  return "";
+}
+} // namespace
+
 void Session::iterationEnd() {
   checkNoBubble("pfrt_session_iteration_end");
   ++loopIteration_;
@@ -145,6 +167,9 @@ void Session::loadCheckpoint(const std::string &path) {
         invalid(what + "holds job '" + jc.name() + "' state of device " +
                 std::to_string(ds.device()) + ": it is not a session checkpoint of rank " +
                 std::to_string(rank_));
+      const std::string weights = weightsProblem(jobs_[j].shape, ds);
+      if (!weights.empty())
+        throw Error(PFRT_ERROR_PARSE, what + "job '" + jc.name() + "' " + weights);
       for (const pipefill::rt::InFlightBatch &b : ds.in_flight()) {
         std::string bad = checkInFlightShape(jobs_[j].shape, b);
         if (!bad.empty())

@@ -4,9 +4,13 @@
 // modelled time, every planned chunk run) gives each fill job's checksum over all ranks; sessions
 // of every rank, driven bubble by bubble, must reproduce it exactly. The deferral and bound tests
 // derive their expected counts from the plan's chunks.
+#include "runtime/CheckpointFile.h"
 #include "runtime/Program.h"
+#include "runtime/ProgramIO.h"
 #include "runtime/Session.h"
 #include "runtime/tests/TestUtil.h"
+
+#include "proto/stream_program.pb.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -601,6 +605,40 @@ TEST(SessionTest, UnplannedBubbleRunsDeferredWork) {
   // The deferred chunks, then iteration 1's chunks pulled forward.
   EXPECT_EQ(u.chunks_run, pending + plannedChunks(p->program, 0, 1, -1));
   EXPECT_EQ(statsOf(s.get()).chunks_pending, 0u);
+}
+
+// A session checkpoint intact on disk whose job weights do not fit the job (one tensor more) is
+// refused with the reason before anything is replaced: the session keeps its own progress (the
+// weights were checked only while restoring, after the session's state had been reset).
+TEST(SessionTest, CheckpointWithWeightsOfAnotherShapeIsRefused) {
+  ProgramPtr p = tinyPlan();
+  const std::string path = tempPath("weights.ckpt");
+  SessionPtr a = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  runIteration(a.get(), 10e6);
+  PFRT_ASSERT_OK(pfrt_session_checkpoint_save(a.get(), path.c_str()));
+  runIteration(a.get(), 10e6);
+  const uint64_t samples = jobOf(a.get(), 0).samples_completed;
+  const uint64_t iterations = statsOf(a.get()).iterations;
+  const uint64_t fp = programFingerprint(p->program);
+  pipefill::rt::FillCheckpoint cp;
+  std::string problem;
+  ASSERT_EQ(readCheckpointFile(path, fp, cp, problem), CheckpointStatus::Ok) << problem;
+  ASSERT_GT(cp.jobs_size(), 0);
+  ASSERT_GT(cp.jobs(0).devices_size(), 0);
+  cp.mutable_jobs(0)->mutable_devices(0)->add_weights()->add_values(1.0f);
+  writeCheckpointFile(path, cp, fp);
+  // An inference job saves no weights; tiny_plan.pbtxt's job has 40 weight tensors.
+  ASSERT_EQ(cp.jobs(0).devices(0).weights_size(), 1);
+  EXPECT_EQ(pfrt_session_checkpoint_load(a.get(), path.c_str()), PFRT_ERROR_PARSE);
+  EXPECT_NE(std::string(pfrt_last_error())
+                .find("checkpoint " + path + " job '" + cp.jobs(0).name() +
+                      "' has 1 weight tensors, the job 40"),
+            std::string::npos)
+      << pfrt_last_error();
+  EXPECT_EQ(jobOf(a.get(), 0).samples_completed, samples);
+  EXPECT_EQ(statsOf(a.get()).iterations, iterations);
+  runIteration(a.get(), 10e6);
+  EXPECT_GT(jobOf(a.get(), 0).samples_completed, samples);
 }
 
 // Save after 2 iterations, go on for 2; a new session loading the checkpoint and going on for the
