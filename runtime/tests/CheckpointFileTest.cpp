@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdio>
 #include <dirent.h>
+#include <fstream>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -106,7 +107,10 @@ TEST(CheckpointFileTest, APathThatIsNotARegularFileIsRefused) {
     o.checkpoint_path = path.c_str();
     pfrt_report *r = nullptr;
     EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_INVALID_ARGUMENT) << path;
-    EXPECT_NE(std::string(pfrt_last_error()).find("checkpoint " + path + " is " + what),
+    EXPECT_NE(std::string(pfrt_last_error())
+                  .find("checkpoint " + path + " is " + what +
+                        ", not a checkpoint file: give the path of a regular file (it is created "
+                        "if missing)"),
               std::string::npos)
         << pfrt_last_error();
     pfrt_report_destroy(r);
@@ -262,6 +266,68 @@ TEST(CheckpointFileTest, ChecksumDetectsEveryByteFlipOfASmallFile) {
     EXPECT_EQ(readCheckpointFile(path, 42, out, problem), CheckpointStatus::Bad)
         << "byte " << i << ": " << problem;
   }
+}
+
+// RESTART moves a bad checkpoint to PATH.bad; where that cannot be done (PATH.bad is a
+// directory that is not empty) the run fails naming both paths instead of losing the file.
+TEST(CheckpointFileTest, ABadCheckpointThatCannotBeMovedAsideFailsTheRun) {
+  ProgramPtr p = spanning();
+  const std::string path = tempPath("unmovable.ckpt"), bad = path + ".bad";
+  std::ofstream(path) << "PFCKPT but nothing after it";
+  ::mkdir(bad.c_str(), 0700);
+  std::ofstream(bad + "/keep") << "x";
+  pfrt_options o = hostOptions(1);
+  o.checkpoint_path = path.c_str();
+  o.checkpoint_recovery = PFRT_CHECKPOINT_RESTART;
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p.get(), &o, &r), PFRT_ERROR_IO);
+  EXPECT_EQ(r, nullptr);
+  const std::string e = pfrt_last_error();
+  EXPECT_EQ(e.rfind("checkpoint " + path + " ", 0), 0u) << e;
+  EXPECT_NE(e.find("; cannot move it to " + bad), std::string::npos) << e;
+  EXPECT_EQ(::access(path.c_str(), F_OK), 0) << "the bad checkpoint is kept";
+  std::remove((bad + "/keep").c_str());
+  ::rmdir(bad.c_str());
+  std::remove(path.c_str());
+}
+
+// One process per rank (here rank 0 of a one-device program, which needs no MPI) resumes from
+// PATH.rank0: a single-process run's PATH is refused, and replay (stage) is refused with ranks.
+TEST(CheckpointFileTest, RankModeRefusesASingleProcessCheckpointAndReplay) {
+  std::string error;
+  pfrt_fill_job_desc jd{};
+  jd.name = "j";
+  jd.kind = PFRT_FILL_INFERENCE;
+  const samples::OneDeviceProgram one =
+      samples::oneDeviceProgram("one", jd, samples::smallEncoder(), 1, nullptr, &error);
+  ProgramPtr owned(one.program);
+  ASSERT_TRUE(owned) << error;
+  pfrt_program *p = owned.get();
+  const std::string path = tempPath("single.ckpt");
+  for (const std::string &f : {path, path + ".rank0"})
+    std::remove(f.c_str());
+  pfrt_options o = hostOptions(1);
+  o.checkpoint_path = path.c_str();
+  ASSERT_TRUE(runOk(p, o));
+  o.rank = 0;
+  pfrt_report *r = nullptr;
+  EXPECT_EQ(pfrt_run(p, &o, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(pfrt_last_error())
+                .find("(" + path + ".rank0 does not exist), so this run would start at "
+                      "iteration 0: resume that run as one process, or give another checkpoint "
+                      "path"),
+            std::string::npos)
+      << pfrt_last_error();
+  o = hostOptions(1);
+  o.rank = 0;
+  o.stage = 0;
+  EXPECT_EQ(pfrt_run(p, &o, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(pfrt_last_error(), "stage (replay) and one process per rank exclude each other");
+  o = hostOptions(1);
+  o.stage = 1;
+  EXPECT_EQ(pfrt_run(p, &o, &r), PFRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(pfrt_last_error(), "stage 1 is out of range: the program has 1 devices");
+  std::remove(path.c_str());
 }
 
 } // namespace

@@ -789,6 +789,19 @@ TEST(SessionErrorTest, CudaSessionWithoutGpuIsUnavailable) {
   EXPECT_EQ(s, nullptr);
 }
 
+// The chunk log is read by index; one past its end is refused with the log's size.
+TEST(SessionErrorTest, ChunkIndexOutOfRange) {
+  ProgramPtr p = tinyPlan();
+  SessionPtr s = sessionOk(p.get(), 0, sessionOptions(PFRT_FILL_BOUNDED));
+  runIteration(s.get(), 10e6);
+  uint32_t count = 0;
+  PFRT_ASSERT_OK(pfrt_session_chunk_count(s.get(), &count));
+  pfrt_session_chunk c{};
+  expectError(pfrt_session_chunk_get(s.get(), count, &c), PFRT_ERROR_INVALID_ARGUMENT,
+              "chunk " + std::to_string(count) + " does not exist (the log holds " +
+                  std::to_string(count) + ")");
+}
+
 // C callers can pass any int for an enum.
 TEST(SessionErrorTest, UnknownEnumOptions) {
   ProgramPtr p = tinyPlan();

@@ -202,14 +202,17 @@ TEST(TablesTest, MalformedTablesAreErrorsNamingTheRow) {
   {
     pfrt_program_tables t = rows.tables();
     t.version = PFRT_TABLES_VERSION + 1;
-    EXPECT_NE(fromTablesError(t, PFRT_ERROR_INVALID_ARGUMENT).find("regenerate"),
+    EXPECT_NE(fromTablesError(t, PFRT_ERROR_INVALID_ARGUMENT)
+                  .find("program tables of version " + std::to_string(PFRT_TABLES_VERSION + 1) +
+                        ", this runtime reads version " + std::to_string(PFRT_TABLES_VERSION) +
+                        ": regenerate them with this pipefill-translate --to-cpp"),
               std::string::npos);
   }
   {
     Rows bad;
     bad.ops[10].a = 5; // FILL row -> chunk 5 of 1
     EXPECT_NE(fromTablesError(bad.tables(), PFRT_ERROR_INVALID_PROGRAM)
-                  .find("ops[10]: chunk row 5 is beyond the 1 rows of the chunks table"),
+                  .find("program tables: ops[10]: chunk row 5 is beyond the 1 rows of the chunks table"),
               std::string::npos);
   }
   {
@@ -239,7 +242,7 @@ TEST(TablesTest, MalformedTablesAreErrorsNamingTheRow) {
   {
     Rows bad;
     bad.streams[1].device = 9; // the builder rejects it
-    EXPECT_NE(fromTablesError(bad.tables(), PFRT_ERROR_INVALID_ARGUMENT).find("streams[1]: "),
+    EXPECT_NE(fromTablesError(bad.tables(), PFRT_ERROR_INVALID_ARGUMENT).find("program tables: streams[1]: "),
               std::string::npos);
   }
   {
