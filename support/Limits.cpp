@@ -140,7 +140,7 @@ constexpr FieldLimit kFieldLimits[] = {
     {"pipefill.rt.FillChunkOp.layer_begin", 0, 8192, false, "passes per job (2 x 4096 layers)"},
     {"pipefill.rt.FillChunkOp.layer_end", 0, 8192, false, "passes per job (2 x 4096 layers)"},
     {"pipefill.rt.FillChunkOp.batch", 0, 65536, false, "fill batch up to 65536 samples"},
-    {"pipefill.rt.FillChunkOp.sample_begin", 0, B, false, "sample indices below 2^50"},
+    {"pipefill.rt.FillChunkOp.sample_begin", 0, B - 1, false, "sample indices below 2^50"},
     {"pipefill.rt.FillChunkOp.iteration_offset", -1024, 0, false,
      "a batch may span at most 1024 iterations"},
     {"pipefill.rt.FillChunkOp.planned_us", 0, US, false, kTime},
@@ -183,11 +183,11 @@ constexpr FieldLimit kFieldLimits[] = {
     {"pipefill.rt.FillDeviceState.device", 0, 4095, false, "device index"},
     {"pipefill.rt.FillDeviceState.iterations_held", 0, U32, false,
      "32-bit counter (at most iterations_done)"},
-    {"pipefill.rt.InFlightBatch.sample_begin", 0, B, false, "sample indices below 2^50"},
+    {"pipefill.rt.InFlightBatch.sample_begin", 0, B - 1, false, "sample indices below 2^50"},
     {"pipefill.rt.InFlightBatch.batch", 0, 65536, false, "fill batch up to 65536 samples"},
     {"pipefill.rt.InFlightBatch.next_layer", 0, 8192, false, "passes per job"},
     {"pipefill.rt.FloatTensor.values", -3.4e38, 3.4e38, false, "finite floats"},
-    {"pipefill.rt.DeferredChunk.sample_begin", 0, B, false, "sample indices below 2^50"},
+    {"pipefill.rt.DeferredChunk.sample_begin", 0, B - 1, false, "sample indices below 2^50"},
     {"pipefill.rt.DeferredChunk.batch", 0, 65536, false, "fill batch up to 65536 samples"},
     {"pipefill.rt.DeferredChunk.layer_begin", 0, 8192, false, "passes per job (2 x 4096 layers)"},
     {"pipefill.rt.DeferredChunk.layer_end", 0, 8192, false, "passes per job (2 x 4096 layers)"},
@@ -311,9 +311,11 @@ std::string formatBound(double v) {
     return buf;
   }
   if (v == std::floor(v) && a >= 1048576 && a < 1e19) {
-    double l = std::log2(a);
-    if (l == std::floor(l)) {
-      std::snprintf(buf, sizeof buf, "%s2^%d", v < 0 ? "-" : "", int(l));
+    // A power of two, or one less (an exclusive bound written inclusive: 2^50-1).
+    const int l = static_cast<int>(std::lround(std::log2(a + 1)));
+    if (std::ldexp(1.0, l) == a || std::ldexp(1.0, l) == a + 1) {
+      std::snprintf(buf, sizeof buf, "%s2^%d%s", v < 0 ? "-" : "", l,
+                    std::ldexp(1.0, l) == a ? "" : "-1");
       return buf;
     }
   }

@@ -81,6 +81,31 @@ TEST(Limits, EveryFieldIsDocumented) {
     EXPECT_NE(doc.find(std::string("| `") + c.field + "` | "), std::string::npos) << c.field;
 }
 
+// Bounds print as the documentation writes them: powers of two as 2^N, one less as 2^N-1 (an
+// exclusive bound written inclusive), never a rounded 2^N for 2^N-1.
+TEST(Limits, BoundsPrintAsPowersOfTwo) {
+  EXPECT_EQ(formatBound(std::ldexp(1.0, 50)), "2^50");
+  EXPECT_EQ(formatBound(std::ldexp(1.0, 50) - 1), "2^50-1");
+  EXPECT_EQ(formatBound(-std::ldexp(1.0, 40)), "-2^40");
+  EXPECT_EQ(formatBound(4294967295.0), "2^32-1");
+  EXPECT_EQ(formatBound(1048576), "2^20");
+  EXPECT_EQ(formatBound(1000), "1000");
+  EXPECT_EQ(formatBound(3e9), "3e+09");
+}
+
+// A sample index below 2^50, as the reason says: 2^50 - 1 is taken, 2^50 is not.
+TEST(Limits, SampleIndicesAreBelowTwoToThe50) {
+  for (const uint64_t v : {(uint64_t(1) << 50) - 1, uint64_t(1) << 50}) {
+    pipefill::rt::FillChunkOp op;
+    op.set_sample_begin(v);
+    Diagnostics d;
+    EXPECT_EQ(checkLimits(op, nullptr, "chunk", d), v < (uint64_t(1) << 50)) << v << d.str();
+    if (v >= (uint64_t(1) << 50)) {
+      EXPECT_NE(d.str().find("sample_begin"), std::string::npos) << d.str();
+    }
+  }
+}
+
 TEST(Limits, RejectsNonFiniteAndOutOfRangeValues) {
   struct Case {
     double value;
