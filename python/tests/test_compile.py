@@ -224,6 +224,29 @@ def test_missing_pipeline_is_an_error():
         pipefill.compile('name: "empty"\n')
 
 
+def _out_of_memory_job():
+    # Imported (static + one micro-batch's stash fits 2500 bytes) but 1F1B's stage 0 stashes two
+    # micro-batches: the simulator in the pipeline refuses it.
+    return job_text(2, 4).replace("gpu_memory_bytes: 100000000", "gpu_memory_bytes: 2500")
+
+
+# A CompileError's first line says which part of the compile failed, then the diagnostics with
+# file:line:col (the stage's line for the simulator, the pipeline's for the lowering).
+@pytest.mark.parametrize("compile_call, message", [
+    (lambda: pipefill.compile(job_text(2, 4).replace("microbatches: 4", "microbatches: four")),
+     r"^the JobSpec could not be imported\n<string>:2:\d+: error: Expected integer"),
+    (lambda: pipefill.compile(_out_of_memory_job()),
+     r"^the --pipefill-compile pipeline failed\n<string>:3:1: error: stage 0 needs 3\.0 KB at "
+     r"its peak \(static 1\.0 KB \+ stashed activations\) but the device has 2\.5 KB"),
+    (lambda: pipefill.compile(job_text(2, 4)).stream_program(iterations=10**7),
+     r"^lowering to a stream program failed\n<string>:2:1: error: cannot be lowered with "
+     r"iterations = 10000000: the runtime runs 1 to 1000000 iterations per run"),
+], ids=["import", "pipeline", "lowering"])
+def test_compile_errors_say_which_part_failed(compile_call, message):
+    with pytest.raises(pipefill.CompileError, match=message):
+        compile_call()
+
+
 def test_missing_file_raises_file_not_found(tmp_path):
     missing = tmp_path / "nope.pbtxt"
     with pytest.raises(FileNotFoundError) as info:
@@ -244,7 +267,8 @@ def test_bad_names_are_refused_by_name():
         pipefill.compile(job_text(2, 2), name=None)
     with pytest.raises(ValueError, match="name contains a NUL character"):
         pipefill.compile(job_text(2, 2), name="a\0b")
-    with pytest.raises(ValueError, match="name is not valid text"):
+    with pytest.raises(ValueError, match=r"^name is not valid text \(surrogates not allowed\): "
+                                         r"'\\udc80'$"):
         pipefill.compile(job_text(2, 2), name="\udc80")
     # A profile path given as bytes is a path like any other.
     with pytest.raises(pipefill.CompileError, match="cannot read profile '/nonexistent/p'"):
@@ -287,12 +311,13 @@ def test_profile_missing_an_instruction_is_a_compile_error(tmp_path):
 
 
 def test_bad_arguments():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^compile\(\) takes JobSpec text \(str/bytes\) or a path "
+                                        r"\(os\.PathLike\), not int$"):
         pipefill.compile(42)
-    with pytest.raises(ValueError, match="profile must be a non-empty path"):
+    with pytest.raises(ValueError, match=r"^profile must be a non-empty path \(or None\)$"):
         pipefill.compile(job_text(2, 2), profile="")
     plan = pipefill.compile(job_text(2, 2))
-    with pytest.raises(ValueError, match="iterations must be >= 1"):
+    with pytest.raises(ValueError, match=r"^iterations must be >= 1 and < 2\*\*32 \(got 0\)$"):
         plan.stream_program(iterations=0)
 
 
