@@ -257,7 +257,8 @@ def test_compare_measures_slowdown_with_its_noise_floor(tiny_plan, tmp_path):
         pipefill.compare(tiny_plan, repetitions="3")
     with pytest.raises(FileNotFoundError):
         pipefill.compare(tmp_path / "missing.pb")
-    with pytest.raises(TypeError, match="compare\\(\\) takes a Plan"):
+    with pytest.raises(TypeError, match=r"^compare\(\) takes a Plan, StreamProgram bytes or a "
+                                        r"path, not int$"):
         pipefill.compare(42)
 
 
@@ -276,11 +277,16 @@ def test_bad_options_raise_value_error(tiny_plan):
     for bad in (0, float("inf"), 1e300, 1e-300):
         with pytest.raises(ValueError, match="time_scale"):
             pipefill.run(program, time_scale=bad)
-    with pytest.raises(ValueError, match="iterations"):
+    with pytest.raises(ValueError, match=r"^iterations must be >= 0 \(0: the program's own "
+                                         r"count\)$"):
         pipefill.run(program, iterations=-1)
-    with pytest.raises(ValueError, match="stage"):
+    with pytest.raises(ValueError, match=r"^stage must be -1 \(every device runs\) or a device "
+                                         r"index \(got -2\)$"):
         pipefill.run(program, stage=-2)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match=r"^max_dim must be >= 0$"):
+        pipefill.run(program, max_dim=-1)
+    with pytest.raises(TypeError, match=r"^run\(\) takes a Plan, StreamProgram bytes or a path, "
+                                        r"not int$"):
         pipefill.run(42)
 
 

@@ -6,6 +6,7 @@ the same samples and checksums."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -284,8 +285,14 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
         pipefill.Session(tiny_plan, -1)
     with pytest.raises(FileNotFoundError):
         pipefill.Session(tmp_path / "missing.pb", 0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^Session\(\) takes a Plan, StreamProgram bytes or a path, "
+                                        r"not int$"):
         pipefill.Session(42, 0)
+    # Negative sizes: the native call's own refusal, before the runtime sees them.
+    with pytest.raises(ValueError, match=r"^world_size must be >= 0 \(0: not checked\)$"):
+        pipefill.Session(tiny_plan, 0, world_size=-1)
+    with pytest.raises(ValueError, match=r"^max_dim must be >= 0$"):
+        pipefill.Session(tiny_plan, 0, max_dim=-1)
     # Options and arguments of the wrong type name themselves (nanobind alone only says that
     # open_session()'s arguments are incompatible, and "8" used to pass as max_dim 8).
     for option, value, message in (
@@ -315,10 +322,12 @@ def test_bad_options_and_inputs(tiny_plan, tmp_path):
     # Past the largest float: a ValueError naming the option, not "OverflowError: int too large
     # to convert to float"; a stream past 2**64: not nanobind's list of begin()'s signature.
     for call, message in (
-        (lambda: s.begin(0, 10**400), "duration_us is out of range"),
+        (lambda: s.begin(0, 10**400), r"^duration_us is out of range: its magnitude is past the "
+                                      r"largest float, 1\.798e\+308$"),
         (lambda: s.unplanned(-10**400).__enter__(), "duration_us is out of range"),
         (lambda: pipefill.Session(tiny_plan, 0, time_scale=10**400), "time_scale is out of range"),
-        (lambda: s.begin(0, stream=2**64), "past 2\\*\\*64"),
+        (lambda: s.begin(0, stream=2**64),
+         r"^stream 0x10000000000000000 is not a cudaStream_t: it is past 2\*\*64$"),
     ):
         with pytest.raises(ValueError, match=message):
             call()
@@ -361,10 +370,12 @@ def test_backends_and_streams(tiny_plan):
         with pytest.raises(pipefill.RunError, match="stream must be None on the host backend"):
             with s.bubble(0, stream=stream):
                 pass
-    with pytest.raises(TypeError, match="stream must be a CUDA stream"):
+    not_a_stream = (r"^stream must be a CUDA stream \(an object with cuda_stream, e\.g\. "
+                    r"torch\.cuda\.Stream\) or a cudaStream_t as a non-negative int, not ")
+    with pytest.raises(TypeError, match=not_a_stream + "str$"):
         with s.bubble(0, stream="main"):
             pass
-    with pytest.raises(TypeError, match="stream must be a CUDA stream"):
+    with pytest.raises(TypeError, match=not_a_stream + "int$"):
         with s.unplanned(1000.0, stream=-1):
             pass
     with s.bubble(0, stream=None) as b:  # None: no stream, as before
@@ -390,6 +401,16 @@ def test_checkpoint_of_another_rank(tiny_plan, tmp_path):
         s0.load_checkpoint(path)
 
 
+def test_missing_checkpoint_is_file_not_found(tiny_plan, tmp_path):
+    # As open() says it: errno ENOENT and the path, under the load's name.
+    missing = tmp_path / "none.ckpt"
+    with pipefill.Session(tiny_plan, 0) as s:
+        with pytest.raises(FileNotFoundError,
+                           match=r"^\[Errno 2\] checkpoint_load: no such checkpoint: ") as e:
+            s.checkpoint_load(missing)
+    assert e.value.errno == errno.ENOENT and e.value.filename == str(missing)
+
+
 def test_integers_out_of_range_are_refused_not_truncated(tiny_plan):
     # Each was cut to 32 bits: end(2**32) ended bubble 0, end(-5) the unplanned bubble,
     # world_size=2**32+2 passed as 2, iterations=2**32+1 ran 1, stage=2**32 replayed stage 0.
@@ -397,20 +418,24 @@ def test_integers_out_of_range_are_refused_not_truncated(tiny_plan):
         k = s.bubbles()[0]["bubble_id"]
         s.begin(k)
         for bad in (2**32 + k, -5):
-            with pytest.raises(ValueError, match="bubble must be a bubble id"):
+            with pytest.raises(ValueError, match=r"^bubble must be a bubble id \(>= 0 and < 2\*\*32 - "
+                                                 r"1\) or -1 \(the unplanned bubble\), got "
+                                                 f"{bad}$"):
                 s.end(bad)
         s.end(k)
         # begin too (it was nanobind's TypeError "incompatible function arguments"), and -1,
         # the unplanned bubble's id for end, points to unplanned().
         for bad in (2**32 + k, 2**32 - 1, -5):
-            with pytest.raises(ValueError, match=rf"bubble must be a bubble id .* got {bad}$"):
+            with pytest.raises(ValueError, match=r"^bubble must be a bubble id \(>= 0 and "
+                                                 r"< 2\*\*32 - 1\), got " f"{bad}$"):
                 s.begin(bad)
         with pytest.raises(ValueError, match=r"bubble -1 is the unplanned bubble: begin it with "
                                              r"unplanned\(duration_us\)"):
             with s.bubble(-1):
                 pass
     for option, value in (("world_size", 2**32 + 2), ("max_dim", 2**33)):
-        with pytest.raises(ValueError, match=f"{option} must be >= 0 and < 2\\*\\*32"):
+        with pytest.raises(ValueError, match=f"^{option} must be >= 0 and < 2\\*\\*32 "
+                                             f"\\(got {value}\\)$"):
             pipefill.Session(tiny_plan, 0, **{option: value})
     with pytest.raises(ValueError, match="rank must be >= 0 and < 2\\*\\*32"):
         pipefill.Session(tiny_plan, 2**40)
