@@ -403,7 +403,12 @@ class FilledSchedule:
         try:
             expected = torch_compute_order(self.schedule)
         except ScheduleMismatchError as e:
-            return f"{where}: {e}"
+            # Its message starts with "pipefill.torch: " for callers of torch_compute_order; the
+            # refusal puts that before the rank ("pipefill.torch: rank 0: pipefill.torch: ...").
+            what = str(e)
+            if what.startswith("pipefill.torch: "):
+                what = what[len("pipefill.torch: "):]
+            return f"{where}: {what}"
         local = sorted(int(st.stage_index) for st in self._stages)
         self._chunk_of = {s: c for c, s in enumerate(local)}
         self._stage_of = {c: s for c, s in enumerate(local)}

@@ -418,9 +418,9 @@ def test_integers_out_of_range_are_refused_not_truncated(tiny_plan):
         k = s.bubbles()[0]["bubble_id"]
         s.begin(k)
         for bad in (2**32 + k, -5):
-            with pytest.raises(ValueError, match=r"^bubble must be a bubble id \(>= 0 and < 2\*\*32 - "
-                                                 r"1\) or -1 \(the unplanned bubble\), got "
-                                                 f"{bad}$"):
+            with pytest.raises(ValueError, match=r"^bubble must be a bubble id \(>= 0 and "
+                                                 r"< 2\*\*32 - 1\) or -1 \(the unplanned "
+                                                 r"bubble\), got " f"{bad}$"):
                 s.end(bad)
         s.end(k)
         # begin too (it was nanobind's TypeError "incompatible function arguments"), and -1,

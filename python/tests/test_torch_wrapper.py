@@ -269,6 +269,21 @@ def test_other_shape_is_refused():
            match=r"rank 3: the plan has 1 chunk\(s\) per rank but the schedule holds 2 stage")
 
 
+def test_what_is_not_a_supported_schedule_is_refused():
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    with pipefill.Session(plan, 0) as session:
+        with pytest.raises(TypeError, match=r"^pipefill\.torch wraps torch\.distributed\."
+                                            r"pipelining schedules, not Linear$"):
+            pft.FilledSchedule(torch.nn.Linear(2, 2), session)
+        # A single-stage schedule of torch's whose order pipefill does not know (forward only).
+        sched = S._ScheduleForwardOnly(RecordingStage(0, P, P, 0, []), M)
+        with pytest.raises(pft.ScheduleMismatchError,
+                           match=r"^pipefill\.torch: rank 0: single-stage schedule "
+                                 r"_ScheduleForwardOnly is not supported \(ScheduleGPipe, "
+                                 r"Schedule1F1B, or any multi-stage schedule\)$"):
+            pft.FilledSchedule(sched, session)
+
+
 def test_session_of_another_rank_is_refused():
     plan = pipefill.compile(job("ONE_F_ONE_B"))
     sched, _ = make_schedule("Schedule1F1B", 2)
@@ -319,8 +334,20 @@ def test_devices_must_match_the_session_backend():
     sched, _ = make_schedule("ScheduleInterleaved1F1B", 0, v=2)
     sched._stages[1].device = torch.device("cuda", 0)
     with pipefill.Session(plan, 0) as session:
-        with pytest.raises(ValueError, match=r"stages are on different devices \(cpu, cuda:0\)"):
+        with pytest.raises(ValueError, match=r"^pipefill\.torch: this rank's stages are on "
+                                             r"different devices \(cpu, cuda:0\); they must "
+                                             r"share one$"):
             pft.FilledSchedule(sched, session)
+    # A stage on another GPU than the session's fill (a stand-in CUDA session whose fill runs on
+    # GPU 0: only its backend and fill_stream are read before the refusal).
+    sched, _ = make_schedule("Schedule1F1B", 0)
+    sched._stage.device = torch.device("cuda", 1)
+    with pytest.raises(ValueError, match=r"^pipefill\.torch: stage 0 is on cuda:1 but the session "
+                                         r"runs fill on GPU 0: make the session after "
+                                         r"torch\.cuda\.set_device\(1\) \(it takes the GPU current "
+                                         r"when it is made\)$"):
+        pft.FilledSchedule(sched, types.SimpleNamespace(backend="cuda", fill_stream=(None, 0)),
+                           check_all_ranks=False)
 
 
 class GpuStage(RecordingStage):
@@ -468,17 +495,26 @@ def test_bad_duration_option():
     plan = pipefill.compile(job("ONE_F_ONE_B"))
     sched, _ = make_schedule("Schedule1F1B", 0)
     with pipefill.Session(plan, 0) as session:
-        with pytest.raises(ValueError, match="duration must be"):
+        with pytest.raises(ValueError, match=r"^duration must be 'planned' or 'measured', "
+                                             r"not 'guess'$"):
             pft.FilledSchedule(sched, session, duration="guess")
 
 
 def test_compile_torch_schedule_errors(tmp_path):
-    with pytest.raises(pipefill.CompileError, match=r"bad.csv:1:5: error: action '0X1'"):
+    with pytest.raises(pipefill.CompileError, match=r"^the torch action table could not be "
+                                                   r"imported\nbad\.csv:1:5: error: action '0X1'"):
         pipefill.compile_torch_schedule("0F0,0X1\n", job=job("ONE_F_ONE_B"), name="bad.csv")
-    with pytest.raises(FileNotFoundError):
-        pipefill.compile_torch_schedule("0F0\n", job=tmp_path / "missing.pbtxt")
-    with pytest.raises(TypeError):
+    missing = tmp_path / "missing.pbtxt"
+    with pytest.raises(FileNotFoundError,
+                       match=r"^\[Errno 2\] cannot open JobSpec: '.*missing\.pbtxt'$") as e:
+        pipefill.compile_torch_schedule("0F0\n", job=missing)
+    assert e.value.filename == str(missing)
+    with pytest.raises(TypeError, match=r"^compile_torch_schedule\(\) takes the table as text "
+                                        r"\(str/bytes\) or a path \(os\.PathLike\), not int$"):
         pipefill.compile_torch_schedule(42, job=job("ONE_F_ONE_B"))
+    with pytest.raises(TypeError, match=r"^job must be JobSpec text \(str/bytes\) or a path "
+                                        r"\(os\.PathLike\), not dict$"):
+        pipefill.compile_torch_schedule("0F0\n", job={"pipeline": {"stages": 1}})
     with pytest.raises(TypeError, match="name must be a str, not int"):
         pipefill.compile_torch_schedule("0F0\n", job=job("ONE_F_ONE_B"), name=3)
     # Ignored before: a name for a table read from a path, and an empty profile path.
@@ -685,9 +721,36 @@ def test_step_after_close_is_refused():
         run_step(filled.step)
         filled.close()
         del log[:]
-        with pytest.raises(RuntimeError, match="the FilledSchedule is closed"):
+        with pytest.raises(RuntimeError, match=r"^pipefill\.torch: the FilledSchedule is closed "
+                                               r"\(close\(\) restored the stages' methods\): "
+                                               r"wrap the schedule again, or call "
+                                               r"schedule\.step\(\) for an unfilled step$"):
             run_step(filled.step)
         assert log == []  # no torch step ran
+        assert session.report()["iterations"] == 1
+
+
+def test_step_from_inside_a_step_is_refused():
+    # A stage whose forward calls the wrapper's step again: refused there, and the outer step
+    # goes on and ends its iteration.
+    plan = pipefill.compile(job("ONE_F_ONE_B"))
+    sched, log = make_schedule("Schedule1F1B", 1)
+    inner = []
+
+    class Reentrant(RecordingStage):
+        def forward_one_chunk(self, mb, *args, **kwargs):
+            if not inner:
+                with pytest.raises(RuntimeError, match=r"^pipefill\.torch: step\(\) called from "
+                                                       r"inside a step$") as e:
+                    run_step(filled.step)
+                inner.append(e.value)
+            return super().forward_one_chunk(mb, *args, **kwargs)
+
+    sched._stage.__class__ = Reentrant
+    with pipefill.Session(plan, 1) as session:
+        with pft.FilledSchedule(sched, session) as filled:
+            run_step(filled.step)
+        assert len(inner) == 1 and len(log) == 2 * M
         assert session.report()["iterations"] == 1
 
 
