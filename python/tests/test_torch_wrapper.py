@@ -282,6 +282,16 @@ def test_what_is_not_a_supported_schedule_is_refused():
                                  r"_ScheduleForwardOnly is not supported \(ScheduleGPipe, "
                                  r"Schedule1F1B, or any multi-stage schedule\)$"):
             pft.FilledSchedule(sched, session)
+    # A multi-stage schedule whose action table has no row for its rank.
+    with pipefill.Session(pipefill.compile(job("INTERLEAVED_1F1B", v=2)), 0) as session:
+        sched, _ = make_schedule("ScheduleInterleaved1F1B", 0, v=2)
+        sched.pipeline_order = {1: sched.pipeline_order[1]}
+        if hasattr(sched, "pipeline_order_with_comms"):
+            sched.pipeline_order_with_comms = None
+        with pytest.raises(pft.ScheduleMismatchError,
+                           match=r"^pipefill\.torch: rank 0: ScheduleInterleaved1F1B has no "
+                                 r"action table for rank 0$"):
+            pft.FilledSchedule(sched, session)
 
 
 def test_session_of_another_rank_is_refused():

@@ -1,7 +1,7 @@
 // RUN: pipefill-opt %s --split-input-file --verify-diagnostics
 // One case per verifier error of the pipefill dialect.
 
-// expected-error @+1 {{virtual_stages = 2 requires schedule interleaved_1f1b}}
+// expected-error @+1 {{virtual_stages = 2 requires schedule interleaved_1f1b (or imported)}}
 pipefill.pipeline @p schedule one_f_one_b attributes {num_stages = 1 : i64, num_microbatches = 1 : i64, virtual_stages = 2 : i64, device_memory_bytes = 100 : i64} {
   pipefill.stage 0 attributes {forward_us = 1.0, backward_us = 1.0} {
   }

@@ -86,9 +86,30 @@ def message_parts(stmt, python):
     for lit in literals:
         for piece in FORMAT.split(TOOL_PREFIX.sub("", lit)):
             piece = normalize(piece).strip(" .,:;'`()")
-            if len(piece) >= MIN_PART and " " in piece:  # one word matches too much
+            # Two words at least (one, or a file name and dots, match too much).
+            words = [w for w in piece.split() if sum(c.isalpha() for c in w) >= 2]
+            if len(piece) >= MIN_PART and len(words) >= 2:
                 parts.append(piece)
     return parts
+
+
+def quoted_spans(src, python):
+    """Where string literals and comments are: a call named there ("fail (default)" in a help
+    text) is no call."""
+    comment = r"#[^\n]*" if python else r"//[^\n]*|/\*.*?\*/"
+    pattern = re.compile(comment + r"""|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'""", re.S)
+    return [(m.start(), m.end()) for m in pattern.finditer(src)]
+
+
+def within(spans, pos):
+    lo, hi = 0, len(spans)
+    while lo < hi:  # the last span starting at or before pos
+        mid = (lo + hi) // 2
+        if spans[mid][0] <= pos:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo > 0 and pos < spans[lo - 1][1]
 
 
 def error_sites(files, root, folders):
@@ -104,9 +125,11 @@ def error_sites(files, root, folders):
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
             src = f.read()
+        quoted = quoted_spans(src, python)
         calls = [(m, False) for m in (PY_RAISE if python else CALL).finditer(src)]
         if not python:
             calls += [(m, True) for m in PRINT.finditer(src)]
+        calls = [c for c in calls if not within(quoted, c[0].start())]
         for m, printed in sorted(calls, key=lambda c: c[0].start()):
             stmt = statement(src, m.start(), python)
             if printed and not PRINTED_ERROR.search(" ".join(LITERAL.findall(stmt))):
