@@ -503,7 +503,7 @@ public:
   double streamNowUs(StreamCtx &ctx) override {
     CudaStreamState &st = streamState(ctx);
     if (!st.main)
-      PFRT_CUDA(cudaStreamSynchronize(st.s));
+      waitStream(*st.dev, st.s, "a fill stream's work");
     return hostNowUs();
   }
 
@@ -575,7 +575,7 @@ public:
     }
     PFRT_CUDA(cudaSetDevice(g.gpu));
     if (block) {
-      PFRT_CUDA(cudaEventSynchronize(ev));
+      waitEvent(g, ev, "the main stream's bubble edge");
     } else {
       const cudaError_t q = cudaEventQuery(ev);
       if (q == cudaErrorNotReady)
@@ -594,7 +594,8 @@ public:
   }
 
   void syncStream(StreamCtx &ctx) override {
-    PFRT_CUDA(cudaStreamSynchronize(streamState(ctx).s));
+    CudaStreamState &st = streamState(ctx);
+    waitStream(*st.dev, st.s, "a stream's work");
   }
 
   bool nativeStream(StreamCtx &ctx, void *&stream, int &gpu) override {
@@ -872,6 +873,9 @@ private:
     // channel, so the communicators are made before the buffers are sized.
     nccl_ = std::make_unique<NcclChannels>(api, orderedChannelLinks(program), *config_.transport,
                                            config_.peerTimeoutS);
+    // The GPU waits of this rank's threads poll the communicators under the peer time limit.
+    for (uint32_t d : devices)
+      gpus_.at(d)->peerWatch = PeerWatch{[this] { nccl_->check(); }, config_.peerTimeoutS};
     ncclLinks_.resize(nccl_->communicators());
     for (uint32_t d : devices)
       for (const Stream &st : program.devices[d].streams)
@@ -934,6 +938,8 @@ private:
     int current = -1;
     const bool restore = cudaGetDevice(&current) == cudaSuccess;
 #if PFRT_HAVE_NCCL
+    for (auto &kv : gpus_)
+      kv.second->peerWatch = PeerWatch{}; // nothing to check once the communicators are gone
     // A run that did not reach finish() failed: abort the communicators (a peer may be gone).
     if (nccl_)
       nccl_->close(/*failed=*/!finished_);

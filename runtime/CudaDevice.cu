@@ -26,8 +26,37 @@ cudaEvent_t CudaStreamState::take() {
   return e;
 }
 
+namespace {
+
+// One poll of a CUDA query: true when done; an error other than "not ready" is thrown.
+bool done(cudaError_t e, const char *call) {
+  if (e == cudaErrorNotReady)
+    return false;
+  if (e != cudaSuccess)
+    cudaFail(e, call, __FILE__, __LINE__);
+  return true;
+}
+
+} // namespace
+
+void waitEvent(const GpuDevice &g, cudaEvent_t ev, const char *what) {
+  if (!g.peerWatch.check) {
+    PFRT_CUDA(cudaEventSynchronize(ev));
+    return;
+  }
+  pollUntil([ev] { return done(cudaEventQuery(ev), "cudaEventQuery"); }, g.peerWatch, what);
+}
+
+void waitStream(const GpuDevice &g, cudaStream_t s, const char *what) {
+  if (!g.peerWatch.check) {
+    PFRT_CUDA(cudaStreamSynchronize(s));
+    return;
+  }
+  pollUntil([s] { return done(cudaStreamQuery(s), "cudaStreamQuery"); }, g.peerWatch, what);
+}
+
 void CudaStreamState::resolve(std::pair<cudaEvent_t, std::vector<PendingTiming>> &entry) {
-  PFRT_CUDA(cudaEventSynchronize(entry.first));
+  waitEvent(*dev, entry.first, "the GPU's work of an earlier iteration (its timing events)");
   for (PendingTiming &p : entry.second) {
     // Start from the run's base event (float ms: ~8 us resolution after 100 s); the duration
     // from the op's own pair, so every measured duration keeps the events' 0.5 us resolution

@@ -7,6 +7,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/DeviceGate.h"
+#include "runtime/PeerWait.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -33,6 +34,13 @@ bool envSwitch(const char *name);
 
 // Throws Error(PFRT_ERROR_BACKEND) naming the call and its source line.
 [[noreturn]] void cudaFail(cudaError_t e, const char *what, const char *file, int line);
+
+struct GpuDevice;
+// cudaEventSynchronize / cudaStreamSynchronize, except with g.peerWatch set (rank mode with NCCL):
+// then they poll under the peer time limit and check the communicators between polls
+// (pollUntil), so a peer that hangs is an error, not a wait for good. `what` names the wait.
+void waitEvent(const GpuDevice &g, cudaEvent_t ev, const char *what);
+void waitStream(const GpuDevice &g, cudaStream_t s, const char *what);
 
 #define PFRT_CUDA(call)                                                                            \
   do {                                                                                             \
@@ -88,6 +96,9 @@ struct GpuDevice {
   // assumes (a transfer occupies a link, not the main stream).
   cudaStream_t comm = nullptr;
   cudaEvent_t base = nullptr;   // timing origin
+  // Rank mode with NCCL: the communicators' check and the peer time limit, under which the
+  // backend's GPU waits poll (PeerWait.h); no check: they block as CUDA does.
+  PeerWatch peerWatch;
   // Fill scratch, batches and streamed weights come from their own pool, so a main-job
   // allocation (AllocOp, default pool) never waits on fill frees.
   cudaMemPool_t fillPool = nullptr;

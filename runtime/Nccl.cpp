@@ -404,6 +404,8 @@ void NcclChannels::recv(const ChannelKey &key, void *buffer, size_t bytes, cudaS
 }
 
 void NcclChannels::check() {
+  // From any thread: the backend's GPU waits poll it (PeerWait.h) while others send and receive.
+  std::lock_guard<std::mutex> lock(mutex_);
   for (const Link &link : links_) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = api_->commGetAsyncError(link.comm, &state);
@@ -415,6 +417,7 @@ void NcclChannels::check() {
 }
 
 void NcclChannels::close(bool failed) {
+  std::lock_guard<std::mutex> lock(mutex_); // a waiting thread may be in check()
   if (closed_)
     return;
   closed_ = true;
