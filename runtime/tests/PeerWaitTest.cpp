@@ -26,12 +26,12 @@ TEST(PeerWait, ReturnsOnceReadyCheckingThePeersBetweenPolls) {
 TEST(PeerWait, AWaitThatNeverCompletesIsATimeoutNamingTheWait) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    pollUntil([] { return false; }, PeerWatch{nullptr, 0.2}, "the GPU's receive of iteration 3");
+    pollUntil([] { return false; }, PeerWatch{nullptr, 0.2}, "the fake stream's work of iteration 3");
     FAIL() << "no timeout";
   } catch (const Error &e) {
     EXPECT_EQ(e.status(), PFRT_ERROR_BACKEND);
     EXPECT_EQ(std::string(e.what()),
-              "the GPU's receive of iteration 3 did not finish within 0.2 s while transfers "
+              "the fake stream's work of iteration 3 did not finish within 0.2 s while transfers "
               "with other ranks were in flight: a peer rank hung (--peer-timeout sets the limit)");
   }
   const double s = secondsSince(t0);
