@@ -26,7 +26,8 @@ TEST(PeerWait, ReturnsOnceReadyCheckingThePeersBetweenPolls) {
 TEST(PeerWait, AWaitThatNeverCompletesIsATimeoutNamingTheWait) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    pollUntil([] { return false; }, PeerWatch{nullptr, 0.2}, "the fake stream's work of iteration 3");
+    pollUntil([] { return false; }, PeerWatch{nullptr, 0.2},
+              "the fake stream's work of iteration 3");
     FAIL() << "no timeout";
   } catch (const Error &e) {
     EXPECT_EQ(e.status(), PFRT_ERROR_BACKEND);
