@@ -399,20 +399,26 @@ def test_checkpoint_resume_gives_the_uninterrupted_total(plan, tmp_path):
             s.checkpoint_load(path)
 
 
-def test_a_failed_checkpoint_load_leaves_the_session_as_it_was(plan, tmp_path):
-    class Picky(Counter):
-        """Refuses to load: its load_state_dict raises, after its neighbour has loaded."""
+class Picky(Counter):
+    """Refuses to load: its load_state_dict raises, after its neighbour has loaded."""
 
-        def load_state_dict(self, state):
-            raise KeyError("picky refuses")
+    def load_state_dict(self, state):
+        raise KeyError("picky refuses")
 
-    path = tmp_path / "fill.ckpt"
+
+def save_first_and_picky(plan, path, first_steps, picky_steps):
+    """A checkpoint of two counters, "first" and "picky", after that many steps each."""
     with session(plan) as s:
-        s.add_task(Counter(), step_us=100, max_steps=7, name="first")
-        s.add_task(Counter(), step_us=100, max_steps=5, name="picky")
+        s.add_task(Counter(), step_us=100, max_steps=first_steps, name="first")
+        s.add_task(Counter(), step_us=100, max_steps=picky_steps, name="picky")
         with s.unplanned(2e6, wait=True):
             pass
         s.checkpoint_save(path)
+
+
+def test_a_failed_checkpoint_load_leaves_the_session_as_it_was(plan, tmp_path):
+    path = tmp_path / "fill.ckpt"
+    save_first_and_picky(plan, path, 7, 5)
     with session(plan) as s:
         first, picky = Counter(), Picky()
         s.add_task(first, step_us=100, max_steps=9, name="first")
@@ -455,17 +461,8 @@ def test_a_task_without_state_before_a_failed_load_is_named_as_not_restored(plan
         def state_dict(self):
             return None
 
-    class Picky(Counter):
-        def load_state_dict(self, state):
-            raise KeyError("picky refuses")
-
     path = tmp_path / "fill.ckpt"
-    with session(plan) as s:
-        s.add_task(Counter(), step_us=100, max_steps=3, name="first")
-        s.add_task(Counter(), step_us=100, max_steps=3, name="picky")
-        with s.unplanned(2e6, wait=True):
-            pass
-        s.checkpoint_save(path)
+    save_first_and_picky(plan, path, 3, 3)
     with session(plan) as s:
         first = Stateless()
         s.add_task(first, step_us=100, name="first")
