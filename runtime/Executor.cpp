@@ -968,19 +968,13 @@ void Executor::runFill(StreamCtx &ctx, const Op &op, Backend &backend, TimeSlot 
         // (or all of it) waits for a later bubble, first in line.
         WorkItem head;
         const double roomUs = (deadline - now) / config_.timeScale;
-        if (config_.fillSplit && dj.fittingHead(item, jr.shape, roomUs, &head, &predicted)) {
-          FillQueue::dropHead(dj.backlog.at(i), head);
-        } else {
-          dj.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
-          if (config_.fillSplit && dj.fittingBatch(item, jr.shape, roomUs, &head, &predicted)) {
-            dj.backlog.replace(i, FillQueue::batchRest(item, head));
-          } else {
-            if (predicted * config_.timeScale <= rooms.longest())
-              break; // a bubble of the job can hold it: it waits first in line
-            parked.push_back(item.sampleBegin);
-            ++i;
-            continue;
-          }
+        if (dj.splitToFit(i, jr.shape, roomUs, config_.fillSplit, &head, &predicted) ==
+            FillQueue::Split::None) {
+          if (predicted * config_.timeScale <= rooms.longest())
+            break; // a bubble of the job can hold it: it waits first in line
+          parked.push_back(item.sampleBegin);
+          ++i;
+          continue;
         }
         ++jr.chunksSplit;
         if (!started) {

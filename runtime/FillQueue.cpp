@@ -215,6 +215,21 @@ bool FillQueue::fittingHead(const WorkItem &item, const JobShape &shape, double 
   return false;
 }
 
+FillQueue::Split FillQueue::splitToFit(size_t i, const JobShape &shape, double roomUs,
+                                       bool split, WorkItem *part, double *predictedUs) {
+  const WorkItem item = backlog.at(i);
+  if (split && fittingHead(item, shape, roomUs, part, predictedUs)) {
+    dropHead(backlog.at(i), *part);
+    return Split::Head;
+  }
+  predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
+  if (split && fittingBatch(item, shape, roomUs, part, predictedUs)) {
+    backlog.replace(i, batchRest(item, *part));
+    return Split::Samples;
+  }
+  return Split::None;
+}
+
 bool FillQueue::fittingBatch(const WorkItem &item, const JobShape &shape, double roomUs,
                              WorkItem *part, double *predictedUs) const {
   if (shape.kind != PFRT_FILL_INFERENCE || item.passBegin != 0 || item.passEnd != shape.passes ||

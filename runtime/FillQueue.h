@@ -170,6 +170,15 @@ struct FillQueue {
                     double *predictedUs) const;
   // The samples of `item` after `part` (fittingBatch), with the rest of its planned time.
   static WorkItem batchRest(const WorkItem &item, const WorkItem &part);
+  // Backlog item i, which does not fit what is left of its bubble (`roomUs`, planned us): with
+  // `split`, its longest head that fits (fittingHead; the rest stays at i, as dropHead leaves
+  // it), else, the chunk counted as refused by the predictor, an inference chunk's first samples
+  // that fit (fittingBatch; the rest replaces it at i). *part and *predictedUs: what runs now.
+  // None: nothing of it fits (refused; *predictedUs unchanged, the whole chunk's prediction).
+  // pfrt_run's executor and sessions admit alike through it.
+  enum class Split { Head, Samples, None };
+  Split splitToFit(size_t i, const JobShape &shape, double roomUs, bool split, WorkItem *part,
+                   double *predictedUs);
   // The planned time of each head of `item`, passes [item.passBegin, item.passBegin + k) for
   // k = 0 .. its pass count: its planned time in proportion to the passes' planned costs (by
   // pass count where those are 0).

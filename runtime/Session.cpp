@@ -873,25 +873,19 @@ bool Session::drain(JobState &js, uint32_t job, BubbleTask &task) {
     // before it, and all of an unplanned bubble's backlog, is deferred work.
     const bool own = ownQueued_ && i + 1 == js.backlog.size();
     if (!fits(js, item, task, &predicted)) {
-      // Its longest head that fits runs now; the rest (or all of it) waits, first in line.
+      // Its longest head that fits (or an inference chunk's first samples that fit) runs now;
+      // the rest, or all of it, waits first in line.
       WorkItem head;
       const double roomUs = (task.deadlineUs - admittedUs_) / config_.timeScale;
       if (!config_.fillBounded || stopped(task))
         return false;
-      if (config_.fillSplit && js.fittingHead(item, js.shape, roomUs, &head, &predicted)) {
-        FillQueue::dropHead(js.backlog.at(i), head);
-      } else {
-        js.predictor.refused(item.passBegin, item.passEnd, item.batch, item.plannedUs, roomUs);
-        // An inference chunk with no head that fits: its first samples that fit run now.
-        if (config_.fillSplit && js.fittingBatch(item, js.shape, roomUs, &head, &predicted)) {
-          js.backlog.replace(i, FillQueue::batchRest(item, head));
-        } else {
-          if (!starving(predicted))
-            return false;
-          parked.push_back(item.sampleBegin);
-          ++i;
-          continue;
-        }
+      if (js.splitToFit(i, js.shape, roomUs, config_.fillSplit, &head, &predicted) ==
+          FillQueue::Split::None) {
+        if (!starving(predicted))
+          return false; // a bubble can hold it: it waits first in line
+        parked.push_back(item.sampleBegin);
+        ++i;
+        continue;
       }
       ++js.chunksSplit;
       if (exec(js, job, head, predicted, task, !own))
