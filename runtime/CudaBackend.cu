@@ -874,8 +874,10 @@ private:
     nccl_ = std::make_unique<NcclChannels>(api, orderedChannelLinks(program), *config_.transport,
                                            config_.peerTimeoutS);
     // The GPU waits of this rank's threads poll the communicators under the peer time limit.
+    auto expired = std::make_shared<std::atomic<bool>>(false);
     for (uint32_t d : devices)
-      gpus_.at(d)->peerWatch = PeerWatch{[this] { nccl_->check(); }, config_.peerTimeoutS};
+      gpus_.at(d)->peerWatch =
+          PeerWatch{[this] { nccl_->check(); }, config_.peerTimeoutS, expired};
     ncclLinks_.resize(nccl_->communicators());
     for (uint32_t d : devices)
       for (const Stream &st : program.devices[d].streams)

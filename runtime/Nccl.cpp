@@ -405,7 +405,11 @@ void NcclChannels::recv(const ChannelKey &key, void *buffer, size_t bytes, cudaS
 
 void NcclChannels::check() {
   // From any thread: the backend's GPU waits poll it (PeerWait.h) while others send and receive.
-  std::lock_guard<std::mutex> lock(mutex_);
+  // A thread in send() or recv() holds the lock and checks the communicator itself (settle(),
+  // under the time limit); waiting for it here could hold a waiter past its own limit.
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock())
+    return;
   for (const Link &link : links_) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t r = api_->commGetAsyncError(link.comm, &state);

@@ -96,7 +96,8 @@ public:
   // threads are serialized (NCCL calls on one device must not run concurrently).
   void send(const ChannelKey &key, const void *buffer, size_t bytes, cudaStream_t stream);
   void recv(const ChannelKey &key, void *buffer, size_t bytes, cudaStream_t stream);
-  // Throws when a communicator reports an asynchronous error (a peer failed). From any thread.
+  // Throws when a communicator reports an asynchronous error (a peer failed). From any thread;
+  // while another thread sends or receives (it checks the communicator itself) it returns at once.
   void check();
   // Tears the communicators down: finalize (flushes outstanding operations) then destroy; after
   // an error, abort instead. The destructor does it too. From any thread; not from within

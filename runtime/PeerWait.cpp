@@ -8,29 +8,44 @@
 
 namespace pfrt {
 
+namespace {
+
+[[noreturn]] void hung(const std::string &what, double limitS, const char *more) {
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%g", limitS);
+  throw Error(PFRT_ERROR_BACKEND, what + " did not finish within " + limit +
+                                      " s while transfers with other ranks were in flight: a "
+                                      "peer rank hung (--peer-timeout sets the limit)" +
+                                      more);
+}
+
+} // namespace
+
 void pollUntil(const std::function<bool()> &ready, const PeerWatch &watch,
                const std::string &what) {
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto lastCheck = start - std::chrono::seconds(1);
   for (int poll = 0;; ++poll) {
     if (ready())
       return;
-    if (watch.check)
+    if (watch.expired && watch.expired->load())
+      hung(what, watch.limitS, " (an earlier wait of this rank ran past the limit)");
+    const auto now = Clock::now();
+    if (watch.check && now - lastCheck >= std::chrono::milliseconds(1)) {
       watch.check();
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s > watch.limitS) {
-      char limit[32];
-      std::snprintf(limit, sizeof limit, "%g", watch.limitS);
-      throw Error(PFRT_ERROR_BACKEND,
-                  what + " did not finish within " + limit +
-                      " s while transfers with other ranks were in flight: a peer rank hung "
-                      "(--peer-timeout sets the limit)");
+      lastCheck = now;
     }
+    if (std::chrono::duration<double>(now - start).count() > watch.limitS) {
+      if (watch.expired)
+        watch.expired->store(true);
+      hung(what, watch.limitS, "");
+    }
+    // A fill thread waits here for its bubble to begin: it must wake within tens of us.
     if (poll < 50)
       std::this_thread::yield();
     else
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(poll < 100 ? 20 : poll < 300 ? 100 : 1000));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
