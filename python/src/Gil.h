@@ -38,9 +38,16 @@ inline void beginInterpreterExit() {
   // Daemon threads still running keep what they refer to (sessions, plans) alive past the
   // exit; nanobind would report those objects as leaked ("likely a reference counting issue").
   namespace nb = nanobind;
-  if (nb::len(nb::module_::import_("threading").attr("enumerate")()) > 1)
+  const bool others = nb::len(nb::module_::import_("threading").attr("enumerate")()) > 1;
+  if (others)
     nb::set_leak_warnings(false);
-  for (int k = 0; k < 2000 && threadsTakingGil.load() > 0; ++k) {
+  // Those taking the GIL back now, and (20 ms with the GIL free) those past that point: a thread
+  // that found its session closed (the sessions close at exit first) is in nanobind's handling
+  // of the error, whose cleanup may run Python code and take the GIL again; CPython ending it
+  // there unwinds through nanobind's noexcept code and aborts the process ("terminate called
+  // after throwing an instance of RunFailure": 2 of 40 exits with polling daemon threads under
+  // load). Given the time, it returns to Python and parks at its next call into the module.
+  for (int k = 0; k < 2000 && (threadsTakingGil.load() > 0 || (others && k < 20)); ++k) {
     Py_BEGIN_ALLOW_THREADS
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     Py_END_ALLOW_THREADS
