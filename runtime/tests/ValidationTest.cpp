@@ -302,6 +302,14 @@ TEST(ValidationTest, FillFieldLimits) {
          c.period = 1025;
          fill(f, c);
        }},
+      // The builder takes any offset <= 0 (a file's is range-checked by the reader first).
+      {"device 0 stream 1 ('fill') op 1 (fill): iteration_offset -1025 is below -1024 (a batch "
+       "may span at most that many iterations)",
+       [](Fixture &f) {
+         pfrt_fill_chunk_desc c = f.chunk(0, 2);
+         c.iteration_offset = -1025;
+         fill(f, c);
+       }},
       {"device 0 stream 1 ('fill') op 1 (fill): sample_begin must be below 2^50",
        [](Fixture &f) { fill(f, f.chunk(0, 2, uint64_t(1) << 50)); }},
       {"fill job 1 ('big'): samples must be at most 1e15 (got 2000000000000000)",
