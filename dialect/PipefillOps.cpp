@@ -19,8 +19,11 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
 
 using namespace mlir;
@@ -407,6 +410,26 @@ LogicalResult PipelineOp::verify() {
     return emitOpError() << "has num_stages x num_microbatches x virtual_stages = " << chunks
                          << " micro-batch chunks; at most " << kMaxPipelineChunks
                          << " are allowed (about 2^24 instructions)";
+  // The fill planner's settings, named as written here (the planner refuses them too, in its
+  // own words, at the pipeline as a whole).
+  if (double margin = getSafetyMarginAttr().getValueAsDouble(); !(margin < 1.0)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", margin);
+    return emitOpError() << "safety_margin = " << text
+                         << " must be below 1: it is the share of each bubble kept free";
+  }
+  if (!(getHbmBandwidthGbpsAttr().getValueAsDouble() > 0.0))
+    return emitOpError() << "hbm_bandwidth_gbps must be positive: fill layers' memory time is "
+                            "their bytes over it";
+  if (std::optional<llvm::ArrayRef<int64_t>> sizes = getBatchSizes()) {
+    if (sizes->empty())
+      return emitOpError() << "batch_sizes is empty (leave it out for the planner's default "
+                              "sizes)";
+    for (int64_t b : *sizes)
+      if (b <= 0 || b > std::numeric_limits<int32_t>::max())
+        return emitOpError() << "batch_sizes holds " << b
+                             << ": a batch size must be in [1, 2^31-1]";
+  }
   return success();
 }
 
