@@ -308,7 +308,7 @@ GateState GatedLaunch::wait() {
   if (execs_.empty())
     return GateState{}; // nothing launched: the state is an earlier chunk's
   PFRT_CUDA(cudaEventRecord(st_.spanEnd, st_.s));
-  PFRT_CUDA(cudaStreamSynchronize(st_.s));
+  waitStream(*st_.dev, st_.s, "a gated fill chunk"); // under the peer limit with NCCL
   const volatile GateState *s = st_.gateHost;
   const size_t ran = std::min<size_t>(s->passesRun, execs_.size());
   cudaEvent_t end =
