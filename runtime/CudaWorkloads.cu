@@ -163,13 +163,15 @@ public:
       dev_.reservations.push_back(r);
     }
     PFRT_CUDA(cudaStreamSynchronize(stream_));
-    // Warm-up shapes: each distinct chunk that may run gated (two passes or more). A training
-    // chunk that continues a batch is warmed from the batch's creation (its backward passes read
-    // the forward passes' stashes); any other from its own first pass, with a batch made for it,
-    // so a warm chunk holds no more memory than the chunk itself.
+    // Warm-up shapes: each distinct planned chunk, one pass or more (a one-pass chunk runs
+    // ungated, but its first run would load its cuBLAS kernels inside its bubble, lazily; the
+    // capture behind a closed gate loads them before the loop). A training chunk that continues
+    // a batch is warmed from the batch's creation (its backward passes read the forward passes'
+    // stashes); any other from its own first pass, with a batch made for it, so a warm chunk
+    // holds no more memory than the chunk itself.
     std::set<std::tuple<uint32_t, uint32_t, bool, uint32_t, uint32_t>> seen;
     for (const JobChunk &c : chunks) {
-      if (c.passEnd < c.passBegin + 2)
+      if (c.passEnd <= c.passBegin)
         continue;
       JobChunk w = c;
       if (shape_.kind == PFRT_FILL_TRAINING)
