@@ -163,18 +163,20 @@ public:
       dev_.reservations.push_back(r);
     }
     PFRT_CUDA(cudaStreamSynchronize(stream_));
-    // Warm-up shapes: each distinct planned chunk, one pass or more (a one-pass chunk runs
-    // ungated, but its first run would load its cuBLAS kernels inside its bubble, lazily; the
-    // capture behind a closed gate loads them before the loop). A training chunk that continues
-    // a batch is warmed from the batch's creation (its backward passes read the forward passes'
-    // stashes); any other from its own first pass, with a batch made for it, so a warm chunk
-    // holds no more memory than the chunk itself.
+    // Warm-up shapes: each distinct planned chunk of two passes or more (those may run gated),
+    // and an inference job's one-pass chunks too (they run ungated, but a first run would load
+    // its cuBLAS kernels inside its bubble, lazily; the capture behind a closed gate loads them
+    // before the loop). A training chunk that continues a batch is warmed from the batch's
+    // creation (its backward passes read the forward passes' stashes), so not its one-pass
+    // chunks (about P^2 / 2 passes for a job of P); any other chunk from its own first pass,
+    // with a batch made for it, so a warm chunk holds no more memory than the chunk itself.
+    const bool training = shape_.kind == PFRT_FILL_TRAINING;
     std::set<std::tuple<uint32_t, uint32_t, bool, uint32_t, uint32_t>> seen;
     for (const JobChunk &c : chunks) {
-      if (c.passEnd <= c.passBegin)
+      if (c.passEnd < c.passBegin + (training ? 2 : 1))
         continue;
       JobChunk w = c;
-      if (shape_.kind == PFRT_FILL_TRAINING)
+      if (training)
         w.passBegin = 0;
       w.activationsHost = false;
       if (seen.insert({w.stream, w.batch, w.weightsStreamed, w.passBegin, w.passEnd}).second)
@@ -553,6 +555,10 @@ public:
     st.lastGate = gs;
     if (ran == launched)
       st.lastGate.stop = kGateRuns; // no gate closed (a build failure stopped it, if anything)
+    // A one-pass shape is warmed (its kernels loaded) but never runs gated: its failure is the
+    // warm-up's (the job stays cold), not a sign that gates cannot run on this GPU.
+    if (!failure.empty() && warming_ && ex.passEnd < ex.passBegin + 2)
+      throw Error(PFRT_ERROR_BACKEND, failure);
     if (!failure.empty() && dev_.gateOn.exchange(false))
       std::fprintf(stderr,
                    "pfrt: warning: cuda device %u (gpu %d): fill chunks cannot run behind "
