@@ -142,7 +142,7 @@ def error_sites(files, root, folders):
 
 def tracked_files(root):
     """In a git checkout, the files git tracks or would track (build folders hold copies and
-    generated text); elsewhere every file not in a hidden folder."""
+    generated text); elsewhere every file not in a hidden or build* folder."""
     if os.path.isdir(os.path.join(root, ".git")):
         out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
                               "--exclude-standard"], capture_output=True,
@@ -151,7 +151,7 @@ def tracked_files(root):
         return [p for p in paths if os.path.isfile(p)]  # not one deleted in the work tree
     found = []
     for dirpath, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "build")))
         found += [os.path.join(dirpath, name) for name in sorted(files)]
     return found
 
