@@ -340,37 +340,48 @@ TEST(SessionTest, BubbleLengthIsLearnedFromPastBubbles) {
   EXPECT_TRUE(later) << "no chunk ran after the first bubble";
 }
 
-// One job of calibrated work: a 30 ms chunk planned in a 40 ms bubble, then a 10 ms bubble with
-// two 2 ms chunks.
-ProgramPtr bigThenSmallChunks() {
+// The chain job of `layers` layers on one device: a forward, a 40 ms bubble holding `first`, a
+// forward, a 10 ms bubble holding `second`, a backward.
+ProgramPtr twoBubbleProgram(uint32_t layers, const std::vector<pfrt_fill_chunk_desc> &first,
+                            const std::vector<pfrt_fill_chunk_desc> &second) {
   std::string error;
-  const samples::OneDeviceProgram p = samples::chainJobProgram("park", 1, &error);
+  const samples::OneDeviceProgram p = samples::chainJobProgram("park", layers, &error);
   EXPECT_NE(p.program, nullptr) << error;
   ProgramPtr owner(p.program);
   if (!p.program)
     return owner;
-  uint32_t big = 0, small = 0;
-  pfrt_program_create_event(p.program, p.device, "big", &big);
-  pfrt_program_create_event(p.program, p.device, "small", &small);
-  const auto chunk = samples::chainChunk;
+  uint32_t events[2] = {0, 0};
+  pfrt_program_create_event(p.program, p.device, "b0", &events[0]);
+  pfrt_program_create_event(p.program, p.device, "b1", &events[1]);
+  const std::pair<double, const std::vector<pfrt_fill_chunk_desc> *> bubbles[] = {
+      {40000, &first}, {10000, &second}};
   pfrt_bubble_desc b{};
   b.emulate_idle = 1;
-  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  b.bubble_id = 0;
-  b.planned_duration_us = 40000;
-  const pfrt_fill_chunk_desc c0 = chunk(0, 30, 0);
-  EXPECT_EQ(samples::enqueueFilledBubble(p, big, b, &c0), PFRT_OK) << pfrt_last_error();
-  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0);
-  b.bubble_id = 1;
-  b.planned_duration_us = 10000;
-  const pfrt_fill_chunk_desc c1 = chunk(1, 2, 30);
-  EXPECT_EQ(samples::enqueueFilledBubble(p, small, b, &c1), PFRT_OK) << pfrt_last_error();
-  pfrt_fill_chunk_desc c2 = chunk(1, 2, 32);
-  c2.job = p.job;
-  EXPECT_EQ(pfrt_program_enqueue_fill(p.program, p.device, p.fill, &c2), PFRT_OK)
-      << pfrt_last_error();
+  for (uint32_t k = 0; k < 2; ++k) {
+    pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, k, 0, 1000,
+                                 0);
+    b.bubble_id = k;
+    b.planned_duration_us = bubbles[k].first;
+    const std::vector<pfrt_fill_chunk_desc> &chunks = *bubbles[k].second;
+    EXPECT_EQ(samples::enqueueFilledBubble(p, events[k], b, chunks.empty() ? nullptr : &chunks[0]),
+              PFRT_OK)
+        << pfrt_last_error();
+    for (size_t i = 1; i < chunks.size(); ++i) {
+      pfrt_fill_chunk_desc c = chunks[i];
+      c.job = p.job;
+      EXPECT_EQ(pfrt_program_enqueue_fill(p.program, p.device, p.fill, &c), PFRT_OK)
+          << pfrt_last_error();
+    }
+  }
   pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
   return owner;
+}
+
+// One job of calibrated work: a 30 ms chunk planned in a 40 ms bubble, then a 10 ms bubble with
+// two 2 ms chunks.
+ProgramPtr bigThenSmallChunks() {
+  const auto chunk = samples::chainChunk;
+  return twoBubbleProgram(1, {chunk(0, 30, 0)}, {chunk(1, 2, 30), chunk(1, 2, 32)});
 }
 
 // The framework's big bubble really lasts 15 ms (its own timer), so the 30 ms chunk planned in it
@@ -410,37 +421,17 @@ TEST(SessionTest, AChunkNoBubbleCanHoldDoesNotHoldUpTheRest) {
 // Two-pass batches planned as two chunks of one job: pass 0 (30 ms) in bubble 0, pass 1 (2 ms)
 // in bubble 1, each a batch of 30 samples.
 ProgramPtr twoChunkBatches() {
-  std::string error;
-  const samples::OneDeviceProgram p = samples::chainJobProgram("park", 2, &error);
-  EXPECT_NE(p.program, nullptr) << error;
-  ProgramPtr owner(p.program);
-  if (!p.program)
-    return owner;
-  uint32_t e0 = 0, e1 = 0;
-  pfrt_program_create_event(p.program, p.device, "b0", &e0);
-  pfrt_program_create_event(p.program, p.device, "b1", &e1);
-  pfrt_bubble_desc b{};
-  b.emulate_idle = 1;
-  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 0, 0, 1000, 0);
-  b.bubble_id = 0;
-  b.planned_duration_us = 40000;
   pfrt_fill_chunk_desc c0{};
   c0.bubble_id = 0;
   c0.layer_end = 1;
   c0.batch = 30;
   c0.planned_us = 30000;
-  EXPECT_EQ(samples::enqueueFilledBubble(p, e0, b, &c0), PFRT_OK) << pfrt_last_error();
-  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_FORWARD, 1, 0, 1000, 0);
-  b.bubble_id = 1;
-  b.planned_duration_us = 10000;
   pfrt_fill_chunk_desc c1 = c0;
   c1.bubble_id = 1;
   c1.layer_begin = 1;
   c1.layer_end = 2;
   c1.planned_us = 2000;
-  EXPECT_EQ(samples::enqueueFilledBubble(p, e1, b, &c1), PFRT_OK) << pfrt_last_error();
-  pfrt_program_enqueue_compute(p.program, p.device, p.main, PFRT_COMPUTE_BACKWARD, 0, 0, 1000, 0);
-  return owner;
+  return twoBubbleProgram(2, {c0}, {c1});
 }
 
 // A batch whose first pass is passed over (it fits no bubble: the framework gives its 40 ms bubble
